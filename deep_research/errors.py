@@ -1,0 +1,64 @@
+"""Typed errors, each with the exit code the CLI maps it to (in one place: cli.main).
+
+    DeepResearchError                 1  anything we raise on purpose
+    ├── UsageError                    2  bad input: empty or huge question, bad flag value
+    ├── ConfigError                   3  invalid settings / .env
+    ├── SessionError                  4  unknown, malformed or corrupt session
+    │   └── SessionLocked             5  another process is driving this session
+    ├── ProviderError                 6  the model provider failed after retries
+    │   └── StructuredOutputError     6  a structured output never parsed
+    ├── KnowledgeBaseError            7  KB missing, embedding model mismatch, store failure
+    ├── BranchError                   -  a research branch failed: recorded on the node, never exits
+    └── BudgetExhausted               -  work the budget cannot cover: the run stops, never exits
+
+Ctrl-C exits with 130 after the session is saved.
+"""
+
+from __future__ import annotations
+
+
+class DeepResearchError(Exception):
+    exit_code = 1
+
+
+class UsageError(DeepResearchError):
+    exit_code = 2
+
+
+class ConfigError(DeepResearchError):
+    exit_code = 3
+
+
+class SessionError(DeepResearchError):
+    exit_code = 4
+
+
+class SessionLocked(SessionError):
+    exit_code = 5
+
+
+class ProviderError(DeepResearchError):
+    exit_code = 6
+
+
+class StructuredOutputError(ProviderError):
+    pass
+
+
+class KnowledgeBaseError(DeepResearchError):
+    exit_code = 7
+
+
+class BranchError(DeepResearchError):
+    """A branch could not produce findings; the orchestrator records it on the node."""
+
+
+class BudgetExhausted(DeepResearchError):
+    """Raised before dispatch when the remaining budget cannot cover a call's worst case."""
+
+    def __init__(self, message: str, reason: str = "cost_limit") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+EXIT_INTERRUPTED = 130

@@ -1,0 +1,214 @@
+"""Typed data that crosses modules: nodes, plans, verdicts, citations, usage.
+
+LLM-facing models (``PlannedTask``, ``Plan``, ``Verdict``, ``BranchNotes``) keep every
+field required and described: strict ``json_schema`` outputs demand it, and the
+descriptions are what the model reads.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+NodeStatus = Literal["pending", "running", "done", "failed", "blocked"]
+SourceHint = Literal["web", "internal", "mixed"]
+Role = Literal["planner", "branch", "summarizer", "synthesizer", "judge", "deep_research", "embed"]
+StopReason = Literal[
+    "complete",
+    "max_iterations",
+    "time_limit",
+    "token_limit",
+    "cost_limit",
+    "nothing_to_do",
+    "interrupted",
+    "error",
+]
+RunStatus = Literal["running", "complete", "stopped", "failed", "interrupted"]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Usage(BaseModel):
+    """Token counts of one or more model calls."""
+
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    web_search_calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            web_search_calls=self.web_search_calls + other.web_search_calls,
+        )
+
+
+class Citation(BaseModel):
+    """One source a finding rests on: a web page span or a knowledge-base chunk.
+
+    ``ref`` is the session-wide id (``S1``, ``S2`` …) used in notes and summaries;
+    the report renumbers refs to ``[1]``, ``[2]`` … in order of first use.
+    """
+
+    ref: str = ""
+    kind: Literal["web", "kb"]
+    url: str | None = None
+    title: str = ""
+    locator: str = Field(
+        default="", description="KB: 'path#heading:start-end'; web: the url"
+    )
+    snippet: str = Field(default="", description="the cited text span")
+
+    @property
+    def key(self) -> str:
+        """Identity for de-duplication across nodes."""
+        return f"{self.kind}:{self.url or self.locator}"
+
+
+class ResearchNode(BaseModel):
+    id: str
+    parent_id: str | None = None
+    question: str
+    status: NodeStatus = "pending"
+    depth: int = 1
+    depends_on: list[str] = Field(default_factory=list)
+    parallelizable: bool = True
+    priority: int = 0
+    source_hint: SourceHint = "web"
+    iteration: int = 1
+    notes: str = ""
+    citations: list[Citation] = Field(default_factory=list)
+    confidence: float = 0.0
+    children: list[str] = Field(default_factory=list)
+    error: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float = 0.0
+    # Remote background jobs (Deep Research response ids) still owned by this node.
+    remote_jobs: dict[str, str] = Field(default_factory=dict)
+
+
+# --- LLM-facing ---------------------------------------------------------------
+
+
+class PlannedTask(BaseModel):
+    id: str = Field(description="Short unique id for this sub-question, e.g. 't3'.")
+    question: str = Field(description="A focused, self-contained research sub-question.")
+    depends_on: list[str] = Field(
+        description="Ids of tasks (new or existing) whose findings this task needs first."
+    )
+    parallelizable: bool = Field(
+        description="True unless this task must run alone (e.g. it compares all others)."
+    )
+    priority: int = Field(description="0-10; higher runs first among ready tasks.")
+    source_hint: SourceHint = Field(
+        description="'web' for public information, 'internal' for the user's knowledge "
+        "base, 'mixed' for both."
+    )
+    parent_id: str | None = Field(
+        description="Id of the existing node this refines, or null for a top-level task."
+    )
+
+
+class Plan(BaseModel):
+    rationale: str = Field(description="One or two sentences on how the plan covers the gaps.")
+    tasks: list[PlannedTask] = Field(description="The new sub-questions to research.")
+
+
+class Verdict(BaseModel):
+    is_complete: bool = Field(description="True if the draft fully answers the question.")
+    recommend_more_iterations: bool = Field(
+        description="True if another research round would materially improve the answer."
+    )
+    missing_aspects: list[str] = Field(description="Parts of the question not yet answered.")
+    weak_evidence_areas: list[str] = Field(
+        description="Claims resting on thin, single or contradictory sources."
+    )
+    overall_confidence: float = Field(description="0.0-1.0 confidence in the draft.")
+
+
+class BranchNotes(BaseModel):
+    notes: str = Field(
+        description="Concise findings in markdown. Every factual sentence ends with the "
+        "marker(s) of its evidence, e.g. [3] or [1][4]."
+    )
+    confidence: float = Field(description="0.0-1.0 confidence that the notes answer the question.")
+    used_evidence: list[int] = Field(description="Numbers of the evidence passages cited.")
+
+
+# --- records ------------------------------------------------------------------
+
+
+class PlanIssue(BaseModel):
+    """Something the plan validator repaired or rejected, and why."""
+
+    task_id: str
+    action: Literal["dropped", "repaired"]
+    reason: str
+
+
+class IterationRecord(BaseModel):
+    number: int
+    planned: list[str] = Field(default_factory=list)
+    plan_issues: list[PlanIssue] = Field(default_factory=list)
+    verdict: Verdict | None = None
+    draft: str | None = None
+
+
+class Limits(BaseModel):
+    """The run's hard limits, saved with the session (a resume may raise them)."""
+
+    max_iterations: int = 3
+    max_total_tokens: int = 2_000_000
+    max_cost_usd: float = 5.0
+    max_runtime_seconds: float = 3600.0
+
+
+class LedgerEntry(BaseModel):
+    """One model call (or cached hit) as the budget sees it."""
+
+    role: Role
+    model: str
+    node_id: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float = 0.0
+    cached: bool = False
+    at: datetime = Field(default_factory=utcnow)
+
+
+class SessionState(BaseModel):
+    """Everything a session needs to resume; written atomically after every change."""
+
+    schema_version: int = 1
+    session_id: str
+    question: str
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    status: RunStatus = "running"
+    stop_reason: StopReason | None = None
+    stop_detail: str = ""
+    mode: Literal["llm", "extractive"] = "llm"
+    source_policy: Literal["auto", "kb_only", "web_only"] = "auto"
+    iteration: int = 0
+    nodes: dict[str, ResearchNode] = Field(default_factory=dict)
+    summary: str = ""
+    summarized: list[str] = Field(default_factory=list)
+    sources: dict[str, Citation] = Field(default_factory=dict)
+    ledger: list[LedgerEntry] = Field(default_factory=list)
+    iterations: list[IterationRecord] = Field(default_factory=list)
+    report_path: str | None = None
+    limits: Limits = Field(default_factory=lambda: Limits())

@@ -66,9 +66,7 @@ class Citation(BaseModel):
     kind: Literal["web", "kb"]
     url: str | None = None
     title: str = ""
-    locator: str = Field(
-        default="", description="KB: 'path#heading:start-end'; web: the url"
-    )
+    locator: str = Field(default="", description="KB: 'path#heading:start-end'; web: the url")
     snippet: str = Field(default="", description="the cited text span")
 
     @property
@@ -167,6 +165,8 @@ class IterationRecord(BaseModel):
     plan_issues: list[PlanIssue] = Field(default_factory=list)
     verdict: Verdict | None = None
     draft: str | None = None
+    draft_done: int = 0
+    """How many nodes were done when the draft was written (a later one makes it stale)."""
 
 
 class Limits(BaseModel):
@@ -204,6 +204,7 @@ class SessionState(BaseModel):
     mode: Literal["llm", "extractive"] = "llm"
     source_policy: Literal["auto", "kb_only", "web_only"] = "auto"
     iteration: int = 0
+    phase: Literal["plan", "execute", "replan", "finished"] = "plan"
     nodes: dict[str, ResearchNode] = Field(default_factory=dict)
     summary: str = ""
     summarized: list[str] = Field(default_factory=list)

@@ -76,7 +76,9 @@ RemoteJobHook = Callable[[str, str | None], Awaitable[None]]
 
 
 class BranchExecutor(Protocol):
-    async def run(self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook) -> BranchResult:
+    async def run(
+        self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
+    ) -> BranchResult:
         """Research one node. Raises ``BranchError`` for an expected failure."""
         ...
 

@@ -1,0 +1,118 @@
+"""Guardrails: the usage ledger as the run sees it, limits, and budget reservations.
+
+Invariants:
+- every model call's usage lands in ``state.ledger`` and on its node, priced at record time;
+- ``remaining_usd`` is net of the spend so far, of reservations held by calls in flight,
+  and of a reserve kept for the final synthesis — so work never starts that the budget
+  could not cover and the report can always be written;
+- limits are checked before anything new starts (``stop_reason``); nothing here cancels.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from deep_research.budget import cost_of, make_entry, price_for
+from deep_research.models import Limits, Role, SessionState, StopReason, Usage
+
+
+class BudgetGuard:
+    def __init__(
+        self,
+        state: SessionState,
+        limits: Limits,
+        *,
+        final_reserve_usd: float = 0.0,
+        final_reserve_tokens: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.state = state
+        self.limits = limits
+        self.final_reserve_usd = final_reserve_usd
+        self.final_reserve_tokens = final_reserve_tokens
+        self._clock = clock
+        self._started = clock()
+        self._reserved_usd = 0.0
+        self.spent_usd = sum(e.cost_usd for e in state.ledger)
+        self.spent_tokens = sum(e.usage.total_tokens for e in state.ledger if not e.cached)
+
+    # --- recording ----------------------------------------------------------
+
+    def record(
+        self, role: Role, model: str, usage: Usage, *, node_id: str | None, cached: bool = False
+    ) -> None:
+        entry = make_entry(role, model, usage, node_id=node_id, cached=cached)
+        self.state.ledger.append(entry)
+        self.spent_usd += entry.cost_usd
+        if not cached:
+            self.spent_tokens += usage.total_tokens
+        node = self.state.nodes.get(node_id) if node_id else None
+        if node is not None:
+            node.usage = node.usage + usage
+            node.cost_usd += entry.cost_usd
+
+    def meter(self, node_id: str | None = None) -> NodeMeter:
+        return NodeMeter(self, node_id)
+
+    # --- limits -------------------------------------------------------------
+
+    @property
+    def elapsed(self) -> float:
+        return self._clock() - self._started
+
+    @property
+    def deadline(self) -> float:
+        """The loop-clock deadline for this process's run (``asyncio.timeout_at``)."""
+        return self._started + self.limits.max_runtime_seconds
+
+    def remaining_usd(self) -> float:
+        return (
+            self.limits.max_cost_usd - self.spent_usd - self._reserved_usd - self.final_reserve_usd
+        )
+
+    def stop_reason(self) -> StopReason | None:
+        """Why nothing new may start now, or None. The final synthesis is already reserved."""
+        if self.elapsed >= self.limits.max_runtime_seconds:
+            return "time_limit"
+        if self.spent_tokens >= self.limits.max_total_tokens - self.final_reserve_tokens:
+            return "token_limit"
+        if self.remaining_usd() <= 0:
+            return "cost_limit"
+        return None
+
+    def reserve(self, amount_usd: float) -> bool:
+        if amount_usd > self.remaining_usd():
+            return False
+        self._reserved_usd += amount_usd
+        return True
+
+    def release(self, amount_usd: float) -> None:
+        self._reserved_usd = max(0.0, self._reserved_usd - amount_usd)
+
+
+class NodeMeter:
+    """The ``Meter`` port bound to one node (or to none, for planner/judge/synthesis)."""
+
+    def __init__(self, guard: BudgetGuard, node_id: str | None) -> None:
+        self._guard = guard
+        self.node_id = node_id
+
+    def record(self, role: Role, model: str, usage: Usage, *, cached: bool = False) -> None:
+        self._guard.record(role, model, usage, node_id=self.node_id, cached=cached)
+
+    def remaining_usd(self) -> float:
+        return self._guard.remaining_usd()
+
+    def reserve(self, amount_usd: float) -> bool:
+        return self._guard.reserve(amount_usd)
+
+    def release(self, amount_usd: float) -> None:
+        self._guard.release(amount_usd)
+
+
+def call_cost_estimate(model: str, input_tokens: int, output_tokens: int) -> float:
+    """Worst-case USD of one chat call (0 for models without a known price)."""
+    if price_for(model) is None:
+        return 0.0
+    return cost_of(model, Usage(input_tokens=input_tokens, output_tokens=output_tokens))

@@ -1,0 +1,264 @@
+"""Embedding models for the knowledge base, each with a stable identity.
+
+A Chroma collection is only searchable with the model that filled it, so every
+embedder carries a `model_id` that the store records next to the collection and
+checks on reopen. Three kinds:
+
+- `StaticEmbeddings` (default, offline): a model2vec-style static model shipped
+  in `kb/assets/`: token vectors looked up and mean-pooled. Needs only
+  `tokenizers`, `safetensors` and numpy at run time; no torch, no network.
+- `HashEmbeddings`: feature hashing, for fast tests; no semantics beyond words.
+- `OpenAIEmbeddingsNamed`: any OpenAI-compatible embeddings endpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from abc import abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+from langchain_core.embeddings import Embeddings
+
+from deep_research.errors import ConfigError, KnowledgeBaseError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from deep_research.config import Settings
+
+ASSETS_DIR = Path(__file__).parent / "assets"
+DEFAULT_STATIC_MODEL = "minilm-l6-static-256"
+
+FloatMatrix = npt.NDArray[np.float32]
+
+
+class NamedEmbeddings(Embeddings):
+    """LangChain `Embeddings` plus an identity to record with a collection."""
+
+    @property
+    @abstractmethod
+    def model_id(self) -> str:
+        """E.g. `local:<model>@<sha256[:8]>`, `openai:text-embedding-3-small`, `hash:256`."""
+
+
+def _normalize_rows(matrix: FloatMatrix) -> FloatMatrix:
+    # The epsilon keeps an empty text's zero vector at zero instead of NaN.
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12
+    normalized: FloatMatrix = (matrix / norms).astype(np.float32)
+    return normalized
+
+
+# --- static (model2vec-style) ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _StaticModel:
+    tokenizer: Tokenizer
+    vectors: FloatMatrix
+    max_tokens: int | None
+    max_chars: int | None
+    normalize: bool
+    unk_id: int | None
+    digest: str
+
+
+@cache
+def _load_static(model_dir: Path) -> _StaticModel:
+    """Read one artifact once per process (the tokenizer and ~10 MB of vectors)."""
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    weights = model_dir / "model.safetensors"
+    if not weights.is_file():
+        raise KnowledgeBaseError(
+            f"embedding model not found at {model_dir} (expected model.safetensors); "
+            "reinstall the package or set DEEP_RESEARCH_EMBEDDING_PROVIDER=openai"
+        )
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tokenizer.no_padding()
+    max_tokens: int | None = config.get("max_length", 512)
+    if max_tokens is None:
+        tokenizer.no_truncation()
+    else:
+        tokenizer.enable_truncation(max_tokens)
+    tensors = load_file(str(weights))
+    vectors = tensors["embeddings"].astype(np.float32)
+    vocab = tokenizer.get_vocab()
+    # model2vec cuts text to max_tokens * the median token length before tokenizing:
+    # long documents tokenize in bounded time and vectors match model2vec's exactly.
+    median_len = int(np.median([len(token) for token in vocab])) if vocab else 1
+    unk = config.get("unk_token") or "[UNK]"
+    return _StaticModel(
+        tokenizer=tokenizer,
+        vectors=vectors,
+        max_tokens=max_tokens,
+        max_chars=None if max_tokens is None else max_tokens * median_len,
+        normalize=bool(config.get("normalize", True)),
+        unk_id=vocab.get(unk),
+        digest=hashlib.sha256(weights.read_bytes()).hexdigest(),
+    )
+
+
+class StaticEmbeddings(NamedEmbeddings):
+    """Mean of static token vectors, L2-normalized; thousands of chunks per second on a CPU."""
+
+    def __init__(self, model_dir: Path | None = None, *, batch_size: int = 256) -> None:
+        self.model_dir = (model_dir or ASSETS_DIR / DEFAULT_STATIC_MODEL).resolve()
+        self.batch_size = batch_size
+
+    @property
+    def _model(self) -> _StaticModel:
+        return _load_static(self.model_dir)
+
+    @property
+    def model_id(self) -> str:
+        return f"local:{self.model_dir.name}@{self._model.digest[:8]}"
+
+    @property
+    def dimensions(self) -> int:
+        return int(self._model.vectors.shape[1])
+
+    def encode(self, texts: Sequence[str]) -> FloatMatrix:
+        """Embed texts as a float32 matrix (one row per text)."""
+        model = self._model
+        out = np.zeros((len(texts), model.vectors.shape[1]), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            batch = [t[: model.max_chars] for t in texts[start : start + self.batch_size]]
+            encodings = model.tokenizer.encode_batch_fast(batch, add_special_tokens=False)
+            for offset, encoding in enumerate(encodings):
+                ids = encoding.ids
+                if model.unk_id is not None:
+                    ids = [i for i in ids if i != model.unk_id]
+                if ids:
+                    out[start + offset] = model.vectors[ids].mean(axis=0)
+        return _normalize_rows(out) if model.normalize else out
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        result: list[list[float]] = self.encode(texts).tolist()
+        return result
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+# --- hashing (tests) ------------------------------------------------------------------
+
+_WORD = re.compile(r"\w+")
+
+
+class HashEmbeddings(NamedEmbeddings):
+    """Signed feature hashing of lowercase words; deterministic across processes."""
+
+    def __init__(self, dimensions: int = 256) -> None:
+        self.dimensions = dimensions
+
+    @property
+    def model_id(self) -> str:
+        return f"hash:{self.dimensions}"
+
+    def _one(self, text: str) -> npt.NDArray[np.float32]:
+        vector = np.zeros(self.dimensions, dtype=np.float32)
+        for word in _WORD.findall(text.lower()):
+            # blake2b, not hash(): Python salts str hashes per process.
+            digest = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "big")
+            vector[digest % self.dimensions] += 1.0 if (digest >> 63) & 1 else -1.0
+        return vector
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        matrix = _normalize_rows(np.stack([self._one(t) for t in texts]))
+        result: list[list[float]] = matrix.tolist()
+        return result
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+# --- OpenAI-compatible ----------------------------------------------------------------
+
+
+class OpenAIEmbeddingsNamed(NamedEmbeddings):
+    """`langchain_openai.OpenAIEmbeddings`, built on first use, with a model identity."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None,
+        base_url: str | None = None,
+        max_retries: int = 4,
+        timeout: float = 120.0,
+    ) -> None:
+        self.model = model
+        self._api_key = api_key
+        self._base_url = base_url
+        self._max_retries = max_retries
+        self._timeout = timeout
+        self._inner: Embeddings | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return f"openai:{self.model}"
+
+    def _client(self) -> Embeddings:
+        with self._lock:
+            if self._inner is None:
+                from langchain_openai import OpenAIEmbeddings
+                from pydantic import SecretStr
+
+                self._inner = OpenAIEmbeddings(
+                    model=self.model,
+                    # A local server needs no key, but the client refuses to start without one.
+                    openai_api_key=SecretStr(self._api_key or "not-needed"),
+                    openai_api_base=self._base_url,
+                    max_retries=self._max_retries,
+                    request_timeout=self._timeout,
+                    # True would make tiktoken download its encodings: fails offline.
+                    check_embedding_ctx_length=False,
+                )
+            return self._inner
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._client().embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._client().embed_query(text)
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        return await self._client().aembed_documents(texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return await self._client().aembed_query(text)
+
+
+def make_embeddings(settings: Settings) -> NamedEmbeddings:
+    """The embedder the settings ask for."""
+    if settings.embedding_provider == "local":
+        return StaticEmbeddings()
+    if settings.embedding_provider == "openai":
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        if not key and not settings.openai_base_url:
+            raise ConfigError(
+                "embedding_provider=openai needs OPENAI_API_KEY or OPENAI_BASE_URL "
+                "(or use DEEP_RESEARCH_EMBEDDING_PROVIDER=local)"
+            )
+        return OpenAIEmbeddingsNamed(
+            settings.openai_embedding_model,
+            api_key=key,
+            base_url=settings.openai_base_url,
+            max_retries=settings.max_retries,
+            timeout=settings.request_timeout_seconds,
+        )
+    raise ConfigError(f"unknown embedding_provider {settings.embedding_provider!r}")

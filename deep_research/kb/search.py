@@ -1,0 +1,196 @@
+"""Retrieval over a KBStore: dense (Chroma), lexical (BM25) or both fused.
+
+Fusion is reciprocal rank fusion by default: score(d) = sum_r w_r / (RRF_K + rank_r(d)),
+ranks 1-based. A "weighted" alternative fuses min-max normalised scores instead. The
+constants below are the defaults; every one of them is also a parameter of `search`.
+MMR (optional) re-orders the fused candidates for diversity using the dense vectors.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from deep_research.errors import KnowledgeBaseError, UsageError
+from deep_research.kb.chunking import make_locator
+from deep_research.kb.store import KBStore
+
+Mode = Literal["hybrid", "dense", "bm25"]
+FusionMethod = Literal["rrf", "weighted"]
+MODES: tuple[Mode, ...] = ("hybrid", "dense", "bm25")
+
+FUSION_METHOD: FusionMethod = "rrf"
+RRF_K = 60
+DENSE_WEIGHT = 1.0
+BM25_WEIGHT = 1.0
+CANDIDATES = 50
+"""Candidates taken from each ranker before fusion (at least k, 4k with MMR)."""
+MMR_LAMBDA = 0.5
+"""1.0 = pure relevance, 0.0 = pure diversity (0.5 is LangChain's default too)."""
+
+Ranking = list[tuple[str, float]]
+_LOCATOR = re.compile(r"^(?P<anchor>.*):(?P<start>\d+)-(?P<end>\d+)$")
+
+
+@dataclass(frozen=True)
+class Fusion:
+    method: FusionMethod = FUSION_METHOD
+    rrf_k: int = RRF_K
+    dense_weight: float = DENSE_WEIGHT
+    bm25_weight: float = BM25_WEIGHT
+
+
+@dataclass(frozen=True)
+class Hit:
+    chunk_id: str
+    source: str
+    heading: str
+    start_line: int
+    end_line: int
+    score: float
+    text: str
+    title: str = ""
+    tags: tuple[str, ...] = ()
+
+    @property
+    def locator(self) -> str:
+        """``path#heading:start-end``: what a citation stores; see `resolve_locator`."""
+        return make_locator(self.source, self.heading, self.start_line, self.end_line)
+
+
+def fuse(rankings: Sequence[tuple[Ranking, float]], fusion: Fusion = Fusion()) -> Ranking:
+    """Combine (ranking, weight) pairs into one ranking, best first."""
+    fused: dict[str, float] = {}
+    for ranking, weight in rankings:
+        if not ranking or weight == 0:
+            continue
+        if fusion.method == "rrf":
+            for rank, (cid, _) in enumerate(ranking, start=1):
+                fused[cid] = fused.get(cid, 0.0) + weight / (fusion.rrf_k + rank)
+        else:
+            scores = [score for _, score in ranking]
+            low, high = min(scores), max(scores)
+            span = high - low or 1.0
+            for cid, score in ranking:
+                fused[cid] = fused.get(cid, 0.0) + weight * (score - low) / span
+    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+
+
+def mmr_order(
+    query: Sequence[float],
+    candidates: Ranking,
+    vectors: dict[str, list[float]],
+    k: int,
+    lambda_mult: float = MMR_LAMBDA,
+) -> Ranking:
+    """Maximal marginal relevance over the candidates' dense vectors.
+
+    Relevance is the candidate's cosine similarity to the query blended with its
+    normalised fused score, so lexical-only matches are not pushed out.
+    """
+    pool = [(cid, score) for cid, score in candidates if cid in vectors]
+    if not pool:
+        return candidates[:k]
+    matrix: npt.NDArray[np.float64] = np.array([vectors[cid] for cid, _ in pool], dtype=float)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12
+    q = np.asarray(query, dtype=float)
+    q /= np.linalg.norm(q) + 1e-12
+    scores = np.array([score for _, score in pool], dtype=float)
+    span = float(scores.max() - scores.min()) or 1.0
+    relevance = 0.5 * (matrix @ q) + 0.5 * (scores - scores.min()) / span
+    similarity = matrix @ matrix.T
+    chosen: list[int] = []
+    left = list(range(len(pool)))
+    while left and len(chosen) < k:
+        redundancy = np.zeros(len(left))
+        if chosen:
+            redundancy = similarity[np.ix_(left, chosen)].max(axis=1)
+        marginal = lambda_mult * relevance[left] - (1 - lambda_mult) * redundancy
+        best = left[int(np.argmax(marginal))]
+        chosen.append(best)
+        left.remove(best)
+    return [pool[i] for i in chosen]
+
+
+def search(
+    store: KBStore,
+    query: str,
+    k: int = 8,
+    mode: Mode = "hybrid",
+    mmr: bool = False,
+    path_glob: str | None = None,
+    tags: Iterable[str] | None = None,
+    *,
+    fusion: Fusion | None = None,
+    candidates: int = CANDIDATES,
+    mmr_lambda: float = MMR_LAMBDA,
+) -> list[Hit]:
+    """The top ``k`` chunks for ``query``, best first, filtered by path glob and tags."""
+    if not query.strip():
+        raise UsageError("empty search query")
+    if k < 1:
+        raise UsageError(f"k must be at least 1 (got {k})")
+    if mode not in MODES:
+        raise UsageError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
+    fusion = fusion or Fusion()
+    lexical = store.lexical()
+    allowed = lexical.sources_matching(path_glob, tags)
+    if allowed is not None and not allowed:
+        return []
+    n = max(candidates, k * 4 if mmr else k)
+    vector = store.embeddings.embed_query(query) if mode != "bm25" or mmr else None
+    dense = store.dense(vector, n, allowed) if vector is not None and mode != "bm25" else []
+    lexical_hits = lexical.search(query, n, allowed) if mode != "dense" else []
+    if mode == "hybrid":
+        ranked = fuse([(dense, fusion.dense_weight), (lexical_hits, fusion.bm25_weight)], fusion)
+    else:
+        ranked = dense if mode == "dense" else lexical_hits
+    if mmr and vector is not None:
+        pool = ranked[:n]
+        ranked = mmr_order(vector, pool, store.vectors([cid for cid, _ in pool]), k, mmr_lambda)
+    top = ranked[:k]
+    chunks = store.get_chunks([cid for cid, _ in top])
+    hits = []
+    for cid, score in top:
+        chunk = chunks.get(cid)
+        if chunk is None:
+            continue  # deleted since the lexical index was built
+        hits.append(
+            Hit(
+                chunk_id=cid,
+                source=chunk.source,
+                heading=chunk.heading,
+                start_line=chunk.start_line,
+                end_line=chunk.end_line,
+                score=score,
+                text=chunk.text,
+                title=chunk.title,
+                tags=chunk.tags,
+            )
+        )
+    return hits
+
+
+def resolve_locator(store: KBStore, locator: str) -> str:
+    """The exact text a locator (``path#heading:start-end``) points at."""
+    match = _LOCATOR.match(locator)
+    if match is None:
+        raise UsageError(f"not a KB locator: {locator!r} (expected path#heading:start-end)")
+    start, end = int(match["start"]), int(match["end"])
+    found = store.find({"$and": [{"start_line": start}, {"end_line": end}]})
+    texts = [
+        c.text
+        for c in sorted(found, key=lambda c: c.ordinal)
+        if make_locator(c.source, c.heading, c.start_line, c.end_line) == locator
+    ]
+    if not texts:
+        raise KnowledgeBaseError(
+            f"{locator!r} is not in knowledge base {store.name!r} (re-ingested since?)"
+        )
+    # Several chunks share a locator only when one over-long line was cut in pieces.
+    return "\n".join(texts)

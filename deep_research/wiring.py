@@ -1,0 +1,154 @@
+"""Builds a run's concrete adapters from ``Settings`` — the only place that does.
+
+The orchestrator sees ports; here they become LangChain chains, the OpenAI Deep Research
+executor, the knowledge base, or the extractive (no model) stand-ins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Literal
+
+import openai
+from langchain_openai import ChatOpenAI
+
+from deep_research.branches.deep_research import DeepResearchExecutor
+from deep_research.branches.kb import Evidence, KBExecutor
+from deep_research.branches.router import RoutingExecutor, Unavailable
+from deep_research.cache import ResultCache
+from deep_research.chains.branch import LLMEvidenceWriter
+from deep_research.chains.compress import LLMCompressor
+from deep_research.chains.judge import LLMJudge
+from deep_research.chains.llm import ChatModel
+from deep_research.chains.planning import LLMPlanner
+from deep_research.chains.summary import LLMSummarizer
+from deep_research.chains.synthesis import LLMSynthesizer
+from deep_research.config import Settings
+from deep_research.errors import KnowledgeBaseError
+from deep_research.extractive import ExtractiveWriter, extractive_engine
+from deep_research.kb.search import search
+from deep_research.kb.store import KBStore, open_kb
+from deep_research.models import Role, SourceHint
+from deep_research.orchestrator import Engine, RunConfig
+from deep_research.ports import BranchExecutor
+
+SourcePolicy = Literal["auto", "kb_only", "web_only"]
+ALLOWED: dict[SourcePolicy, tuple[SourceHint, ...]] = {
+    "auto": ("web", "internal", "mixed"),
+    "kb_only": ("internal",),
+    "web_only": ("web",),
+}
+
+
+@dataclass
+class Built:
+    engine: Engine
+    config: RunConfig
+    notices: list[str] = field(default_factory=list)
+    resources: ExitStack = field(default_factory=ExitStack)
+
+
+@dataclass(frozen=True)
+class StoreRetriever:
+    """The KB as a ``Retriever``: hybrid search, off the event loop (Chroma is synchronous)."""
+
+    store: KBStore
+
+    async def retrieve(self, query: str, k: int) -> Sequence[Evidence]:
+        return await asyncio.to_thread(search, self.store, query, k)
+
+
+def run_config(settings: Settings, policy: SourcePolicy) -> RunConfig:
+    return RunConfig(
+        max_depth=settings.max_depth,
+        max_parallel=settings.max_parallel_branches,
+        max_nodes_per_plan=settings.max_nodes_per_plan,
+        summary_cap_tokens=settings.summary_max_tokens,
+        allowed_sources=ALLOWED[policy],
+        finish_grace_seconds=settings.request_timeout_seconds,
+    )
+
+
+def chat_model(settings: Settings, model: str, role: Role) -> ChatModel:
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    chat = ChatOpenAI(
+        model=model,
+        # Local OpenAI-compatible servers take any key; the SDK insists on one.
+        api_key=key or "not-needed",
+        base_url=settings.openai_base_url,
+        temperature=settings.temperature,
+        max_tokens=settings.max_tokens_per_call,
+        timeout=settings.request_timeout_seconds,
+        max_retries=settings.max_retries,
+        use_responses_api=False,
+    )
+    return ChatModel(chat, model, role, settings.structured_output_retries)
+
+
+def open_default_kb(settings: Settings) -> KBStore | None:
+    try:
+        return open_kb(settings)
+    except KnowledgeBaseError:
+        return None
+
+
+def build(
+    settings: Settings, policy: SourcePolicy, kb: KBStore | None, *, extractive: bool
+) -> Built:
+    """The engine for one run: the LLM chains, or the extractive stand-ins (no model)."""
+    config = run_config(settings, policy)
+    internal: BranchExecutor
+    if extractive:
+        if kb is None:
+            raise KnowledgeBaseError(
+                "no model is configured and there is no knowledge base: set OPENAI_API_KEY "
+                "or OPENAI_BASE_URL, or run `deep-research kb ingest`"
+            )
+        config = run_config(settings, "kb_only")
+        executor = KBExecutor(StoreRetriever(kb), ExtractiveWriter(), settings.retrieval_k)
+        return Built(extractive_engine(executor), config, ["extractive mode: no model configured"])
+
+    resources = ExitStack()
+    summarizer = chat_model(settings, settings.summarizer_model, "summarizer")
+    if kb is None:
+        internal = Unavailable(
+            f"no knowledge base {settings.kb_name!r}: run `deep-research kb ingest` first"
+        )
+    else:
+        writer = LLMEvidenceWriter(chat_model(settings, settings.branch_model, "branch"))
+        internal = KBExecutor(StoreRetriever(kb), writer, settings.retrieval_k)
+    web: BranchExecutor
+    if policy == "kb_only":
+        web = Unavailable("web research is off (--kb-only)")
+    else:
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        client = openai.AsyncOpenAI(
+            api_key=key or "not-needed",
+            base_url=settings.openai_base_url,
+            max_retries=settings.max_retries,
+            timeout=settings.request_timeout_seconds,
+        )
+        cache = ResultCache(settings.cache_dir)
+        resources.callback(cache.close)
+        web = DeepResearchExecutor(
+            client,
+            model=settings.deep_research_model,
+            max_tool_calls=settings.deep_research_max_tool_calls,
+            max_wait_seconds=settings.deep_research_max_wait_seconds,
+            poll_seconds=settings.deep_research_poll_seconds,
+            compressor=LLMCompressor(summarizer),
+            cache=cache,
+        )
+    if policy == "web_only":
+        internal = Unavailable("knowledge-base research is off (--web-only)")
+    engine = Engine(
+        planner=LLMPlanner(chat_model(settings, settings.planner_model, "planner")),
+        executor=RoutingExecutor(web=web, internal=internal),
+        summarizer=LLMSummarizer(summarizer),
+        synthesizer=LLMSynthesizer(chat_model(settings, settings.synthesizer_model, "synthesizer")),
+        judge=LLMJudge(chat_model(settings, settings.judge_model, "judge")),
+    )
+    return Built(engine, config, resources=resources)

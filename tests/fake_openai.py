@@ -1,0 +1,479 @@
+"""A loopback HTTP server speaking enough of the OpenAI API for tests.
+
+    with FakeOpenAI() as fake:
+        client = openai.AsyncOpenAI(base_url=fake.base_url, api_key="test")
+
+It runs on 127.0.0.1 in a daemon thread of the test process, so a CLI started as
+a child process can use it too, and everything it knows (scripts, deep-research
+responses, counters) outlives a killed client: a resumed run re-attaches by id.
+
+Invariants: every piece of state is guarded by one lock; `wait_for` wakes on
+every change, so tests wait on conditions, never on sleeps; the Authorization
+header is never stored. Handler errors and unscripted requests answer 4xx/5xx
+with `x-should-retry: false` and are appended to `errors` (the pytest fixture
+fails the test on them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import traceback
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from tests.fake_openai_payloads import (
+    ChatReply,
+    Citation,
+    ResearchReport,
+    ResearchStatus,
+    StoredResponse,
+    chat_completion,
+    default_report,
+    embeddings,
+    input_text,
+    new_id,
+    response_object,
+    text_of,
+)
+
+__all__ = [
+    "ChatReply",
+    "ChatRequest",
+    "Citation",
+    "FakeOpenAI",
+    "Fault",
+    "RecordedRequest",
+    "ResearchReport",
+    "ResearchRequest",
+]
+
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key"})
+_FINAL = frozenset({"completed", "failed", "incomplete", "cancelled"})
+
+FaultKind = Literal["rate_limit", "server_error", "slow", "malformed", "drop", "drop_after"]
+Headers = dict[str, str]
+ChatResult = ChatReply | str | dict[str, Any]
+ChatHandler = Callable[["ChatRequest"], ChatResult | None]
+ResearchHandler = Callable[["ResearchRequest"], ResearchReport | str | None]
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]  # lower-cased names; secret headers removed
+    body: Any  # parsed JSON, or None
+    authorized: bool  # an Authorization header was sent (its value is not kept)
+    fault: FaultKind | None
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    messages: list[dict[str, Any]]
+    schema_name: str | None  # response_format.json_schema.name, if any
+    schema: dict[str, Any] | None
+    max_tokens: int | None  # max_completion_tokens, else max_tokens
+    temperature: float | None
+    raw: dict[str, Any]
+
+    @property
+    def text(self) -> str:
+        """All message contents joined: handy for `"keyword" in req.text` routing."""
+        return "\n".join(text_of(m.get("content")) for m in self.messages)
+
+
+@dataclass(frozen=True)
+class ResearchRequest:
+    model: str
+    input_text: str
+    tools: list[dict[str, Any]]
+    background: bool
+    raw: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Applied to the next `times` requests whose path starts with `path_prefix`.
+
+    rate_limit: 429, server_error: 500, both with retry-after / retry-after-ms headers
+    when `retry_after` > 0 (the SDK sleeps that long, else backs off ~0.5 s); slow: answer
+    after `delay` s; malformed: 200 with a truncated JSON body; drop: close the
+    connection before handling; drop_after: handle (state changes!), then drop.
+    """
+
+    kind: FaultKind
+    path_prefix: str = "/v1/"
+    times: int = 1
+    retry_after: float = 0.01
+    delay: float = 0.0
+
+
+@dataclass
+class _Armed:
+    fault: Fault
+    left: int
+
+
+class FakeOpenAI:
+    def __init__(self, *, polls_to_complete: int = 2, embedding_dimensions: int = 64) -> None:
+        self._cond = threading.Condition(threading.RLock())
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        # Chat completions.
+        self.chat_handler: ChatHandler | None = None
+        self.default_chat_reply: ChatResult | None = None
+        self._chat_scripts: dict[str | None, deque[ChatResult]] = {}
+        # Deep research.
+        self.research_handler: ResearchHandler | None = None
+        self._research_script: deque[ResearchReport | str] = deque()
+        self.polls_to_complete = polls_to_complete  # retrieves until a response is final
+        self.hold_responses = False  # True: stay in_progress until complete()
+        self._responses: dict[str, StoredResponse] = {}
+        # Embeddings, faults, latency.
+        self.embedding_dimensions = embedding_dimensions
+        self.latency = 0.0  # seconds added before every answer
+        self._faults: list[_Armed] = []
+        # Records and counters.
+        self._requests: list[RecordedRequest] = []
+        self.research_inputs: Counter[str] = Counter()  # creates per input text
+        self.retrieves: Counter[str] = Counter()  # GETs per response id
+        self.cancels: Counter[str] = Counter()  # cancels per response id
+        self.errors: list[str] = []  # handler exceptions, unscripted requests
+
+    # --- lifecycle -------------------------------------------------------------------
+    def start(self) -> FakeOpenAI:
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.fake = self
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.02,), name="fake-openai", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._stopping.set()
+        self._server.shutdown()
+        self._server.close_connections()
+        self._server.server_close()
+        self._server = None
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(
+        self, exc: type[BaseException] | None, val: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("FakeOpenAI is not running")
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    # --- scripting -------------------------------------------------------------------
+    def script(self, schema_name: str | None, replies: Iterable[ChatResult]) -> None:
+        """Queue chat replies for requests with this schema name (None: plain text)."""
+        with self._cond:
+            self._chat_scripts.setdefault(schema_name, deque()).extend(replies)
+
+    def script_research(self, reports: Iterable[ResearchReport | str]) -> None:
+        """Queue deep-research reports, used by creates in order (a str is a bare report)."""
+        with self._cond:
+            self._research_script.extend(reports)
+
+    def assert_scripts_consumed(self) -> None:
+        with self._cond:
+            left = {k: len(v) for k, v in self._chat_scripts.items() if v}
+            if self._research_script:
+                left["<research>"] = len(self._research_script)
+        assert not left, f"scripted replies never requested: {left}"
+
+    def inject(self, *faults: Fault) -> None:
+        with self._cond:
+            self._faults.extend(_Armed(f, f.times) for f in faults)
+
+    def faults_pending(self) -> int:
+        with self._cond:
+            return sum(a.left for a in self._faults)
+
+    # --- deep-research control -------------------------------------------------------
+    def complete(self, response_id: str, status: ResearchStatus | None = None) -> None:
+        """Finish a response now (its scripted status, unless `status` overrides it)."""
+        with self._cond:
+            stored = self._responses[response_id]
+            if stored.status not in _FINAL:
+                stored.status = status or stored.report.status
+            self._cond.notify_all()
+
+    def response_status(self, response_id: str) -> str:
+        with self._cond:
+            return self._responses[response_id].status
+
+    @property
+    def response_ids(self) -> list[str]:
+        with self._cond:
+            return list(self._responses)
+
+    # --- assertions ------------------------------------------------------------------
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._cond:
+            return list(self._requests)
+
+    def count(self, path_prefix: str, method: str | None = None) -> int:
+        return sum(
+            1
+            for r in self.requests
+            if r.path.startswith(path_prefix) and method in (None, r.method)
+        )
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+        """Block until `predicate()` holds (re-checked on every request and change)."""
+        with self._cond:
+            if not self._cond.wait_for(predicate, timeout):
+                raise TimeoutError(f"FakeOpenAI: condition not met within {timeout}s")
+
+    # --- request handling (server threads) -------------------------------------------
+    def _take_fault(self, path: str) -> Fault | None:
+        with self._cond:
+            for armed in self._faults:
+                if armed.left > 0 and path.startswith(armed.fault.path_prefix):
+                    armed.left -= 1
+                    return armed.fault
+        return None
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._cond:
+            self._requests.append(request)
+            self._cond.notify_all()
+
+    def _route(self, method: str, path: str, body: Any) -> tuple[int, dict[str, Any]]:
+        parts = path.strip("/").split("/")
+        try:
+            if method == "POST" and path == "/v1/chat/completions":
+                return self._chat(body)
+            if method == "POST" and path == "/v1/embeddings":
+                return 200, embeddings(body, self.embedding_dimensions)
+            if method == "POST" and path == "/v1/responses":
+                return self._create_response(body)
+            if parts[:2] == ["v1", "responses"] and len(parts) >= 3:
+                return self._response_action(method, parts[2], parts[3:])
+            if method == "GET" and path == "/v1/models":
+                return 200, {"object": "list", "data": [{"id": "fake", "object": "model"}]}
+            return _error(404, f"FakeOpenAI: no route for {method} {path}")
+        except Exception:
+            return self._fail(500, f"FakeOpenAI handler raised:\n{traceback.format_exc()}")
+        finally:
+            with self._cond:
+                self._cond.notify_all()
+
+    def _fail(self, status: int, message: str) -> tuple[int, dict[str, Any]]:
+        with self._cond:
+            self.errors.append(message)
+        return _error(status, message)
+
+    def _chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        fmt = body.get("response_format") or {}
+        js = (fmt.get("json_schema") or {}) if fmt.get("type") == "json_schema" else {}
+        req = ChatRequest(
+            model=body.get("model", ""),
+            messages=body.get("messages", []),
+            schema_name=js.get("name"),
+            schema=js.get("schema"),
+            max_tokens=body.get("max_completion_tokens", body.get("max_tokens")),
+            temperature=body.get("temperature"),
+            raw=body,
+        )
+        # User handlers run outside the lock: one may block on an event to hold a call open.
+        reply = self.chat_handler(req) if self.chat_handler else None
+        with self._cond:
+            queue = self._chat_scripts.get(req.schema_name)
+            if reply is None and queue:
+                reply = queue.popleft()
+        if reply is None:
+            reply = self.default_chat_reply
+        if reply is None and req.schema_name is None:
+            reply = "This is a fake reply."
+        if reply is None:
+            return self._fail(400, f"FakeOpenAI: no chat reply scripted for {req.schema_name!r}")
+        if not isinstance(reply, ChatReply):
+            reply = ChatReply(content=reply)
+        return 200, chat_completion(req.model, reply, req.text)
+
+    def _create_response(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        req = ResearchRequest(
+            model=body.get("model", ""),
+            input_text=input_text(body.get("input")),
+            tools=body.get("tools") or [],
+            background=bool(body.get("background")),
+            raw=body,
+        )
+        report = self.research_handler(req) if self.research_handler else None
+        with self._cond:
+            if report is None and self._research_script:
+                report = self._research_script.popleft()
+            if report is None:
+                report = default_report(req.input_text)
+            if isinstance(report, str):
+                report = ResearchReport(text=report)
+            stored = StoredResponse(
+                id=new_id("resp"),
+                model=req.model,
+                body=body,
+                report=report,
+                polls_left=self.polls_to_complete,
+                held=self.hold_responses,
+            )
+            self._responses[stored.id] = stored
+            self.research_inputs[req.input_text] += 1
+            if not req.background:  # foreground: answer with the finished response
+                stored.status = report.status
+            return 200, response_object(stored)
+
+    def _response_action(
+        self, method: str, response_id: str, rest: list[str]
+    ) -> tuple[int, dict[str, Any]]:
+        with self._cond:
+            stored = self._responses.get(response_id)
+            if stored is None:
+                return _error(404, f"No response found with id '{response_id}'.")
+            if method == "GET" and not rest:
+                self.retrieves[response_id] += 1
+                if stored.status not in _FINAL:
+                    stored.polls_left -= 1
+                    done = stored.polls_left <= 0 and not stored.held
+                    stored.status = stored.report.status if done else "in_progress"
+            elif method == "POST" and rest == ["cancel"]:
+                self.cancels[response_id] += 1
+                if stored.status not in _FINAL:
+                    stored.status = "cancelled"
+            else:
+                return _error(404, f"FakeOpenAI: no route for {method} responses/{rest}")
+            return 200, response_object(stored)
+
+
+def _error(status: int, message: str) -> tuple[int, dict[str, Any]]:
+    return status, {"error": {"message": message, "type": "fake_error", "code": None}}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    fake: FakeOpenAI
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Cut keep-alive connections, so no client is served after stop()."""
+        with self._open_lock:
+            for sock in self._open:
+                with contextlib.suppress(OSError):  # already closed by the peer
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client killed mid-request (kill -9 tests) is expected, not an error
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output clean; requests are recorded instead
+
+    def _serve(self, method: str) -> None:
+        fake = self.server.fake
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        path = urlsplit(self.path).path
+        try:
+            body = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            body = None
+        fault = fake._take_fault(path)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        fake._record(
+            RecordedRequest(
+                method=method,
+                path=path,
+                headers={k: v for k, v in headers.items() if k not in _SECRET_HEADERS},
+                body=body,
+                authorized="authorization" in headers,
+                fault=fault.kind if fault else None,
+            )
+        )
+        delay = fake.latency + (fault.delay if fault and fault.kind == "slow" else 0.0)
+        if delay > 0:
+            fake._stopping.wait(delay)
+        kind = fault.kind if fault else None
+        if kind == "drop":
+            return self._drop()
+        retry = {}
+        if fault and fault.retry_after > 0:
+            retry = {
+                "retry-after": f"{fault.retry_after:g}",
+                "retry-after-ms": f"{fault.retry_after * 1000:g}",
+            }
+        if kind == "rate_limit":
+            return self._send(*_error(429, "Rate limit reached (fake)."), retry)
+        if kind == "server_error":
+            return self._send(*_error(500, "Internal error (fake)."), retry)
+        if raw and body is None:
+            return self._send(*_error(400, "FakeOpenAI: request body is not JSON"))
+        status, payload = fake._route(method, path, body or {})
+        if kind == "drop_after":
+            return self._drop()
+        if kind == "malformed":
+            return self._send_bytes(200, json.dumps(payload).encode()[:40])
+        extra = {} if status < 500 else {"x-should-retry": "false"}
+        self._send(status, payload, extra)
+
+    def _send(self, status: int, payload: dict[str, Any], extra: Headers | None = None) -> None:
+        self._send_bytes(status, json.dumps(payload).encode(), extra)
+
+    def _send_bytes(self, status: int, data: bytes, extra: Headers | None = None) -> None:
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("x-request-id", new_id("req"))
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        with contextlib.suppress(OSError):  # the peer is already gone
+            self.connection.shutdown(socket.SHUT_RDWR)

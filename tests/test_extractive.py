@@ -1,0 +1,340 @@
+"""The extractive (no-model) engine: facets, quoting without fabrication, a full offline run."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pytest
+
+from deep_research.branches.kb import KBExecutor
+from deep_research.chains.branch import Passage
+from deep_research.extractive import (
+    ExtractiveJudge,
+    ExtractivePlanner,
+    ExtractiveSummarizer,
+    ExtractiveSynthesizer,
+    ExtractiveWriter,
+    extractive_engine,
+    facets,
+)
+from deep_research.guard import BudgetGuard
+from deep_research.memory import estimate_tokens
+from deep_research.models import Role, SessionState, Usage
+from deep_research.orchestrator import ResearchOrchestrator, RunConfig
+from deep_research.ports import JudgeRequest, NodeDigest, PlanRequest, SynthesisRequest
+from deep_research.report import build_report
+
+EXAMPLE = (
+    "How does deep-research plan, schedule and budget a research run, "
+    "and how does it keep every claim traceable to a source?"
+)
+
+
+class NoUsage:
+    """A meter that fails the test if anything records usage: there is no model here."""
+
+    def record(self, role: Role, model: str, usage: Usage, *, cached: bool = False) -> None:
+        raise AssertionError(f"extractive {role} recorded usage")
+
+    def remaining_usd(self) -> float:
+        return 0.0
+
+    def reserve(self, amount_usd: float) -> bool:
+        return False
+
+    def release(self, amount_usd: float) -> None:
+        raise AssertionError("nothing was reserved")
+
+
+def flat(text: str) -> str:
+    """Whitespace- and markup-insensitive text, so a quote can be found in its source."""
+    return " ".join(re.sub(r"[|#>*`—]", " ", text).split())
+
+
+def occurs_whole(quote: str, source: str) -> bool:
+    """``quote`` appears in ``source`` and starts and ends on word boundaries."""
+    return re.search(rf"(?<!\w){re.escape(flat(quote))}(?!\w)", flat(source)) is not None
+
+
+def request(question: str, max_tasks: int = 8, gaps: object = None) -> PlanRequest:
+    return PlanRequest(question, "", (), gaps, max_tasks, 3, ("internal",))  # type: ignore[arg-type]
+
+
+# --- planner --------------------------------------------------------------------------------
+
+
+def test_facets_of_the_example_question_are_self_contained() -> None:
+    assert facets(EXAMPLE, 8) == [
+        EXAMPLE.rstrip("?"),
+        "How does deep-research plan a research run",
+        "How does deep-research schedule a research run",
+        "How does deep-research budget a research run",
+        "How does deep-research keep every claim traceable to a source",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("What is BM25?", ["What is BM25"]),
+        (
+            "Compare Chroma, pgvector and Qdrant for a 10M-chunk KB",
+            [
+                "Compare Chroma, pgvector and Qdrant for a 10M-chunk KB",
+                "Chroma for a 10M-chunk KB",
+                "pgvector for a 10M-chunk KB",
+                "Qdrant for a 10M-chunk KB",
+            ],
+        ),
+        (
+            "What is the research tree? How is it validated?",
+            [
+                "What is the research tree? How is it validated",
+                "What is the research tree",
+                "How is the research tree validated",
+            ],
+        ),
+        (
+            "What is the difference between Chroma and pgvector?",
+            ["What is the difference between Chroma and pgvector"],
+        ),
+        ("???", []),
+        ("and the of it?", []),
+    ],
+)
+def test_facets(question: str, expected: list[str]) -> None:
+    assert facets(question, 8) == expected
+
+
+async def test_plan_is_independent_internal_tasks_capped_at_max_tasks() -> None:
+    question = ", ".join(f"how does component{i} handle case{i}" for i in range(20)) + "?"
+    plan = await ExtractivePlanner().plan(request(question, max_tasks=5), NoUsage())
+    assert [t.id for t in plan.tasks] == ["f1", "f2", "f3", "f4", "f5"]
+    assert plan.tasks[0].question == question.rstrip("?")
+    assert plan.tasks[1].question == "How does component0 handle case0"
+    for task in plan.tasks:
+        assert (task.source_hint, task.depends_on, task.parent_id) == ("internal", [], None)
+        assert task.parallelizable
+    priorities = [t.priority for t in plan.tasks]
+    assert priorities == sorted(priorities, reverse=True)
+
+
+async def test_replan_and_junk_give_empty_plans() -> None:
+    planner = ExtractivePlanner()
+    assert (await planner.plan(request("???"), NoUsage())).tasks == []
+    replan = await planner.plan(request(EXAMPLE, gaps=object()), NoUsage())
+    assert replan.tasks == []
+
+
+# --- writer ---------------------------------------------------------------------------------
+
+PASSAGES = [
+    Passage(
+        "planning.md › Planning",
+        "## Planning\n\nThe planner splits a research question into sub-questions. "
+        "Each sub-question becomes a node of the research tree.\n\n"
+        "```python\nplan = planner.plan(question)  # the planner splits everything\n```\n\n"
+        "| Field | Meaning |\n|---|---|\n"
+        "| `priority` | Higher runs first among ready planner tasks |",
+    ),
+    Passage(
+        "budget.md › Budgets",
+        "# Budgets\n\n- The budget guard stops a research run before the cost limit is reached.\n"
+        "- Every model call is priced when its usage is recorded.\n\n"
+        "A very long sentence about budgets "
+        + " ".join(f"word{i}" for i in range(80))
+        + " that ends here.",
+    ),
+    Passage("cooking.md › Soup", "Onions should be cooked slowly in butter until golden."),
+]
+
+
+async def test_writer_quotes_verbatim_with_valid_markers() -> None:
+    notes = await ExtractiveWriter().write(
+        EXAMPLE, "How does deep-research plan and budget a research run", PASSAGES, [], NoUsage()
+    )
+    lines = notes.notes.splitlines()
+    assert lines
+    cited: set[int] = set()
+    for line in lines:
+        match = re.fullmatch(r"- (.+) \[(\d+)\]", line)
+        assert match, line
+        quote, number = match.group(1).removesuffix(" …"), int(match.group(2))
+        assert 1 <= number <= len(PASSAGES)
+        assert occurs_whole(quote, PASSAGES[number - 1].text), line
+        cited.add(number)
+    assert notes.used_evidence == sorted(cited)
+    assert 3 not in cited  # the soup passage shares no term with the question
+    assert "plan = planner.plan" not in notes.notes  # code is not quoted as prose
+    assert "#" not in notes.notes
+    assert "|" not in notes.notes
+    assert len(notes.notes.split()) < 250
+    assert 0.1 <= notes.confidence <= 0.9
+
+
+async def test_writer_clips_long_sentences_between_words() -> None:
+    notes = await ExtractiveWriter().write("q", "budgets word7 word70", PASSAGES, [], NoUsage())
+    line = next(ln for ln in notes.notes.splitlines() if "word7" in ln)
+    quote = line.removeprefix("- ").removesuffix(" [2]")
+    assert quote.endswith(" …")
+    assert "word70" not in quote  # cut at 60 words
+    assert occurs_whole(quote.removesuffix(" …"), PASSAGES[1].text)
+
+
+async def test_writer_without_matching_evidence_quotes_nothing() -> None:
+    notes = await ExtractiveWriter().write(
+        "Which GPU?", "Which GPU should we buy", PASSAGES, [], NoUsage()
+    )
+    assert (notes.notes, notes.used_evidence, notes.confidence) == ("", [], 0.0)
+
+
+# --- summarizer, synthesizer, judge -------------------------------------------------------
+
+
+def digest(i: int, words: int = 30) -> NodeDigest:
+    lines = [
+        f"- Fact {i}.{j} about planning " + " ".join(["detail"] * words) + f". [S{i}][S{j + 10}]"
+        for j in range(3)
+    ]
+    lines.append("- A shared sentence every branch quotes. [S99]")
+    return NodeDigest(f"f{i}", f"Question {i}?", "\n".join(lines))
+
+
+async def test_summarizer_dedupes_keeps_markers_and_stays_within_cap() -> None:
+    summarizer = ExtractiveSummarizer()
+    summary = await summarizer.merge("q", "", [digest(1, 5), digest(2, 5)], 2000, NoUsage())
+    assert "### Question 1?" in summary
+    assert "### Question 2?" in summary
+    assert summary.count("A shared sentence") == 1
+    assert "- Fact 2.1 about planning detail detail detail detail detail. [S2][S11]" in summary
+    for _ in range(5):
+        summary = await summarizer.merge("q", summary, [digest(3), digest(4)], 300, NoUsage())
+        assert estimate_tokens(summary) <= 300
+        assert all(re.fullmatch(r"\[S\d+\]", m) for m in re.findall(r"\[S[^\]]*\]?", summary))
+    assert "### Question 1?" in summary  # trimming keeps every section's head
+
+
+async def test_summarizer_drops_untraceable_lines_and_clips_between_words() -> None:
+    long_line = "- " + " ".join(f"w{i}" for i in range(400)) + ". [S7][S8]"
+    notes = f"{long_line}\n- a line whose marker a cap cut off …"
+    summarizer = ExtractiveSummarizer()
+    summary = await summarizer.merge("q", "", [NodeDigest("f1", "Q?", notes)], 60, NoUsage())
+    assert estimate_tokens(summary) <= 60
+    assert "cut off" not in summary
+    line = summary.splitlines()[1]
+    assert line.endswith(" … [S7][S8]")
+    assert occurs_whole(line.removesuffix(" … [S7][S8]"), long_line)
+    empty = await summarizer.merge("q", "", [NodeDigest("f2", "Q2?", "no cites")], 60, NoUsage())
+    verdict = await ExtractiveJudge().judge(JudgeRequest("q", empty, "", ""), NoUsage())
+    assert verdict.missing_aspects == ["Q2?"]
+
+
+SUMMARY = (
+    "### How does planning work?\n- The planner splits a question into sub-questions. [S1]\n"
+    "- Nodes run in parallel. [S2]\n\n"
+    "### What does a run cost?\n- The budget guard stops a run at the cost limit. [S3][S1]\n\n"
+    "### What about soup?\n_Answered by the passages quoted above._\n\n"
+    "### Which GPU?\nNothing found."
+)
+
+
+async def test_synthesizer_keeps_markers_and_is_deterministic() -> None:
+    req = SynthesisRequest("How does planning split a question?", SUMMARY, (), (), final=True)
+    first = await ExtractiveSynthesizer().synthesize(req, NoUsage())
+    assert first == await ExtractiveSynthesizer().synthesize(req, NoUsage())
+    answer, findings = first.split("## Findings by facet")
+    assert answer.startswith("## Answer")
+    assert "xtractive" in answer
+    assert "- The planner splits a question into sub-questions. [S1]" in answer
+    assert "[S3][S1]" in first
+    assert "### What does a run cost?" in findings
+    assert set(re.findall(r"\[S\d+\]", first)) == {"[S1]", "[S2]", "[S3]"}
+
+
+async def test_judge_reports_unanswered_facets() -> None:
+    overview = "done: 3, failed: 1\n- f4 [failed, internal] What is the SLA?\n- f1 [done, web] x"
+    verdict = await ExtractiveJudge().judge(JudgeRequest("q", SUMMARY, "", overview), NoUsage())
+    assert verdict.is_complete
+    assert not verdict.recommend_more_iterations
+    assert verdict.missing_aspects == ["Which GPU?", "What is the SLA?"]
+    assert 0.0 < verdict.overall_confidence < 1.0
+
+
+# --- a whole run, in process --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hit:
+    chunk_id: str
+    locator: str
+    source: str
+    heading: str
+    text: str
+
+
+class FixedRetriever:
+    def __init__(self, hits: Sequence[Hit]) -> None:
+        self.hits, self.queries = list(hits), list[str]()
+
+    async def retrieve(self, query: str, k: int) -> Sequence[Hit]:
+        self.queries.append(query)
+        return self.hits[:k]
+
+
+class MemorySaver:
+    def __init__(self) -> None:
+        self.saves = 0
+
+    async def save(self, state: SessionState) -> None:
+        self.saves += 1
+
+    def save_now(self, state: SessionState) -> None:
+        self.saves += 1
+
+
+HITS = [
+    Hit(f"c{i}", f"{name}#{heading}:{i}-{i + 5}", name, heading, text)
+    for i, (name, heading, text) in enumerate(
+        [
+            ("planning.md", "Planning", PASSAGES[0].text),
+            ("budget.md", "Budgets", PASSAGES[1].text),
+            ("citations.md", "Traceability", "Every claim in the report carries a marker "
+             "that points to a numbered source, so each claim is traceable to a passage."),
+            ("scheduling.md", "Scheduling", "The scheduler starts a node as soon as its "
+             "dependencies are done, and runs independent nodes in parallel."),
+        ]
+    )
+]
+
+
+async def test_an_extractive_run_writes_a_report_whose_citations_resolve() -> None:
+    state = SessionState(session_id="s1", question=EXAMPLE, mode="extractive")
+    retriever = FixedRetriever(HITS)
+    engine = extractive_engine(KBExecutor(retriever, ExtractiveWriter(), k=4))
+    saver = MemorySaver()
+    guard, config = BudgetGuard(state, state.limits), RunConfig(allowed_sources=("internal",))
+    orch = ResearchOrchestrator(state, engine, saver, guard, config)
+    await orch.run()
+
+    assert (state.status, state.stop_reason, state.iteration) == ("complete", "complete", 1)
+    assert [n.status for n in state.nodes.values()] == ["done"] * 5
+    assert retriever.queries[:2] == [EXAMPLE[:-1], "How does deep-research plan a research run"]
+    assert state.ledger == []
+    assert saver.saves > 0
+    assert orch.final_text is not None
+    assert "## Answer" in orch.final_text
+
+    report = build_report(state, orch.final_text)
+    body, rest = report.split("## Sources", 1)
+    sources = dict(re.findall(r"^(\d+)\. `([^`]+)`", rest, re.M))
+    by_locator = {h.locator: h for h in HITS}
+    assert sources
+    assert set(sources.values()) <= set(by_locator)
+    quoted = re.findall(r"^- (.+?) \[(\d+)\]$", body, re.M)
+    assert quoted
+    for quote, number in quoted:
+        hit = by_locator[sources[number]]
+        assert occurs_whole(quote.removesuffix(" …"), hit.text), quote
+    assert "traceable to a passage" in body  # the traceability facet found its passage

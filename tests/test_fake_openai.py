@@ -1,0 +1,397 @@
+"""The fake OpenAI server against the real `openai` SDK and `langchain-openai`.
+
+Clients come from the `openai_client` / `chat_openai` fixtures, one per test, closed at
+teardown (why: tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import openai
+import pytest
+from langchain_openai import ChatOpenAI
+from openai.types.chat import ChatCompletionMessageParam
+from openai.types.responses import ResponseFunctionWebSearch
+from openai.types.shared_params import ResponseFormatJSONSchema
+from pydantic import BaseModel, Field
+
+from tests.fake_openai import (
+    ChatReply,
+    ChatRequest,
+    Citation,
+    FakeOpenAI,
+    Fault,
+    ResearchReport,
+    ResearchRequest,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
+
+
+def json_schema_format(name: str) -> ResponseFormatJSONSchema:
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": {}}}
+
+
+class Plan(BaseModel):
+    steps: list[str] = Field(description="Ordered research steps.")
+
+
+MakeClient = Callable[..., openai.AsyncOpenAI]
+
+
+# --- chat completions ---------------------------------------------------------------------
+
+
+async def test_langchain_structured_output_round_trip(
+    fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
+) -> None:
+    reply = ChatReply(
+        {"steps": ["search", "compare"]},
+        prompt_tokens=120,
+        completion_tokens=30,
+        cached_tokens=20,
+        reasoning_tokens=5,
+    )
+    fake_openai.script("Plan", [reply])
+    llm = chat_openai()  # its own HTTP pool: see tests/conftest.py
+    out = await llm.with_structured_output(Plan, include_raw=True).ainvoke("plan it")
+
+    assert out["parsed"] == Plan(steps=["search", "compare"])
+    usage = out["raw"].usage_metadata
+    assert (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]) == (120, 30, 150)
+    assert usage["input_token_details"]["cache_read"] == 20
+    assert usage["output_token_details"]["reasoning"] == 5
+    # What langchain-openai 1.7 sends: Chat Completions (not the Responses API) with a
+    # strict json_schema response format named after the pydantic class.
+    (sent,) = fake_openai.requests
+    assert sent.path == "/v1/chat/completions"
+    assert sent.headers["x-stainless-helper-method"] == "chat.completions.parse"
+    fmt = sent.body["response_format"]
+    assert fmt["type"] == "json_schema"
+    assert fmt["json_schema"]["name"] == "Plan"
+    assert fmt["json_schema"]["strict"] is True
+    assert fmt["json_schema"]["schema"]["additionalProperties"] is False
+    fake_openai.assert_scripts_consumed()
+
+
+async def test_chat_handler_script_and_default(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    seen: list[ChatRequest] = []
+
+    def handler(req: ChatRequest) -> str | None:
+        seen.append(req)
+        return "routed" if "route me" in req.text else None
+
+    fake_openai.chat_handler = handler
+    fake_openai.script("Judge", [{"complete": False}, {"complete": True}])
+    c = openai_client()
+
+    routed = await c.chat.completions.create(
+        model="m1", messages=[{"role": "user", "content": "route me"}], max_tokens=7
+    )
+    judged = [
+        await c.chat.completions.create(
+            model="m2", messages=USER, response_format=json_schema_format("Judge")
+        )
+        for _ in range(2)
+    ]
+    plain = await c.chat.completions.create(model="m3", messages=USER)
+
+    assert routed.choices[0].message.content == "routed"
+    assert routed.model == "m1"
+    assert [json.loads(r.choices[0].message.content or "") for r in judged] == [
+        {"complete": False},
+        {"complete": True},
+    ]
+    assert plain.choices[0].message.content == "This is a fake reply."
+    assert [(r.model, r.schema_name, r.max_tokens) for r in seen[:2]] == [
+        ("m1", None, 7),
+        ("m2", "Judge", None),
+    ]
+
+
+async def test_unscripted_schema_is_a_loud_error(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    with pytest.raises(openai.BadRequestError, match="no chat reply scripted for 'Nobody'"):
+        await openai_client().chat.completions.create(
+            model="m",
+            messages=USER,
+            response_format=json_schema_format("Nobody"),
+        )
+    assert len(fake_openai.errors) == 1
+    fake_openai.errors.clear()  # expected here; the fixture fails tests on leftovers
+
+
+# --- deep research (Responses API) --------------------------------------------------------
+
+REPORT = ResearchReport(
+    text="Qdrant filters fast ([qdrant.tech](https://qdrant.tech/a)). pgvector is simple.",
+    citations=(
+        Citation("https://qdrant.tech/a", "Qdrant docs", "([qdrant.tech](https://qdrant.tech/a))"),
+        Citation("https://pg.example/b", "pgvector", "pgvector is simple."),
+    ),
+    searches=("qdrant filtering", "pgvector ivfflat", "chroma scale"),
+    reasoning=("Compare three stores.",),
+    input_tokens=1000,
+    cached_tokens=100,
+    output_tokens=400,
+    reasoning_tokens=300,
+)
+
+
+async def create_research(c: openai.AsyncOpenAI, prompt: str = "Compare stores") -> str:
+    resp = await c.responses.create(
+        model="o4-mini-deep-research",
+        input=prompt,
+        background=True,
+        store=True,
+        max_tool_calls=10,
+        tools=[{"type": "web_search_preview"}],
+    )
+    assert resp.status == "queued"
+    assert resp.id.startswith("resp_")
+    return resp.id
+
+
+async def test_deep_research_background_poll_to_completed(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    requests: list[ResearchRequest] = []
+
+    def handler(req: ResearchRequest) -> ResearchReport:
+        requests.append(req)
+        return REPORT
+
+    fake_openai.research_handler = handler
+    c = openai_client()
+    rid = await create_research(c)
+
+    first = await c.responses.retrieve(rid)
+    done = await c.responses.retrieve(rid)
+
+    assert (first.status, done.status) == ("in_progress", "completed")
+    assert done.output_text == REPORT.text
+    kinds = [item.type for item in done.output]
+    assert kinds == ["reasoning"] + ["web_search_call"] * 3 + ["message"]
+    assert done.output[0].summary[0].text == "Compare three stores."  # type: ignore[union-attr]
+    searches = [i for i in done.output if isinstance(i, ResponseFunctionWebSearch)]
+    queries = [s.action.query for s in searches if s.action.type == "search"]
+    assert queries == list(REPORT.searches)
+    message = done.output[-1]
+    assert message.type == "message"
+    text = message.content[0]
+    assert text.type == "output_text"
+    spans = [(a.url, text.text[a.start_index : a.end_index]) for a in text.annotations]  # type: ignore[union-attr]
+    assert spans == [(c.url, c.quote) for c in REPORT.citations]
+    assert all(a.type == "url_citation" for a in text.annotations)
+    assert done.usage is not None
+    assert done.usage.input_tokens_details.cached_tokens == 100
+    assert done.usage.output_tokens_details.reasoning_tokens == 300
+    assert done.usage.total_tokens == 1400
+    assert requests[0].input_text == "Compare stores"
+    assert requests[0].raw["tools"] == [{"type": "web_search_preview"}]
+    assert fake_openai.research_inputs == {"Compare stores": 1}
+    assert fake_openai.retrieves[rid] == 2
+
+
+async def test_held_response_completes_on_release_for_a_new_client(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    fake_openai.hold_responses = True
+    fake_openai.script_research([REPORT, ResearchReport("x", status="failed")])
+    rid = await create_research(openai_client())
+    failing = await create_research(openai_client(), "second")
+
+    for _ in range(3):
+        assert (await openai_client().responses.retrieve(rid)).status == "in_progress"
+    fake_openai.complete(rid)
+    fake_openai.complete(failing)
+    resumed = openai_client()  # a restarted process re-attaches by id
+
+    assert (await resumed.responses.retrieve(rid)).output_text == REPORT.text
+    failed = await resumed.responses.retrieve(failing)
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert failed.output_text == ""
+
+
+async def test_cancel(fake_openai: FakeOpenAI, openai_client: MakeClient) -> None:
+    fake_openai.hold_responses = True
+    c = openai_client()
+    rid = await create_research(c)
+
+    cancelled = await c.responses.cancel(rid)
+
+    assert cancelled.status == "cancelled"
+    assert (await c.responses.retrieve(rid)).status == "cancelled"
+    assert fake_openai.cancels[rid] == 1
+    with pytest.raises(openai.NotFoundError):
+        await c.responses.retrieve("resp_unknown")
+
+
+def test_state_survives_a_killed_subprocess_client(fake_openai: FakeOpenAI) -> None:
+    fake_openai.hold_responses = True
+    child_code = (
+        "import openai, sys, threading\n"
+        "c = openai.OpenAI(base_url=sys.argv[1], api_key='test')\n"
+        "c.responses.create(model='o3-deep-research', input='killed run', background=True,\n"
+        "                   tools=[{'type': 'web_search_preview'}])\n"
+        "threading.Event().wait()  # hang until killed\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", child_code, fake_openai.base_url], cwd=ROOT)
+    try:
+        fake_openai.wait_for(lambda: bool(fake_openai.response_ids), timeout=30)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    (rid,) = fake_openai.response_ids
+    fake_openai.complete(rid)
+
+    resumed = openai.OpenAI(base_url=fake_openai.base_url, api_key="test")
+    assert resumed.responses.retrieve(rid).status == "completed"
+    assert fake_openai.research_inputs == {"killed run": 1}
+
+
+# --- embeddings ---------------------------------------------------------------------------
+
+
+async def test_embeddings_are_deterministic_unit_vectors(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    c = openai_client()
+    texts = ["vector stores", "vector stores", "bananas are yellow"]
+    out = await c.embeddings.create(model="text-embedding-3-small", input=texts)
+    small = await c.embeddings.create(model="e", input="vector stores", dimensions=16)
+
+    vectors = [d.embedding for d in out.data]
+    assert len(vectors[0]) == fake_openai.embedding_dimensions
+    assert vectors[0] == vectors[1] != vectors[2]
+    assert all(math.isclose(sum(v * v for v in vec), 1.0, rel_tol=1e-6) for vec in vectors)
+    assert len(small.data[0].embedding) == 16
+    assert out.usage.total_tokens > 0
+    b64 = await c.embeddings.create(model="e", input=texts[:1], encoding_format="base64")
+    assert isinstance(b64.data[0].embedding, str)
+
+
+# --- faults -------------------------------------------------------------------------------
+
+
+async def test_rate_limit_then_success_is_retried(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    fake_openai.inject(Fault("rate_limit", "/v1/chat/completions", retry_after=0.01))
+    c = openai_client(max_retries=2)
+
+    reply = await c.chat.completions.create(model="m", messages=USER)
+
+    assert reply.choices[0].message.content == "This is a fake reply."
+    first, second = fake_openai.requests
+    assert (first.fault, second.fault) == ("rate_limit", None)
+    assert second.headers["x-stainless-retry-count"] == "1"
+    assert fake_openai.faults_pending() == 0
+
+
+async def test_rate_limit_without_retries_surfaces(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    fake_openai.inject(Fault("rate_limit", "/v1/responses"))
+    with pytest.raises(openai.RateLimitError) as info:
+        await openai_client(max_retries=0).responses.retrieve("resp_x")
+    assert info.value.response.headers["retry-after-ms"] == "10"
+
+
+async def test_server_error_is_retried(fake_openai: FakeOpenAI, openai_client: MakeClient) -> None:
+    fake_openai.inject(Fault("server_error", "/v1/embeddings", times=2))
+    out = await openai_client(max_retries=2).embeddings.create(model="e", input="x")
+    assert len(out.data) == 1
+    assert [r.fault for r in fake_openai.requests] == ["server_error", "server_error", None]
+
+
+async def test_dropped_connection_surfaces(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    fake_openai.inject(Fault("drop", "/v1/embeddings"))
+    with pytest.raises(openai.APIConnectionError):
+        await openai_client(max_retries=0).embeddings.create(model="e", input="x")
+    assert fake_openai.count("/v1/embeddings") == 1
+
+
+async def test_drop_after_create_shows_a_duplicate_submission(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    # The server did the work but the answer was lost: the SDK's retry submits again.
+    fake_openai.inject(Fault("drop_after", "/v1/responses"))
+    await create_research(openai_client(max_retries=1), "expensive")
+    assert fake_openai.research_inputs["expensive"] == 2
+
+
+async def test_malformed_json_surfaces_as_decode_error(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    # Not an openai.APIError: the SDK lets json.JSONDecodeError through, unretried.
+    fake_openai.inject(Fault("malformed", "/v1/chat/completions"))
+    with pytest.raises(json.JSONDecodeError):
+        await openai_client(max_retries=2).chat.completions.create(model="m", messages=USER)
+    assert fake_openai.count("/v1/chat/completions") == 1
+
+
+async def test_slow_response_hits_the_client_timeout(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    fake_openai.inject(Fault("slow", "/v1/chat", delay=5.0))
+    c = openai_client(max_retries=0, timeout=0.2)
+    with pytest.raises(openai.APITimeoutError):
+        await c.chat.completions.create(model="m", messages=USER)
+
+
+# --- recording and lifecycle --------------------------------------------------------------
+
+
+async def test_authorization_is_never_recorded(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    secret = "sk-do-not-store-me"
+    c = openai_client(api_key=secret)
+    await c.chat.completions.create(model="m", messages=USER)
+    (recorded,) = fake_openai.requests
+    assert recorded.authorized
+    assert secret not in repr(fake_openai.requests)
+
+
+async def test_blocking_handler_and_wait_for(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    release = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def handler(req: ChatRequest) -> str:
+        asyncio.run_coroutine_threadsafe(release.wait(), loop).result(timeout=10)
+        return "released"
+
+    fake_openai.chat_handler = handler
+    call = asyncio.create_task(openai_client().chat.completions.create(model="m", messages=USER))
+    await asyncio.to_thread(fake_openai.wait_for, lambda: fake_openai.count("/v1/chat") == 1)
+    assert not call.done()
+    release.set()
+    assert (await call).choices[0].message.content == "released"
+
+
+async def test_stop_cuts_open_connections() -> None:
+    with FakeOpenAI() as fake:
+        c = openai.AsyncOpenAI(base_url=fake.base_url, api_key="test", max_retries=0)
+        await c.chat.completions.create(model="m", messages=USER)  # opens a keep-alive
+    async with c:
+        with pytest.raises(openai.APIConnectionError):
+            await c.chat.completions.create(model="m", messages=USER)

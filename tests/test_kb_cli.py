@@ -1,0 +1,114 @@
+"""`deep-research kb ...` through typer's CliRunner (stdout and stderr kept apart)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from deep_research.config import Settings
+from deep_research.errors import KnowledgeBaseError
+from deep_research.kb import store as store_module
+from deep_research.kb.cli import kb_app
+from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    """Settings from the environment, as the real CLI reads them; a tiny offline embedder."""
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    monkeypatch.setenv("DEEP_RESEARCH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("DEEP_RESEARCH_CHROMA_HOST", raising=False)
+    monkeypatch.delenv("DEEP_RESEARCH_KB_NAME", raising=False)
+
+    def make_embeddings(settings: Settings) -> NamedEmbeddings:
+        return HashEmbeddings()
+
+    monkeypatch.setattr(store_module, "make_embeddings", make_embeddings)
+    kb = tmp_path / "kb"
+    (kb / "ops").mkdir(parents=True)
+    (kb / "ops" / "deploy.md").write_text(
+        "---\ntags: [ops]\n---\n# Deploy\n\n## Rollback\n\nRun the rollback script twice.\n",
+        encoding="utf-8",
+    )
+    (kb / "intro.md").write_text("# Intro\n\nWelcome to the handbook.\n", encoding="utf-8")
+    (kb / "blob.md").write_bytes(b"\x00\x01")
+    return CliRunner()
+
+
+def test_ingest_json_prints_exactly_one_object(runner: CliRunner) -> None:
+    result = runner.invoke(kb_app, ["ingest", "--json"])  # default path: ./kb
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["added"] == 2
+    assert report["skipped"] == [{"path": "blob.md", "reason": "binary (contains NUL bytes)"}]
+    assert report["total_chunks"] == 2
+
+    again = json.loads(runner.invoke(kb_app, ["ingest", "kb", "--json"]).stdout)
+    assert (again["added"], again["unchanged"], again["chunks"]) == (0, 2, 0)
+
+
+def test_ingest_prints_a_summary_table(runner: CliRunner) -> None:
+    result = runner.invoke(kb_app, ["ingest", "kb", "--kb", "team"])
+    assert result.exit_code == 0, result.output
+    assert "added" in result.stdout
+    assert "skipped blob.md: binary" in result.stdout
+    assert json.loads(runner.invoke(kb_app, ["list", "--json"]).stdout) == ["team"]
+
+
+def test_search_json_and_text(runner: CliRunner) -> None:
+    runner.invoke(kb_app, ["ingest", "kb"])
+    result = runner.invoke(kb_app, ["search", "rollback script", "-k", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.stdout)
+    assert len(hits) == 1
+    hit = hits[0]
+    assert hit["source"] == "ops/deploy.md"
+    assert hit["heading"] == "Deploy > Rollback"
+    assert hit["lines"] == [4, 8]
+    assert "Run the rollback script twice." in hit["text"]
+    assert isinstance(hit["score"], float)
+
+    for mode in ("dense", "bm25"):
+        args = ["search", "handbook", "--mode", mode, "--json", "--mmr"]
+        assert json.loads(runner.invoke(kb_app, args).stdout)[0]["source"] == "intro.md"
+    filtered = runner.invoke(kb_app, ["search", "handbook rollback", "--tag", "ops", "--json"])
+    assert {h["source"] for h in json.loads(filtered.stdout)} == {"ops/deploy.md"}
+    by_path = runner.invoke(kb_app, ["search", "handbook rollback", "--path", "ops/*", "--json"])
+    assert {h["source"] for h in json.loads(by_path.stdout)} == {"ops/deploy.md"}
+
+    text = runner.invoke(kb_app, ["search", "rollback"])
+    assert "ops/deploy.md#Deploy > Rollback" in text.stdout
+    assert "lines 4-8" in text.stdout
+
+
+def test_search_rejects_an_unknown_mode(runner: CliRunner) -> None:
+    runner.invoke(kb_app, ["ingest", "kb"])
+    result = runner.invoke(kb_app, ["search", "x", "--mode", "fuzzy"])
+    assert result.exit_code == 2
+
+
+def test_stats_list_and_rm(runner: CliRunner) -> None:
+    runner.invoke(kb_app, ["ingest", "kb"])
+    stats = json.loads(runner.invoke(kb_app, ["stats", "--json"]).stdout)
+    assert stats["files"] == 2
+    assert stats["chunks"] == 2
+    assert stats["embedding_model"] == "hash:256"
+    assert stats["size_bytes"] > 0
+    assert "embedding model" in runner.invoke(kb_app, ["stats"]).stdout
+    assert runner.invoke(kb_app, ["list"]).stdout.strip() == "default  (default)"
+
+    declined = runner.invoke(kb_app, ["rm"], input="n\n")
+    assert declined.exit_code != 0
+    assert json.loads(runner.invoke(kb_app, ["list", "--json"]).stdout) == ["default"]
+
+    assert runner.invoke(kb_app, ["rm", "default", "--yes"]).exit_code == 0
+    assert json.loads(runner.invoke(kb_app, ["list", "--json"]).stdout) == []
+
+
+def test_missing_kb_raises_the_typed_error(runner: CliRunner) -> None:
+    for args in (["search", "x"], ["stats"], ["rm", "ghost", "--yes"]):
+        result = runner.invoke(kb_app, args)
+        assert isinstance(result.exception, KnowledgeBaseError), args

@@ -1,0 +1,96 @@
+"""The store: named KBs, reopening, the embedding-model guard, removal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deep_research.config import Settings
+from deep_research.errors import KnowledgeBaseError, UsageError
+from deep_research.kb.embeddings import HashEmbeddings
+from deep_research.kb.ingest import ingest
+from deep_research.kb.search import search
+from deep_research.kb.store import list_kbs, open_kb, remove_kb
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(home=tmp_path / "home", chroma_host=None)
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "a.md").write_text(
+        "---\ntags: [fruit]\n---\n# Alpha\n\nApples and pears.\n", encoding="utf-8"
+    )
+    (root / "b.md").write_text("# Beta\n\nBananas.\n", encoding="utf-8")
+    return root
+
+
+def test_missing_kb_is_an_error_unless_created(settings: Settings) -> None:
+    with pytest.raises(KnowledgeBaseError, match="not found"):
+        open_kb(settings, "nope", embeddings=HashEmbeddings())
+    assert list_kbs(settings) == []
+    open_kb(settings, "nope", embeddings=HashEmbeddings(), create=True)
+    assert list_kbs(settings) == ["nope"]
+
+
+def test_reopen_sees_the_same_chunks_and_stats(settings: Settings, docs: Path) -> None:
+    store = open_kb(settings, "main", embeddings=HashEmbeddings(), create=True)
+    ingest(store, docs)
+    reopened = open_kb(settings, "main", embeddings=HashEmbeddings())
+    stats = reopened.stats()
+    assert (stats.files, stats.chunks, stats.embedding_model) == (2, 2, "hash:256")
+    assert stats.size_bytes > 0
+    assert [h.source for h in search(reopened, "bananas", k=1)] == ["b.md"]
+
+
+def test_a_different_embedding_model_is_refused_with_a_hint(settings: Settings, docs: Path) -> None:
+    ingest(open_kb(settings, "main", embeddings=HashEmbeddings(), create=True), docs)
+    with pytest.raises(KnowledgeBaseError, match=r"hash:256.*hash:64.*kb rm main"):
+        open_kb(settings, "main", embeddings=HashEmbeddings(64))
+    with pytest.raises(KnowledgeBaseError):
+        open_kb(settings, "main", embeddings=HashEmbeddings(64), create=True)
+
+
+def test_named_kbs_are_separate_and_removable(settings: Settings, docs: Path) -> None:
+    first = open_kb(settings, "one", embeddings=HashEmbeddings(), create=True)
+    ingest(first, docs)
+    open_kb(settings, "two", embeddings=HashEmbeddings(), create=True)
+    assert list_kbs(settings) == ["one", "two"]
+    assert open_kb(settings, "two", embeddings=HashEmbeddings()).count() == 0
+
+    remove_kb(settings, "one")
+    assert list_kbs(settings) == ["two"]
+    with pytest.raises(KnowledgeBaseError):
+        remove_kb(settings, "one")
+    # Re-creating a removed KB in the same process works (chromadb caches clients by path).
+    again = open_kb(settings, "one", embeddings=HashEmbeddings(), create=True)
+    assert ingest(again, docs).added == ["a.md", "b.md"]
+    assert again.count() == 2
+
+
+def test_kb_names_are_validated(settings: Settings) -> None:
+    with pytest.raises(UsageError):
+        open_kb(settings, "../escape", embeddings=HashEmbeddings(), create=True)
+
+
+def test_lexical_index_is_persisted_and_follows_the_generation(
+    settings: Settings, docs: Path
+) -> None:
+    store = open_kb(settings, "main", embeddings=HashEmbeddings(), create=True)
+    ingest(store, docs)
+    assert (settings.kb_dir / "main" / "bm25" / "catalog.json").is_file()
+    generation = store.generation
+    fresh = open_kb(settings, "main", embeddings=HashEmbeddings())
+    assert fresh.lexical().generation == generation
+    assert fresh.lexical().size == 2
+
+    (docs / "c.md").write_text("# Gamma\n\nGrapes.\n", encoding="utf-8")
+    ingest(store, docs)
+    # Another open store notices the new generation and picks up the new chunk.
+    assert fresh.lexical().size == 3
+    assert [h.source for h in search(fresh, "grapes", k=1, mode="bm25")] == ["c.md"]

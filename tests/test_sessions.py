@@ -1,0 +1,498 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from deep_research import sessions
+from deep_research.budget import make_entry
+from deep_research.config import load_settings
+from deep_research.errors import SessionError, SessionLocked
+from deep_research.models import Citation, ResearchNode, SessionState, Usage
+from deep_research.sessions import Checkpointer, SessionStore, new_session_id
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    return SessionStore(tmp_path / "sessions")
+
+
+@pytest.fixture
+def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make `create` hand out the ids appended to the returned list, in order."""
+    ids: list[str] = []
+    monkeypatch.setattr(sessions, "new_session_id", lambda: ids.pop(0))
+    return ids
+
+
+def files_in(directory: Path) -> set[str]:
+    return {p.name for p in directory.iterdir()}
+
+
+# --- ids ---------------------------------------------------------------------------
+
+
+def test_new_session_ids_are_12_hex_and_distinct() -> None:
+    ids = {new_session_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    assert all(re.fullmatch(r"[0-9a-f]{12}", i) for i in ids)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "../x",
+        "../../etc",
+        "/etc",
+        "abc",  # too short to be a useful prefix
+        "a" * 33,
+        "ABCDEF12",  # ids are lowercase
+        "abcd/..",
+        "abcd\n",
+        "１２３４５",  # fullwidth digits
+        "abcdé",
+        "abcd ",
+        ".",
+    ],
+)
+def test_malformed_ids_are_rejected_before_touching_the_disk(store: SessionStore, bad: str) -> None:
+    with pytest.raises(SessionError, match="invalid session id"):
+        store.load(bad)
+    with pytest.raises(SessionError, match="invalid session id"):
+        store.path(bad)
+    assert not store.root.exists()
+
+
+# --- create / save / load ----------------------------------------------------------
+
+
+def test_create_then_load_round_trips(store: SessionStore) -> None:
+    state = store.create("What is Chroma?", source_policy="kb_only")
+    assert files_in(store.path(state.session_id)) == {"state.json"}
+    loaded = store.load(state.session_id)
+    assert loaded == state
+    assert loaded.source_policy == "kb_only"
+
+
+def test_save_is_atomic_and_leaves_no_temp_files(store: SessionStore) -> None:
+    state = store.create("q")
+    before = state.updated_at
+    for i in range(20):
+        state.summary = f"round {i}"
+        store.save(state)
+    assert state.updated_at > before
+    assert files_in(store.path(state.session_id)) == {"state.json"}
+    assert store.load(state.session_id).summary == "round 19"
+
+
+def test_failed_save_keeps_the_previous_state_and_cleans_up(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = store.create("q")
+    state.summary = "saved"
+    store.save(state)
+
+    def disk_full(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sessions.os, "replace", disk_full)
+    state.summary = "lost"
+    with pytest.raises(SessionError, match=r"cannot save session .*No space left"):
+        store.save(state)
+    monkeypatch.undo()
+    assert files_in(store.path(state.session_id)) == {"state.json"}
+    assert store.load(state.session_id).summary == "saved"
+
+
+def test_saving_an_unknown_session_is_a_session_error(store: SessionStore) -> None:
+    with pytest.raises(SessionError, match="no session abcdef123456"):
+        store.save(SessionState(session_id="abcdef123456", question="q"))
+
+
+def test_saved_state_contains_no_secrets(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-proj-TESTSECRET0123456789abcdefABCDEF"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("DEEP_RESEARCH_HOME", str(store.root.parent))
+    settings = load_settings()
+    assert settings.openai_api_key is not None
+    assert settings.openai_api_key.get_secret_value() == secret  # the key really is loaded
+    state = store.create("q")
+    state.nodes["t1"] = ResearchNode(id="t1", question="sub", notes="n", status="done")
+    state.ledger.append(make_entry("branch", settings.branch_model, Usage(input_tokens=10)))
+    store.save(state)
+    store.write_report(state.session_id, "# Report\n")
+    for path in store.path(state.session_id).iterdir():
+        text = path.read_text(encoding="utf-8")
+        assert secret not in text
+        assert not re.search(r"sk-[A-Za-z0-9_-]{16,}", text)
+
+
+# --- resolution ---------------------------------------------------------------------
+
+
+def test_unique_prefix_resolves(store: SessionStore, fixed_ids: list[str]) -> None:
+    fixed_ids += ["abc123000000", "abd456000000"]
+    first = store.create("first")
+    store.create("second")
+    assert store.resolve("abc1") == "abc123000000"
+    assert store.load("abc12").question == "first"
+    assert store.load(first.session_id).question == "first"
+
+
+def test_ambiguous_prefix_lists_candidates(store: SessionStore, fixed_ids: list[str]) -> None:
+    fixed_ids += ["abc123000000", "abc1ff000000"]
+    store.create("one")
+    store.create("two")
+    with pytest.raises(SessionError, match="ambiguous") as info:
+        store.load("abc1")
+    assert "abc123000000" in str(info.value)
+    assert "abc1ff000000" in str(info.value)
+
+
+def test_unknown_id_points_at_sessions_list(store: SessionStore) -> None:
+    store.create("q")
+    with pytest.raises(SessionError) as info:
+        store.load("ffffffffffff")
+    assert str(info.value) == "no session ffffffffffff; see `deep-research sessions list`"
+
+
+def test_unknown_id_without_any_sessions_dir(store: SessionStore) -> None:
+    with pytest.raises(SessionError, match="no session abcd"):
+        store.load("abcd")
+
+
+# --- corrupt state -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{not json", "is not valid JSON"),
+        (b"\xff\xfe\x00garbage", "is not valid JSON"),
+        (b"", "is not valid JSON"),
+        (b"[1, 2]", "is not a JSON object"),
+        (b'{"schema_version": 1, "session_id": "SID"}', "question: Field required"),
+        (
+            b'{"schema_version": 1, "session_id": "SID", "question": "q", "status": "weird"}',
+            "status",
+        ),
+        (b'{"schema_version": 99, "session_id": "SID", "question": "q"}', "schema_version 99"),
+        (b'{"session_id": "SID", "question": "q"}', "schema_version None"),
+        (b'{"schema_version": 1, "session_id": "ffffffffffff", "question": "q"}', "belongs to"),
+    ],
+)
+def test_corrupt_state_is_a_session_error_naming_the_file(
+    store: SessionStore, content: bytes, message: str
+) -> None:
+    state = store.create("q")
+    file = store.path(state.session_id) / "state.json"
+    content = content.replace(b"SID", state.session_id.encode())
+    file.write_bytes(content)
+    with pytest.raises(SessionError) as info:
+        store.load(state.session_id)
+    assert str(file) in str(info.value)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+    assert file.read_bytes() == content  # never overwritten
+    [row] = store.list()
+    assert row.status == "corrupt"
+    assert file.read_bytes() == content
+
+
+def test_missing_state_file_is_reported(store: SessionStore) -> None:
+    state = store.create("q")
+    (store.path(state.session_id) / "state.json").unlink()
+    with pytest.raises(SessionError, match=r"state\.json is missing"):
+        store.load(state.session_id)
+
+
+# --- listing ------------------------------------------------------------------------
+
+
+def test_list_is_newest_first_with_figures(store: SessionStore) -> None:
+    now = datetime.now(UTC)
+    old = store.create("old", created_at=now - timedelta(days=2))
+    new = store.create("new", created_at=now)
+    mid = store.create("mid", created_at=now - timedelta(days=1))
+    new.nodes = {
+        "t1": ResearchNode(id="t1", question="a", status="done"),
+        "t2": ResearchNode(id="t2", question="b", status="failed"),
+        "t3": ResearchNode(id="t3", question="c", status="done"),
+    }
+    new.ledger = [
+        make_entry("planner", "gpt-4.1", Usage(input_tokens=1000, output_tokens=100)),
+        make_entry("branch", "gpt-4.1-mini", Usage(input_tokens=5000, output_tokens=500), "t1"),
+    ]
+    new.sources = {"S1": Citation(ref="S1", kind="web", url="https://example.com")}
+    new.status = "complete"
+    new.stop_reason = "complete"
+    new.report_path = str(store.write_report(new.session_id, "# r"))
+    store.save(new)
+
+    rows = store.list()
+    assert [r.session_id for r in rows] == [new.session_id, mid.session_id, old.session_id]
+    top = rows[0]
+    assert top.question == "new"
+    assert top.status == "complete"
+    assert top.stop_reason == "complete"
+    assert (top.nodes_done, top.nodes_total) == (2, 3)
+    assert top.cost_usd == pytest.approx(sum(e.cost_usd for e in new.ledger))
+    assert top.report_path is not None
+    assert Path(top.report_path).read_text() == "# r"
+
+
+def test_list_shows_corrupt_sessions_and_ignores_strays(store: SessionStore) -> None:
+    good = store.create("good")
+    bad = store.create("bad")
+    (store.path(bad.session_id) / "state.json").write_text("{truncated")
+    (store.root / ".tmp-stuff").mkdir()
+    (store.root / "README.txt").write_text("not a session")
+    (store.root / "abcdef").write_text("a file named like an id")
+    rows = {r.session_id: r for r in store.list()}
+    assert set(rows) == {good.session_id, bad.session_id}
+    assert rows[good.session_id].status == "running"
+    assert rows[bad.session_id].status == "corrupt"
+    assert rows[bad.session_id].error is not None
+    assert "not valid JSON" in rows[bad.session_id].error
+
+
+def test_list_without_sessions_dir_is_empty(store: SessionStore) -> None:
+    assert store.list() == []
+
+
+# --- lock ---------------------------------------------------------------------------
+
+HOLD_LOCK = """
+import sys
+from pathlib import Path
+from deep_research.sessions import SessionStore
+
+with SessionStore(Path(sys.argv[1])).lock(sys.argv[2]):
+    print("locked", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_lock_is_exclusive_within_a_process(store: SessionStore) -> None:
+    state = store.create("q")
+    with store.lock(state.session_id):
+        assert (store.path(state.session_id) / "lock").read_text().strip() == str(os.getpid())
+        with pytest.raises(SessionLocked, match=f"pid {os.getpid()}"), store.lock(state.session_id):
+            pass
+    with store.lock(state.session_id):  # released on exit
+        pass
+
+
+def test_lock_held_by_another_process_and_freed_when_it_dies(store: SessionStore) -> None:
+    state = store.create("q")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(store.root), state.session_id],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()  # returns once the child holds the lock
+        assert line == "locked\n", child.stderr.read() if child.stderr else ""
+        with pytest.raises(SessionLocked) as info, store.lock(state.session_id):
+            pass
+        assert str(info.value) == (
+            f"session {state.session_id} is being run by another process (pid {child.pid})"
+        )
+        assert info.value.exit_code == 5
+        child.kill()  # SIGKILL: no cleanup code runs in the child
+        child.wait()
+        with store.lock(state.session_id):
+            pass
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        for stream in (child.stdin, child.stdout, child.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_lock_of_unknown_session_is_a_session_error(store: SessionStore) -> None:
+    with pytest.raises(SessionError, match="no session"), store.lock("abcdef123456"):
+        pass
+
+
+# --- report -------------------------------------------------------------------------
+
+
+def test_write_report_is_atomic(store: SessionStore) -> None:
+    state = store.create("q")
+    path = store.write_report(state.session_id, "# One\n")
+    path = store.write_report(state.session_id, "# Two — ünïcode\n")
+    assert path == store.path(state.session_id) / "report.md"
+    assert path.read_text(encoding="utf-8") == "# Two — ünïcode\n"
+    assert files_in(store.path(state.session_id)) == {"state.json", "report.md"}
+
+
+# --- checkpointer -------------------------------------------------------------------
+
+
+class GatedStore(SessionStore):
+    """Records every state.json write; the first one waits for `gate`."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.gate = threading.Event()
+        self.writing = threading.Event()
+        self.writes: list[str] = []
+
+    def create_armed(self, question: str) -> SessionState:
+        """Create a session (ungated), then arm the gate for the next write."""
+        self.gate.set()
+        state = self.create(question)
+        self.writes.clear()
+        self.writing.clear()
+        self.gate.clear()
+        return state
+
+    def write_serialized(self, session_id: str, payload: str) -> None:
+        self.writing.set()
+        assert self.gate.wait(10), "test never opened the gate"
+        self.writes.append(json.loads(payload)["summary"])
+        super().write_serialized(session_id, payload)
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> Iterator[GatedStore]:
+    store = GatedStore(tmp_path / "sessions")
+    yield store
+    store.gate.set()  # never leave a worker thread stuck
+
+
+async def test_checkpointer_snapshots_at_call_time_and_newest_wins(gated: GatedStore) -> None:
+    state = gated.create_armed("q")
+    cp = Checkpointer(gated)
+
+    async def save_as(summary: str) -> None:
+        state.summary = summary
+        await cp.save(state)
+
+    first = asyncio.create_task(save_as("A"))
+    await asyncio.to_thread(gated.writing.wait, 10)  # A is being written, off the loop
+    state.summary = "changed after the snapshot"
+    others = asyncio.gather(save_as("B"), save_as("C"))
+    gated.gate.set()
+    await asyncio.gather(first, others)
+
+    # B was superseded by C before its turn: skipped, never written after C.
+    assert gated.writes == ["A", "C"]
+    assert gated.load(state.session_id).summary == "C"
+
+
+async def test_checkpoint_is_the_state_at_call_time(gated: GatedStore) -> None:
+    state = gated.create_armed("q")
+    cp = Checkpointer(gated)
+
+    state.summary = "A"
+    first = asyncio.create_task(cp.save(state))
+    await asyncio.to_thread(gated.writing.wait, 10)
+    state.summary = "B"
+    queued = asyncio.create_task(cp.save(state))
+    await asyncio.sleep(0)  # a yield, not a wait: lets `queued` take its snapshot and block
+    state.summary = "mutated, never saved"
+    gated.gate.set()
+    await asyncio.gather(first, queued)
+    assert gated.writes == ["A", "B"]
+    assert gated.load(state.session_id).summary == "B"
+
+
+async def test_cancelled_checkpoint_never_rolls_back(gated: GatedStore) -> None:
+    state = gated.create_armed("q")
+    cp = Checkpointer(gated)
+
+    state.summary = "old"
+    old = asyncio.create_task(cp.save(state))
+    await asyncio.to_thread(gated.writing.wait, 10)
+    old.cancel()  # the thread keeps writing "old"; the loop moves on
+    with pytest.raises(asyncio.CancelledError):
+        await old
+    state.summary = "new"
+    new = asyncio.create_task(cp.save(state))
+    gated.gate.set()
+    await new
+    assert gated.writes == ["old", "new"]
+    assert gated.load(state.session_id).summary == "new"
+
+
+async def test_save_now_waits_for_an_inflight_write_and_wins(gated: GatedStore) -> None:
+    state = gated.create_armed("q")
+    cp = Checkpointer(gated)
+
+    state.summary = "async"
+    pending = asyncio.create_task(cp.save(state))
+    await asyncio.to_thread(gated.writing.wait, 10)
+    final = state.model_copy(deep=True)
+    final.summary = "shutdown"
+    # From another thread, as a signal-handling path might; it must queue behind the write.
+    shutdown = asyncio.create_task(asyncio.to_thread(cp.save_now, final))
+    gated.gate.set()
+    await asyncio.gather(pending, shutdown)
+    assert gated.writes == ["async", "shutdown"]
+    assert gated.load(state.session_id).summary == "shutdown"
+
+
+async def test_queued_async_save_older_than_save_now_is_skipped(gated: GatedStore) -> None:
+    state = gated.create_armed("q")
+    cp = Checkpointer(gated)
+
+    state.summary = "x"
+    inflight = asyncio.create_task(cp.save(state))
+    await asyncio.to_thread(gated.writing.wait, 10)
+    state.summary = "y"
+    queued = asyncio.create_task(cp.save(state))  # snapshots "y", waits behind "x"
+    final = state.model_copy(deep=True)
+    final.summary = "z"
+    shutdown = asyncio.create_task(asyncio.to_thread(cp.save_now, final))
+    gated.gate.set()
+    await asyncio.gather(inflight, queued, shutdown)
+    # Whichever of "y"/"z" reaches the writer first, "y" is older and never lands.
+    assert gated.writes == ["x", "z"]
+    assert gated.load(state.session_id).summary == "z"
+
+
+async def test_many_concurrent_checkpoints_end_with_the_last(store: SessionStore) -> None:
+    state = store.create("q")
+    cp = Checkpointer(store)
+
+    async def step(i: int) -> None:
+        state.nodes[f"t{i}"] = ResearchNode(id=f"t{i}", question=f"q{i}", status="done")
+        state.summary = f"after {i}"
+        await cp.save(state)
+
+    await asyncio.gather(*(step(i) for i in range(50)))
+    loaded = store.load(state.session_id)
+    assert loaded.summary == "after 49"
+    assert len(loaded.nodes) == 50
+    assert files_in(store.path(state.session_id)) == {"state.json"}
+
+
+def test_save_now_is_synchronous(store: SessionStore) -> None:
+    state = store.create("q")
+    state.status = "interrupted"
+    state.stop_reason = "interrupted"
+    Checkpointer(store).save_now(state)
+    assert store.load(state.session_id).status == "interrupted"

@@ -28,7 +28,7 @@ from deep_research.models import Limits, SessionState
 from deep_research.orchestrator import ResearchOrchestrator
 from deep_research.report import build_report
 from deep_research.sessions import Checkpointer, SessionStore
-from deep_research.wiring import SourcePolicy, build, open_default_kb
+from deep_research.wiring import Built, SourcePolicy, build, open_default_kb
 
 MAX_QUESTION_CHARS = 4000
 _debug = False
@@ -204,15 +204,13 @@ def _drive(settings: Settings, store: SessionStore, state: SessionState, *, as_j
                 state, built.engine, Checkpointer(store), guard, built.config, on_event=emit
             )
             try:
-                asyncio.run(orchestrator.run())
+                asyncio.run(_run(orchestrator, built))
             except KeyboardInterrupt:
                 store.save(state)
                 render.info(
                     f"interrupted; saved. Resume with: deep-research resume {state.session_id}"
                 )
                 raise typer.Exit(EXIT_INTERRUPTED) from None
-            finally:
-                built.resources.close()
         markdown = build_report(state, orchestrator.final_text)
         path = store.write_report(state.session_id, markdown)
         state.report_path = str(path)
@@ -226,6 +224,11 @@ def _drive(settings: Settings, store: SessionStore, state: SessionState, *, as_j
         f"report: {path}\nsession {state.session_id}: {state.status} ({state.stop_reason}) · "
         f"${spend.cost_usd:.4f} · {spend.usage.total_tokens:,} tokens"
     )
+
+
+async def _run(orchestrator: ResearchOrchestrator, built: Built) -> None:
+    async with built.resources:
+        await orchestrator.run()
 
 
 def _quiet(_message: str) -> None:

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from deep_research.errors import BranchError, BudgetExhausted, ProviderError
 from deep_research.guard import BudgetGuard
-from deep_research.memory import cap_tokens, cited_refs, register_citations
+from deep_research.memory import cap_tokens, cited_refs, estimate_tokens, register_citations
 from deep_research.models import (
     IterationRecord,
     PlannedTask,
@@ -299,10 +299,15 @@ class ResearchOrchestrator:
 
     def _findings(self, node: ResearchNode) -> list[Finding]:
         """Dependencies' notes, all together capped at the summary budget."""
+        # At 25 tokens a dependency, more than cap/25 of them would break the cap: keep the
+        # most confident.
         deps = [self.state.nodes[d] for d in node.depends_on]
         if not deps:
             return []
-        share = max(50, self.config.summary_cap_tokens // len(deps))
+        deps = sorted(deps, key=lambda d: -d.confidence)[
+            : max(1, self.config.summary_cap_tokens // 25)
+        ]
+        share = max(25, self.config.summary_cap_tokens // len(deps))
         return [
             Finding(d.id, d.question, cap_tokens(d.notes, share), tuple(d.citations)[:10])
             for d in deps
@@ -319,10 +324,11 @@ class ResearchOrchestrator:
                 ]
                 if not todo or self.guard.stop_reason() in ("token_limit", "cost_limit"):
                     return
-                batch = todo[:SUMMARY_BATCH]
                 cap = self.config.summary_cap_tokens
-                share = max(100, cap // len(batch))
-                digests = [NodeDigest(n.id, n.question, cap_tokens(n.notes, share)) for n in batch]
+                batch = take_batch(todo, cap // 2)
+                digests = [
+                    NodeDigest(n.id, n.question, cap_tokens(n.notes, cap // 2)) for n in batch
+                ]
                 try:
                     merged = await self.engine.summarizer.merge(
                         state.question, state.summary, digests, cap, self.guard.meter()
@@ -442,3 +448,17 @@ _LIMIT_DETAIL: dict[StopReason, str] = {
     "token_limit": "the run reached max_total_tokens",
     "cost_limit": "the run reached its cost limit",
 }
+
+
+def take_batch(done: list[ResearchNode], budget_tokens: int) -> list[ResearchNode]:
+    """The next nodes to fold: as many as fit the digest budget (at least one, at most
+    ``SUMMARY_BATCH``), so a summarizer prompt is at most summary cap + budget."""
+    batch: list[ResearchNode] = []
+    used = 0
+    for node in done[:SUMMARY_BATCH]:
+        size = min(estimate_tokens(node.notes), budget_tokens)
+        if batch and used + size > budget_tokens:
+            break
+        batch.append(node)
+        used += size
+    return batch

@@ -79,6 +79,37 @@ class Slots:
             self._give_back()
 
 
+def chain_lengths(tree: ResearchTree) -> dict[str, int]:
+    """For each node, the number of nodes on the longest dependency chain it starts."""
+    dependents: dict[str, list[str]] = {nid: [] for nid in tree.nodes}
+    for node in tree.nodes.values():
+        for dep in node.depends_on:
+            dependents[dep].append(node.id)
+    length: dict[str, int] = {}
+    for nid in reversed(topological_order(tree)):
+        length[nid] = 1 + max((length[c] for c in dependents[nid]), default=0)
+    return length
+
+
+def topological_order(tree: ResearchTree) -> list[str]:
+    """Kahn's algorithm over ``depends_on`` (the tree keeps the graph acyclic)."""
+    remaining = {nid: len(n.depends_on) for nid, n in tree.nodes.items()}
+    dependents: dict[str, list[str]] = {nid: [] for nid in tree.nodes}
+    for node in tree.nodes.values():
+        for dep in node.depends_on:
+            dependents[dep].append(node.id)
+    queue = [nid for nid, count in remaining.items() if count == 0]
+    order: list[str] = []
+    while queue:
+        nid = queue.pop()
+        order.append(nid)
+        for child in dependents[nid]:
+            remaining[child] -= 1
+            if remaining[child] == 0:
+                queue.append(child)
+    return order
+
+
 async def gather_owned(coros: list[Coroutine[Any, Any, None]]) -> None:
     """``asyncio.gather`` that never leaves a sibling running when one of them fails."""
     tasks = [asyncio.ensure_future(c) for c in coros]
@@ -105,8 +136,15 @@ async def run_dag(
     summary) so bookkeeping never delays the next node.
     """
     slots = Slots(limit)
-    # Started in priority order, so that nodes ready at once also start in that order.
-    pending = sorted((n for n in tree.nodes.values() if n.status == "pending"), key=schedule_key)
+    chain = chain_lengths(tree)
+
+    def urgency(node: ResearchNode) -> tuple[Any, ...]:
+        # The planner's priority first; then the longest chain of work still behind a node
+        # (critical path first keeps the tail short), then the tree's own order.
+        return (-node.priority, -chain[node.id], *schedule_key(node)[1:])
+
+    # Started in urgency order, so that nodes ready at once also start in that order.
+    pending = sorted((n for n in tree.nodes.values() if n.status == "pending"), key=urgency)
     finished = {n.id: asyncio.Event() for n in pending}
 
     async def drive(node: ResearchNode) -> None:
@@ -120,7 +158,7 @@ async def run_dag(
                 return  # a dependency was left pending (budget stop); so is this node
             if not may_start(node):
                 return
-            async with slots.hold(schedule_key(node), exclusive=not node.parallelizable):
+            async with slots.hold(urgency(node), exclusive=not node.parallelizable):
                 if node.status != "pending" or not may_start(node):
                     return
                 await execute(node)

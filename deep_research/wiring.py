@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from contextlib import ExitStack
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -48,7 +48,8 @@ class Built:
     engine: Engine
     config: RunConfig
     notices: list[str] = field(default_factory=list)
-    resources: ExitStack = field(default_factory=ExitStack)
+    resources: AsyncExitStack = field(default_factory=AsyncExitStack)
+    """Closed (inside the run's event loop) when the run ends."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,9 @@ def run_config(settings: Settings, policy: SourcePolicy) -> RunConfig:
     )
 
 
-def chat_model(settings: Settings, model: str, role: Role) -> ChatModel:
+def chat_model(
+    settings: Settings, model: str, role: Role, http: openai.DefaultAsyncHttpxClient
+) -> ChatModel:
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     chat = ChatOpenAI(
         model=model,
@@ -84,6 +87,9 @@ def chat_model(settings: Settings, model: str, role: Role) -> ChatModel:
         timeout=settings.request_timeout_seconds,
         max_retries=settings.max_retries,
         use_responses_api=False,
+        # Our own pool: langchain-openai's default one is cached per process and bound to
+        # the first event loop that used it.
+        http_async_client=http,
     )
     return ChatModel(chat, model, role, settings.structured_output_retries)
 
@@ -111,14 +117,16 @@ def build(
         executor = KBExecutor(StoreRetriever(kb), ExtractiveWriter(), settings.retrieval_k)
         return Built(extractive_engine(executor), config, ["extractive mode: no model configured"])
 
-    resources = ExitStack()
-    summarizer = chat_model(settings, settings.summarizer_model, "summarizer")
+    resources = AsyncExitStack()
+    http = openai.DefaultAsyncHttpxClient()
+    resources.push_async_callback(http.aclose)
+    summarizer = chat_model(settings, settings.summarizer_model, "summarizer", http)
     if kb is None:
         internal = Unavailable(
             f"no knowledge base {settings.kb_name!r}: run `deep-research kb ingest` first"
         )
     else:
-        writer = LLMEvidenceWriter(chat_model(settings, settings.branch_model, "branch"))
+        writer = LLMEvidenceWriter(chat_model(settings, settings.branch_model, "branch", http))
         internal = KBExecutor(StoreRetriever(kb), writer, settings.retrieval_k)
     web: BranchExecutor
     if policy == "kb_only":
@@ -130,6 +138,7 @@ def build(
             base_url=settings.openai_base_url,
             max_retries=settings.max_retries,
             timeout=settings.request_timeout_seconds,
+            http_client=http,
         )
         cache = ResultCache(settings.cache_dir)
         resources.callback(cache.close)
@@ -145,10 +154,12 @@ def build(
     if policy == "web_only":
         internal = Unavailable("knowledge-base research is off (--web-only)")
     engine = Engine(
-        planner=LLMPlanner(chat_model(settings, settings.planner_model, "planner")),
+        planner=LLMPlanner(chat_model(settings, settings.planner_model, "planner", http)),
         executor=RoutingExecutor(web=web, internal=internal),
         summarizer=LLMSummarizer(summarizer),
-        synthesizer=LLMSynthesizer(chat_model(settings, settings.synthesizer_model, "synthesizer")),
-        judge=LLMJudge(chat_model(settings, settings.judge_model, "judge")),
+        synthesizer=LLMSynthesizer(
+            chat_model(settings, settings.synthesizer_model, "synthesizer", http)
+        ),
+        judge=LLMJudge(chat_model(settings, settings.judge_model, "judge", http)),
     )
     return Built(engine, config, resources=resources)

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -94,3 +100,57 @@ def test_lexical_index_is_persisted_and_follows_the_generation(
     # Another open store notices the new generation and picks up the new chunk.
     assert fresh.lexical().size == 3
     assert [h.source for h in search(fresh, "grapes", k=1, mode="bm25")] == ["c.md"]
+
+
+# --- a shared Chroma server (chromadb.HttpClient) ----------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path) -> Iterator[int]:
+    """`chroma run` on loopback (the server ships with chromadb); skipped if unavailable."""
+    exe = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
+    if not Path(exe).exists():
+        pytest.skip("the chroma server binary is not installed")
+    port = _free_port()
+    process = subprocess.Popen(
+        [exe, "run", "--path", str(tmp_path / "srv"), "--host", "127.0.0.1", "--port", f"{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.skip("the chroma server did not start")
+                time.sleep(0.05)  # polling a port: there is no event to wait on
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_a_chroma_server_is_used_when_a_host_is_set(
+    tmp_path: Path, docs: Path, chroma_server: int
+) -> None:
+    settings = Settings(home=tmp_path / "h", chroma_host="127.0.0.1", chroma_port=chroma_server)
+    store = open_kb(settings, "shared", embeddings=HashEmbeddings(), create=True)
+    assert ingest(store, docs).added == ["a.md", "b.md"]
+    assert store.location == f"http://127.0.0.1:{chroma_server}"
+    assert not (settings.kb_dir / "shared" / "chroma").exists()
+    hit = search(store, "bananas", k=1)[0]
+    assert hit.source == "b.md"
+    assert list_kbs(settings) == ["shared"]
+    with pytest.raises(KnowledgeBaseError, match="re-ingest"):
+        open_kb(settings, "shared", embeddings=HashEmbeddings(64))
+    remove_kb(settings, "shared")
+    assert list_kbs(settings) == []

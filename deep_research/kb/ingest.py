@@ -23,7 +23,8 @@ from pydantic import BaseModel, Field
 
 from deep_research.errors import UsageError
 from deep_research.kb.chunking import Chunk, chunk_markdown
-from deep_research.kb.store import FileEntry, KBStore, Manifest
+from deep_research.kb.manifest import FileEntry, Manifest
+from deep_research.kb.store import KBStore
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 BATCH_CHUNKS = 512

@@ -3,8 +3,8 @@
 Layout of ``settings.kb_dir / <name>``::
 
     chroma/         the embedded PersistentClient (absent when a Chroma server is used)
-    manifest.json   what was ingested: file -> (hash, chunk ids); written atomically
-    generation      a token that changes whenever the chunks change
+    manifest.json   what was ingested: file -> (hash, chunk ids)      (see manifest.py)
+    generation      a token that changes whenever the chunks change  (see manifest.py)
     bm25/           the lexical index, derived from the chunks (see lexical.py)
 
 Invariants: a collection records the embedding model that filled it and is only
@@ -20,7 +20,6 @@ import os
 import re
 import shutil
 import threading
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,31 +31,18 @@ from chromadb.api import ClientAPI
 from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import ChromaError, NotFoundError
 from langchain_chroma import Chroma
-from pydantic import BaseModel, Field, ValidationError
 
 from deep_research.config import Settings
 from deep_research.errors import KnowledgeBaseError, UsageError
 from deep_research.kb.chunking import Chunk, MetaValue
 from deep_research.kb.embeddings import NamedEmbeddings, make_embeddings
 from deep_research.kb.lexical import LexicalDoc, LexicalIndex
+from deep_research.kb.manifest import Manifest, load_manifest, read_generation, save_manifest
 
 KB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-MANIFEST_VERSION = 1
 META_MODEL = "embedding_model"
 META_NAME = "kb_name"
 _PAGE = 2000
-
-
-class FileEntry(BaseModel):
-    root: str
-    hash: str | None = Field(description="None while the file's chunks are being written")
-    chunk_ids: list[str] = Field(default_factory=list)
-
-
-class Manifest(BaseModel):
-    schema_version: int = MANIFEST_VERSION
-    embedding_model: str = ""
-    files: dict[str, FileEntry] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -93,16 +79,6 @@ def _check_name(name: str) -> str:
 def collection_name(name: str) -> str:
     # Chroma names must start and end alphanumeric and contain no "..".
     return re.sub(r"[^A-Za-z0-9_-]", "_", name) + "_kb"
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 @contextmanager
@@ -213,37 +189,15 @@ class KBStore:
 
     # --- manifest and generation --------------------------------------------------------
 
-    @property
-    def manifest_path(self) -> Path:
-        return self.directory / "manifest.json"
-
     def load_manifest(self) -> Manifest:
-        try:
-            text = self.manifest_path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return Manifest(embedding_model=self.embeddings.model_id)
-        except OSError as exc:
-            raise KnowledgeBaseError(f"cannot read {self.manifest_path}: {exc}") from exc
-        try:
-            return Manifest.model_validate_json(text)
-        except ValidationError:
-            # Derived bookkeeping: an unreadable manifest costs a full re-ingest, nothing more.
-            return Manifest(embedding_model=self.embeddings.model_id)
+        return load_manifest(self.directory, self.embeddings.model_id)
 
     def save_manifest(self, manifest: Manifest) -> None:
-        """Bump the generation, then write the manifest atomically."""
-        self.bump_generation()
-        _atomic_write(self.manifest_path, manifest.model_dump_json())
+        save_manifest(self.directory, manifest)
 
     @property
     def generation(self) -> str:
-        try:
-            return (self.directory / "generation").read_text(encoding="utf-8").strip()
-        except FileNotFoundError:
-            return "0"
-
-    def bump_generation(self) -> None:
-        _atomic_write(self.directory / "generation", uuid.uuid4().hex)
+        return read_generation(self.directory)
 
     # --- chunks -------------------------------------------------------------------------
 
@@ -463,4 +417,5 @@ def remove_kb(settings: Settings, name: str) -> None:
         raise KnowledgeBaseError(f"knowledge base {name!r} not found")
     else:
         _forget_persistent_client(directory / "chroma")
-    shutil.rmtree(directory, ignore_errors=False)
+    if directory.exists():
+        shutil.rmtree(directory)

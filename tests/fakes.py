@@ -1,0 +1,203 @@
+"""Small scripted fakes of the orchestrator's ports: they record calls and refuse surprises."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from deep_research.errors import BranchError
+from deep_research.guard import BudgetGuard
+from deep_research.models import (
+    Citation,
+    Limits,
+    Plan,
+    PlannedTask,
+    SessionState,
+    Usage,
+    Verdict,
+)
+from deep_research.orchestrator import Engine, ResearchOrchestrator, RunConfig
+from deep_research.ports import (
+    BranchResult,
+    BranchTask,
+    JudgeRequest,
+    Meter,
+    NodeDigest,
+    PlanRequest,
+    RemoteJobHook,
+    SynthesisRequest,
+)
+
+T = TypeVar("T")
+
+
+def task(tid: str, *deps: str, source: str = "web", **extra: object) -> PlannedTask:
+    fields: dict[str, object] = {
+        "id": tid,
+        "question": f"What about {tid}?",
+        "depends_on": list(deps),
+        "parallelizable": True,
+        "priority": 5,
+        "source_hint": source,
+        "parent_id": None,
+    }
+    fields.update(extra)
+    return PlannedTask.model_validate(fields)
+
+
+def plan(*tasks: PlannedTask) -> Plan:
+    return Plan(rationale="scripted", tasks=list(tasks))
+
+
+def verdict(complete: bool, *missing: str) -> Verdict:
+    return Verdict(
+        is_complete=complete,
+        recommend_more_iterations=not complete,
+        missing_aspects=list(missing),
+        weak_evidence_areas=[],
+        overall_confidence=0.9 if complete else 0.4,
+    )
+
+
+class Script(Generic[T]):
+    """A FIFO of scripted replies; popping past the end is a test failure."""
+
+    def __init__(self, name: str, replies: list[T]) -> None:
+        self.name = name
+        self.replies = replies  # shared: popping consumes the script
+
+    def pop(self) -> T:
+        assert self.replies, f"unexpected extra call to the {self.name}"
+        return self.replies.pop(0)
+
+
+@dataclass
+class FakePlanner:
+    plans: list[Plan | Exception]
+    requests: list[PlanRequest] = field(default_factory=list)
+    usage: Usage = field(default_factory=lambda: Usage(input_tokens=100, output_tokens=50))
+
+    async def plan(self, request: PlanRequest, meter: Meter) -> Plan:
+        self.requests.append(request)
+        meter.record("planner", "gpt-4.1", self.usage)
+        reply = Script("planner", self.plans).pop()
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+
+@dataclass
+class FakeExecutor:
+    """Answers each node with notes citing one URL; ``fail`` / ``raise_for`` script errors."""
+
+    fail: dict[str, str] = field(default_factory=dict)
+    raise_for: dict[str, BaseException] = field(default_factory=dict)
+    gate: dict[str, asyncio.Event] = field(default_factory=dict)
+    usage: Usage = field(default_factory=lambda: Usage(input_tokens=1000, output_tokens=200))
+    model: str = "gpt-4.1-mini"
+    tasks: list[BranchTask] = field(default_factory=list)
+    started: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    async def run(self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook) -> BranchResult:
+        self.tasks.append(task)
+        self.started.setdefault(task.node_id, asyncio.Event()).set()
+        if task.node_id in self.gate:
+            await self.gate[task.node_id].wait()
+        if task.node_id in self.raise_for:
+            raise self.raise_for[task.node_id]
+        meter.record("branch", self.model, self.usage)
+        if task.node_id in self.fail:
+            raise BranchError(self.fail[task.node_id])
+        url = f"https://example.org/{task.node_id}"
+        citation = Citation(kind="web", url=url, title=f"Page {task.node_id}", locator=url)
+        return BranchResult(f"Finding about {task.node_id} [1].", (citation,), 0.8)
+
+    def ran(self) -> list[str]:
+        return [t.node_id for t in self.tasks]
+
+
+@dataclass
+class FakeSummarizer:
+    calls: list[list[NodeDigest]] = field(default_factory=list)
+
+    async def merge(
+        self, question: str, summary: str, digests: list[NodeDigest], cap_tokens: int, meter: Meter
+    ) -> str:
+        self.calls.append(digests)
+        meter.record("summarizer", "gpt-4.1-mini", Usage(input_tokens=10, output_tokens=10))
+        return "\n".join([summary, *(d.notes for d in digests)]).strip()
+
+
+@dataclass
+class FakeSynthesizer:
+    requests: list[SynthesisRequest] = field(default_factory=list)
+
+    async def synthesize(self, request: SynthesisRequest, meter: Meter) -> str:
+        self.requests.append(request)
+        meter.record("synthesizer", "gpt-4.1", Usage(input_tokens=10, output_tokens=10))
+        return f"## Answer\n\nDraft {len(self.requests)} from the summary:\n\n{request.summary}"
+
+
+@dataclass
+class FakeJudge:
+    verdicts: list[Verdict | Exception]
+    requests: list[JudgeRequest] = field(default_factory=list)
+
+    async def judge(self, request: JudgeRequest, meter: Meter) -> Verdict:
+        self.requests.append(request)
+        meter.record("judge", "gpt-4.1", Usage(input_tokens=10, output_tokens=10))
+        reply = Script("judge", self.verdicts).pop()
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+
+class MemorySaver:
+    """A SessionSaver that keeps the last snapshot, as JSON, like the real one writes."""
+
+    def __init__(self) -> None:
+        self.saved: list[str] = []
+        self.saved_now = 0
+
+    async def save(self, state: SessionState) -> None:
+        self.saved.append(state.model_dump_json())
+
+    def save_now(self, state: SessionState) -> None:
+        self.saved_now += 1
+        self.saved.append(state.model_dump_json())
+
+    def last(self) -> SessionState:
+        return SessionState.model_validate_json(self.saved[-1])
+
+
+@dataclass
+class Rig:
+    planner: FakePlanner
+    executor: FakeExecutor
+    judge: FakeJudge
+    summarizer: FakeSummarizer = field(default_factory=FakeSummarizer)
+    synthesizer: FakeSynthesizer = field(default_factory=FakeSynthesizer)
+    saver: MemorySaver = field(default_factory=MemorySaver)
+
+    def orchestrator(
+        self,
+        state: SessionState,
+        *,
+        config: RunConfig | None = None,
+        clock: Callable[[], float] | None = None,
+        final_reserve_usd: float = 0.0,
+    ) -> ResearchOrchestrator:
+        engine = Engine(self.planner, self.executor, self.summarizer, self.synthesizer, self.judge)
+        kwargs = {"clock": clock} if clock else {}
+        guard = BudgetGuard(state, state.limits, final_reserve_usd=final_reserve_usd, **kwargs)
+        return ResearchOrchestrator(state, engine, self.saver, guard, config or RunConfig())
+
+    def assert_scripts_consumed(self) -> None:
+        assert not self.planner.plans, f"planner replies left: {self.planner.plans}"
+        assert not self.judge.verdicts, f"judge replies left: {self.judge.verdicts}"
+
+
+def new_state(question: str = "What is the question?", **limits: float) -> SessionState:
+    return SessionState(session_id="abc123def456", question=question, limits=Limits(**limits))

@@ -1,0 +1,270 @@
+"""The research loop with scripted fakes: plan -> execute -> draft -> judge -> replan."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from deep_research.errors import BudgetExhausted, StructuredOutputError
+from deep_research.orchestrator import RunConfig
+from deep_research.report import build_report
+from tests.fakes import (
+    FakeExecutor,
+    FakeJudge,
+    FakePlanner,
+    Rig,
+    new_state,
+    plan,
+    task,
+    verdict,
+)
+
+
+async def test_full_loop_replans_from_gaps_and_completes() -> None:
+    rig = Rig(
+        planner=FakePlanner(
+            [plan(task("a"), task("b"), task("c", "a", "b")), plan(task("d", "c"))]
+        ),
+        executor=FakeExecutor(),
+        judge=FakeJudge([verdict(False, "the cost side"), verdict(True)]),
+    )
+    state = new_state(max_iterations=3)
+    orch = rig.orchestrator(state)
+    await orch.run()
+
+    rig.assert_scripts_consumed()
+    assert state.stop_reason == "complete"
+    assert state.status == "complete"
+    assert state.iteration == 2
+    assert {n.id: n.status for n in state.nodes.values()} == dict.fromkeys("abcd", "done")
+    # dependencies' findings reach the dependent's branch prompt
+    c_task = next(t for t in rig.executor.tasks if t.node_id == "c")
+    assert {f.node_id for f in c_task.dependencies} == {"a", "b"}
+    assert all("[S" in f.notes for f in c_task.dependencies)
+    # the replan saw the judge's gaps and a catalog to depend on
+    replan = rig.planner.requests[1]
+    assert replan.gaps is not None and replan.gaps.missing_aspects == ["the cost side"]
+    assert {n.id for n in replan.catalog} == {"a", "b", "c"}
+    # every node's notes reached the rolling summary, with session citation refs
+    assert sorted(state.summarized) == ["a", "b", "c", "d"]
+    assert all(f"[S{i}]" in state.summary for i in range(1, 5))
+    assert len(state.sources) == 4
+    # the judge approved the last draft: it is the report body
+    report = build_report(state, orch.final_text)
+    assert "Draft 2" in report
+    assert "https://example.org/d" in report
+    assert rig.saver.last().phase == "finished"
+
+
+async def test_failed_branch_blocks_dependents_and_the_run_goes_on() -> None:
+    rig = Rig(
+        planner=FakePlanner([plan(task("a"), task("b", "a"), task("c"))]),
+        executor=FakeExecutor(fail={"a": "provider said no"}),
+        judge=FakeJudge([verdict(True)]),
+    )
+    state = new_state()
+    orch = rig.orchestrator(state)
+    await orch.run()
+    assert state.nodes["a"].status == "failed"
+    assert state.nodes["b"].status == "blocked"
+    assert state.nodes["c"].status == "done"
+    assert rig.executor.ran() == ["a", "c"] or rig.executor.ran() == ["c", "a"]
+    report = build_report(state, orch.final_text)
+    assert "**Failed:** What about a? — provider said no" in report
+    assert "**Blocked:** What about b?" in report
+
+
+async def test_budget_refusal_stops_the_run_and_reports_what_is_missing() -> None:
+    rig = Rig(
+        planner=FakePlanner([plan(task("a", priority=9), task("b", "a"))]),
+        executor=FakeExecutor(raise_for={"b": BudgetExhausted("deep research needs $1.74")}),
+        judge=FakeJudge([]),
+    )
+    state = new_state()
+    orch = rig.orchestrator(state)
+    await orch.run()
+    assert state.stop_reason == "cost_limit"
+    assert state.status == "stopped"
+    assert state.nodes["b"].status == "pending", "never started work stays queued for resume"
+    report = build_report(state, orch.final_text)
+    assert "cost limit" in report
+    assert "**Not researched:** What about b?" in report
+    assert "https://example.org/a" in report, "the report is written from what exists"
+
+
+async def test_cost_limit_reached_starts_nothing_new() -> None:
+    # Each branch costs 1000 in + 200 out tokens of gpt-4.1-mini = $0.00072.
+    rig = Rig(
+        planner=FakePlanner([plan(task("a", priority=9), task("b", "a"), task("c", "b"))]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([]),
+    )
+    state = new_state(max_cost_usd=0.001)
+    await rig.orchestrator(state).run()
+    assert state.stop_reason == "cost_limit"
+    assert [n.id for n in state.nodes.values() if n.status == "done"] == ["a"]
+    assert rig.executor.ran() == ["a"]
+
+
+async def test_token_limit_stops_the_run() -> None:
+    rig = Rig(
+        planner=FakePlanner([plan(task("a", priority=9), task("b", "a"))]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([]),
+    )
+    state = new_state(max_total_tokens=1200)
+    await rig.orchestrator(state).run()
+    assert state.stop_reason == "token_limit"
+    assert rig.executor.ran() == ["a"]
+
+
+async def test_iteration_limit_stops_after_the_last_judged_round() -> None:
+    rig = Rig(
+        planner=FakePlanner([plan(task("a")), plan(task("b"))]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([verdict(False, "x"), verdict(False, "y")]),
+    )
+    state = new_state(max_iterations=2)
+    orch = rig.orchestrator(state)
+    await orch.run()
+    rig.assert_scripts_consumed()
+    assert state.stop_reason == "max_iterations"
+    assert state.phase == "replan"
+    assert "**Missing:** y" in build_report(state, orch.final_text)
+
+
+async def test_time_limit_cancels_in_flight_work_and_requeues_it() -> None:
+    never = asyncio.Event()
+    rig = Rig(
+        planner=FakePlanner([plan(task("slow"))]),
+        executor=FakeExecutor(gate={"slow": never}),
+        judge=FakeJudge([]),
+    )
+    state = new_state(max_runtime_seconds=0.05)
+    orch = rig.orchestrator(state)
+    await orch.run()
+    assert state.stop_reason == "time_limit"
+    assert state.nodes["slow"].status == "pending"
+    assert "time limit" in build_report(state, orch.final_text)
+
+
+async def test_interrupt_saves_and_requeues_running_nodes() -> None:
+    never = asyncio.Event()
+    executor = FakeExecutor(gate={"a": never})
+    rig = Rig(planner=FakePlanner([plan(task("a"))]), executor=executor, judge=FakeJudge([]))
+    state = new_state()
+    run = asyncio.ensure_future(rig.orchestrator(state).run())
+    executor.started.setdefault("a", asyncio.Event())
+    await executor.started["a"].wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    saved = rig.saver.last()
+    assert saved.status == "interrupted"
+    assert saved.nodes["a"].status == "pending"
+    assert rig.saver.saved_now == 1
+
+
+async def test_resume_never_reruns_done_nodes_and_takes_a_new_budget() -> None:
+    executor = FakeExecutor(raise_for={"b": BudgetExhausted("out of money")})
+    rig = Rig(
+        planner=FakePlanner([plan(task("a", priority=9), task("b", "a"))]),
+        executor=executor,
+        judge=FakeJudge([verdict(True)]),
+    )
+    state = new_state()
+    await rig.orchestrator(state).run()
+    assert state.stop_reason == "cost_limit"
+
+    resumed = rig.saver.last()
+    resumed.limits.max_cost_usd = 10.0
+    executor.raise_for.clear()
+    orch = rig.orchestrator(resumed)
+    await orch.run()
+    rig.assert_scripts_consumed()
+    assert executor.ran() == ["a", "b", "b"][: len(executor.ran())]
+    assert executor.ran().count("a") == 1, "done nodes are never re-run"
+    assert resumed.stop_reason == "complete"
+    assert resumed.nodes["b"].status == "done"
+
+
+async def test_remote_job_ids_are_saved_before_the_branch_waits() -> None:
+    gate = asyncio.Event()
+    seen_saved: list[str] = []
+
+    class RemoteExecutor(FakeExecutor):
+        async def run(self, task, meter, on_remote_job):  # type: ignore[no-untyped-def]
+            await on_remote_job("deep_research", "resp_42")
+            seen_saved.append(rig.saver.last().nodes[task.node_id].remote_jobs["deep_research"])
+            gate.set()
+            result = await super().run(task, meter, on_remote_job)
+            await on_remote_job("deep_research", None)
+            return result
+
+    rig = Rig(
+        planner=FakePlanner([plan(task("a"))]),
+        executor=RemoteExecutor(),
+        judge=FakeJudge([verdict(True)]),
+    )
+    state = new_state()
+    await rig.orchestrator(state).run()
+    assert seen_saved == ["resp_42"]
+    assert state.nodes["a"].remote_jobs == {}
+
+
+async def test_malformed_first_plan_falls_back_to_the_question_itself() -> None:
+    rig = Rig(
+        planner=FakePlanner([plan(task("x", question="   "))]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([verdict(True)]),
+    )
+    state = new_state(question="Why is the sky blue?")
+    await rig.orchestrator(state, config=RunConfig(allowed_sources=("internal",))).run()
+    [node] = state.nodes.values()
+    assert node.question == "Why is the sky blue?"
+    assert node.source_hint == "internal"
+    assert state.iterations[0].plan_issues[0].reason == "empty question"
+
+
+async def test_planner_that_never_parses_fails_the_run_cleanly() -> None:
+    rig = Rig(
+        planner=FakePlanner([StructuredOutputError("no valid Plan after 3 attempts")]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([]),
+    )
+    state = new_state()
+    with pytest.raises(StructuredOutputError):
+        await rig.orchestrator(state).run()
+    saved = rig.saver.last()
+    assert saved.status == "failed"
+    assert saved.stop_reason == "error"
+
+
+async def test_judge_failure_ends_with_a_report_from_the_draft() -> None:
+    rig = Rig(
+        planner=FakePlanner([plan(task("a"))]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([StructuredOutputError("garbage verdict")]),
+    )
+    state = new_state()
+    orch = rig.orchestrator(state)
+    await orch.run()
+    assert state.stop_reason == "error"
+    assert state.status == "failed"
+    assert orch.final_text is not None and "Draft 1" in orch.final_text
+
+
+async def test_summary_is_capped_and_folded_in_bounded_batches() -> None:
+    tasks = [task(f"n{i}") for i in range(12)]
+    rig = Rig(
+        planner=FakePlanner([plan(*tasks)]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([verdict(True)]),
+    )
+    state = new_state()
+    config = RunConfig(max_nodes_per_plan=12, summary_cap_tokens=200, max_parallel=12)
+    await rig.orchestrator(state, config=config).run()
+    assert len(state.summarized) == 12
+    assert max(len(batch) for batch in rig.summarizer.calls) <= 4
+    assert len(state.summary) <= 200 * 4 + 2

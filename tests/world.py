@@ -1,0 +1,109 @@
+"""A scripted research world for the fake OpenAI server: every role answers plausibly.
+
+Chat requests are told apart by their structured-output schema (Plan, Verdict,
+BranchNotes) or, for plain-text roles, by a phrase of their system prompt. Replies
+echo the citation markers they were given, like a well-behaved model would, so the
+whole citation chain (report span -> [n] -> [S#] -> [N]) can be checked end to end.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.fake_openai import ChatReply, ChatRequest, Citation, ResearchReport, ResearchRequest
+
+_LOCAL = re.compile(r"\[(\d{1,3})\]")
+_SESSION = re.compile(r"\[S\d+\]")
+FILLER = (
+    "Independent measurements agree on the main effect while differing on its size, "
+    "and the primary sources describe the mechanism in detail. "
+)
+
+
+def plan_task(tid: str, *deps: str, source: str = "web", question: str | None = None) -> dict[str, Any]:
+    return {
+        "id": tid,
+        "question": question or f"What is known about aspect {tid}?",
+        "depends_on": list(deps),
+        "parallelizable": True,
+        "priority": 5,
+        "source_hint": source,
+        "parent_id": None,
+    }
+
+
+def verdict(complete: bool, *missing: str) -> dict[str, Any]:
+    return {
+        "is_complete": complete,
+        "recommend_more_iterations": not complete,
+        "missing_aspects": list(missing),
+        "weak_evidence_areas": [],
+        "overall_confidence": 0.85 if complete else 0.4,
+    }
+
+
+@dataclass
+class ResearchWorld:
+    plans: list[list[dict[str, Any]]]
+    verdicts: list[dict[str, Any]] = field(default_factory=lambda: [verdict(True)])
+    report_words: int = 400
+    summary_tokens: int = 1500
+    notes_words: int = 300
+    calls: dict[str, int] = field(default_factory=dict)
+
+    def install(self, fake: Any) -> None:
+        fake.chat_handler = self.chat
+        fake.research_handler = self.research
+
+    def _count(self, role: str) -> None:
+        self.calls[role] = self.calls.get(role, 0) + 1
+
+    def chat(self, req: ChatRequest) -> ChatReply | str | dict[str, Any] | None:
+        system = req.messages[0]["content"] if req.messages else ""
+        system = system if isinstance(system, str) else str(system)
+        if req.schema_name == "Plan":
+            self._count("planner")
+            tasks = self.plans.pop(0) if self.plans else []
+            return {"rationale": "scripted plan", "tasks": tasks}
+        if req.schema_name == "Verdict":
+            self._count("judge")
+            return self.verdicts.pop(0) if self.verdicts else verdict(True)
+        if req.schema_name == "BranchNotes":
+            self._count("branch")
+            return {"notes": "The knowledge base says so [1].", "confidence": 0.7, "used_evidence": [1]}
+        if "rolling summary" in system:
+            self._count("summarizer")
+            return self._echo(req.text, _SESSION, self.summary_tokens * 4)
+        if "compress a long web research report" in system:
+            self._count("compressor")
+            return self._echo(req.text.split("Report:", 1)[-1], _LOCAL, self.notes_words * 6)
+        if "write the answer" in system:
+            self._count("synthesizer")
+            body = self._echo(req.text.split("Sources cited", 1)[0], _SESSION, 3000)
+            return f"## Answer\n\n{body}"
+        return None
+
+    @staticmethod
+    def _echo(text: str, marker: re.Pattern[str], max_chars: int) -> str:
+        """Prose carrying every marker of the input once, padded/capped to ``max_chars``."""
+        seen = list(dict.fromkeys(marker.findall(text)))
+        sentences = [f"A finding that rests on evidence {m}." for m in seen]
+        out = " ".join(sentences)
+        while len(out) < max_chars:
+            out += " " + FILLER
+        return out[: max(max_chars, len(" ".join(sentences)))]
+
+    def research(self, req: ResearchRequest) -> ResearchReport:
+        self._count("deep_research")
+        claims = [f"Claim number {i} about the topic is supported." for i in range(1, 6)]
+        body = " ".join(claims) + " " + (FILLER * (self.report_words // 30 + 1))
+        return ResearchReport(
+            text=f"# Findings\n\n{body}",
+            citations=tuple(
+                Citation(f"https://source{i}.example/page", f"Source {i}", claims[i - 1])
+                for i in range(1, 6)
+            ),
+            searches=("search one", "search two"),
+        )

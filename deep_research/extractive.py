@@ -93,15 +93,11 @@ def _idf(docs: Sequence[set[str]]) -> dict[str, float]:
     return {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
 
 
-def _max_idf(n: int) -> float:
-    return math.log(1 + (n + 0.5) / 0.5)
-
-
 def _coverage(query: Iterable[str], found: set[str], idf: dict[str, float], n: int) -> float:
     """The idf-weighted share of query terms in ``found``; terms no doc has weigh most."""
-    terms = set(query)
-    total = sum(idf.get(t, _max_idf(n)) for t in terms)
-    return sum(idf.get(t, _max_idf(n)) for t in terms & found) / total if total else 0.0
+    weight = {t: idf.get(t, math.log(1 + (n + 0.5) / 0.5)) for t in query}
+    total = sum(weight.values())
+    return sum(w for t, w in weight.items() if t in found) / total if total else 0.0
 
 
 def _key(line: str) -> str:

@@ -308,10 +308,13 @@ class ResearchOrchestrator:
             : max(1, self.config.summary_cap_tokens // 25)
         ]
         share = max(25, self.config.summary_cap_tokens // len(deps))
-        return [
-            Finding(d.id, d.question, cap_tokens(d.notes, share), tuple(d.citations)[:10])
-            for d in deps
-        ]
+        findings = []
+        for dep in deps:
+            notes = cap_tokens(dep.notes, share)
+            cited = set(cited_refs(notes))
+            sources = tuple(c for c in dep.citations if c.ref in cited)[:5]
+            findings.append(Finding(dep.id, dep.question, notes, sources))
+        return findings
 
     async def _fold_summary(self) -> None:
         """Merge finished nodes' notes into the rolling summary, a bounded batch per call."""

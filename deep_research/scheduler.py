@@ -58,7 +58,9 @@ class Slots:
     def _give_back(self) -> None:
         self._running -= 1
         self._exclusive = False
-        self._wake()
+        # Wake on the next loop turn, not now: nodes made ready by the finishing node get
+        # to queue first, so the freed slot goes to the most urgent of them all.
+        asyncio.get_running_loop().call_soon(self._wake)
 
     @asynccontextmanager
     async def hold(self, priority_key: tuple[Any, ...], *, exclusive: bool) -> AsyncIterator[None]:
@@ -161,7 +163,10 @@ async def run_dag(
             async with slots.hold(urgency(node), exclusive=not node.parallelizable):
                 if node.status != "pending" or not may_start(node):
                     return
-                await execute(node)
+                try:
+                    await execute(node)
+                finally:
+                    finished[node.id].set()  # before the slot is freed (see Slots._give_back)
         finally:
             finished[node.id].set()
         if after is not None:

@@ -26,22 +26,24 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from tests.fake_openai_payloads import (
     ChatReply,
+    ChatRequest,
     Citation,
+    FaultKind,
+    RecordedRequest,
     ResearchReport,
+    ResearchRequest,
     ResearchStatus,
     StoredResponse,
     chat_completion,
     default_report,
     embeddings,
-    input_text,
     new_id,
     response_object,
-    text_of,
 )
 
 __all__ = [
@@ -58,46 +60,10 @@ __all__ = [
 _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key"})
 _FINAL = frozenset({"completed", "failed", "incomplete", "cancelled"})
 
-FaultKind = Literal["rate_limit", "server_error", "slow", "malformed", "drop", "drop_after"]
 Headers = dict[str, str]
 ChatResult = ChatReply | str | dict[str, Any]
-ChatHandler = Callable[["ChatRequest"], ChatResult | None]
-ResearchHandler = Callable[["ResearchRequest"], ResearchReport | str | None]
-
-
-@dataclass(frozen=True)
-class RecordedRequest:
-    method: str
-    path: str
-    headers: dict[str, str]  # lower-cased names; secret headers removed
-    body: Any  # parsed JSON, or None
-    authorized: bool  # an Authorization header was sent (its value is not kept)
-    fault: FaultKind | None
-
-
-@dataclass(frozen=True)
-class ChatRequest:
-    model: str
-    messages: list[dict[str, Any]]
-    schema_name: str | None  # response_format.json_schema.name, if any
-    schema: dict[str, Any] | None
-    max_tokens: int | None  # max_completion_tokens, else max_tokens
-    temperature: float | None
-    raw: dict[str, Any]
-
-    @property
-    def text(self) -> str:
-        """All message contents joined: handy for `"keyword" in req.text` routing."""
-        return "\n".join(text_of(m.get("content")) for m in self.messages)
-
-
-@dataclass(frozen=True)
-class ResearchRequest:
-    model: str
-    input_text: str
-    tools: list[dict[str, Any]]
-    background: bool
-    raw: dict[str, Any]
+ChatHandler = Callable[[ChatRequest], ChatResult | None]
+ResearchHandler = Callable[[ResearchRequest], ResearchReport | str | None]
 
 
 @dataclass(frozen=True)
@@ -152,6 +118,7 @@ class FakeOpenAI:
 
     # --- lifecycle -------------------------------------------------------------------
     def start(self) -> FakeOpenAI:
+        self._stopping.clear()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.fake = self
         self._thread = threading.Thread(
@@ -215,7 +182,7 @@ class FakeOpenAI:
         with self._cond:
             stored = self._responses[response_id]
             if stored.status not in _FINAL:
-                stored.status = status or stored.report.status
+                stored.finish(status or stored.report.status)
             self._cond.notify_all()
 
     def response_status(self, response_id: str) -> str:
@@ -286,17 +253,7 @@ class FakeOpenAI:
         return _error(status, message)
 
     def _chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        fmt = body.get("response_format") or {}
-        js = (fmt.get("json_schema") or {}) if fmt.get("type") == "json_schema" else {}
-        req = ChatRequest(
-            model=body.get("model", ""),
-            messages=body.get("messages", []),
-            schema_name=js.get("name"),
-            schema=js.get("schema"),
-            max_tokens=body.get("max_completion_tokens", body.get("max_tokens")),
-            temperature=body.get("temperature"),
-            raw=body,
-        )
+        req = ChatRequest.from_body(body)
         # User handlers run outside the lock: one may block on an event to hold a call open.
         reply = self.chat_handler(req) if self.chat_handler else None
         with self._cond:
@@ -314,13 +271,7 @@ class FakeOpenAI:
         return 200, chat_completion(req.model, reply, req.text)
 
     def _create_response(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        req = ResearchRequest(
-            model=body.get("model", ""),
-            input_text=input_text(body.get("input")),
-            tools=body.get("tools") or [],
-            background=bool(body.get("background")),
-            raw=body,
-        )
+        req = ResearchRequest.from_body(body)
         report = self.research_handler(req) if self.research_handler else None
         with self._cond:
             if report is None and self._research_script:
@@ -340,7 +291,7 @@ class FakeOpenAI:
             self._responses[stored.id] = stored
             self.research_inputs[req.input_text] += 1
             if not req.background:  # foreground: answer with the finished response
-                stored.status = report.status
+                stored.finish(report.status)
             return 200, response_object(stored)
 
     def _response_action(
@@ -354,12 +305,14 @@ class FakeOpenAI:
                 self.retrieves[response_id] += 1
                 if stored.status not in _FINAL:
                     stored.polls_left -= 1
-                    done = stored.polls_left <= 0 and not stored.held
-                    stored.status = stored.report.status if done else "in_progress"
+                    if stored.polls_left <= 0 and not stored.held:
+                        stored.finish(stored.report.status)
+                    else:
+                        stored.status = "in_progress"
             elif method == "POST" and rest == ["cancel"]:
                 self.cancels[response_id] += 1
                 if stored.status not in _FINAL:
-                    stored.status = "cancelled"
+                    stored.finish("cancelled")
             else:
                 return _error(404, f"FakeOpenAI: no route for {method} responses/{rest}")
             return 200, response_object(stored)

@@ -1,8 +1,8 @@
-"""Wire shapes for the fake OpenAI server: pure functions from scripted data to JSON.
+"""Wire shapes for the fake OpenAI server: requests as parsed, answers as JSON.
 
-Kept apart from the HTTP plumbing in `fake_openai.py` so the shapes can be read
-next to the `openai` SDK types they imitate (`ChatCompletion`, `Response`,
-`CreateEmbeddingResponse`).
+Pure data and functions, kept apart from the HTTP plumbing in `fake_openai.py` so
+the shapes can be read next to the `openai` SDK types they imitate
+(`ChatCompletion`, `Response`, `CreateEmbeddingResponse`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 ResearchStatus = Literal["completed", "failed", "incomplete"]
+FaultKind = Literal["rate_limit", "server_error", "slow", "malformed", "drop", "drop_after"]
 
 
 def approx_tokens(text: str) -> int:
@@ -47,6 +48,68 @@ def input_text(value: Any) -> str:
     if isinstance(value, list):
         return "\n".join(text_of(item.get("content")) for item in value if isinstance(item, dict))
     return ""
+
+
+# --- requests ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]  # lower-cased names; secret headers removed
+    body: Any  # parsed JSON, or None
+    authorized: bool  # an Authorization header was sent (its value is not kept)
+    fault: FaultKind | None
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    messages: list[dict[str, Any]]
+    schema_name: str | None  # response_format.json_schema.name, if any
+    schema: dict[str, Any] | None
+    max_tokens: int | None  # max_completion_tokens, else max_tokens
+    temperature: float | None
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> ChatRequest:
+        fmt = body.get("response_format") or {}
+        js = (fmt.get("json_schema") or {}) if fmt.get("type") == "json_schema" else {}
+        return cls(
+            model=body.get("model", ""),
+            messages=body.get("messages", []),
+            schema_name=js.get("name"),
+            schema=js.get("schema"),
+            max_tokens=body.get("max_completion_tokens", body.get("max_tokens")),
+            temperature=body.get("temperature"),
+            raw=body,
+        )
+
+    @property
+    def text(self) -> str:
+        """All message contents joined: handy for `"keyword" in req.text` routing."""
+        return "\n".join(text_of(m.get("content")) for m in self.messages)
+
+
+@dataclass(frozen=True)
+class ResearchRequest:
+    model: str
+    input_text: str  # the `input` flattened: developer + user message texts
+    tools: list[dict[str, Any]]
+    background: bool
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> ResearchRequest:
+        return cls(
+            model=body.get("model", ""),
+            input_text=input_text(body.get("input")),
+            tools=body.get("tools") or [],
+            background=bool(body.get("background")),
+            raw=body,
+        )
 
 
 # --- chat completions -------------------------------------------------------------------
@@ -160,6 +223,10 @@ class StoredResponse:
     held: bool
     status: str = "queued"
     created_at: int = field(default_factory=lambda: int(time.time()))
+    finished_at: int | None = None
+
+    def finish(self, status: str) -> None:
+        self.status, self.finished_at = status, int(time.time())
 
 
 def _usage(stored: StoredResponse, prompt: str) -> dict[str, Any]:
@@ -177,23 +244,25 @@ def _usage(stored: StoredResponse, prompt: str) -> dict[str, Any]:
     }
 
 
-def _output(report: ResearchReport, with_message: bool) -> list[dict[str, Any]]:
+def _output(report: ResearchReport, rid: str, with_message: bool) -> list[dict[str, Any]]:
+    # Item ids derive from the response id, so every retrieve returns the same items.
+    suffix = rid.removeprefix("resp_")
     items: list[dict[str, Any]] = [
         {
-            "id": new_id("rs"),
+            "id": f"rs_{suffix}_{i}",
             "type": "reasoning",
             "summary": [{"type": "summary_text", "text": s}],
         }
-        for s in report.reasoning
+        for i, s in enumerate(report.reasoning)
     ]
     items += [
         {
-            "id": new_id("ws"),
+            "id": f"ws_{suffix}_{i}",
             "type": "web_search_call",
             "status": "completed",
             "action": {"type": "search", "query": q},
         }
-        for q in report.searches
+        for i, q in enumerate(report.searches)
     ]
     if with_message:
         annotations = []
@@ -211,7 +280,7 @@ def _output(report: ResearchReport, with_message: bool) -> list[dict[str, Any]]:
         content = {"type": "output_text", "text": report.text, "annotations": annotations}
         items.append(
             {
-                "id": new_id("msg"),
+                "id": f"msg_{suffix}",
                 "type": "message",
                 "role": "assistant",
                 "status": "completed",
@@ -226,9 +295,9 @@ def response_object(stored: StoredResponse) -> dict[str, Any]:
     finished = status in ("completed", "failed", "incomplete")
     output: list[dict[str, Any]] = []
     if status == "completed":
-        output = _output(stored.report, with_message=True)
+        output = _output(stored.report, stored.id, with_message=True)
     elif status == "incomplete":
-        output = _output(stored.report, with_message=False)
+        output = _output(stored.report, stored.id, with_message=False)
     error = None
     if status == "failed":
         error = {"code": "server_error", "message": stored.report.error_message}
@@ -236,7 +305,7 @@ def response_object(stored: StoredResponse) -> dict[str, Any]:
         "id": stored.id,
         "object": "response",
         "created_at": stored.created_at,
-        "completed_at": int(time.time()) if status == "completed" else None,
+        "completed_at": stored.finished_at if status == "completed" else None,
         "status": status,
         "background": body.get("background"),
         "model": stored.model,

@@ -20,7 +20,14 @@ import openai
 import pytest
 from langchain_openai import ChatOpenAI
 from openai.types.chat import ChatCompletionMessageParam
-from openai.types.responses import ResponseFunctionWebSearch
+from openai.types.responses import (
+    Response,
+    ResponseFunctionWebSearch,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseReasoningItem,
+)
+from openai.types.responses.response_output_text import AnnotationURLCitation
 from openai.types.shared_params import ResponseFormatJSONSchema
 from pydantic import BaseModel, Field
 
@@ -151,6 +158,19 @@ REPORT = ResearchReport(
 )
 
 
+def cited_spans(response: Response) -> list[tuple[str, str]]:
+    """(url, cited text) for each url_citation of the final message, as a client reads them."""
+    message = response.output[-1]
+    assert isinstance(message, ResponseOutputMessage)
+    (text,) = message.content
+    assert isinstance(text, ResponseOutputText)
+    return [
+        (a.url, text.text[a.start_index : a.end_index])
+        for a in text.annotations
+        if isinstance(a, AnnotationURLCitation)
+    ]
+
+
 async def create_research(c: openai.AsyncOpenAI, prompt: str = "Compare stores") -> str:
     resp = await c.responses.create(
         model="o4-mini-deep-research",
@@ -185,17 +205,13 @@ async def test_deep_research_background_poll_to_completed(
     assert done.output_text == REPORT.text
     kinds = [item.type for item in done.output]
     assert kinds == ["reasoning"] + ["web_search_call"] * 3 + ["message"]
-    assert done.output[0].summary[0].text == "Compare three stores."  # type: ignore[union-attr]
+    reasoning = done.output[0]
+    assert isinstance(reasoning, ResponseReasoningItem)
+    assert [s.text for s in reasoning.summary] == ["Compare three stores."]
     searches = [i for i in done.output if isinstance(i, ResponseFunctionWebSearch)]
     queries = [s.action.query for s in searches if s.action.type == "search"]
     assert queries == list(REPORT.searches)
-    message = done.output[-1]
-    assert message.type == "message"
-    text = message.content[0]
-    assert text.type == "output_text"
-    spans = [(a.url, text.text[a.start_index : a.end_index]) for a in text.annotations]  # type: ignore[union-attr]
-    assert spans == [(c.url, c.quote) for c in REPORT.citations]
-    assert all(a.type == "url_citation" for a in text.annotations)
+    assert cited_spans(done) == [(c.url, c.quote) for c in REPORT.citations]
     assert done.usage is not None
     assert done.usage.input_tokens_details.cached_tokens == 100
     assert done.usage.output_tokens_details.reasoning_tokens == 300
@@ -262,6 +278,31 @@ def test_state_survives_a_killed_subprocess_client(fake_openai: FakeOpenAI) -> N
     resumed = openai.OpenAI(base_url=fake_openai.base_url, api_key="test")
     assert resumed.responses.retrieve(rid).status == "completed"
     assert fake_openai.research_inputs == {"killed run": 1}
+
+
+async def test_default_report_foreground_and_incomplete(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    fake_openai.script_research([ResearchReport("partial", status="incomplete")])
+    c = openai_client()
+    incomplete_id = await create_research(c)
+    fake_openai.complete(incomplete_id)
+    incomplete = await c.responses.retrieve(incomplete_id)
+    # Nothing scripted any more: a default report with valid citations, answered at once.
+    done = await c.responses.create(model="o3-deep-research", input="Why is the sky blue?")
+
+    assert (incomplete.status, incomplete.output_text) == ("incomplete", "")
+    assert incomplete.incomplete_details is not None
+    assert done.status == "completed"
+    assert "Why is the sky blue?" in done.output_text
+    assert cited_spans(done) == [
+        ("https://example.com/a", "Finding one about Why is the sky blue?."),
+        ("https://example.org/b", "Finding two, from a second source."),
+    ]
+    again = await c.responses.retrieve(done.id)
+    assert [i.id for i in again.output] == [i.id for i in done.output]
+    with pytest.raises(ValueError, match="does not occur"):
+        ResearchReport("text", citations=(Citation("https://x", "x", "missing"),))
 
 
 # --- embeddings ---------------------------------------------------------------------------

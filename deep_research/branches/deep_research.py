@@ -31,7 +31,7 @@ from deep_research.ports import BranchResult, BranchTask, Finding, Meter, Remote
 
 JOB_NAME = "deep_research"
 CACHE_TOOL = "openai_deep_research"
-MAX_DEPENDENCY_CHARS = 12_000
+MAX_DEPENDENCY_CHARS = 10_000
 """Room for all dependencies' findings together, split evenly: the prompt never grows
 with the number of nodes."""
 MAX_QUESTION_CHARS = 2_000

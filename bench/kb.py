@@ -1,0 +1,210 @@
+"""Knowledge-base benchmark on BEIR SciFact, through the real ingest and search path.
+
+    python bench/kb.py                 # full corpus, the 300 test queries
+    python bench/kb.py --limit 50      # a quick run on the first 50 test queries
+    python bench/kb.py --json          # ... and a last line with one JSON object
+
+The 5,183 abstracts are written as one markdown file each (`<doc_id>.md`: the
+title as a `# heading`, the abstract as body) under `bench/.work/`, ingested into
+a fresh KB in a temporary DEEP_RESEARCH_HOME with the default settings (so the
+default local embedder), then queried. A document may have several chunks: its
+rank is its best chunk's. Figures (targets):
+
+- ndcg10_bm25, ndcg10_dense, ndcg10_hybrid   nDCG@10 per search mode (hybrid >= 0.70)
+- recall10_hybrid                            share of relevant docs in the hybrid top 10
+- ingest_seconds                             full corpus, model load included (< 300)
+- reingest_seconds                           second ingest, nothing changed (<= 5)
+- query_p95_ms                               hybrid search, 95th percentile (<= 50)
+- ingest_peak_mb                             peak RSS of the process that ingests
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from deep_research.config import load_settings
+from deep_research.kb.ingest import ingest
+from deep_research.kb.search import Fusion, Mode, search
+from deep_research.kb.store import open_kb
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "scifact"
+WORK = Path(__file__).resolve().parent / ".work"
+KEYS = (
+    "ndcg10_bm25",
+    "ndcg10_dense",
+    "ndcg10_hybrid",
+    "recall10_hybrid",
+    "ingest_seconds",
+    "reingest_seconds",
+    "query_p95_ms",
+    "ingest_peak_mb",
+)
+# Chunks, not documents, come back: ask for more so ten distinct documents remain.
+CHUNKS_PER_QUERY = 30
+
+
+def write_corpus(data: Path, out: Path) -> int:
+    """One markdown file per abstract; files already up to date are left alone (mtimes kept)."""
+    out.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with (data / "corpus.jsonl").open(encoding="utf-8") as lines:
+        for line in lines:
+            doc = json.loads(line)
+            body = f"# {doc['title'].strip()}\n\n{doc['text'].strip()}\n"
+            path = out / f"{doc['_id']}.md"
+            if not path.exists() or path.read_text(encoding="utf-8") != body:
+                path.write_text(body, encoding="utf-8")
+            count += 1
+    return count
+
+
+def load_test(data: Path) -> tuple[dict[str, str], dict[str, set[str]]]:
+    qrels: dict[str, set[str]] = {}
+    with (data / "qrels_test.tsv").open(encoding="utf-8") as rows:
+        next(rows)
+        for row in rows:
+            qid, doc_id, _ = row.rstrip("\n").split("\t")
+            qrels.setdefault(qid, set()).add(doc_id)
+    queries: dict[str, str] = {}
+    with (data / "queries.jsonl").open(encoding="utf-8") as lines:
+        for line in lines:
+            query = json.loads(line)
+            if query["_id"] in qrels:
+                queries[query["_id"]] = query["text"]
+    ordered = sorted(queries, key=int)
+    return {q: queries[q] for q in ordered}, qrels
+
+
+def ndcg_at_10(ranked: list[str], relevant: set[str]) -> float:
+    dcg = sum(1 / math.log2(i + 2) for i, doc in enumerate(ranked[:10]) if doc in relevant)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(len(relevant), 10)))
+    return dcg / ideal
+
+
+def ranked_docs(sources: list[str]) -> list[str]:
+    """Document ids in order of their best chunk."""
+    seen: dict[str, None] = {}
+    for source in sources:
+        seen.setdefault(Path(source).stem, None)
+    return list(seen)
+
+
+def run_ingest_child(home: Path, root: Path) -> dict[str, float]:
+    """Ingest in a child process, so its peak RSS is the ingest's alone."""
+    env = {**os.environ, "DEEP_RESEARCH_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, __file__, "--ingest-only", str(root)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def ingest_only(root: Path) -> None:
+    settings = load_settings()
+    started = time.perf_counter()
+    store = open_kb(settings, create=True)
+    report = ingest(store, root)
+    seconds = time.perf_counter() - started
+    print(
+        json.dumps(
+            {"seconds": seconds, "chunks": report.total_chunks, "model": store.embeddings.model_id}
+        )
+    )
+
+
+def evaluate(
+    home: Path, queries: dict[str, str], qrels: dict[str, set[str]], fusion: Fusion | None
+) -> dict[str, float]:
+    os.environ["DEEP_RESEARCH_HOME"] = str(home)
+    store = open_kb(load_settings())
+    search(store, "warm-up: build the lexical index and load the model", k=1)
+    figures: dict[str, float] = {}
+    latencies: list[float] = []
+    recall = 0.0
+    modes: tuple[Mode, ...] = ("bm25", "dense", "hybrid")
+    for mode in modes:
+        total = 0.0
+        for qid, text in queries.items():
+            started = time.perf_counter()
+            hits = search(store, text, k=CHUNKS_PER_QUERY, mode=mode, fusion=fusion)
+            if mode == "hybrid":
+                latencies.append((time.perf_counter() - started) * 1000)
+            docs = ranked_docs([hit.source for hit in hits])[:10]
+            total += ndcg_at_10(docs, qrels[qid])
+            if mode == "hybrid":
+                recall += len(qrels[qid] & set(docs)) / len(qrels[qid])
+        figures[f"ndcg10_{mode}"] = total / len(queries)
+    figures["recall10_hybrid"] = recall / len(queries)
+    latencies.sort()
+    figures["query_p95_ms"] = latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))]
+    return figures
+
+
+def fusion_from(args: argparse.Namespace) -> Fusion | None:
+    if args.fusion is None:
+        return None
+    given = {
+        "dense_weight": args.dense_weight,
+        "bm25_weight": args.bm25_weight,
+        "rrf_k": args.rrf_k,
+    }
+    return Fusion(method=args.fusion, **{k: v for k, v in given.items() if v is not None})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--json", action="store_true", help="end with one JSON line")
+    parser.add_argument("--limit", type=int, help="only the first N test queries")
+    parser.add_argument("--data", type=Path, default=DATA, help="the SciFact folder")
+    parser.add_argument("--fusion", choices=["rrf", "weighted"], help="override search's default")
+    parser.add_argument("--dense-weight", type=float, help="with --fusion")
+    parser.add_argument("--bm25-weight", type=float, help="with --fusion")
+    parser.add_argument("--rrf-k", type=int, help="with --fusion rrf")
+    parser.add_argument("--ingest-only", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.ingest_only:
+        ingest_only(args.ingest_only)
+        return
+
+    root = WORK / "scifact" / "corpus"
+    print(f"corpus: {write_corpus(args.data, root)} markdown files in {root}")
+    queries, qrels = load_test(args.data)
+    if args.limit:
+        queries = dict(list(queries.items())[: args.limit])
+    WORK.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=WORK, prefix="home-") as tmp:
+        home = Path(tmp)
+        first = run_ingest_child(home, root)
+        print(f"ingest: {first['chunks']:.0f} chunks with {first['model']}")
+        second = run_ingest_child(home, root)
+        peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
+        figures = evaluate(home, queries, qrels, fusion_from(args))
+    figures["ingest_seconds"] = first["seconds"]
+    figures["reingest_seconds"] = second["seconds"]
+    figures["ingest_peak_mb"] = peak_kb / 1024
+    print(f"queries: {len(queries)}, fusion: {fusion_from(args) or 'search defaults'}")
+    for key in KEYS:
+        print(f"{key:18} {figures[key]:.4f}")
+    if args.json:
+        print(json.dumps({key: round(figures[key], 4) for key in KEYS}))
+
+
+if __name__ == "__main__":
+    main()

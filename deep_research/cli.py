@@ -47,6 +47,16 @@ class DefaultToRun(TyperGroup):
             break
         return super().parse_args(ctx, args)
 
+    def invoke(self, ctx: Any) -> Any:
+        """The one place errors become a stderr line and an exit code (see errors.py)."""
+        try:
+            return super().invoke(ctx)
+        except DeepResearchError as exc:
+            if _debug:
+                raise
+            render.error(str(exc))
+            raise typer.Exit(exc.exit_code) from None
+
 
 app = typer.Typer(
     cls=DefaultToRun,
@@ -331,13 +341,7 @@ def sessions_show(
 
 
 def main() -> None:
-    try:
-        app()
-    except DeepResearchError as exc:
-        if _debug:
-            raise
-        render.error(str(exc))
-        sys.exit(exc.exit_code)
+    app()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from deep_research.errors import ConfigError
 
-EmbeddingProvider = Literal["local", "openai"]
+EmbeddingProvider = Literal["local", "local-fast", "openai"]
 
 
 def default_home() -> Path:

@@ -1,8 +1,10 @@
-"""The embedders: the shipped static model works offline, and each kind has a stable identity."""
+"""The embedders: the shipped models work offline, and each kind has a stable identity."""
 
 from __future__ import annotations
 
+import hashlib
 import math
+import socket
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from deep_research.config import Settings
 from deep_research.errors import ConfigError, KnowledgeBaseError
 from deep_research.kb.embeddings import (
     HashEmbeddings,
+    OnnxEmbeddings,
     OpenAIEmbeddingsNamed,
     StaticEmbeddings,
     make_embeddings,
@@ -70,6 +73,77 @@ def test_missing_static_model_is_a_kb_error(tmp_path: Path) -> None:
         _ = StaticEmbeddings(tmp_path).model_id
 
 
+@pytest.fixture(scope="module")
+def onnx() -> OnnxEmbeddings:
+    """The default model, loaded once, with every socket connection refused while it loads."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the embedder tried to use the network")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket.socket, "connect", refuse)
+        embedder = OnnxEmbeddings()
+        embedder.embed_query("load the model")
+    return embedder
+
+
+def test_onnx_model_is_shipped_and_identified(onnx: OnnxEmbeddings) -> None:
+    weights = onnx.model_dir / "model.onnx"
+    sha8 = hashlib.sha256(weights.read_bytes()).hexdigest()[:8]
+    assert onnx.model_id == f"local:minilm-l6-int8@{sha8}"
+    assert onnx.dimensions == 384
+
+
+def test_onnx_vectors_are_normalized_and_deterministic(onnx: OnnxEmbeddings) -> None:
+    texts = ["Chroma stores vectors on disk.", "BM25 ranks by term frequency."]
+    first = onnx.embed_documents(texts)
+    assert first == OnnxEmbeddings().embed_documents(texts)
+    assert [len(v) for v in first] == [384, 384]
+    assert all(abs(_norm(v) - 1.0) < 1e-4 for v in first)
+    # One text per run by default: a vector does not depend on its batch-mates.
+    assert onnx.embed_query(texts[1]) == first[1]
+
+
+def test_onnx_related_texts_are_closer(onnx: OnnxEmbeddings) -> None:
+    query = onnx.embed_query("vitamin D deficiency and bone fractures")
+    related, unrelated = onnx.embed_documents(
+        [
+            "Low serum vitamin D raises the risk of hip fracture in older adults.",
+            "The compiler emits a warning when a variable is never used.",
+        ]
+    )
+    assert _cos(query, related) > _cos(query, unrelated) + 0.3
+
+
+def test_onnx_handles_empty_long_and_unicode_text(onnx: OnnxEmbeddings) -> None:
+    vectors = onnx.embed_documents(["", "   ", "word " * 5000, "naïve café résumé"])
+    assert all(math.isfinite(x) for v in vectors for x in v)
+    assert all(abs(_norm(v) - 1.0) < 1e-4 for v in vectors)
+    assert onnx.embed_documents([]) == []
+
+
+def test_onnx_keeps_input_order_across_length_sorted_batches(onnx: OnnxEmbeddings) -> None:
+    texts = [
+        "Metformin lowers blood glucose in type 2 diabetes. " * 6,
+        "Tumour suppressor p53",
+        "Antibiotic resistance spreads between bacteria by plasmids and horizontal transfer.",
+        "Sleep",
+        "Measles vaccination coverage fell during the pandemic in several countries. " * 3,
+    ]
+    batched = OnnxEmbeddings(batch_size=2).embed_documents(texts)
+    for i, text in enumerate(texts):
+        alone = onnx.embed_query(text)
+        similarities = [_cos(alone, row) for row in batched]
+        # Batch-mates shift int8 activation scales a little, so "the same" is not bit-exact.
+        assert similarities[i] > 0.95
+        assert max(range(len(texts)), key=similarities.__getitem__) == i
+
+
+def test_missing_onnx_model_is_a_kb_error(tmp_path: Path) -> None:
+    with pytest.raises(KnowledgeBaseError, match="embedding model not found"):
+        _ = OnnxEmbeddings(tmp_path).model_id
+
+
 def test_hash_embeddings_are_deterministic_and_word_based() -> None:
     emb = HashEmbeddings(64)
     assert emb.model_id == "hash:64"
@@ -84,7 +158,10 @@ def test_hash_embeddings_are_deterministic_and_word_based() -> None:
 
 def test_make_embeddings_picks_by_provider(tmp_path: Path) -> None:
     local = make_embeddings(Settings(home=tmp_path, embedding_provider="local"))
-    assert isinstance(local, StaticEmbeddings)
+    assert isinstance(local, OnnxEmbeddings)
+    assert isinstance(make_embeddings(Settings(home=tmp_path)), OnnxEmbeddings)
+    fast = make_embeddings(Settings(home=tmp_path, embedding_provider="local-fast"))
+    assert isinstance(fast, StaticEmbeddings)
     remote = make_embeddings(
         Settings(
             home=tmp_path,

@@ -141,7 +141,7 @@ def test_bad_queries_and_empty_kb(store: KBStore, tmp_path: Path) -> None:
 def test_fusion_methods() -> None:
     dense = [("a", 0.9), ("b", 0.5)]
     lexical = [("b", 12.0), ("c", 3.0)]
-    rrf = fuse([(dense, 1.0), (lexical, 1.0)], Fusion())
+    rrf = fuse([(dense, 1.0), (lexical, 1.0)], Fusion(method="rrf"))
     assert rrf[0][0] == "b"  # ranked by both
     weighted = fuse([(dense, 1.0), (lexical, 0.0)], Fusion(method="weighted"))
     assert [cid for cid, _ in weighted] == ["a", "b"]

@@ -82,10 +82,14 @@ async def test_at_most_limit_nodes_in_flight() -> None:
     tree = make_tree([(f"n{i}", []) for i in range(6)])
     work = GatedWork(tree)
     run = asyncio.ensure_future(run_dag(tree, work, limit=2, may_start=lambda n: True))
+
+    def held() -> list[str]:
+        return [nid for nid in work.running() if not work.gates[nid].is_set()]
+
     for _ in range(3):
         async with work.changed:
-            await work.changed.wait_for(lambda: len(work.running()) == 2)
-        for nid in work.running():
+            await work.changed.wait_for(lambda: len(held()) == 2)
+        for nid in held():
             work.gates[nid].set()
     await run
     assert work.peak == 2

@@ -8,6 +8,7 @@ retries (429 with retry-after, 5xx, timeouts) are the openai client's ``max_retr
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from deep_research.errors import ProviderError, StructuredOutputError
 from deep_research.models import Role, Usage
@@ -62,6 +63,8 @@ class ChatModel:
             reply = await self.chat.ainvoke(messages)
         except openai.OpenAIError as exc:
             raise provider_error(exc, self.model) from exc
+        except json.JSONDecodeError as exc:
+            raise ProviderError(f"{self.model}: the provider sent malformed JSON ({exc})") from exc
         meter.record(self.role, self.model, usage_of(reply))
         content = reply.text if isinstance(reply, AIMessage) else str(reply.content)
         if not content.strip():
@@ -78,6 +81,11 @@ class ChatModel:
                 out: Any = await runnable.ainvoke(messages)
             except openai.OpenAIError as exc:
                 raise provider_error(exc, self.model) from exc
+            except (ValidationError, ValueError) as exc:
+                # The SDK's own parse step raises instead of returning a parsing error (its
+                # usage is lost with it); json.JSONDecodeError is a ValueError too.
+                problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                continue
             raw = out.get("raw")
             if isinstance(raw, AIMessage):
                 meter.record(self.role, self.model, usage_of(raw))

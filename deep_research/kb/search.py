@@ -1,8 +1,11 @@
 """Retrieval over a KBStore: dense (Chroma), lexical (BM25) or both fused.
 
-Fusion is reciprocal rank fusion by default: score(d) = sum_r w_r / (RRF_K + rank_r(d)),
-ranks 1-based. A "weighted" alternative fuses min-max normalised scores instead. The
-constants below are the defaults; every one of them is also a parameter of `search`.
+Fusion is weighted by default: score(d) = sum_r w_r * norm_r(d), each ranker's scores
+min-max scaled (or z-scored) over its own candidates; a candidate missing from a ranking
+gets that ranking's lowest normalised score. Reciprocal rank fusion is the alternative:
+score(d) = sum_r w_r / (RRF_K + rank_r(d)), ranks 1-based. The constants below are the
+defaults (measured best on BEIR SciFact with the default embedder, see bench/kb.py);
+every one of them is also a parameter of `search`.
 MMR (optional) re-orders the fused candidates for diversity using the dense vectors.
 """
 
@@ -22,12 +25,15 @@ from deep_research.kb.store import KBStore
 
 Mode = Literal["hybrid", "dense", "bm25"]
 FusionMethod = Literal["rrf", "weighted"]
+Normalization = Literal["zscore", "minmax"]
 MODES: tuple[Mode, ...] = ("hybrid", "dense", "bm25")
 
-FUSION_METHOD: FusionMethod = "rrf"
+FUSION_METHOD: FusionMethod = "weighted"
+NORMALIZATION: Normalization = "minmax"
+"""How "weighted" puts the rankers' scores (cosine, BM25) on one scale."""
 RRF_K = 60
-DENSE_WEIGHT = 1.0
-BM25_WEIGHT = 1.0
+DENSE_WEIGHT = 0.5
+BM25_WEIGHT = 0.5
 CANDIDATES = 50
 """Candidates taken from each ranker before fusion (at least k, 4k with MMR)."""
 MMR_LAMBDA = 0.5
@@ -43,6 +49,7 @@ class Fusion:
     rrf_k: int = RRF_K
     dense_weight: float = DENSE_WEIGHT
     bm25_weight: float = BM25_WEIGHT
+    normalization: Normalization = NORMALIZATION
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,7 @@ class Hit:
 def fuse(rankings: Sequence[tuple[Ranking, float]], fusion: Fusion = Fusion()) -> Ranking:
     """Combine (ranking, weight) pairs into one ranking, best first."""
     fused: dict[str, float] = {}
+    floors: list[tuple[dict[str, None], float]] = []
     for ranking, weight in rankings:
         if not ranking or weight == 0:
             continue
@@ -73,12 +81,24 @@ def fuse(rankings: Sequence[tuple[Ranking, float]], fusion: Fusion = Fusion()) -
             for rank, (cid, _) in enumerate(ranking, start=1):
                 fused[cid] = fused.get(cid, 0.0) + weight / (fusion.rrf_k + rank)
         else:
-            scores = [score for _, score in ranking]
-            low, high = min(scores), max(scores)
-            span = high - low or 1.0
-            for cid, score in ranking:
-                fused[cid] = fused.get(cid, 0.0) + weight * (score - low) / span
+            normalised = _normalise([score for _, score in ranking], fusion.normalization)
+            for (cid, _), value in zip(ranking, normalised, strict=True):
+                fused[cid] = fused.get(cid, 0.0) + weight * value
+            floors.append((dict.fromkeys(cid for cid, _ in ranking), weight * min(normalised)))
+    # A candidate only one ranker found scores that ranker's floor for the others.
+    for cid in fused:
+        fused[cid] += sum(floor for found, floor in floors if cid not in found)
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _normalise(scores: list[float], how: Normalization) -> list[float]:
+    values = np.asarray(scores, dtype=float)
+    if how == "zscore":
+        values = (values - values.mean()) / (float(values.std()) or 1.0)
+    else:
+        values = (values - values.min()) / (float(values.max() - values.min()) or 1.0)
+    normalised: list[float] = values.tolist()
+    return normalised
 
 
 def mmr_order(

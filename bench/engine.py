@@ -28,12 +28,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from deep_research.guard import BudgetGuard  # noqa: E402
-from deep_research.models import Citation, Limits, Plan, PlannedTask, SessionState  # noqa: E402
-from deep_research.orchestrator import Engine, ResearchOrchestrator, RunConfig  # noqa: E402
-from deep_research.ports import BranchResult, BranchTask, Meter, RemoteJobHook  # noqa: E402
-from deep_research.sessions import Checkpointer, SessionStore  # noqa: E402
-from tests.fakes import (  # noqa: E402
+from deep_research.guard import BudgetGuard
+from deep_research.models import Citation, Limits, Plan, PlannedTask, SessionState
+from deep_research.orchestrator import Engine, ResearchOrchestrator, RunConfig
+from deep_research.ports import BranchResult, BranchTask, Meter, RemoteJobHook
+from deep_research.sessions import Checkpointer, SessionStore
+from tests.fakes import (
     FakeJudge,
     FakePlanner,
     FakeSummarizer,
@@ -49,7 +49,9 @@ class LatencyExecutor:
     def __init__(self, latency: dict[str, float]) -> None:
         self.latency = latency
 
-    async def run(self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook) -> BranchResult:
+    async def run(
+        self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
+    ) -> BranchResult:
         delay = self.latency.get(task.node_id, 0.0)
         if delay:
             await asyncio.sleep(delay)
@@ -91,9 +93,7 @@ def lower_bound(tasks: list[PlannedTask], latency: dict[str, float], parallel: i
 async def run_once(
     tasks: list[PlannedTask], latency: dict[str, float], parallel: int, saver: object = None
 ) -> float:
-    state = SessionState(
-        session_id="b" * 12, question="bench?", limits=Limits(max_iterations=1)
-    )
+    state = SessionState(session_id="b" * 12, question="bench?", limits=Limits(max_iterations=1))
     engine = Engine(
         FakePlanner([Plan(rationale="", tasks=tasks)]),
         LatencyExecutor(latency),
@@ -149,7 +149,9 @@ def bench_overhead(runs: int, nodes: int = 200) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     parser.add_argument("--runs", type=int, default=5, help="repetitions per figure (median)")
     args = parser.parse_args()
@@ -167,7 +169,12 @@ def main() -> None:
         figures.update(result)
         shown = ", ".join(f"{k}={v:.3f}" for k, v in result.items())
         print(f"{name:>18}: {shown}", flush=True)
-    keys = ("dag_wall_over_bound", "speedup_12_parallel", "overhead_ms_per_node", "max_prompt_growth_5_to_50")
+    keys = (
+        "dag_wall_over_bound",
+        "speedup_12_parallel",
+        "overhead_ms_per_node",
+        "max_prompt_growth_5_to_50",
+    )
     if args.json:
         print(json.dumps({k: round(figures[k], 4) for k in keys}))
 

@@ -55,8 +55,14 @@ async def largest_prompt(n: int, home: Path) -> int:
             deep_research_poll_seconds=0.01,
         )
         built = build(settings, "web_only", None, extractive=False)
-        state = SessionState(session_id=f"{n:012d}", question="How do X and Y compare?", limits=Limits(max_iterations=1, max_cost_usd=1000))
-        orch = ResearchOrchestrator(state, built.engine, MemorySaver(), BudgetGuard(state, state.limits), built.config)
+        state = SessionState(
+            session_id=f"{n:012d}",
+            question="How do X and Y compare?",
+            limits=Limits(max_iterations=1, max_cost_usd=1000),
+        )
+        orch = ResearchOrchestrator(
+            state, built.engine, MemorySaver(), BudgetGuard(state, state.limits), built.config
+        )
         async with built.resources:
             await orch.run()
         done = sum(1 for node in state.nodes.values() if node.status == "done")

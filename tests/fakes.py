@@ -100,7 +100,9 @@ class FakeExecutor:
     tasks: list[BranchTask] = field(default_factory=list)
     started: dict[str, asyncio.Event] = field(default_factory=dict)
 
-    async def run(self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook) -> BranchResult:
+    async def run(
+        self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
+    ) -> BranchResult:
         self.tasks.append(task)
         self.started.setdefault(task.node_id, asyncio.Event()).set()
         if task.node_id in self.gate:

@@ -178,10 +178,11 @@ def test_garbage_plans_fail_cleanly_with_exit_6(
     env: dict[str, str], fake_openai: FakeOpenAI
 ) -> None:
     fake_openai.script("Plan", ["this is not json"] * 3)
-    code, out, err = cli(env, QUESTION)
+    code, _out, err = cli(env, QUESTION)
     assert code == 6
     last = err.strip().splitlines()[-1]
-    assert last.startswith("error: ") and "no valid Plan" in last, err
+    assert last.startswith("error: "), err
+    assert "no valid Plan" in last
 
 
 def test_sessions_list_and_show(env: dict[str, str], fake_openai: FakeOpenAI) -> None:

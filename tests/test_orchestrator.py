@@ -44,7 +44,8 @@ async def test_full_loop_replans_from_gaps_and_completes() -> None:
     assert all("[S" in f.notes for f in c_task.dependencies)
     # the replan saw the judge's gaps and a catalog to depend on
     replan = rig.planner.requests[1]
-    assert replan.gaps is not None and replan.gaps.missing_aspects == ["the cost side"]
+    assert replan.gaps is not None
+    assert replan.gaps.missing_aspects == ["the cost side"]
     assert {n.id for n in replan.catalog} == {"a", "b", "c"}
     # every node's notes reached the rolling summary, with session citation refs
     assert sorted(state.summarized) == ["a", "b", "c", "d"]
@@ -252,7 +253,8 @@ async def test_judge_failure_ends_with_a_report_from_the_draft() -> None:
     await orch.run()
     assert state.stop_reason == "error"
     assert state.status == "failed"
-    assert orch.final_text is not None and "Draft 1" in orch.final_text
+    assert orch.final_text is not None
+    assert "Draft 1" in orch.final_text
 
 
 async def test_summary_is_capped_and_folded_in_bounded_batches() -> None:

@@ -22,7 +22,9 @@ FILLER = (
 )
 
 
-def plan_task(tid: str, *deps: str, source: str = "web", question: str | None = None) -> dict[str, Any]:
+def plan_task(
+    tid: str, *deps: str, source: str = "web", question: str | None = None
+) -> dict[str, Any]:
     return {
         "id": tid,
         "question": question or f"What is known about aspect {tid}?",
@@ -72,7 +74,11 @@ class ResearchWorld:
             return self.verdicts.pop(0) if self.verdicts else verdict(True)
         if req.schema_name == "BranchNotes":
             self._count("branch")
-            return {"notes": "The knowledge base says so [1].", "confidence": 0.7, "used_evidence": [1]}
+            return {
+                "notes": "The knowledge base says so [1].",
+                "confidence": 0.7,
+                "used_evidence": [1],
+            }
         if "rolling summary" in system:
             self._count("summarizer")
             return self._echo(req.text, _SESSION, self.summary_tokens * 4)

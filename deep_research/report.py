@@ -47,7 +47,8 @@ def build_report(state: SessionState, body: str | None) -> str:
     parts.append(body_text.strip())
     parts.append(_limitations(state, nodes))
     parts.append("## Sources\n\n" + (_sources(sources) or "_No sources were cited._"))
-    if appendix_text.strip():
+    # The extractive synthesis already lists its findings facet by facet.
+    if appendix_text.strip() and state.mode != "extractive":
         parts.append("## Findings by sub-question\n\n" + appendix_text.strip())
     parts.append(_footer(state))
     return "\n\n".join(p for p in parts if p) + "\n"

@@ -30,7 +30,7 @@ token's frequency from its rank in the vocabulary, then stored as float16.
 Measured choices (BEIR SciFact, see bench/kb.py): 256 dims with SIF 1e-4 is the
 shipped default. `--vocab N` (whole-word tokens for the N top English words;
 needs `pip install wordfreq`) was tried and scored lower, so it is off.
-The int8 ONNX model scores higher (hybrid nDCG@10 0.73 against 0.69) at ~50
+The int8 ONNX model scores higher (hybrid nDCG@10 0.717 against 0.686) at ~50
 abstracts/s instead of thousands; int8 weights cost no measurable quality against
 float32 and make the file 4x smaller (23 MB) and inference ~2x faster.
 """

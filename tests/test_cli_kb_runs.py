@@ -1,0 +1,119 @@
+"""Runs that research the knowledge base: extractive (no model), --kb-only, and no KB."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deep_research.config import Settings
+from deep_research.kb.search import resolve_locator
+from deep_research.kb.store import open_kb
+from tests.fake_openai import FakeOpenAI
+from tests.test_cli_e2e import cli, run_json, session_state
+from tests.world import ResearchWorld, plan_task, verdict
+
+NOTES = {
+    "scheduling.md": """---
+title: Scheduling
+tags: [engine]
+---
+# Scheduling
+
+## Dependency-driven starts
+
+A research node starts the moment its last dependency is done. The scheduler keeps at
+most max_parallel_branches nodes in flight and runs non-parallelizable nodes alone.
+""",
+    "budgets.md": """# Budgets
+
+## Cost limits
+
+Before a Deep Research job is dispatched its worst-case cost is reserved against the
+budget. Work the budget cannot cover never starts, and the report says what is missing.
+""",
+}
+
+
+@pytest.fixture
+def kb_env(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    for name, text in NOTES.items():
+        (kb / name).write_text(text)
+    return env
+
+
+def no_model(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if not k.startswith("OPENAI_")}
+
+
+def test_extractive_mode_end_to_end_ingests_kb_first(kb_env: dict[str, str]) -> None:
+    env = no_model(kb_env)
+    code, out, err = cli(env, "When does a research node start, and how are costs capped?")
+    assert code == 0, err
+    assert "ingesting kb/ first" in err
+    assert "extractive mode" in err
+    assert "Extractive mode" in out
+    assert "scheduling.md#Scheduling > Dependency-driven starts" in out
+    assert "budgets.md#Budgets > Cost limits" in out
+
+    data = run_json(env, "How are costs capped?")
+    assert data["status"] == "complete"
+    assert data["usage"]["cost_usd"] == 0
+    state = session_state(env, data["session_id"])
+    assert state["mode"] == "extractive"
+    assert {n["source_hint"] for n in state["nodes"].values()} == {"internal"}
+
+
+def test_kb_only_branch_cites_exact_chunks_and_makes_no_web_call(
+    kb_env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    code, _, err = cli(kb_env, "kb", "ingest", "kb")
+    assert code == 0, err
+    ResearchWorld(
+        plans=[[plan_task("k1", source="internal"), plan_task("k2", source="web")]],
+        verdicts=[verdict(True)],
+    ).install(fake_openai)
+    data = run_json(kb_env, "When does a research node start?", "--kb-only")
+    assert data["status"] == "complete"
+    assert fake_openai.count("/v1/responses") == 0, "--kb-only makes no web call at all"
+
+    state = session_state(kb_env, data["session_id"])
+    assert {n["source_hint"] for n in state["nodes"].values()} == {"internal"}
+    citations: list[dict[str, Any]] = [c for n in state["nodes"].values() for c in n["citations"]]
+    assert citations
+    settings = Settings(home=Path(kb_env["DEEP_RESEARCH_HOME"]))
+    store = open_kb(settings)
+    for citation in citations:
+        assert citation["kind"] == "kb"
+        text = resolve_locator(store, citation["locator"])
+        first_words = " ".join(citation["snippet"].split()[:6])
+        assert first_words in " ".join(text.split()), "the citation resolves to its text"
+    report = Path(data["report_path"]).read_text()
+    assert citations[0]["locator"] in report
+
+
+def test_internal_nodes_fail_clearly_without_a_knowledge_base(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    ResearchWorld(plans=[[plan_task("k1", source="internal"), plan_task("w1")]]).install(
+        fake_openai
+    )
+    data = run_json(env, "What did we decide about our own architecture?")
+    state = session_state(env, data["session_id"])
+    assert state["nodes"]["k1"]["status"] == "failed"
+    assert "kb ingest" in state["nodes"]["k1"]["error"]
+    assert state["nodes"]["w1"]["status"] == "done"
+    assert "**Failed:**" in Path(data["report_path"]).read_text()
+
+
+def test_kb_search_json_lists_ranked_chunks(kb_env: dict[str, str]) -> None:
+    assert cli(kb_env, "kb", "ingest")[0] == 0
+    code, out, _ = cli(kb_env, "kb", "search", "worst-case cost reserved", "-k", "2", "--json")
+    assert code == 0
+    hits = json.loads(out)
+    assert hits[0]["source"] == "budgets.md"
+    assert {"source", "heading", "lines", "score", "text"} <= set(hits[0])

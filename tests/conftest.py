@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -58,3 +60,23 @@ async def chat_openai(fake_openai: FakeOpenAI) -> AsyncIterator[Callable[..., Ch
     yield make
     for pool in pools:
         await pool.aclose()
+
+
+# --- CLI runs (tests/clirun.py) -------------------------------------------------------------
+# Each run gets its own DEEP_RESEARCH_HOME and working directory (so no `.env` is read), and
+# talks to the fake server with a key that tests check never reaches the disk.
+
+
+@pytest.fixture
+def env(tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.startswith(("DEEP_RESEARCH_", "OPENAI_")):
+            monkeypatch.delenv(name)
+    return {
+        "DEEP_RESEARCH_HOME": str(tmp_path / "home"),
+        "OPENAI_BASE_URL": fake_openai.base_url,
+        "OPENAI_API_KEY": "sk-test-secret-value",
+        "DEEP_RESEARCH_DEEP_RESEARCH_POLL_SECONDS": "0.01",
+        "DEEP_RESEARCH_MAX_RETRIES": "1",
+    }

@@ -15,50 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from deep_research.cli import app
+from tests.clirun import cli, run_json, session_state
 from tests.fake_openai import FakeOpenAI, ResearchReport
 from tests.world import ResearchWorld, plan_task, verdict
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def env(tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.startswith(("DEEP_RESEARCH_", "OPENAI_")):
-            monkeypatch.delenv(name)
-    return {
-        "DEEP_RESEARCH_HOME": str(tmp_path / "home"),
-        "OPENAI_BASE_URL": fake_openai.base_url,
-        "OPENAI_API_KEY": "sk-test-secret-value",
-        "DEEP_RESEARCH_DEEP_RESEARCH_POLL_SECONDS": "0.01",
-        "DEEP_RESEARCH_MAX_RETRIES": "1",
-    }
-
-
-def cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args), env=env)
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
-
-
-def run_json(env: dict[str, str], *args: str) -> dict[str, Any]:
-    code, out, err = cli(env, *args, "--json")
-    assert code == 0, err
-    lines = out.strip().splitlines()
-    assert len(lines) == 1, f"stdout must hold exactly one JSON object, got: {out!r}"
-    data: dict[str, Any] = json.loads(lines[0])
-    return data
-
-
-def session_state(env: dict[str, str], session_id: str) -> dict[str, Any]:
-    path = Path(env["DEEP_RESEARCH_HOME"]) / "sessions" / session_id / "state.json"
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
 
 
 QUESTION = "How do vector databases handle deletes and compaction?"

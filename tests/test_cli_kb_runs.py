@@ -11,8 +11,8 @@ import pytest
 from deep_research.config import Settings
 from deep_research.kb.search import resolve_locator
 from deep_research.kb.store import open_kb
+from tests.clirun import cli, run_json, session_state
 from tests.fake_openai import FakeOpenAI
-from tests.test_cli_e2e import cli, run_json, session_state
 from tests.world import ResearchWorld, plan_task, verdict
 
 NOTES = {

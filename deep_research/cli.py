@@ -56,6 +56,9 @@ class DefaultToRun(TyperGroup):
                 raise
             render.error(str(exc))
             raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            render.error("interrupted")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 app = typer.Typer(

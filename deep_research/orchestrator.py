@@ -21,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from deep_research import context
 from deep_research.errors import BranchError, BudgetExhausted, ProviderError
 from deep_research.guard import BudgetGuard
-from deep_research.memory import cap_tokens, cited_refs, estimate_tokens, register_citations
+from deep_research.memory import cap_tokens, cited_refs, register_citations
 from deep_research.models import (
     IterationRecord,
     PlannedTask,
@@ -36,7 +37,6 @@ from deep_research.models import (
 from deep_research.ports import (
     BranchExecutor,
     BranchTask,
-    Finding,
     Judge,
     JudgeRequest,
     NodeDigest,
@@ -50,10 +50,6 @@ from deep_research.scheduler import run_dag
 from deep_research.tree import PlanPolicy, ResearchTree
 
 log = logging.getLogger(__name__)
-
-CATALOG_SIZE = 16
-SUMMARY_BATCH = 4
-OVERVIEW_NODES = 20
 
 
 @dataclass(frozen=True)
@@ -108,6 +104,7 @@ class ResearchOrchestrator:
         self._on_event = on_event or (lambda _message: None)
         self._summary_lock = asyncio.Lock()
         self._stop: StopReason | None = None
+        self._previous_stop: StopReason | None = None
         self._stop_detail = ""
 
     # --- the loop -----------------------------------------------------------
@@ -115,6 +112,7 @@ class ResearchOrchestrator:
     async def run(self) -> SessionState:
         """Drive the session to a stop; the caller writes the report from ``final_text``."""
         state = self.state
+        self._previous_stop = state.stop_reason
         state.status = "running"
         state.stop_reason = None
         self.tree.recover_interrupted()
@@ -153,8 +151,8 @@ class ResearchOrchestrator:
                     self._halt("max_iterations", f"{state.iteration} iterations done")
                     return
                 await self._plan(state.iterations[-1].verdict if state.iterations else None)
-            else:  # finished: a resume of a completed session has nothing to do
-                self._halt(state.stop_reason or "complete", state.stop_detail)
+            else:  # finished: a resume of a finished session has nothing to do
+                self._halt(self._previous_stop or "complete", state.stop_detail)
 
     def _loop_deadline(self) -> float:
         loop_now = asyncio.get_running_loop().time()
@@ -185,7 +183,7 @@ class ResearchOrchestrator:
         request = PlanRequest(
             question=state.question,
             summary=state.summary,
-            catalog=tuple(self._catalog()),
+            catalog=tuple(context.catalog(state.nodes.values())),
             gaps=gaps,
             max_tasks=self.config.max_nodes_per_plan,
             max_depth=self.config.max_depth,
@@ -233,14 +231,6 @@ class ResearchOrchestrator:
             state.phase = "execute"
         await self._save()
 
-    def _catalog(self) -> list[ResearchNode]:
-        """A bounded window of nodes the planner may build on: done first, newest first."""
-        nodes = sorted(
-            self.state.nodes.values(),
-            key=lambda n: (n.status != "done", -n.created_at.timestamp()),
-        )
-        return nodes[:CATALOG_SIZE]
-
     # --- execute ------------------------------------------------------------
 
     async def _execute(self) -> None:
@@ -271,7 +261,9 @@ class ResearchOrchestrator:
             question=node.question,
             root_question=self.state.question,
             source_hint=node.source_hint,
-            dependencies=tuple(self._findings(node)),
+            dependencies=tuple(
+                context.findings(self.state.nodes, node, self.config.summary_cap_tokens)
+            ),
             remote_jobs=dict(node.remote_jobs),
         )
         try:
@@ -297,25 +289,6 @@ class ResearchOrchestrator:
             self._on_event(f"done {node.id}")
         await self._save()
 
-    def _findings(self, node: ResearchNode) -> list[Finding]:
-        """Dependencies' notes, all together capped at the summary budget."""
-        # At 25 tokens a dependency, more than cap/25 of them would break the cap: keep the
-        # most confident.
-        deps = [self.state.nodes[d] for d in node.depends_on]
-        if not deps:
-            return []
-        deps = sorted(deps, key=lambda d: -d.confidence)[
-            : max(1, self.config.summary_cap_tokens // 25)
-        ]
-        share = max(25, self.config.summary_cap_tokens // len(deps))
-        findings = []
-        for dep in deps:
-            notes = cap_tokens(dep.notes, share)
-            cited = set(cited_refs(notes))
-            sources = tuple(c for c in dep.citations if c.ref in cited)[:5]
-            findings.append(Finding(dep.id, dep.question, notes, sources))
-        return findings
-
     async def _fold_summary(self) -> None:
         """Merge finished nodes' notes into the rolling summary, a bounded batch per call."""
         async with self._summary_lock:
@@ -328,7 +301,7 @@ class ResearchOrchestrator:
                 if not todo or self.guard.stop_reason() in ("token_limit", "cost_limit"):
                     return
                 cap = self.config.summary_cap_tokens
-                batch = take_batch(todo, cap // 2)
+                batch = context.take_batch(todo, cap // 2)
                 digests = [
                     NodeDigest(n.id, n.question, cap_tokens(n.notes, cap // 2)) for n in batch
                 ]
@@ -366,7 +339,9 @@ class ResearchOrchestrator:
             self._on_event("judging the draft")
             draft = cap_tokens(record.draft, 2 * self.config.summary_cap_tokens)
             record.verdict = await self.engine.judge.judge(
-                JudgeRequest(state.question, state.summary, draft, self._overview()),
+                JudgeRequest(
+                    state.question, state.summary, draft, context.overview(state.nodes.values())
+                ),
                 self.guard.meter(),
             )
         except ProviderError as exc:
@@ -386,30 +361,10 @@ class ResearchOrchestrator:
             question=state.question,
             summary=state.summary,
             sources=tuple(state.sources[r] for r in refs if r in state.sources),
-            gaps=tuple(self._gaps()),
+            gaps=tuple(context.gaps(state)),
             final=final,
         )
         return await self.engine.synthesizer.synthesize(request, self.guard.meter())
-
-    def _gaps(self) -> list[str]:
-        gaps: list[str] = []
-        for node in self.state.nodes.values():
-            if node.status in ("failed", "blocked"):
-                gaps.append(f"{node.question} — {node.status}: {node.error}")
-            elif node.status == "pending":
-                gaps.append(f"{node.question} — not researched")
-        if self.state.iterations and (verdict := self.state.iterations[-1].verdict):
-            gaps += [f"missing: {m}" for m in verdict.missing_aspects]
-        return [cap_tokens(g, 60) for g in gaps[:OVERVIEW_NODES]]
-
-    def _overview(self) -> str:
-        counts = self.tree.counts()
-        lines = [", ".join(f"{k}: {v}" for k, v in counts.items() if v)]
-        for node in self._catalog()[:OVERVIEW_NODES]:
-            lines.append(
-                f"- {node.id} [{node.status}, {node.source_hint}] {cap_tokens(node.question, 40)}"
-            )
-        return "\n".join(lines)
 
     # --- stop ---------------------------------------------------------------
 
@@ -451,17 +406,3 @@ _LIMIT_DETAIL: dict[StopReason, str] = {
     "token_limit": "the run reached max_total_tokens",
     "cost_limit": "the run reached its cost limit",
 }
-
-
-def take_batch(done: list[ResearchNode], budget_tokens: int) -> list[ResearchNode]:
-    """The next nodes to fold: as many as fit the digest budget (at least one, at most
-    ``SUMMARY_BATCH``), so a summarizer prompt is at most summary cap + budget."""
-    batch: list[ResearchNode] = []
-    used = 0
-    for node in done[:SUMMARY_BATCH]:
-        size = min(estimate_tokens(node.notes), budget_tokens)
-        if batch and used + size > budget_tokens:
-            break
-        batch.append(node)
-        used += size
-    return batch

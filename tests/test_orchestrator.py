@@ -270,3 +270,20 @@ async def test_summary_is_capped_and_folded_in_bounded_batches() -> None:
     assert len(state.summarized) == 12
     assert max(len(batch) for batch in rig.summarizer.calls) <= 4
     assert len(state.summary) <= 200 * 4 + 2
+
+
+async def test_resuming_a_finished_session_changes_nothing() -> None:
+    rig = Rig(
+        planner=FakePlanner([plan(task("a"))]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([verdict(True)]),
+    )
+    state = new_state()
+    await rig.orchestrator(state).run()
+    again = rig.saver.last()
+    orch = rig.orchestrator(again)
+    await orch.run()
+    assert again.stop_reason == "complete"
+    assert rig.executor.ran() == ["a"]
+    assert orch.final_text is not None, "the judged draft is reused, not re-synthesized"
+    assert len(rig.synthesizer.requests) == 1

@@ -273,6 +273,21 @@ class SessionStore:
         finally:
             os.close(fd)
 
+    def is_locked(self, session_id: str) -> bool:
+        """True while some process drives the session (probes the flock without taking it)."""
+        path = self.path(session_id) / LOCK_FILE
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops a lock we may just have taken
+        return False
+
     # --- listing -----------------------------------------------------------------
 
     def list(self) -> builtins.list[SessionSummary]:
@@ -295,10 +310,13 @@ class SessionStore:
                 updated_at=when,
                 error=str(exc),
             )
+        status = state.status
+        if status == "running" and not self.is_locked(session_id):
+            status = "interrupted"  # its process died (kill -9, crash): resume it
         return SessionSummary(
             session_id=state.session_id,
             question=state.question,
-            status=state.status,
+            status=status,
             stop_reason=state.stop_reason,
             created_at=state.created_at,
             updated_at=state.updated_at,

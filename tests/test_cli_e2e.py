@@ -222,6 +222,8 @@ def test_kill_9_then_resume_reattaches_and_never_resubmits(
     session_id = only_session(env)
     saved = session_state(env, session_id)
     assert saved["status"] == "running"
+    _, listed, _ = cli(env, "sessions", "list", "--json")
+    assert json.loads(listed)[0]["status"] == "interrupted", "a dead run is not 'running'"
     in_flight = {n["id"]: n["remote_jobs"] for n in saved["nodes"].values() if n["remote_jobs"]}
     assert len(in_flight) == 2
 

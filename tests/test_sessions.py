@@ -264,7 +264,7 @@ def test_list_shows_corrupt_sessions_and_ignores_strays(store: SessionStore) -> 
     (store.root / "abcdef").write_text("a file named like an id")
     rows = {r.session_id: r for r in store.list()}
     assert set(rows) == {good.session_id, bad.session_id}
-    assert rows[good.session_id].status == "running"
+    assert rows[good.session_id].status == "interrupted"  # nobody holds its lock
     assert rows[bad.session_id].status == "corrupt"
     assert rows[bad.session_id].error is not None
     assert "not valid JSON" in rows[bad.session_id].error
@@ -496,3 +496,13 @@ def test_save_now_is_synchronous(store: SessionStore) -> None:
     state.stop_reason = "interrupted"
     Checkpointer(store).save_now(state)
     assert store.load(state.session_id).status == "interrupted"
+
+
+def test_list_reports_a_running_session_without_a_live_process_as_interrupted(
+    tmp_path: Path,
+) -> None:
+    store = SessionStore(tmp_path)
+    state = store.create("q?")
+    with store.lock(state.session_id):
+        assert store.list()[0].status == "running"
+    assert store.list()[0].status == "interrupted"

@@ -65,6 +65,12 @@ app = typer.Typer(
     cls=DefaultToRun,
     help="Research a hard question with a tree of sub-questions, on the web (OpenAI Deep "
     "Research) and in your markdown knowledge base, and write a cited report.",
+    epilog=(
+        'Examples:  deep-research "How do vector databases handle deletes?"  ·  '
+        "deep-research resume 7f3c --max-cost 10  ·  deep-research sessions list  ·  "
+        "deep-research kb ingest kb/. With no OPENAI_API_KEY / OPENAI_BASE_URL, runs are "
+        "extractive over the knowledge base. Settings: see README (DEEP_RESEARCH_*)."
+    ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,

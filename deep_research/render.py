@@ -21,7 +21,7 @@ from deep_research.models import ResearchNode, SessionState
 from deep_research.sessions import SessionSummary
 
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # an error stays one line, however long
 
 STATUS_STYLE = {
     "pending": "dim",
@@ -152,4 +152,4 @@ def info(message: str) -> None:
 
 
 def error(message: str) -> None:
-    err.print(Text(f"error: {message}", style="bold red"))
+    err.print(Text(f"error: {' '.join(message.split())}", style="bold red"))

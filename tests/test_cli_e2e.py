@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.clirun import cli, run_json, session_state
-from tests.fake_openai import FakeOpenAI, ResearchReport
+from tests.fake_openai import FakeOpenAI, Fault, ResearchReport
 from tests.world import ResearchWorld, plan_task, verdict
 
 REPO = Path(__file__).resolve().parents[1]
@@ -257,3 +257,46 @@ def test_ctrl_c_saves_and_prints_the_resume_command(
     assert state["nodes"]["t1"]["status"] == "pending"
     [job] = fake_openai.response_ids
     assert fake_openai.cancels[job] == 1, "Ctrl-C cancels the remote job"
+
+
+def test_rate_limits_and_flaky_servers_are_retried(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    fake_openai.inject(
+        Fault("rate_limit", path_prefix="/v1/chat/completions"),
+        Fault("server_error", path_prefix="/v1/responses"),
+    )
+    data = run_json(env, QUESTION)
+    assert data["status"] == "complete"
+    assert fake_openai.faults_pending() == 0
+    assert sum(fake_openai.research_inputs.values()) == 1, "a failed create is not double-billed"
+
+
+def test_a_provider_that_keeps_failing_exits_6_with_one_line(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.inject(Fault("server_error", path_prefix="/v1/chat/completions", times=50))
+    code, out, err = cli(env, QUESTION)
+    assert code == 6
+    assert out == ""
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: gpt-4.1: the provider failed (HTTP 5xx)")
+    [session] = (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").iterdir()
+    assert json.loads((session / "state.json").read_text())["status"] == "failed"
+
+
+def test_resume_after_ctrl_c_resubmits_the_cancelled_job_and_completes(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    fake_openai.hold_responses = True
+    child = spawn(env, QUESTION)
+    fake_openai.wait_for(lambda: sum(fake_openai.retrieves.values()) >= 1, 60)
+    child.send_signal(signal.SIGINT)
+    child.communicate(timeout=60)
+    assert child.returncode == 130
+    fake_openai.hold_responses = False
+    data = run_json(env, "resume", only_session(env))
+    assert data["status"] == "complete"
+    assert len(fake_openai.response_ids) == 2, "the cancelled job was submitted anew"

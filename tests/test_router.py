@@ -1,0 +1,91 @@
+"""Routing by source_hint, and merging KB + web evidence for mixed nodes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from deep_research.branches.router import RoutingExecutor, Unavailable
+from deep_research.errors import BranchError, BudgetExhausted
+from deep_research.models import Citation
+from deep_research.ports import BranchResult, BranchTask, Meter, RemoteJobHook
+
+
+@dataclass
+class Answer:
+    """A branch that answers with one citation, or raises what it is given."""
+
+    label: str
+    error: BaseException | None = None
+    calls: int = 0
+
+    async def run(self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook) -> BranchResult:
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+        citation = Citation(kind="web", url=f"https://{self.label}.example", locator=self.label)
+        return BranchResult(f"{self.label} says so [1].", (citation,), 0.6)
+
+
+class NoMeter:
+    def record(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("routing records nothing itself")
+
+    def remaining_usd(self) -> float:
+        return 0.0
+
+    def reserve(self, amount_usd: float) -> bool:
+        return False
+
+    def release(self, amount_usd: float) -> None:
+        pass
+
+
+async def no_jobs(name: str, response_id: str | None) -> None:
+    pass
+
+
+def task(hint: str) -> BranchTask:
+    return BranchTask("n1", "q?", "root?", hint)  # type: ignore[arg-type]
+
+
+async def test_routes_by_source_hint() -> None:
+    web, kb = Answer("web"), Answer("kb")
+    router = RoutingExecutor(web=web, internal=kb)
+    assert (await router.run(task("web"), NoMeter(), no_jobs)).notes == "web says so [1]."
+    assert (await router.run(task("internal"), NoMeter(), no_jobs)).notes == "kb says so [1]."
+    assert (web.calls, kb.calls) == (1, 1)
+
+
+async def test_mixed_merges_both_with_markers_shifted() -> None:
+    router = RoutingExecutor(web=Answer("web"), internal=Answer("kb"))
+    result = await router.run(task("mixed"), NoMeter(), no_jobs)
+    assert [c.locator for c in result.citations] == ["kb", "web"]
+    assert "kb says so [1]." in result.notes
+    assert "web says so [2]." in result.notes
+
+
+async def test_mixed_keeps_the_half_that_worked_and_says_which_failed() -> None:
+    router = RoutingExecutor(web=Unavailable("web research is off"), internal=Answer("kb"))
+    result = await router.run(task("mixed"), NoMeter(), no_jobs)
+    assert result.notes.startswith("kb says so [1].")
+    assert "web part failed: web research is off" in result.notes
+
+
+async def test_mixed_fails_only_when_both_fail() -> None:
+    router = RoutingExecutor(web=Unavailable("no web"), internal=Unavailable("no kb"))
+    with pytest.raises(BranchError, match="knowledge base: no kb; web: no web"):
+        await router.run(task("mixed"), NoMeter(), no_jobs)
+
+
+async def test_budget_stops_are_not_branch_failures() -> None:
+    router = RoutingExecutor(web=Answer("web", BudgetExhausted("no money")), internal=Answer("kb"))
+    with pytest.raises(BudgetExhausted):
+        await router.run(task("mixed"), NoMeter(), no_jobs)
+
+
+async def test_unavailable_source_fails_the_node_with_its_reason() -> None:
+    router = RoutingExecutor(web=Answer("web"), internal=Unavailable("run `kb ingest` first"))
+    with pytest.raises(BranchError, match="kb ingest"):
+        await router.run(task("internal"), NoMeter(), no_jobs)

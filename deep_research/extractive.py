@@ -196,8 +196,13 @@ class ExtractivePlanner:
         found = facets(request.question, request.max_tasks)
         tasks = [
             PlannedTask(
-                id=f"f{i}", question=q, depends_on=[], parallelizable=True,
-                priority=max(0, 11 - i), source_hint="internal", parent_id=None,
+                id=f"f{i}",
+                question=q,
+                depends_on=[],
+                parallelizable=True,
+                priority=max(0, 11 - i),
+                source_hint="internal",
+                parent_id=None,
             )
             for i, q in enumerate(found, start=1)
         ]
@@ -258,8 +263,12 @@ class ExtractiveWriter:
     """
 
     async def write(
-        self, root_question: str, question: str, passages: Sequence[Passage],
-        dependencies: Sequence[Finding], meter: Meter,
+        self,
+        root_question: str,
+        question: str,
+        passages: Sequence[Passage],
+        dependencies: Sequence[Finding],
+        meter: Meter,
     ) -> BranchNotes:
         own = set(stems(question))
         query = dict.fromkeys(stems(root_question), ROOT_WEIGHT) | dict.fromkeys(own, 1.0)
@@ -329,9 +338,7 @@ def sections(summary: str) -> list[tuple[str, list[str]]]:
 
 
 def _render(parts: Sequence[tuple[str, list[str]]]) -> str:
-    return "\n\n".join(
-        "\n".join(([f"### {h}"] if h else []) + lines) for h, lines in parts
-    ).strip()
+    return "\n\n".join("\n".join(([f"### {h}"] if h else []) + lines) for h, lines in parts).strip()
 
 
 class ExtractiveSummarizer:
@@ -427,8 +434,11 @@ class ExtractiveJudge:
                 scores.append(0.0)
         confidence = round(sum(scores) / len(scores), 2) if scores else 0.0
         return Verdict(
-            is_complete=True, recommend_more_iterations=False, missing_aspects=missing,
-            weak_evidence_areas=[], overall_confidence=confidence,
+            is_complete=True,
+            recommend_more_iterations=False,
+            missing_aspects=missing,
+            weak_evidence_areas=[],
+            overall_confidence=confidence,
         )
 
 

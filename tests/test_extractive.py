@@ -300,10 +300,18 @@ HITS = [
         [
             ("planning.md", "Planning", PASSAGES[0].text),
             ("budget.md", "Budgets", PASSAGES[1].text),
-            ("citations.md", "Traceability", "Every claim in the report carries a marker "
-             "that points to a numbered source, so each claim is traceable to a passage."),
-            ("scheduling.md", "Scheduling", "The scheduler starts a node as soon as its "
-             "dependencies are done, and runs independent nodes in parallel."),
+            (
+                "citations.md",
+                "Traceability",
+                "Every claim in the report carries a marker "
+                "that points to a numbered source, so each claim is traceable to a passage.",
+            ),
+            (
+                "scheduling.md",
+                "Scheduling",
+                "The scheduler starts a node as soon as its "
+                "dependencies are done, and runs independent nodes in parallel.",
+            ),
         ]
     )
 ]

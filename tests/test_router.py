@@ -20,7 +20,9 @@ class Answer:
     error: BaseException | None = None
     calls: int = 0
 
-    async def run(self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook) -> BranchResult:
+    async def run(
+        self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
+    ) -> BranchResult:
         self.calls += 1
         if self.error is not None:
             raise self.error

@@ -158,14 +158,16 @@ def run(
         if web_only:
             raise ConfigError("web research needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
         policy = "kb_only"
+    extractive = not settings.has_model
+    built = _engine(settings, policy, extractive=extractive, quiet=as_json)  # before any saving
     store = SessionStore(settings.sessions_dir)
     state = store.create(
         question,
-        mode="llm" if settings.has_model else "extractive",
+        mode="extractive" if extractive else "llm",
         source_policy=policy,
         limits=_limits(settings),
     )
-    _drive(settings, store, state, as_json=as_json)
+    _drive(settings, store, state, built, as_json=as_json)
 
 
 @app.command()
@@ -191,14 +193,21 @@ def resume(
     state.limits = state.limits.model_copy(update={k: v for k, v in given.items() if v is not None})
     if state.mode == "llm" and not settings.has_model:
         raise ConfigError("this session needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
-    _drive(settings, store, state, as_json=as_json)
+    extractive = state.mode == "extractive"
+    built = _engine(settings, state.source_policy, extractive=extractive, quiet=as_json)
+    _drive(settings, store, state, built, as_json=as_json)
 
 
-def _drive(settings: Settings, store: SessionStore, state: SessionState, *, as_json: bool) -> None:
+def _engine(settings: Settings, policy: SourcePolicy, *, extractive: bool, quiet: bool) -> Built:
+    kb = _knowledge_base(settings, policy, extractive=extractive, quiet=quiet)
+    return build(settings, policy, kb, extractive=extractive)
+
+
+def _drive(
+    settings: Settings, store: SessionStore, state: SessionState, built: Built, *, as_json: bool
+) -> None:
     """Run (or continue) a session under its lock, then write and show the report."""
     with store.lock(state.session_id):
-        kb = _knowledge_base(settings, state, quiet=as_json)
-        built = build(settings, state.source_policy, kb, extractive=state.mode == "extractive")
         synth_price = price_for(settings.synthesizer_model)
         guard = BudgetGuard(
             state,
@@ -254,12 +263,14 @@ def _quiet(_message: str) -> None:
     pass
 
 
-def _knowledge_base(settings: Settings, state: SessionState, *, quiet: bool) -> KBStore | None:
-    """The KB for this run; with no model and no KB yet, ingest ``kb/`` first and say so."""
-    if state.source_policy == "web_only":
+def _knowledge_base(
+    settings: Settings, policy: SourcePolicy, *, extractive: bool, quiet: bool
+) -> KBStore | None:
+    """The KB for this run; extractive with no KB yet: ingest ``kb/`` first and say so."""
+    if policy == "web_only":
         return None
     kb = open_default_kb(settings)
-    if kb is not None or settings.has_model:
+    if kb is not None or not extractive:
         return kb
     root = settings.kb_path
     if not root.is_dir():

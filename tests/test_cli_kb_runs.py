@@ -117,3 +117,13 @@ def test_kb_search_json_lists_ranked_chunks(kb_env: dict[str, str]) -> None:
     hits = json.loads(out)
     assert hits[0]["source"] == "budgets.md"
     assert {"source", "heading", "lines", "score", "text"} <= set(hits[0])
+
+
+def test_no_model_and_no_kb_is_a_clear_error_that_saves_nothing(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    code, out, err = cli(no_model(env), "What is in my notes?")
+    assert out == ""
+    assert code == 7
+    assert "no model is configured and there is no knowledge base" in err
+    assert not (tmp_path / "home" / "sessions").exists()

@@ -9,7 +9,8 @@ point nowhere are dropped. What was not researched, failed or was blocked is lis
 from __future__ import annotations
 
 from deep_research.budget import totals
-from deep_research.memory import renumber
+from deep_research.citecheck import CheckResult, check
+from deep_research.memory import cited_refs, renumber
 from deep_research.models import Citation, ResearchNode, SessionState
 
 STOP_TEXT = {
@@ -34,8 +35,10 @@ def build_report(state: SessionState, body: str | None) -> str:
             + body
         )
     appendix = "\n\n".join(_node_section(n) for n in nodes if n.status == "done")
+    unknown = sum(1 for ref in cited_refs(body) if ref not in state.sources)
     text, sources = renumber(body + "\n\n\x00\n\n" + appendix, state.sources)
     body_text, appendix_text = text.split("\x00", 1)
+    checked = check(body_text, sources, unknown=unknown)
 
     parts = [f"# {state.question}", _status_line(state)]
     if state.mode == "extractive":
@@ -46,6 +49,7 @@ def build_report(state: SessionState, body: str | None) -> str:
         )
     parts.append(body_text.strip())
     parts.append(_limitations(state, nodes))
+    parts.append(_citation_check(checked))
     parts.append("## Sources\n\n" + (_sources(sources) or "_No sources were cited._"))
     # The extractive synthesis already lists its findings facet by facet.
     if appendix_text.strip() and state.mode != "extractive":
@@ -97,6 +101,26 @@ def _limitations(state: SessionState, nodes: list[ResearchNode]) -> str:
     if not lines:
         return ""
     return "## Coverage and limitations\n\n" + "\n".join(lines)
+
+
+def _citation_check(result: CheckResult) -> str:
+    if result.clean:
+        return (
+            f"_Citation check: all {result.cited} citations resolve to the sources below; "
+            "no uncited factual sentence found._"
+        )
+    lines = ["## Citation check", ""]
+    if result.unknown:
+        lines.append(f"- {result.unknown} citation(s) pointed to no source and were removed.")
+    if result.uncited:
+        lines.append(f"- {len(result.uncited)} factual sentence(s) carry no citation:")
+        lines += [f"  - “{s[:200]}”" for s in result.uncited[:5]]
+    if result.unsupported:
+        lines.append(
+            f"- {len(result.unsupported)} citation(s) share no content word with their source:"
+        )
+        lines += [f"  - [{n}] “{s[:200]}”" for s, n in result.unsupported[:5]]
+    return "\n".join(lines)
 
 
 def _sources(sources: list[Citation]) -> str:

@@ -91,7 +91,7 @@ def cite_used(notes: str, hits: Sequence[Evidence]) -> tuple[str, list[Citation]
                     kind="kb",
                     title=f"{hit.source} › {hit.heading}" if hit.heading else hit.source,
                     locator=hit.locator,
-                    snippet=cap_tokens(hit.text, 120),
+                    snippet=cap_tokens(plain_text(hit.text), 120),
                 )
             )
 
@@ -100,3 +100,14 @@ def cite_used(notes: str, hits: Sequence[Evidence]) -> tuple[str, list[Citation]
         return f"[{new}]" if new else ""
 
     return _MARKER.sub(rewrite, notes), citations
+
+
+def plain_text(markdown: str) -> str:
+    """A chunk as prose for a source snippet: no heading lines, fences or table rules."""
+    lines = []
+    for line in markdown.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("#", "```", "~~~")) or set(stripped) <= set("|-: "):
+            continue
+        lines.append(stripped.strip("|").replace(" | ", " — "))
+    return " ".join(" ".join(lines).split())

@@ -1,0 +1,61 @@
+"""The citation checker and the report section it writes."""
+
+from __future__ import annotations
+
+from deep_research.branches.kb import plain_text
+from deep_research.citecheck import check, is_factual, sentences
+from deep_research.models import Citation, SessionState
+from deep_research.report import build_report
+
+SOURCE = Citation(
+    ref="S1",
+    kind="web",
+    url="https://db.example/compaction",
+    title="Compaction in LSM trees",
+    snippet="Deletes write tombstones; compaction later merges segments and drops tombstoned rows.",
+)
+
+
+def test_cited_supported_sentences_pass() -> None:
+    body = "Deletes write tombstones that compaction later drops from merged segments [1]."
+    result = check(body, [SOURCE])
+    assert result.clean
+    assert result.cited == 1
+
+
+def test_uncited_factual_sentences_are_flagged() -> None:
+    body = "Qdrant compacts segments every 30 seconds by default.\n\nThis is a plain remark here."
+    result = check(body, [SOURCE])
+    assert result.uncited == ["Qdrant compacts segments every 30 seconds by default."]
+
+
+def test_citation_sharing_no_word_with_its_source_is_unsupported() -> None:
+    body = "Bananas ripen quickly when stored beside apples [1]."
+    assert check(body, [SOURCE]).unsupported == [
+        ("Bananas ripen quickly when stored beside apples .", 1)
+    ]
+
+
+def test_short_snippets_are_not_judged() -> None:
+    link_only = SOURCE.model_copy(update={"snippet": "(db.example)", "title": ""})
+    assert check("Bananas ripen quickly when stored beside apples [1].", [link_only]).clean
+
+
+def test_headings_tables_and_code_are_not_sentences() -> None:
+    body = "# Heading with 2024 numbers\n| a | 1 |\n```\nx = 2024 and more code here\n```\n"
+    assert sentences(body) == []
+    assert is_factual("It grew by 40% in 2024.")
+    assert not is_factual("it is generally a good idea.")
+
+
+def test_report_removes_unknown_markers_and_says_so() -> None:
+    state = SessionState(session_id="a" * 12, question="q?", sources={"S1": SOURCE})
+    report = build_report(state, "Tombstones are dropped by compaction [S1][S9].")
+    assert "[S9]" not in report
+    assert "1 citation(s) pointed to no source and were removed" in report
+    assert "1. [Compaction in LSM trees](https://db.example/compaction)" in report
+
+
+def test_kb_snippets_read_as_prose() -> None:
+    chunk = "# Title\n## Section\nFirst line.\n| a | b |\n|---|---|\n| x | y |\n```\ncode\n```"
+    assert plain_text(chunk) == "First line. a — b x — y code"

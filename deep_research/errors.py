@@ -16,6 +16,10 @@ Ctrl-C exits with 130 after the session is saved.
 
 from __future__ import annotations
 
+from typing import Literal
+
+BudgetReason = Literal["cost_limit", "token_limit", "time_limit"]
+
 
 class DeepResearchError(Exception):
     exit_code = 1
@@ -56,7 +60,7 @@ class BranchError(DeepResearchError):
 class BudgetExhausted(DeepResearchError):
     """Raised before dispatch when the remaining budget cannot cover a call's worst case."""
 
-    def __init__(self, message: str, reason: str = "cost_limit") -> None:
+    def __init__(self, message: str, reason: BudgetReason = "cost_limit") -> None:
         super().__init__(message)
         self.reason = reason
 

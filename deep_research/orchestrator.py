@@ -270,7 +270,7 @@ class ResearchOrchestrator:
             result = await self.engine.executor.run(task, self.guard.meter(node.id), on_remote_job)
         except BudgetExhausted as exc:
             self.tree.requeue(node)
-            self._halt(exc.reason, str(exc))  # type: ignore[arg-type]
+            self._halt(exc.reason, str(exc))
         except (BranchError, ProviderError) as exc:
             blocked = self.tree.fail(node, str(exc))
             self._on_event(

@@ -82,7 +82,8 @@ def chat_model(
         # Local OpenAI-compatible servers take any key; the SDK insists on one.
         api_key=key or "not-needed",
         base_url=settings.openai_base_url,
-        temperature=settings.temperature,
+        # Reasoning models (o1, o3, o4-mini, gpt-5…) reject a temperature.
+        temperature=None if _is_reasoning_model(model) else settings.temperature,
         max_tokens=settings.max_tokens_per_call,
         timeout=settings.request_timeout_seconds,
         max_retries=settings.max_retries,
@@ -92,6 +93,11 @@ def chat_model(
         http_async_client=http,
     )
     return ChatModel(chat, model, role, settings.structured_output_retries)
+
+
+def _is_reasoning_model(model: str) -> bool:
+    name = model.rsplit("/", 1)[-1].lower()
+    return (len(name) > 1 and name[0] == "o" and name[1].isdigit()) or name.startswith("gpt-5")
 
 
 def open_default_kb(settings: Settings) -> KBStore | None:

@@ -121,6 +121,9 @@ def run(
     max_cost: CostOpt = None,
     max_tokens: TokensOpt = None,
     max_runtime: TimeOpt = None,
+    chat_model: Annotated[
+        str | None, typer.Option(help="One model for every chat role (planner, branch, …).")
+    ] = None,
     planner_model: Annotated[str | None, typer.Option(help="Model for planning.")] = None,
     branch_model: Annotated[str | None, typer.Option(help="Model for KB branches.")] = None,
     deep_research_model: Annotated[str | None, typer.Option(help="Deep Research model.")] = None,
@@ -148,8 +151,11 @@ def run(
         max_cost_usd=max_cost,
         max_total_tokens=max_tokens,
         max_runtime_seconds=max_runtime,
-        planner_model=planner_model,
-        branch_model=branch_model,
+        planner_model=planner_model or chat_model,
+        branch_model=branch_model or chat_model,
+        summarizer_model=chat_model,
+        synthesizer_model=chat_model,
+        judge_model=chat_model,
         deep_research_model=deep_research_model,
         kb_name=kb,
     )

@@ -300,3 +300,12 @@ def test_resume_after_ctrl_c_resubmits_the_cancelled_job_and_completes(
     data = run_json(env, "resume", only_session(env))
     assert data["status"] == "complete"
     assert len(fake_openai.response_ids) == 2, "the cancelled job was submitted anew"
+
+
+def test_chat_model_flag_sets_every_chat_role(env: dict[str, str], fake_openai: FakeOpenAI) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    run_json(env, QUESTION, "--chat-model", "llama3.1", "--branch-model", "qwen3")
+    chat_models = {r.body["model"] for r in fake_openai.requests if "messages" in (r.body or {})}
+    assert chat_models == {"llama3.1"}, "no KB branch ran, so qwen3 is never asked"
+    research_models = {r.body["model"] for r in fake_openai.requests if r.path == "/v1/responses"}
+    assert research_models == {"o4-mini-deep-research"}

@@ -16,7 +16,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -48,8 +47,6 @@ from deep_research.ports import (
 )
 from deep_research.scheduler import run_dag
 from deep_research.tree import PlanPolicy, ResearchTree
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

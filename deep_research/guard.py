@@ -5,11 +5,14 @@ Invariants:
 - ``remaining_usd`` is net of the spend so far, of reservations held by calls in flight,
   and of a reserve kept for the final synthesis — so work never starts that the budget
   could not cover and the report can always be written;
-- limits are checked before anything new starts (``stop_reason``); nothing here cancels.
+- limits are checked before anything new starts (``stop_reason``); nothing here cancels;
+- a reservation that does not fit waits while other reservations are held (their work may
+  cost far less than its worst case); it is refused only when nothing is left to free.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
@@ -34,6 +37,7 @@ class BudgetGuard:
         self._clock = clock
         self._started = clock()
         self._reserved_usd = 0.0
+        self._freed = asyncio.Event()
         self.spent_usd = sum(e.cost_usd for e in state.ledger)
         self.spent_tokens = sum(e.usage.total_tokens for e in state.ledger if not e.cached)
 
@@ -67,9 +71,11 @@ class BudgetGuard:
         return self._started + self.limits.max_runtime_seconds
 
     def remaining_usd(self) -> float:
-        return (
-            self.limits.max_cost_usd - self.spent_usd - self._reserved_usd - self.final_reserve_usd
-        )
+        """What new work may still claim: net of spend, reservations and the final reserve."""
+        return self._unspent() - self._reserved_usd
+
+    def _unspent(self) -> float:
+        return self.limits.max_cost_usd - self.spent_usd - self.final_reserve_usd
 
     def stop_reason(self) -> StopReason | None:
         """Why nothing new may start now, or None. The final synthesis is already reserved."""
@@ -77,18 +83,22 @@ class BudgetGuard:
             return "time_limit"
         if self.spent_tokens >= self.limits.max_total_tokens - self.final_reserve_tokens:
             return "token_limit"
-        if self.remaining_usd() <= 0:
+        if self._unspent() <= 0:  # reservations are not spend: in-flight work may cost less
             return "cost_limit"
         return None
 
-    def reserve(self, amount_usd: float) -> bool:
-        if amount_usd > self.remaining_usd():
-            return False
+    async def reserve(self, amount_usd: float) -> bool:
+        while amount_usd > self.remaining_usd():
+            if self._reserved_usd <= 0 or amount_usd > self._unspent():
+                return False  # nothing in flight could free enough
+            self._freed.clear()
+            await self._freed.wait()
         self._reserved_usd += amount_usd
         return True
 
     def release(self, amount_usd: float) -> None:
         self._reserved_usd = max(0.0, self._reserved_usd - amount_usd)
+        self._freed.set()
 
 
 class NodeMeter:
@@ -104,8 +114,8 @@ class NodeMeter:
     def remaining_usd(self) -> float:
         return self._guard.remaining_usd()
 
-    def reserve(self, amount_usd: float) -> bool:
-        return self._guard.reserve(amount_usd)
+    async def reserve(self, amount_usd: float) -> bool:
+        return await self._guard.reserve(amount_usd)
 
     def release(self, amount_usd: float) -> None:
         self._guard.release(amount_usd)

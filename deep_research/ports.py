@@ -31,8 +31,9 @@ class Meter(Protocol):
         """What the cost budget has left, net of work already in flight."""
         ...
 
-    def reserve(self, amount_usd: float) -> bool:
-        """Claim part of the remaining budget for a call about to start; False if it won't fit."""
+    async def reserve(self, amount_usd: float) -> bool:
+        """Claim part of the budget for a call about to start. Waits while reservations of
+        work in flight could still free enough; False when it cannot fit even then."""
         ...
 
     def release(self, amount_usd: float) -> None:

@@ -75,7 +75,7 @@ class FakeMeter:
     def remaining_usd(self) -> float:
         return self.budget - self.reserved
 
-    def reserve(self, amount_usd: float) -> bool:
+    async def reserve(self, amount_usd: float) -> bool:
         if amount_usd > self.remaining_usd():
             return False
         self.reserved += amount_usd

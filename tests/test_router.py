@@ -37,7 +37,7 @@ class NoMeter:
     def remaining_usd(self) -> float:
         return 0.0
 
-    def reserve(self, amount_usd: float) -> bool:
+    async def reserve(self, amount_usd: float) -> bool:
         return False
 
     def release(self, amount_usd: float) -> None:

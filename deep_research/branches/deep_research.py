@@ -92,7 +92,7 @@ class DeepResearchExecutor:
         report = await self._cached(key, meter)
         if report is None:
             worst = deep_research_worst_case(self._model, self._max_tool_calls)
-            if not meter.reserve(worst):
+            if not await meter.reserve(worst):
                 raise BudgetExhausted(
                     f"deep research needs up to ${worst:.2f}; ${meter.remaining_usd():.2f} left"
                 )

@@ -1,0 +1,97 @@
+"""Budget guard: limits, the ledger on nodes, and reservations that wait for work in flight."""
+
+from __future__ import annotations
+
+import asyncio
+
+from deep_research.guard import BudgetGuard
+from deep_research.models import Limits, ResearchNode, SessionState, Usage
+from deep_research.orchestrator import RunConfig
+from deep_research.ports import BranchResult, BranchTask, Meter, RemoteJobHook
+from tests.fakes import FakeJudge, FakePlanner, Rig, new_state, plan, task, verdict
+
+
+def guard(max_cost: float = 5.0, **limits: float) -> BudgetGuard:
+    state = SessionState(
+        session_id="a" * 12, question="q?", limits=Limits(max_cost_usd=max_cost, **limits)
+    )
+    state.nodes["n1"] = ResearchNode(id="n1", question="q?")
+    return BudgetGuard(state, state.limits)
+
+
+def test_usage_is_priced_and_lands_on_the_node() -> None:
+    g = guard()
+    g.meter("n1").record("branch", "gpt-4.1-mini", Usage(input_tokens=1_000_000))
+    assert round(g.spent_usd, 6) == 0.4
+    assert g.state.nodes["n1"].cost_usd == g.spent_usd
+    assert g.state.ledger[0].node_id == "n1"
+
+
+async def test_a_reservation_that_cannot_fit_with_nothing_in_flight_is_refused() -> None:
+    assert not await guard(max_cost=1.0).reserve(2.0)
+
+
+async def test_a_reservation_waits_for_work_in_flight_then_fits() -> None:
+    g = guard(max_cost=5.0)
+    assert await g.reserve(2.0)
+    assert await g.reserve(2.0)
+    third = asyncio.ensure_future(g.reserve(2.0))
+    await asyncio.sleep(0)  # a yield: let it find the budget held and start waiting
+    assert not third.done()
+    g.meter().record("deep_research", "o4-mini-deep-research", Usage(input_tokens=100_000))
+    g.release(2.0)  # the first job finished, costing $0.20 of its $2 worst case
+    assert await third
+
+
+async def test_a_waiting_reservation_is_refused_once_the_spend_leaves_no_room() -> None:
+    g = guard(max_cost=3.0)
+    assert await g.reserve(2.0)
+    second = asyncio.ensure_future(g.reserve(2.0))
+    await asyncio.sleep(0)  # a yield, as above
+    g.meter().record("deep_research", "o4-mini-deep-research", Usage(input_tokens=1_000_000))
+    g.release(2.0)  # that job cost $2: $1 left, the second cannot fit
+    assert not await second
+
+
+def test_reservations_alone_never_stop_the_run() -> None:
+    g = guard(max_cost=4.0)
+    g._reserved_usd = 4.0  # all of it held by work in flight
+    assert g.stop_reason() is None
+    g.meter().record("branch", "gpt-4.1", Usage(output_tokens=500_000))  # $4
+    assert g.stop_reason() == "cost_limit"
+
+
+class ReservingExecutor:
+    """Like Deep Research: reserves a $2 worst case, then costs far less."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.peak = 0
+
+    async def run(
+        self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
+    ) -> BranchResult:
+        assert await meter.reserve(2.0)
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep(0)  # a yield: let the other branches interleave
+            meter.record("deep_research", "o4-mini-deep-research", Usage(input_tokens=10_000))
+        finally:
+            self.in_flight -= 1
+            meter.release(2.0)
+        return BranchResult("done [1]", (), 0.5)
+
+
+async def test_budget_bounds_parallel_deep_research_without_ending_the_run() -> None:
+    executor = ReservingExecutor()
+    rig = Rig(
+        planner=FakePlanner([plan(*(task(f"w{i}") for i in range(5)))]),
+        executor=executor,  # type: ignore[arg-type]
+        judge=FakeJudge([verdict(True)]),
+    )
+    state = new_state(max_cost_usd=5.0)
+    await rig.orchestrator(state, config=RunConfig(max_parallel=5)).run()
+    assert state.stop_reason == "complete"
+    assert all(n.status == "done" for n in state.nodes.values())
+    assert executor.peak == 2, "only two $2 worst cases fit in $5 at once"

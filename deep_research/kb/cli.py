@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from deep_research.config import load_settings
-from deep_research.errors import KnowledgeBaseError
+from deep_research.errors import KnowledgeBaseError, UsageError
 from deep_research.kb.ingest import IngestReport, ingest
 from deep_research.kb.search import Hit, Mode, search
 from deep_research.kb.store import list_kbs, open_kb, remove_kb
@@ -57,6 +57,8 @@ def ingest_command(
     """Index the markdown files under PATH (incremental: unchanged files are skipped)."""
     settings = load_settings()
     root = path or settings.kb_path
+    if not root.is_dir():  # before creating anything
+        raise UsageError(f"not a directory: {root}")
     store = open_kb(settings, kb, create=True)
     columns = (
         TextColumn("[progress.description]{task.description}"),

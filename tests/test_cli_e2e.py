@@ -309,3 +309,13 @@ def test_chat_model_flag_sets_every_chat_role(env: dict[str, str], fake_openai: 
     assert chat_models == {"llama3.1"}, "no KB branch ran, so qwen3 is never asked"
     research_models = {r.body["model"] for r in fake_openai.requests if r.path == "/v1/responses"}
     assert research_models == {"o4-mini-deep-research"}
+
+
+def test_a_malformed_reply_is_retried_like_a_bad_structured_output(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    fake_openai.inject(Fault("malformed", path_prefix="/v1/chat/completions"))
+    data = run_json(env, QUESTION)
+    assert data["status"] == "complete"
+    assert fake_openai.faults_pending() == 0

@@ -88,7 +88,6 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(default=5_000_000, ge=1)
     retrieval_k: int = Field(default=8, ge=1, le=100)
 
-    debug: bool = False
 
     @field_validator("openai_base_url")
     @classmethod

@@ -340,6 +340,18 @@ async def test_rate_limited_polls_are_survived(
     assert sum(r.fault == "rate_limit" for r in fake_openai.requests) == 2
 
 
+async def test_polls_outlast_a_provider_outage_longer_than_the_sdk_retries(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    # max_retries=2: five 500s in a row defeat the SDK's retries on one poll, twice over.
+    fake_openai.inject(Fault("server_error", path_prefix="/v1/responses/resp_", times=5))
+    ex, _ = executor(client)
+    result = await ex.run(TASK, FakeMeter(), Hook(fake_openai))
+    assert result.citations
+    (rid,) = fake_openai.response_ids
+    assert fake_openai.cancels[rid] == 0, "a paid job is not abandoned over an outage"
+
+
 async def test_unreadable_poll_fails_the_branch_and_cancels(
     fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:

@@ -152,7 +152,12 @@ class DeepResearchExecutor:
                 while response.status in _PENDING:
                     await asyncio.sleep(delay)
                     delay = min(delay * 1.5, self._max_backoff)
-                    response = await self._call(self._client.responses.retrieve(response.id))
+                    try:
+                        response = await self._call(self._client.responses.retrieve(response.id))
+                    except _Transient:
+                        # The job runs on (and is paid for) whatever our connection does:
+                        # keep polling until the maximum wait rather than abandon it.
+                        continue
                 return response
         except BaseException as exc:  # timeout, Ctrl-C, lost contact: don't leave it running
             if job_id is not None:
@@ -225,6 +230,10 @@ class _JobGone(BranchError):
     """The provider no longer knows the response id (HTTP 404)."""
 
 
+class _Transient(BranchError):
+    """A request that failed for a passing reason (connection, timeout, 429, 5xx)."""
+
+
 def _branch_error(exc: openai.APIError) -> Exception:
     if isinstance(exc, openai.NotFoundError):
         return _JobGone(f"deep research job not found: {exc.message[:300]}")
@@ -232,7 +241,11 @@ def _branch_error(exc: openai.APIError) -> Exception:
         return ProviderError(f"OpenAI refused the credentials: {exc.message[:300]}")
     status = getattr(exc, "status_code", None)
     where = f"HTTP {status}" if status else type(exc).__name__
-    return BranchError(f"deep research request failed ({where}): {exc.message[:300]}")
+    transient = isinstance(exc, openai.APIConnectionError | openai.RateLimitError) or (
+        isinstance(status, int) and status >= 500
+    )
+    kind = _Transient if transient else BranchError
+    return kind(f"deep research request failed ({where}): {exc.message[:300]}")
 
 
 def load_instructions() -> str:

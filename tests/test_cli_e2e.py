@@ -240,16 +240,22 @@ def test_kill_9_then_resume_reattaches_and_never_resubmits(
     assert all(n["status"] == "done" for n in state["nodes"].values())
 
 
-def test_ctrl_c_saves_and_prints_the_resume_command(
-    env: dict[str, str], fake_openai: FakeOpenAI
-) -> None:
+def interrupt_a_held_run(env: dict[str, str], fake_openai: FakeOpenAI) -> tuple[int, str]:
+    """Start a one-node run whose Deep Research job never finishes, Ctrl-C it once it polls."""
     ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
     fake_openai.hold_responses = True
     child = spawn(env, QUESTION)
     fake_openai.wait_for(lambda: sum(fake_openai.retrieves.values()) >= 1, 60)
     child.send_signal(signal.SIGINT)
     _, err = child.communicate(timeout=60)
-    assert child.returncode == 130, err
+    return child.returncode, err
+
+
+def test_ctrl_c_saves_and_prints_the_resume_command(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    code, err = interrupt_a_held_run(env, fake_openai)
+    assert code == 130, err
     session_id = only_session(env)
     assert f"deep-research resume {session_id}" in err
     state = session_state(env, session_id)
@@ -289,13 +295,8 @@ def test_a_provider_that_keeps_failing_exits_6_with_one_line(
 def test_resume_after_ctrl_c_resubmits_the_cancelled_job_and_completes(
     env: dict[str, str], fake_openai: FakeOpenAI
 ) -> None:
-    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
-    fake_openai.hold_responses = True
-    child = spawn(env, QUESTION)
-    fake_openai.wait_for(lambda: sum(fake_openai.retrieves.values()) >= 1, 60)
-    child.send_signal(signal.SIGINT)
-    child.communicate(timeout=60)
-    assert child.returncode == 130
+    code, _ = interrupt_a_held_run(env, fake_openai)
+    assert code == 130
     fake_openai.hold_responses = False
     data = run_json(env, "resume", only_session(env))
     assert data["status"] == "complete"

@@ -18,8 +18,8 @@ from deep_research.branches.deep_research import (
     DeepResearchExecutor,
     ReportCache,
     build_user_message,
-    extract_report,
 )
+from deep_research.branches.web_output import extract_report
 from deep_research.cache import ResultCache
 from deep_research.errors import BranchError, BudgetExhausted
 from deep_research.models import Citation, Role, Usage

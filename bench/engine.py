@@ -11,6 +11,9 @@ Figures (targets from the engine issue):
 - max_prompt_growth_5_to_50  largest prompt of any model call, 50 nodes / 5 nodes  <= 1.25
                            (the real chains and Deep Research executor against the
                            loopback fake OpenAI server of the test suite)
+- create_to_disk_ms_first  a research job's id: create reply -> readable in state.json, the
+                           first create of a fresh CLI process (median of 5)      <= 20
+- create_to_disk_ms_p95    the same over 50 creates in one process                 <= 20
 Timings are medians of several runs on this (shared, noisy) machine.
 """
 
@@ -156,6 +159,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="repetitions per figure (median)")
     args = parser.parse_args()
 
+    from bench.create_to_disk import bench_create_to_disk
     from bench.prompt_growth import bench_prompt_growth
 
     figures: dict[str, float] = {}
@@ -164,6 +168,7 @@ def main() -> None:
         ("parallel speed-up", lambda: bench_speedup(args.runs)),
         ("per-node overhead", lambda: bench_overhead(args.runs)),
         ("prompt growth", bench_prompt_growth),
+        ("create to disk", bench_create_to_disk),
     ):
         result = step()
         figures.update(result)
@@ -174,6 +179,8 @@ def main() -> None:
         "speedup_12_parallel",
         "overhead_ms_per_node",
         "max_prompt_growth_5_to_50",
+        "create_to_disk_ms_first",
+        "create_to_disk_ms_p95",
     )
     if args.json:
         print(json.dumps({k: round(figures[k], 4) for k in keys}))

@@ -52,7 +52,7 @@ async def largest_prompt(n: int, home: Path) -> int:
             home=home,
             max_nodes_per_plan=n,
             max_parallel_branches=8,
-            deep_research_poll_seconds=0.01,
+            web_poll_seconds=0.01,
         )
         built = build(settings, "web_only", None, extractive=False)
         state = SessionState(

@@ -5,7 +5,12 @@ checks are lookups and token comparisons, so they cannot hallucinate:
 - unknown markers (a ref no source has) — counted; ``memory.renumber`` removes them;
 - factual sentences (numbers, dates, names, comparisons) that carry no marker;
 - citations whose source text shares no content word with the sentence citing it
-  (only judged when the source's snippet is long enough to say).
+  (only judged when the source's quote is long enough to say).
+
+Support is judged only against what the source says — its ``quote`` (verbatim text) and
+title — never against ``Citation.claim``: that is our own sentence, and a sentence always
+"supports" itself. Web research jobs return no source text, so their citations cannot be
+judged at all; they are counted instead.
 """
 
 from __future__ import annotations
@@ -33,13 +38,15 @@ _STOP = frozenset(
     those through too under until very was were what when where which while who whom why
     will with would your yours""".split()  # noqa: SIM905
 )
-MIN_SNIPPET_WORDS = 8
+MIN_QUOTE_WORDS = 8
 
 
 @dataclass
 class CheckResult:
     cited: int = 0
     unknown: int = 0
+    no_source_text: int = 0
+    """Citations whose source has no quote (web research): their support was not judged."""
     uncited: list[str] = field(default_factory=list)
     unsupported: list[tuple[str, int]] = field(default_factory=list)
 
@@ -59,13 +66,15 @@ def check(body: str, sources: Sequence[Citation], *, unknown: int = 0) -> CheckR
                 result.uncited.append(text)
             continue
         result.cited += len(numbers)
+        known = [n for n in numbers if 1 <= n <= len(sources)]
+        result.no_source_text += sum(1 for n in known if not sources[n - 1].quote.strip())
         claim = content_words(text)
         evidence = [
             (n, content_words(_source_text(sources[n - 1])))
-            for n in numbers
-            if 1 <= n <= len(sources)
+            for n in known
+            if sources[n - 1].quote.strip()
         ]
-        judged = [(n, words) for n, words in evidence if len(words) >= MIN_SNIPPET_WORDS]
+        judged = [(n, words) for n, words in evidence if len(words) >= MIN_QUOTE_WORDS]
         if judged and all(not claim & words for _, words in judged):
             result.unsupported.append((text, judged[0][0]))
     return result
@@ -107,4 +116,5 @@ def content_words(text: str) -> set[str]:
 
 
 def _source_text(source: Citation) -> str:
-    return f"{source.title} {source.snippet}"
+    """What the source itself says; ``claim`` is ours and proves nothing."""
+    return f"{source.title} {source.quote}"

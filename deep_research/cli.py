@@ -9,26 +9,50 @@ deep-research kb ingest|search|...  the markdown knowledge base
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
+from dataclasses import asdict
+from datetime import date
 from typing import Annotated, Any
 
+import openai
 import typer
 from typer.core import TyperGroup
 
-from deep_research import render
-from deep_research.budget import price_for, totals
+from deep_research import preflight, render
+from deep_research.branches.openai_jobs import JobSpec, ResponsesJobs
+from deep_research.budget import PriceBook, totals
 from deep_research.config import Settings, load_settings
-from deep_research.errors import EXIT_INTERRUPTED, ConfigError, DeepResearchError, UsageError
+from deep_research.errors import (
+    EXIT_DECLINED,
+    EXIT_INTERRUPTED,
+    ConfigError,
+    DeepResearchError,
+    ProviderError,
+    SessionLocked,
+    UsageError,
+)
 from deep_research.guard import BudgetGuard, call_cost_estimate
 from deep_research.kb.cli import kb_app
 from deep_research.kb.ingest import ingest
 from deep_research.kb.store import KBStore, open_kb
-from deep_research.models import Limits, SessionState
+from deep_research.models import Limits, SessionState, Usage
 from deep_research.orchestrator import ResearchOrchestrator
+from deep_research.ports import CancelOutcome, JobEvent
 from deep_research.report import build_report
 from deep_research.sessions import Checkpointer, SessionStore
-from deep_research.wiring import Built, SourcePolicy, build, open_default_kb
+from deep_research.tree import ResearchTree
+from deep_research.wiring import (
+    Built,
+    SourcePolicy,
+    build,
+    job_spec,
+    open_default_kb,
+    price_book,
+    run_spec,
+    spec_of,
+)
 
 MAX_QUESTION_CHARS = 4000
 _debug = False
@@ -75,7 +99,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-sessions_app = typer.Typer(help="Past runs: list them, show one.", no_args_is_help=True)
+sessions_app = typer.Typer(
+    help="Past runs: list them, show one, cancel its research jobs.", no_args_is_help=True
+)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(kb_app, name="kb")
 
@@ -126,12 +152,30 @@ def run(
     ] = None,
     planner_model: Annotated[str | None, typer.Option(help="Model for planning.")] = None,
     branch_model: Annotated[str | None, typer.Option(help="Model for KB branches.")] = None,
-    deep_research_model: Annotated[str | None, typer.Option(help="Deep Research model.")] = None,
+    web_model: Annotated[
+        str | None,
+        typer.Option(
+            "--web-model",
+            "--deep-research-model",
+            help="Reasoning model that runs web research jobs (default gpt-5.5).",
+        ),
+    ] = None,
+    web_effort: Annotated[
+        str | None,
+        typer.Option("--web-effort", help="Its reasoning effort: low, medium, high, xhigh."),
+    ] = None,
     kb: Annotated[str | None, typer.Option("--kb", help="Knowledge base name.")] = None,
     kb_only: Annotated[
         bool, typer.Option("--kb-only", help="Research only the knowledge base.")
     ] = False,
     web_only: Annotated[bool, typer.Option("--web-only", help="Research only the web.")] = False,
+    estimate_only: Annotated[
+        bool,
+        typer.Option("--estimate", help="Print the run's worst-case cost and exit; spend nothing."),
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Do not ask before an expensive run.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Research QUESTION and write a cited report (the default command)."""
@@ -156,7 +200,8 @@ def run(
         summarizer_model=chat_model,
         synthesizer_model=chat_model,
         judge_model=chat_model,
-        deep_research_model=deep_research_model,
+        web_model=web_model,
+        web_reasoning_effort=web_effort,
         kb_name=kb,
     )
     policy: SourcePolicy = "kb_only" if kb_only else "web_only" if web_only else "auto"
@@ -165,13 +210,17 @@ def run(
             raise ConfigError("web research needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
         policy = "kb_only"
     extractive = not settings.has_model
-    built = _engine(settings, policy, extractive=extractive, quiet=as_json)  # before any saving
-    store = SessionStore(settings.sessions_dir)
+    spec = None if policy == "kb_only" else job_spec(settings)
+    if estimate_only or not extractive:
+        _preflight(settings, spec, estimate_only=estimate_only, yes=yes, as_json=as_json)
+    built = _engine(settings, policy, extractive=extractive, quiet=as_json, spec=spec)
+    store = SessionStore(settings.sessions_dir)  # created only now: a setup error saves nothing
     state = store.create(
         question,
         mode="extractive" if extractive else "llm",
         source_policy=policy,
         limits=_limits(settings),
+        run_spec=run_spec(spec),
     )
     _drive(settings, store, state, built, as_json=as_json)
 
@@ -184,9 +233,18 @@ def resume(
     max_cost: CostOpt = None,
     max_tokens: TokensOpt = None,
     max_runtime: TimeOpt = None,
+    retry_cancelled: Annotated[
+        bool,
+        typer.Option(
+            "--retry-cancelled", help="Research again the nodes whose jobs were cancelled."
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Continue a run where it stopped; optionally with a new budget or more iterations."""
+    """Continue a run where it stopped; optionally with a new budget or more iterations.
+
+    Research jobs still running at the provider (after Ctrl-C or a crash) are re-attached
+    by their saved ids, never submitted again."""
     given = {
         "max_iterations": max_iterations,
         "max_cost_usd": max_cost,
@@ -200,13 +258,73 @@ def resume(
     if state.mode == "llm" and not settings.has_model:
         raise ConfigError("this session needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
     extractive = state.mode == "extractive"
-    built = _engine(settings, state.source_policy, extractive=extractive, quiet=as_json)
+    spec = None
+    if state.source_policy != "kb_only" and not extractive:
+        spec = spec_of(state.run_spec, settings) or job_spec(settings)
+        state.run_spec = run_spec(spec)
+        _preflight(settings, spec, estimate_only=False, yes=True, as_json=as_json)
+    if retry_cancelled and ResearchTree(state.nodes).retry_cancelled():
+        state.phase = "execute"  # research them now, whatever phase the run had reached
+    built = _engine(settings, state.source_policy, extractive=extractive, quiet=as_json, spec=spec)
     _drive(settings, store, state, built, as_json=as_json)
 
 
-def _engine(settings: Settings, policy: SourcePolicy, *, extractive: bool, quiet: bool) -> Built:
+def _preflight(
+    settings: Settings, spec: JobSpec | None, *, estimate_only: bool, yes: bool, as_json: bool
+) -> None:
+    """Before anything is spent: the estimate (and exit, or ask), known prices, live models."""
+    prices = price_book(settings)
+    refs = preflight.configured_models(settings, spec)
+    worst = preflight.estimate(settings, spec, prices, _final_reserve_usd(settings, prices))
+    if estimate_only:
+        if as_json:
+            _print_json(asdict(worst) | {"run_worst_usd": round(worst.run_worst_usd, 4)})
+        else:
+            for line in worst.lines():
+                render.out.print(line, highlight=False)
+        raise typer.Exit(0)
+    preflight.check_prices(settings, refs, prices)
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    client = openai.AsyncOpenAI(
+        api_key=key or "not-needed",
+        base_url=settings.openai_base_url,
+        timeout=min(30.0, settings.request_timeout_seconds),
+        max_retries=1,
+    )
+
+    async def check() -> list[str]:
+        async with client:
+            return await preflight.check_live_models(settings, client, refs, today=date.today())
+
+    for warning in asyncio.run(check()):
+        render.warn(warning)
+    too_much = worst.run_worst_usd > settings.confirm_above_usd
+    if too_much and not yes and not as_json and render.err.is_terminal and sys.stdin.isatty():
+        render.info("\n".join(worst.lines()))
+        if not typer.confirm(f"This run may spend up to ${worst.run_worst_usd:.2f}. Go on?"):
+            raise typer.Exit(EXIT_DECLINED)
+
+
+def _final_reserve_usd(settings: Settings, prices: PriceBook) -> float:
+    """Kept back from the budget so the final report can always be written."""
+    return call_cost_estimate(
+        settings.synthesizer_model,
+        settings.summary_max_tokens * 2 + 2000,
+        settings.max_tokens_per_call,
+        prices,
+    )
+
+
+def _engine(
+    settings: Settings,
+    policy: SourcePolicy,
+    *,
+    extractive: bool,
+    quiet: bool,
+    spec: JobSpec | None = None,
+) -> Built:
     kb = _knowledge_base(settings, policy, extractive=extractive, quiet=quiet)
-    return build(settings, policy, kb, extractive=extractive)
+    return build(settings, policy, kb, extractive=extractive, spec=spec)
 
 
 def _drive(
@@ -214,24 +332,19 @@ def _drive(
 ) -> None:
     """Run (or continue) a session under its lock, then write and show the report."""
     with store.lock(state.session_id):
-        synth_price = price_for(settings.synthesizer_model)
+        prices = price_book(settings)
         guard = BudgetGuard(
             state,
             state.limits,
-            final_reserve_usd=call_cost_estimate(
-                settings.synthesizer_model,
-                settings.summary_max_tokens * 2 + 2000,
-                settings.max_tokens_per_call,
-            )
-            if synth_price
-            else 0.0,
+            prices=prices,
+            final_reserve_usd=_final_reserve_usd(settings, prices),
             final_reserve_tokens=settings.summary_max_tokens * 2
             + 2000
             + settings.max_tokens_per_call,
         )
         show_live = not as_json and render.err.is_terminal
         with render.live_view(state, enabled=show_live) as view:
-            emit = view.event if show_live else render.info if not as_json else _quiet
+            emit = view.event if show_live else render.Progress() if not as_json else _quiet
             for notice in built.notices:
                 emit(notice)
             orchestrator = ResearchOrchestrator(
@@ -241,8 +354,16 @@ def _drive(
                 asyncio.run(_run(orchestrator, built))
             except KeyboardInterrupt:
                 store.save(state)
+                running = sum(len(n.remote_jobs) for n in state.nodes.values())
+                jobs = (
+                    f" {running} research job(s) keep running at the provider: resume "
+                    f"re-attaches; `deep-research sessions cancel {state.session_id}` stops them."
+                    if running
+                    else ""
+                )
                 render.info(
-                    f"interrupted; saved. Resume with: deep-research resume {state.session_id}"
+                    f"interrupted; saved. Resume with: deep-research resume {state.session_id}."
+                    + jobs
                 )
                 raise typer.Exit(EXIT_INTERRUPTED) from None
         markdown = build_report(state, orchestrator.final_text)
@@ -265,7 +386,7 @@ async def _run(orchestrator: ResearchOrchestrator, built: Built) -> None:
         await orchestrator.run()
 
 
-def _quiet(_message: str) -> None:
+def _quiet(_message: str | JobEvent) -> None:
     pass
 
 
@@ -364,6 +485,97 @@ def sessions_show(
         _print_json(data)
     else:
         render.session_detail(state, report_path)
+
+
+@sessions_app.command("cancel")
+def sessions_cancel(
+    session_id: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Cancel a session's research jobs at the provider (also while another process runs it).
+
+    Prints one line per job: cancelled, already finished, or unreachable. Cancelled nodes
+    are recorded as such; `resume` does not research them again unless --retry-cancelled."""
+    settings = load_settings()
+    store = SessionStore(settings.sessions_dir)
+    state = store.load(session_id)
+    owned = [(n.id, name, jid) for n in state.nodes.values() for name, jid in n.remote_jobs.items()]
+    if not owned:
+        if as_json:
+            _print_json({"session_id": state.session_id, "jobs": []})
+        else:
+            render.info(f"session {state.session_id} has no research jobs in flight")
+        return
+    if not settings.has_model:
+        raise ConfigError(
+            "cancelling jobs needs the provider: set OPENAI_API_KEY or OPENAI_BASE_URL"
+        )
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+
+    async def cancel_all() -> list[CancelOutcome]:
+        async with openai.AsyncOpenAI(
+            api_key=key or "not-needed",
+            base_url=settings.openai_base_url,
+            timeout=settings.request_timeout_seconds,
+            max_retries=settings.max_retries,
+        ) as client:
+            jobs = ResponsesJobs(client)
+            return list(await asyncio.gather(*(jobs.cancel(jid) for _, _, jid in owned)))
+
+    outcomes = asyncio.run(cancel_all())
+    recorded = _record_cancels(settings, store, state.session_id, owned, outcomes)
+    rows = [
+        {"node": nid, "job_id": jid, "status": o.status, "detail": o.detail}
+        for (nid, _, jid), o in zip(owned, outcomes, strict=True)
+    ]
+    if as_json:
+        _print_json({"session_id": state.session_id, "recorded": recorded, "jobs": rows})
+    else:
+        for row in rows:
+            detail = f" ({row['detail']})" if row["detail"] else ""
+            status = str(row["status"]).replace("_", " ")
+            render.out.print(f"{row['node']}  {row['job_id']}  {status}{detail}", highlight=False)
+        if not recorded:
+            render.info(
+                "the session is being run by another process: it records the cancelled "
+                "nodes when it next polls their jobs"
+            )
+    if any(o.status == "unreachable" for o in outcomes):
+        raise typer.Exit(ProviderError.exit_code)
+
+
+def _record_cancels(
+    settings: Settings,
+    store: SessionStore,
+    session_id: str,
+    owned: list[tuple[str, str, str]],
+    outcomes: list[CancelOutcome],
+) -> bool:
+    """Record cancelled nodes (and their jobs' usage) unless another process drives the
+    session — that process sees the cancels on its next poll and records them itself."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(store.lock(session_id))
+        except SessionLocked:
+            return False
+        state = store.load(session_id)  # fresh, under the lock
+        tree = ResearchTree(state.nodes)
+        guard = BudgetGuard(state, state.limits, prices=price_book(settings))
+        model = state.run_spec.web_model or "unknown"
+        for (nid, name, jid), outcome in zip(owned, outcomes, strict=True):
+            node = state.nodes[nid]
+            if outcome.status != "cancelled" or node.remote_jobs.get(name) != jid:
+                continue  # unreachable or finished: the id stays for resume to read
+            guard.record(
+                "deep_research",
+                model,
+                outcome.usage or Usage(),
+                node_id=nid,
+                usage_unknown=outcome.usage is None,
+            )
+            tree.cancel(node, "cancelled by the user (deep-research sessions cancel)")
+        store.save(state)
+    return True
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from deep_research.errors import ConfigError
 
 EmbeddingProvider = Literal["local", "local-fast", "openai"]
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 
 
 def default_home() -> Path:
@@ -45,33 +46,100 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url")
     )
 
-    # --- models per role ------------------------------------------------------
-    planner_model: str = "gpt-4.1"
-    synthesizer_model: str = "gpt-4.1"
-    judge_model: str = "gpt-4.1"
-    branch_model: str = "gpt-4.1-mini"
-    summarizer_model: str = "gpt-4.1-mini"
-    deep_research_model: str = "o4-mini-deep-research"
+    # --- models per role (checked 2026-11-23 against the pinned openai SDK's model list and
+    # genai-prices 0.2.3: live, no announced shutdown, priced; see README "Models") ----------
+    planner_model: str = "gpt-6-sol"
+    synthesizer_model: str = "gpt-6-sol"
+    judge_model: str = "gpt-6-sol"
+    branch_model: str = "gpt-6-luna"
+    summarizer_model: str = "gpt-6-luna"
     temperature: float = Field(default=0.2, ge=0.0, le=2.0)
+    """Only for models that take one: reasoning models get none unless their effort is none."""
+    planner_reasoning_effort: ReasoningEffort | None = "low"
+    synthesizer_reasoning_effort: ReasoningEffort | None = "medium"
+    judge_reasoning_effort: ReasoningEffort | None = "low"
+    branch_reasoning_effort: ReasoningEffort | None = "low"
+    summarizer_reasoning_effort: ReasoningEffort | None = "low"
 
     # --- guardrails -----------------------------------------------------------
     max_depth: int = Field(default=3, ge=1, le=10)
     max_iterations: int = Field(default=3, ge=1, le=50)
     max_parallel_branches: int = Field(default=4, ge=1, le=64)
-    max_tokens_per_call: int = Field(default=4000, ge=256, le=200_000)
+    # Room for a reasoning model's hidden reasoning as well as the visible reply.
+    max_tokens_per_call: int = Field(default=16_000, ge=256, le=200_000)
     max_total_tokens: int = Field(default=2_000_000, ge=1000)
     max_runtime_seconds: float = Field(default=3600.0, gt=0)
-    max_cost_usd: float = Field(default=5.0, gt=0)
+    max_cost_usd: float = Field(default=20.0, gt=0)
     summary_max_tokens: int = Field(default=2000, ge=200, le=50_000)
     max_nodes_per_plan: int = Field(default=8, ge=1, le=50)
     structured_output_retries: int = Field(default=2, ge=0, le=10)
     request_timeout_seconds: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=4, ge=0, le=20)
 
-    # --- OpenAI Deep Research -------------------------------------------------
-    deep_research_max_tool_calls: int = Field(default=30, ge=1, le=500)
-    deep_research_max_wait_seconds: float = Field(default=3600.0, gt=0)
-    deep_research_poll_seconds: float = Field(default=5.0, gt=0)
+    # --- web research jobs (OpenAI deep research: a reasoning model + web_search, background) --
+    web_model: str = Field(
+        default="gpt-5.5",
+        validation_alias=AliasChoices(
+            "DEEP_RESEARCH_WEB_MODEL", "DEEP_RESEARCH_DEEP_RESEARCH_MODEL", "web_model"
+        ),
+    )
+    web_reasoning_effort: ReasoningEffort = Field(
+        default="high",
+        validation_alias=AliasChoices("DEEP_RESEARCH_WEB_REASONING_EFFORT", "web_reasoning_effort"),
+    )
+    web_reasoning_summary: Literal["off", "auto", "concise", "detailed"] = Field(
+        default="off",
+        validation_alias=AliasChoices(
+            "DEEP_RESEARCH_WEB_REASONING_SUMMARY", "web_reasoning_summary"
+        ),
+    )
+    web_max_tool_calls: int = Field(
+        default=16,
+        ge=1,
+        le=500,
+        validation_alias=AliasChoices(
+            "DEEP_RESEARCH_WEB_MAX_TOOL_CALLS",
+            "DEEP_RESEARCH_DEEP_RESEARCH_MAX_TOOL_CALLS",
+            "web_max_tool_calls",
+        ),
+    )
+    web_max_output_tokens: int = Field(
+        default=32_000,
+        ge=1000,
+        le=272_000,
+        validation_alias=AliasChoices(
+            "DEEP_RESEARCH_WEB_MAX_OUTPUT_TOKENS", "web_max_output_tokens"
+        ),
+    )
+    web_max_wait_seconds: float = Field(
+        default=3600.0,
+        gt=0,
+        validation_alias=AliasChoices(
+            "DEEP_RESEARCH_WEB_MAX_WAIT_SECONDS",
+            "DEEP_RESEARCH_DEEP_RESEARCH_MAX_WAIT_SECONDS",
+            "web_max_wait_seconds",
+        ),
+    )
+    web_poll_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        validation_alias=AliasChoices(
+            "DEEP_RESEARCH_WEB_POLL_SECONDS",
+            "DEEP_RESEARCH_DEEP_RESEARCH_POLL_SECONDS",
+            "web_poll_seconds",
+        ),
+    )
+
+    # --- prices and spending ----------------------------------------------------
+    prices: dict[str, tuple[float, float, float]] = Field(default_factory=dict)
+    """USD per 1M tokens (input, cached input, output) by model: adds or overrides
+    genai-prices, e.g. DEEP_RESEARCH_PRICES='{"my-model": [1.0, 0.1, 4.0]}'."""
+    allow_unpriced: bool = False
+    """Let a model with no known price run on OpenAI's own API (it then counts as $0)."""
+    confirm_above_usd: float = Field(default=10.0, ge=0)
+    """On a terminal, ask before a run whose worst case exceeds this (--yes skips)."""
+    check_models: bool = True
+    """Look each configured model up on the server before spending anything."""
 
     # --- storage --------------------------------------------------------------
     home: Path = Field(default_factory=default_home)
@@ -88,11 +156,26 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(default=5_000_000, ge=1)
     retrieval_k: int = Field(default=8, ge=1, le=100)
 
-
     @field_validator("openai_base_url")
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value or None
+
+    @field_validator("prices")
+    @classmethod
+    def _positive_prices(
+        cls, value: dict[str, tuple[float, float, float]]
+    ) -> dict[str, tuple[float, float, float]]:
+        for model, figures in value.items():
+            if any(f < 0 for f in figures):
+                raise ValueError(f"prices of {model!r} must not be negative")
+        return value
+
+    @property
+    def on_openai(self) -> bool:
+        """True when requests go to OpenAI's own API (no base URL, or api.openai.com)."""
+        url = self.openai_base_url or ""
+        return not url or "://api.openai.com" in url
 
     @property
     def has_model(self) -> bool:

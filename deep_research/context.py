@@ -63,7 +63,7 @@ def gaps(state: SessionState) -> list[str]:
     """What the research has not covered: failed, blocked, unresearched, judged missing."""
     found: list[str] = []
     for node in state.nodes.values():
-        if node.status in ("failed", "blocked"):
+        if node.status in ("failed", "blocked", "cancelled"):
             found.append(f"{node.question} — {node.status}: {node.error}")
         elif node.status == "pending":
             found.append(f"{node.question} — not researched")

@@ -9,9 +9,10 @@
     │   └── StructuredOutputError     6  a structured output never parsed
     ├── KnowledgeBaseError            7  KB missing, embedding model mismatch, store failure
     ├── BranchError                   -  a research branch failed: recorded on the node, never exits
+    │   └── JobCancelled              -  its remote job was cancelled: the node is ``cancelled``
     └── BudgetExhausted               -  work the budget cannot cover: the run stops, never exits
 
-Ctrl-C exits with 130 after the session is saved.
+Ctrl-C exits with 130 after the session is saved; declining an expensive run exits with 10.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ class BranchError(DeepResearchError):
     """A branch could not produce findings; the orchestrator records it on the node."""
 
 
+class JobCancelled(BranchError):
+    """The node's remote job was cancelled (``sessions cancel``, or at the provider)."""
+
+
 class BudgetExhausted(DeepResearchError):
     """Raised before dispatch when the remaining budget cannot cover a call's worst case."""
 
@@ -66,3 +71,5 @@ class BudgetExhausted(DeepResearchError):
 
 
 EXIT_INTERRUPTED = 130
+EXIT_DECLINED = 10
+"""The user answered no when asked to confirm an expensive run (nothing was spent)."""

@@ -16,7 +16,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from deep_research.budget import cost_of, make_entry, price_for
+from deep_research.budget import PriceBook, make_entry
 from deep_research.models import Limits, Role, SessionState, StopReason, Usage
 
 
@@ -26,12 +26,14 @@ class BudgetGuard:
         state: SessionState,
         limits: Limits,
         *,
+        prices: PriceBook | None = None,
         final_reserve_usd: float = 0.0,
         final_reserve_tokens: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.state = state
         self.limits = limits
+        self.prices = prices or PriceBook()
         self.final_reserve_usd = final_reserve_usd
         self.final_reserve_tokens = final_reserve_tokens
         self._clock = clock
@@ -44,9 +46,26 @@ class BudgetGuard:
     # --- recording ----------------------------------------------------------
 
     def record(
-        self, role: Role, model: str, usage: Usage, *, node_id: str | None, cached: bool = False
+        self,
+        role: Role,
+        model: str,
+        usage: Usage,
+        *,
+        node_id: str | None,
+        cached: bool = False,
+        usage_unknown: bool = False,
     ) -> None:
-        entry = make_entry(role, model, usage, node_id=node_id, cached=cached)
+        """Price and book one call. ``usage_unknown``: the provider reported none (a cancelled
+        or failed job), so ``usage`` is what we know, not what was billed."""
+        entry = make_entry(
+            role,
+            model,
+            usage,
+            node_id=node_id,
+            cached=cached,
+            prices=self.prices,
+            usage_unknown=usage_unknown,
+        )
         self.state.ledger.append(entry)
         self.spent_usd += entry.cost_usd
         if not cached:
@@ -108,8 +127,18 @@ class NodeMeter:
         self._guard = guard
         self.node_id = node_id
 
-    def record(self, role: Role, model: str, usage: Usage, *, cached: bool = False) -> None:
-        self._guard.record(role, model, usage, node_id=self.node_id, cached=cached)
+    def record(
+        self,
+        role: Role,
+        model: str,
+        usage: Usage,
+        *,
+        cached: bool = False,
+        usage_unknown: bool = False,
+    ) -> None:
+        self._guard.record(
+            role, model, usage, node_id=self.node_id, cached=cached, usage_unknown=usage_unknown
+        )
 
     def remaining_usd(self) -> float:
         return self._guard.remaining_usd()
@@ -121,8 +150,9 @@ class NodeMeter:
         self._guard.release(amount_usd)
 
 
-def call_cost_estimate(model: str, input_tokens: int, output_tokens: int) -> float:
-    """Worst-case USD of one chat call (0 for models without a known price)."""
-    if price_for(model) is None:
-        return 0.0
-    return cost_of(model, Usage(input_tokens=input_tokens, output_tokens=output_tokens))
+def call_cost_estimate(
+    model: str, input_tokens: int, output_tokens: int, prices: PriceBook | None = None
+) -> float:
+    """Worst-case USD of one chat call: nothing cached (0 for models without a known price)."""
+    book = prices or PriceBook()
+    return book.cost(model, Usage(input_tokens=input_tokens, output_tokens=output_tokens))

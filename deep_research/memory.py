@@ -39,8 +39,9 @@ def register_citations(
 ) -> tuple[str, list[Citation]]:
     """Add ``citations`` to the session registry and rewrite ``[n]`` markers to ``[S#]``.
 
-    Citations are de-duplicated by ``Citation.key`` across the whole session. Markers that
-    point past the list are dropped rather than left dangling.
+    Citations are de-duplicated by ``Citation.key`` across the whole session: a KB chunk is
+    one source however often it is cited; a web page is one source per claim it is cited
+    for. Markers that point past the list are dropped rather than left dangling.
     """
     by_key = {c.key: ref for ref, c in sources.items()}
     local_to_ref: dict[int, str] = {}

@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
-NodeStatus = Literal["pending", "running", "done", "failed", "blocked"]
+NodeStatus = Literal["pending", "running", "done", "failed", "blocked", "cancelled"]
 SourceHint = Literal["web", "internal", "mixed"]
 Role = Literal["planner", "branch", "summarizer", "synthesizer", "judge", "deep_research", "embed"]
 StopReason = Literal[
@@ -56,10 +56,14 @@ class Usage(BaseModel):
 
 
 class Citation(BaseModel):
-    """One source a finding rests on: a web page span or a knowledge-base chunk.
+    """One source a finding rests on: a web page or a knowledge-base chunk.
 
     ``ref`` is the session-wide id (``S1``, ``S2`` …) used in notes and summaries;
     the report renumbers refs to ``[1]``, ``[2]`` … in order of first use.
+
+    ``claim`` and ``quote`` are kept apart: ``claim`` is our report's sentence that the
+    source is cited for, ``quote`` is the source's own words. Only a quote can show that a
+    claim is supported; web research jobs return none (only the page's url and title).
     """
 
     ref: str = ""
@@ -67,11 +71,28 @@ class Citation(BaseModel):
     url: str | None = None
     title: str = ""
     locator: str = Field(default="", description="KB: 'path#heading:start-end'; web: the url")
-    snippet: str = Field(default="", description="the cited text span")
+    # Sessions saved before the split called the quote `snippet`.
+    quote: str = Field(
+        default="",
+        validation_alias=AliasChoices("quote", "snippet"),
+        description="verbatim source text (a KB chunk); empty when the provider returns none",
+    )
+    claim: str = Field(default="", description="the report sentence this source is cited for")
+
+    @property
+    def snippet(self) -> str:
+        """The old name of ``quote``, for readers not yet migrated."""
+        return self.quote
 
     @property
     def key(self) -> str:
-        """Identity for de-duplication across nodes."""
+        """Identity for de-duplication across nodes.
+
+        A KB chunk is one source whatever cites it. A web page cited for two claims is two
+        citations (each claim needs its own support); the same claim cited twice is one.
+        """
+        if self.kind == "web" and self.claim:
+            return f"web:{self.url or self.locator}#{' '.join(self.claim.lower().split())}"
         return f"{self.kind}:{self.url or self.locator}"
 
 
@@ -96,8 +117,10 @@ class ResearchNode(BaseModel):
     finished_at: datetime | None = None
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float = 0.0
-    # Remote background jobs (Deep Research response ids) still owned by this node.
+    # Remote background jobs (research job response ids) still owned by this node.
     remote_jobs: dict[str, str] = Field(default_factory=dict)
+    researched_by: str = ""
+    """Which model (and reasoning effort) researched the node, e.g. 'gpt-5.5 (effort high)'."""
 
 
 # --- LLM-facing ---------------------------------------------------------------
@@ -174,8 +197,21 @@ class Limits(BaseModel):
 
     max_iterations: int = 3
     max_total_tokens: int = 2_000_000
-    max_cost_usd: float = 5.0
+    max_cost_usd: float = 20.0
     max_runtime_seconds: float = 3600.0
+
+
+class RunSpec(BaseModel):
+    """The run's choices that a resume must repeat (the web job's model, effort and limits).
+
+    Saved with the session so that a resume re-attaches to, and prices, the same kind of job
+    it started, whatever the environment says now.
+    """
+
+    web_model: str = ""
+    web_reasoning_effort: str = ""
+    web_max_tool_calls: int = 0
+    web_max_output_tokens: int = 0
 
 
 class LedgerEntry(BaseModel):
@@ -187,13 +223,15 @@ class LedgerEntry(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float = 0.0
     cached: bool = False
+    usage_unknown: bool = False
+    """The provider reported no usage (a cancelled or failed job): the cost is not known."""
     at: datetime = Field(default_factory=utcnow)
 
 
 class SessionState(BaseModel):
     """Everything a session needs to resume; written atomically after every change."""
 
-    schema_version: int = 1
+    schema_version: int = 2
     session_id: str
     question: str
     created_at: datetime = Field(default_factory=utcnow)
@@ -213,3 +251,4 @@ class SessionState(BaseModel):
     iterations: list[IterationRecord] = Field(default_factory=list)
     report_path: str | None = None
     limits: Limits = Field(default_factory=lambda: Limits())
+    run_spec: RunSpec = Field(default_factory=lambda: RunSpec())

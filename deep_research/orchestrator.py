@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from deep_research import context
-from deep_research.errors import BranchError, BudgetExhausted, ProviderError
+from deep_research.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError
 from deep_research.guard import BudgetGuard
 from deep_research.memory import cap_tokens, cited_refs, register_citations
 from deep_research.models import (
@@ -31,11 +31,14 @@ from deep_research.models import (
     SessionState,
     SourceHint,
     StopReason,
+    Usage,
     Verdict,
 )
 from deep_research.ports import (
     BranchExecutor,
     BranchTask,
+    JobControl,
+    JobEvent,
     Judge,
     JudgeRequest,
     NodeDigest,
@@ -68,6 +71,8 @@ class Engine:
     summarizer: Summarizer
     synthesizer: Synthesizer
     judge: Judge
+    jobs: JobControl | None = None
+    """Cancels remote jobs left in flight by a time limit; None when there are none."""
 
 
 class SessionSaver(Protocol):
@@ -78,7 +83,8 @@ class SessionSaver(Protocol):
     def save_now(self, state: SessionState) -> None: ...
 
 
-Listener = Callable[[str], None]
+Listener = Callable[[str | JobEvent], None]
+"""Receives what the run is doing: one-line messages, and each remote job's latest state."""
 
 
 class ResearchOrchestrator:
@@ -123,6 +129,7 @@ class ResearchOrchestrator:
             raise
         except TimeoutError:
             self._halt("time_limit", "the run reached max_runtime_seconds")
+            await self._cancel_remote_jobs()
         except asyncio.CancelledError:
             self._halt("interrupted", "interrupted by the user")
             for node in self.tree.with_status("running"):
@@ -249,9 +256,11 @@ class ResearchOrchestrator:
         async def on_remote_job(name: str, response_id: str | None) -> None:
             if response_id is None:
                 node.remote_jobs.pop(name, None)
+                await self._save()
             else:
+                # A paid job's id: written synchronously, ahead of any queued checkpoint.
                 node.remote_jobs[name] = response_id
-            await self._save()
+                self.saver.save_now(self.state)
 
         task = BranchTask(
             node_id=node.id,
@@ -262,12 +271,19 @@ class ResearchOrchestrator:
                 context.findings(self.state.nodes, node, self.config.summary_cap_tokens)
             ),
             remote_jobs=dict(node.remote_jobs),
+            session_id=self.state.session_id,
+            on_event=self._on_event,
         )
         try:
             result = await self.engine.executor.run(task, self.guard.meter(node.id), on_remote_job)
         except BudgetExhausted as exc:
             self.tree.requeue(node)
             self._halt(exc.reason, str(exc))
+        except JobCancelled as exc:
+            blocked = self.tree.cancel(node, str(exc))
+            self._on_event(
+                f"cancelled {node.id}" + (f" (blocked {', '.join(blocked)})" if blocked else "")
+            )
         except (BranchError, ProviderError) as exc:
             blocked = self.tree.fail(node, str(exc))
             self._on_event(
@@ -281,6 +297,7 @@ class ResearchOrchestrator:
                 self.state.sources, result.notes, result.citations
             )
             node.notes, node.citations = notes, citations
+            node.researched_by = result.researched_by
             node.confidence = min(1.0, max(0.0, result.confidence))
             self.tree.finish(node)
             self._on_event(f"done {node.id}")
@@ -386,6 +403,36 @@ class ResearchOrchestrator:
         state.status = (
             "complete" if reason == "complete" else ("failed" if reason == "error" else "stopped")
         )
+        await self._save()
+
+    async def _cancel_remote_jobs(self) -> None:
+        """After a time limit: cancel the jobs the unwound branches left running, by their
+        saved ids. An id is forgotten only when the provider confirms; the node stays pending
+        (``resume`` researches it anew, or re-attaches where the cancel was not confirmed)."""
+        jobs = self.engine.jobs
+        owned = [
+            (node, name, jid)
+            for node in self.state.nodes.values()
+            for name, jid in node.remote_jobs.items()
+        ]
+        if jobs is None or not owned:
+            return
+        outcomes = await asyncio.gather(*(jobs.cancel(jid) for _, _, jid in owned))
+        model = self.state.run_spec.web_model or "unknown"
+        for (node, name, jid), outcome in zip(owned, outcomes, strict=True):
+            self._on_event(f"{node.id}: research job {jid} {outcome.status.replace('_', ' ')}")
+            if outcome.status != "cancelled":
+                # Unreachable: the id stays. Already finished: it stays too, so that resume
+                # reads (and records) the finished result instead of paying for it again.
+                continue
+            self.guard.record(
+                "deep_research",
+                model,
+                outcome.usage or Usage(),
+                node_id=node.id,
+                usage_unknown=outcome.usage is None,
+            )
+            node.remote_jobs.pop(name, None)
         await self._save()
 
     def _current_draft(self) -> str | None:

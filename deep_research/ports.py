@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from deep_research.models import (
     Citation,
@@ -25,7 +25,15 @@ from deep_research.models import (
 class Meter(Protocol):
     """Where a model call reports its usage. Bound to a node (or to none)."""
 
-    def record(self, role: Role, model: str, usage: Usage, *, cached: bool = False) -> None: ...
+    def record(
+        self,
+        role: Role,
+        model: str,
+        usage: Usage,
+        *,
+        cached: bool = False,
+        usage_unknown: bool = False,
+    ) -> None: ...
 
     def remaining_usd(self) -> float:
         """What the cost budget has left, net of work already in flight."""
@@ -52,6 +60,22 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class JobEvent:
+    """What a remote research job is doing, as last seen: emitted by the executor on every
+    poll so a 20-minute job is visibly alive. Immutable: the view keeps the latest per node."""
+
+    node_id: str
+    job_id: str
+    model: str
+    status: str
+    """queued | in_progress | completed | failed | incomplete | cancelled"""
+    polls: int
+    elapsed_seconds: float
+    note: str = ""
+    """A one-off remark worth showing (a refused option, a transient failure)."""
+
+
+@dataclass(frozen=True)
 class BranchTask:
     node_id: str
     question: str
@@ -60,6 +84,9 @@ class BranchTask:
     dependencies: tuple[Finding, ...] = ()
     # Remote jobs started by an earlier process (name -> response id): re-attach, don't resubmit.
     remote_jobs: dict[str, str] = field(default_factory=dict)
+    session_id: str = ""
+    """Named in messages about jobs that may be running without us (a lost create reply)."""
+    on_event: Callable[[JobEvent], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -69,11 +96,31 @@ class BranchResult:
     notes: str
     citations: tuple[Citation, ...]
     confidence: float
+    researched_by: str = ""
+    """Which model (and effort) did the research, for the report; empty when obvious."""
 
 
 RemoteJobHook = Callable[[str, str | None], Awaitable[None]]
-"""Called with (job name, response id) the moment a remote job exists, and with
-(job name, None) once it is finished or cancelled, so the session can save it."""
+"""Called with (job name, response id) the moment a remote job exists — the id is on disk
+when it returns — and with (job name, None) once the provider confirmed a terminal status
+or a cancel, so the session can forget it."""
+
+
+@dataclass(frozen=True)
+class CancelOutcome:
+    """What asking the provider to cancel one job came to."""
+
+    status: Literal["cancelled", "already_finished", "unreachable"]
+    usage: Usage | None = None
+    """The job's final usage, when the provider reported one."""
+    detail: str = ""
+
+
+class JobControl(Protocol):
+    """Cancels remote jobs by id: for a time limit (after the branches unwound) and for
+    ``deep-research sessions cancel``."""
+
+    async def cancel(self, job_id: str) -> CancelOutcome: ...
 
 
 class BranchExecutor(Protocol):

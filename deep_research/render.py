@@ -18,6 +18,7 @@ from rich.tree import Tree
 
 from deep_research.budget import totals
 from deep_research.models import ResearchNode, SessionState
+from deep_research.ports import JobEvent
 from deep_research.sessions import SessionSummary
 
 out = Console()
@@ -29,6 +30,7 @@ STATUS_STYLE = {
     "done": "green",
     "failed": "bold red",
     "blocked": "red",
+    "cancelled": "magenta",
 }
 
 
@@ -38,10 +40,16 @@ class LiveView:
     def __init__(self, state: SessionState, max_events: int = 6) -> None:
         self.state = state
         self.events: deque[str] = deque(maxlen=max_events)
+        self.jobs: dict[str, JobEvent] = {}
         self._started = time.monotonic()
 
-    def event(self, message: str) -> None:
-        self.events.append(message)
+    def event(self, message: str | JobEvent) -> None:
+        if isinstance(message, JobEvent):
+            self.jobs[message.node_id] = message
+            if message.note:
+                self.events.append(f"{message.node_id}: {message.note}")
+        else:
+            self.events.append(message)
 
     def __rich__(self) -> Group:
         state = self.state
@@ -54,15 +62,26 @@ class LiveView:
             (f"${spend.cost_usd:.4f}", "bold"),
             f" · {spend.usage.total_tokens:,} tokens",
         )
-        return Group(header, node_table(state.nodes.values(), live=True), *self._event_lines())
+        table = node_table(state.nodes.values(), live=True, jobs=self.jobs)
+        return Group(header, table, *self._event_lines())
 
     def _event_lines(self) -> list[Text]:
         return [Text(f"  {e}", style="dim") for e in self.events]
 
 
-def node_table(nodes: Iterable[ResearchNode], *, live: bool = False) -> Table:
+def job_state(event: JobEvent) -> str:
+    """``in_progress 12m05s · 41 polls``: a long job, visibly alive."""
+    minutes, seconds = divmod(int(event.elapsed_seconds), 60)
+    took = f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+    return f"{event.status} {took} · {event.polls} polls"
+
+
+def node_table(
+    nodes: Iterable[ResearchNode], *, live: bool = False, jobs: dict[str, JobEvent] | None = None
+) -> Table:
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
-    for column in ("id", "status", "source", "time", "cost", "question"):
+    jobs = jobs or {}
+    for column in ("id", "status", "source", "time", "cost", "remote job", "question"):
         table.add_column(column, no_wrap=column != "question", overflow="ellipsis")
     now = datetime.now().astimezone()
     for node in sorted(nodes, key=lambda n: n.created_at):
@@ -79,6 +98,7 @@ def node_table(nodes: Iterable[ResearchNode], *, live: bool = False) -> Table:
             node.source_hint,
             took,
             f"${node.cost_usd:.4f}" if node.cost_usd else "",
+            job_state(jobs[node.id]) if node.id in jobs and node.status == "running" else "",
             node.question if not node.error else f"{node.question} [red]({node.error})[/]",
         )
     return table
@@ -145,6 +165,28 @@ def session_detail(state: SessionState, report_path: str | None) -> None:
             label.append(f" — {node.error}", style="red")
         branches[node.id] = parent.add(label)
     out.print(tree)
+
+
+class Progress:
+    """Progress as plain lines (stderr is not a terminal): messages, and each remote job's
+    status when it changes — not every poll."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, str] = {}
+
+    def __call__(self, message: str | JobEvent) -> None:
+        if not isinstance(message, JobEvent):
+            info(message)
+            return
+        if message.note:
+            info(f"{message.node_id}: {message.note}")
+        if self._last.get(message.node_id) != message.status:
+            self._last[message.node_id] = message.status
+            info(f"{message.node_id}: research job {message.job_id} {job_state(message)}")
+
+
+def warn(message: str) -> None:
+    err.print(Text(f"warning: {' '.join(message.split())}", style="yellow"))
 
 
 def info(message: str) -> None:

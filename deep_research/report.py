@@ -72,7 +72,8 @@ def _status_line(state: SessionState) -> str:
 
 def _node_section(node: ResearchNode) -> str:
     head = f"### {node.id}: {node.question}"
-    meta = f"_{node.source_hint} · confidence {node.confidence:.2f}_"
+    by = f" · researched by {node.researched_by}" if node.researched_by else ""
+    meta = f"_{node.source_hint}{by} · confidence {node.confidence:.2f}_"
     return f"{head}\n\n{meta}\n\n{node.notes.strip() or '_no notes_'}"
 
 
@@ -86,6 +87,8 @@ def _limitations(state: SessionState, nodes: list[ResearchNode]) -> str:
             lines.append(f"- **Failed:** {node.question} — {node.error}")
         elif node.status == "blocked":
             lines.append(f"- **Blocked:** {node.question} — {node.error}")
+        elif node.status == "cancelled":
+            lines.append(f"- **Cancelled:** {node.question} — {node.error}")
         elif node.status in ("pending", "running"):
             why = (
                 "skipped: no model configured"
@@ -104,10 +107,17 @@ def _limitations(state: SessionState, nodes: list[ResearchNode]) -> str:
 
 
 def _citation_check(result: CheckResult) -> str:
+    unchecked = ""
+    if result.no_source_text:
+        unchecked = (
+            f"{result.no_source_text} of the {result.cited} citations could not be checked "
+            "against source text: the web research provider returns the page's address, "
+            "not its text"
+        )
     if result.clean:
         return (
             f"_Citation check: all {result.cited} citations resolve to the sources below; "
-            "no uncited factual sentence found._"
+            "no uncited factual sentence found" + (f". {unchecked}" if unchecked else "") + "._"
         )
     lines = ["## Citation check", ""]
     if result.unknown:
@@ -120,6 +130,8 @@ def _citation_check(result: CheckResult) -> str:
             f"- {len(result.unsupported)} citation(s) share no content word with their source:"
         )
         lines += [f"  - [{n}] “{s[:200]}”" for s, n in result.unsupported[:5]]
+    if unchecked:
+        lines.append(f"- {unchecked}.")
     return "\n".join(lines)
 
 
@@ -131,9 +143,14 @@ def _sources(sources: list[Citation]) -> str:
             entry = f"{number}. [{title}]({source.url})"
         else:
             entry = f"{number}. `{source.locator}`" + (f" — {source.title}" if source.title else "")
-        snippet = " ".join(source.snippet.split())
-        if snippet:
-            entry += f"\n   > {snippet[:300]}"
+        quote = " ".join(source.quote.split())
+        claim = " ".join(source.claim.split())
+        if quote:
+            entry += f"\n   > {quote[:300]}"
+        else:
+            # Without the page's words, say what it was cited for, and that we have no more.
+            cited_for = f"cited for: “{claim[:300]}” — " if claim else ""
+            entry += f"\n   {cited_for}_source text not captured_"
         lines.append(entry)
     return "\n".join(lines)
 
@@ -142,9 +159,19 @@ def _footer(state: SessionState) -> str:
     spend = totals(state.ledger)
     usage = spend.usage
     roles = ", ".join(f"{role} ${cost:.4f}" for role, cost in sorted(spend.by_role.items()))
+    unknown = sum(1 for entry in state.ledger if entry.usage_unknown)
+    unknown_note = (
+        f" · **{unknown} cancelled or failed research job(s) reported no usage: their spend "
+        "is unknown and not included** (see the provider's usage page)"
+        if unknown
+        else ""
+    )
     return (
         "---\n\n"
         f"_Spend: ${spend.cost_usd:.4f} · {usage.input_tokens:,} input tokens "
         f"({usage.cached_input_tokens:,} cached) · {usage.output_tokens:,} output tokens · "
-        f"{usage.web_search_calls} web searches" + (f" · by role: {roles}" if roles else "") + "_"
+        f"{usage.web_search_calls} web searches"
+        + (f" · by role: {roles}" if roles else "")
+        + unknown_note
+        + "_"
     )

@@ -36,7 +36,7 @@ import re
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -52,6 +52,18 @@ REPORT_FILE = "report.md"
 LOCK_FILE = "lock"
 
 _ID = re.compile(r"^[0-9a-f]{4,32}$")
+
+
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """v2 adds the ``RunSpec``, node ``researched_by`` and the ``cancelled`` status. A v1
+    session ran the retired ``*-deep-research`` models: its run spec stays empty, so a resume
+    uses today's settings (and never re-attaches to a job of a model that no longer exists
+    under a different model's price)."""
+    return {**data, "schema_version": 2}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+"""One function per schema version that has landed: version N's data -> version N + 1."""
 
 
 def new_session_id() -> str:
@@ -213,10 +225,13 @@ class SessionStore:
         if not isinstance(data, dict):
             raise SessionError(f"session {session_id} is corrupt: {file} is not a JSON object")
         version = data.get("schema_version")
+        while isinstance(version, int) and version in MIGRATIONS:
+            data = MIGRATIONS[version](data)
+            version = data["schema_version"]
         if version != SCHEMA_VERSION:
             raise SessionError(
                 f"session {session_id}: {file} has schema_version {version!r}; "
-                f"this deep-research reads version {SCHEMA_VERSION}"
+                f"this deep-research reads versions 1 to {SCHEMA_VERSION}"
             )
         try:
             state = SessionState.model_validate(data)

@@ -55,7 +55,7 @@ class ResearchTree:
         return [n for n in self.nodes.values() if node_id in n.depends_on]
 
     def counts(self) -> dict[str, int]:
-        counts = {s: 0 for s in ("pending", "running", "done", "failed", "blocked")}
+        counts = {s: 0 for s in ("pending", "running", "done", "failed", "blocked", "cancelled")}
         for node in self.nodes.values():
             counts[node.status] += 1
         return counts
@@ -77,6 +77,29 @@ class ResearchTree:
         node.error = reason
         node.finished_at = utcnow()
         return self.block_dependents(node.id)
+
+    def cancel(self, node: ResearchNode, reason: str) -> list[str]:
+        """The user cancelled ``node`` (its remote job); a resume leaves it alone unless asked.
+
+        Its dependents are blocked, as for a failure."""
+        node.status = "cancelled"
+        node.error = reason
+        node.finished_at = utcnow()
+        node.remote_jobs.clear()
+        return self.block_dependents(node.id)
+
+    def retry_cancelled(self) -> list[str]:
+        """``resume --retry-cancelled``: cancelled nodes, and those they blocked, go back to
+        pending."""
+        cancelled = self.with_status("cancelled")
+        for node in cancelled:
+            self.requeue(node)
+            node.error = None
+        retried = [n.id for n in cancelled]
+        for node in self.with_status("blocked"):
+            if node.error and any(f"depends on {nid} " in node.error for nid in retried):
+                node.status, node.error = "pending", None
+        return retried
 
     def block_dependents(self, node_id: str) -> list[str]:
         blocked: list[str] = []
@@ -192,7 +215,11 @@ def validate_plan(
                 note(task.id, "repaired", f"unknown dependency {ref!r} removed")
             elif target == task.id:
                 note(task.id, "repaired", "dependency on itself removed")
-            elif target in existing and existing[target].status in ("failed", "blocked"):
+            elif target in existing and existing[target].status in (
+                "failed",
+                "blocked",
+                "cancelled",
+            ):
                 note(
                     task.id,
                     "repaired",

@@ -17,7 +17,9 @@ from langchain_openai import ChatOpenAI
 
 from deep_research.branches.deep_research import DeepResearchExecutor
 from deep_research.branches.kb import Evidence, KBExecutor
+from deep_research.branches.openai_jobs import JobSpec, ResponsesJobs
 from deep_research.branches.router import RoutingExecutor, Unavailable
+from deep_research.budget import Price, PriceBook
 from deep_research.cache import ResultCache
 from deep_research.chains.branch import LLMEvidenceWriter
 from deep_research.chains.compress import LLMCompressor
@@ -31,9 +33,10 @@ from deep_research.errors import KnowledgeBaseError
 from deep_research.extractive import ExtractiveWriter, extractive_engine
 from deep_research.kb.search import search
 from deep_research.kb.store import KBStore, open_kb
-from deep_research.models import Role, SourceHint
+from deep_research.model_params import model_params
+from deep_research.models import RunSpec, SourceHint
 from deep_research.orchestrator import Engine, RunConfig
-from deep_research.ports import BranchExecutor
+from deep_research.ports import BranchExecutor, JobControl
 
 SourcePolicy = Literal["auto", "kb_only", "web_only"]
 ALLOWED: dict[SourcePolicy, tuple[SourceHint, ...]] = {
@@ -73,17 +76,23 @@ def run_config(settings: Settings, policy: SourcePolicy) -> RunConfig:
     )
 
 
+ChatRole = Literal["planner", "synthesizer", "judge", "branch", "summarizer"]
+
+
 def chat_model(
-    settings: Settings, model: str, role: Role, http: openai.DefaultAsyncHttpxClient
+    settings: Settings, role: ChatRole, http: openai.DefaultAsyncHttpxClient
 ) -> ChatModel:
+    model: str = getattr(settings, f"{role}_model")
+    effort: str | None = getattr(settings, f"{role}_reasoning_effort")
+    params = model_params(model, effort, settings.temperature)
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     chat = ChatOpenAI(
         model=model,
         # Local OpenAI-compatible servers take any key; the SDK insists on one.
         api_key=key or "not-needed",
         base_url=settings.openai_base_url,
-        # Reasoning models (o1, o3, o4-mini, gpt-5…) reject a temperature.
-        temperature=None if _is_reasoning_model(model) else settings.temperature,
+        temperature=params.temperature,
+        reasoning_effort=params.reasoning_effort,
         max_tokens=settings.max_tokens_per_call,
         timeout=settings.request_timeout_seconds,
         max_retries=settings.max_retries,
@@ -95,11 +104,6 @@ def chat_model(
     return ChatModel(chat, model, role, settings.structured_output_retries)
 
 
-def _is_reasoning_model(model: str) -> bool:
-    name = model.rsplit("/", 1)[-1].lower()
-    return (len(name) > 1 and name[0] == "o" and name[1].isdigit()) or name.startswith("gpt-5")
-
-
 def open_default_kb(settings: Settings) -> KBStore | None:
     try:
         return open_kb(settings)
@@ -107,8 +111,54 @@ def open_default_kb(settings: Settings) -> KBStore | None:
         return None
 
 
+def job_spec(settings: Settings) -> JobSpec:
+    summary = settings.web_reasoning_summary
+    return JobSpec(
+        model=settings.web_model,
+        reasoning_effort=settings.web_reasoning_effort,
+        max_tool_calls=settings.web_max_tool_calls,
+        max_output_tokens=settings.web_max_output_tokens,
+        reasoning_summary=None if summary == "off" else summary,
+    )
+
+
+def run_spec(spec: JobSpec | None) -> RunSpec:
+    """What a session records of its web jobs, so a resume repeats the same choices."""
+    if spec is None:
+        return RunSpec()
+    return RunSpec(
+        web_model=spec.model,
+        web_reasoning_effort=spec.reasoning_effort,
+        web_max_tool_calls=spec.max_tool_calls,
+        web_max_output_tokens=spec.max_output_tokens,
+    )
+
+
+def spec_of(saved: RunSpec, settings: Settings) -> JobSpec | None:
+    """The job spec a session was started with (None for sessions from before RunSpec)."""
+    if not saved.web_model:
+        return None
+    summary = settings.web_reasoning_summary
+    return JobSpec(
+        model=saved.web_model,
+        reasoning_effort=saved.web_reasoning_effort or settings.web_reasoning_effort,
+        max_tool_calls=saved.web_max_tool_calls or settings.web_max_tool_calls,
+        max_output_tokens=saved.web_max_output_tokens or settings.web_max_output_tokens,
+        reasoning_summary=None if summary == "off" else summary,
+    )
+
+
+def price_book(settings: Settings) -> PriceBook:
+    return PriceBook({m: Price(*figures) for m, figures in settings.prices.items()})
+
+
 def build(
-    settings: Settings, policy: SourcePolicy, kb: KBStore | None, *, extractive: bool
+    settings: Settings,
+    policy: SourcePolicy,
+    kb: KBStore | None,
+    *,
+    extractive: bool,
+    spec: JobSpec | None = None,
 ) -> Built:
     """The engine for one run: the LLM chains, or the extractive stand-ins (no model)."""
     config = run_config(settings, policy)
@@ -124,17 +174,19 @@ def build(
         return Built(extractive_engine(executor), config, ["extractive mode: no model configured"])
 
     resources = AsyncExitStack()
+    prices = price_book(settings)
     http = openai.DefaultAsyncHttpxClient()
     resources.push_async_callback(http.aclose)
-    summarizer = chat_model(settings, settings.summarizer_model, "summarizer", http)
+    summarizer = chat_model(settings, "summarizer", http)
     if kb is None:
         internal = Unavailable(
             f"no knowledge base {settings.kb_name!r}: run `deep-research kb ingest` first"
         )
     else:
-        writer = LLMEvidenceWriter(chat_model(settings, settings.branch_model, "branch", http))
+        writer = LLMEvidenceWriter(chat_model(settings, "branch", http))
         internal = KBExecutor(StoreRetriever(kb), writer, settings.retrieval_k)
     web: BranchExecutor
+    jobs: JobControl | None = None
     if policy == "kb_only":
         web = Unavailable("web research is off (--kb-only)")
     else:
@@ -150,22 +202,22 @@ def build(
         resources.callback(cache.close)
         web = DeepResearchExecutor(
             client,
-            model=settings.deep_research_model,
-            max_tool_calls=settings.deep_research_max_tool_calls,
-            max_wait_seconds=settings.deep_research_max_wait_seconds,
-            poll_seconds=settings.deep_research_poll_seconds,
+            spec=spec or job_spec(settings),
+            prices=prices,
+            max_wait_seconds=settings.web_max_wait_seconds,
+            poll_seconds=settings.web_poll_seconds,
             compressor=LLMCompressor(summarizer),
             cache=cache,
         )
+        jobs = ResponsesJobs(client)
     if policy == "web_only":
         internal = Unavailable("knowledge-base research is off (--web-only)")
     engine = Engine(
-        planner=LLMPlanner(chat_model(settings, settings.planner_model, "planner", http)),
+        planner=LLMPlanner(chat_model(settings, "planner", http)),
         executor=RoutingExecutor(web=web, internal=internal),
         summarizer=LLMSummarizer(summarizer),
-        synthesizer=LLMSynthesizer(
-            chat_model(settings, settings.synthesizer_model, "synthesizer", http)
-        ),
-        judge=LLMJudge(chat_model(settings, settings.judge_model, "judge", http)),
+        synthesizer=LLMSynthesizer(chat_model(settings, "synthesizer", http)),
+        judge=LLMJudge(chat_model(settings, "judge", http)),
+        jobs=jobs,
     )
     return Built(engine, config, resources=resources)

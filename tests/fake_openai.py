@@ -7,6 +7,11 @@ It runs on 127.0.0.1 in a daemon thread of the test process, so a CLI started as
 a child process can use it too, and everything it knows (scripts, deep-research
 responses, counters) outlives a killed client: a resumed run re-attaches by id.
 
+Like the real service it refuses what the real service refuses, as the real service
+words it: a model it does not serve (404 `model_not_found`; see `DEFAULT_MODELS`,
+`add_model`, `today`), `temperature` on a reasoning model, `reasoning.summary` for an
+unverified organisation. Those are expected answers, not fake errors.
+
 Invariants: every piece of state is guarded by one lock; `wait_for` wakes on
 every change, so tests wait on conditions, never on sleeps; the Authorization
 header is never stored. Handler errors and unscripted requests answer 4xx/5xx
@@ -20,16 +25,19 @@ import contextlib
 import json
 import socket
 import threading
+import time
 import traceback
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from tests.fake_openai_payloads import (
+    DEFAULT_MODELS,
     ChatReply,
     ChatRequest,
     Citation,
@@ -39,14 +47,22 @@ from tests.fake_openai_payloads import (
     ResearchRequest,
     ResearchStatus,
     StoredResponse,
+    api_error,
     chat_completion,
     default_report,
     embeddings,
+    final_status,
+    model_not_found,
+    model_object,
     new_id,
+    refused_temperature,
     response_object,
+    unsupported_temperature,
+    unverified_summary,
 )
 
 __all__ = [
+    "DEFAULT_MODELS",
     "ChatReply",
     "ChatRequest",
     "Citation",
@@ -71,9 +87,11 @@ class Fault:
     """Applied to the next `times` requests whose path starts with `path_prefix`.
 
     rate_limit: 429, server_error: 500, both with retry-after / retry-after-ms headers
-    when `retry_after` > 0 (the SDK sleeps that long, else backs off ~0.5 s); slow: answer
-    after `delay` s; malformed: 200 with a truncated JSON body; drop: close the
-    connection before handling; drop_after: handle (state changes!), then drop.
+    when `retry_after` > 0 (the SDK sleeps that long, else backs off ~0.5 s);
+    insufficient_quota: 429 out of credit, no retry-after (the SDK still retries it);
+    unauthorized: 401 invalid_api_key; slow: answer after `delay` s; malformed: 200 with
+    a truncated JSON body; drop: close the connection before handling; drop_after:
+    handle (state changes!), then drop.
     """
 
     kind: FaultKind
@@ -90,7 +108,16 @@ class _Armed:
 
 
 class FakeOpenAI:
-    def __init__(self, *, polls_to_complete: int = 2, embedding_dimensions: int = 64) -> None:
+    def __init__(
+        self,
+        *,
+        polls_to_complete: int = 2,
+        embedding_dimensions: int = 64,
+        models: Mapping[str, str | None] | None = None,
+        today: date = date(2026, 11, 23),
+        retrieve_endpoint: bool = True,
+        list_endpoint: bool = True,
+    ) -> None:
         self._cond = threading.Condition(threading.RLock())
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -109,12 +136,19 @@ class FakeOpenAI:
         self.embedding_dimensions = embedding_dimensions
         self.latency = 0.0  # seconds added before every answer
         self._faults: list[_Armed] = []
+        # Models: id -> shutdown date (ISO) or None; served while the date is after today.
+        self.models: dict[str, str | None] = dict(DEFAULT_MODELS if models is None else models)
+        self.today = today
+        self.retrieve_endpoint = retrieve_endpoint  # False: GET /v1/models/{id} 404s (vLLM)
+        self.list_endpoint = list_endpoint  # False: GET /v1/models 404s too
+        self.org_verified = False  # True: reasoning.summary is accepted
         # Records and counters.
         self._requests: list[RecordedRequest] = []
         self.research_inputs: Counter[str] = Counter()  # creates per input text
         self.retrieves: Counter[str] = Counter()  # GETs per response id
         self.cancels: Counter[str] = Counter()  # cancels per response id
         self.errors: list[str] = []  # handler exceptions, unscripted requests
+        self.create_replied_at: dict[str, float] = {}  # response id -> time.time() replied
 
     # --- lifecycle -------------------------------------------------------------------
     def start(self) -> FakeOpenAI:
@@ -176,13 +210,25 @@ class FakeOpenAI:
         with self._cond:
             return sum(a.left for a in self._faults)
 
+    def add_model(self, model: str, shutdown_date: str | None = None) -> None:
+        """Serve `model` too (e.g. a local "llama3.1"), until `shutdown_date` if given."""
+        with self._cond:
+            self.models[model] = shutdown_date
+
+    def served(self, model: str) -> bool:
+        with self._cond:
+            if model not in self.models:
+                return False
+            shutdown = self.models[model]
+            return shutdown is None or date.fromisoformat(shutdown) > self.today
+
     # --- deep-research control -------------------------------------------------------
     def complete(self, response_id: str, status: ResearchStatus | None = None) -> None:
         """Finish a response now (its scripted status, unless `status` overrides it)."""
         with self._cond:
             stored = self._responses[response_id]
             if stored.status not in _FINAL:
-                stored.finish(status or stored.report.status)
+                stored.finish(status or stored.final_status)
             self._cond.notify_all()
 
     def response_status(self, response_id: str) -> str:
@@ -222,6 +268,11 @@ class FakeOpenAI:
                     return armed.fault
         return None
 
+    def _replied(self, response_id: str) -> None:
+        with self._cond:
+            self.create_replied_at[response_id] = time.time()
+            self._cond.notify_all()
+
     def _record(self, request: RecordedRequest) -> None:
         with self._cond:
             self._requests.append(request)
@@ -230,6 +281,10 @@ class FakeOpenAI:
     def _route(self, method: str, path: str, body: Any) -> tuple[int, dict[str, Any]]:
         parts = path.strip("/").split("/")
         try:
+            if method == "POST" and path in _MODEL_PATHS:
+                refusal = self._refusal(path, body)
+                if refusal is not None:
+                    return refusal
             if method == "POST" and path == "/v1/chat/completions":
                 return self._chat(body)
             if method == "POST" and path == "/v1/embeddings":
@@ -238,14 +293,45 @@ class FakeOpenAI:
                 return self._create_response(body)
             if parts[:2] == ["v1", "responses"] and len(parts) >= 3:
                 return self._response_action(method, parts[2], parts[3:])
-            if method == "GET" and path == "/v1/models":
-                return 200, {"object": "list", "data": [{"id": "fake", "object": "model"}]}
+            if method == "GET" and path == "/v1/models" and self.list_endpoint:
+                return 200, self._model_list()
+            if method == "GET" and path.startswith("/v1/models/") and self.retrieve_endpoint:
+                return self._model(unquote(path.removeprefix("/v1/models/")))
             return _error(404, f"FakeOpenAI: no route for {method} {path}")
         except Exception:
             return self._fail(500, f"FakeOpenAI handler raised:\n{traceback.format_exc()}")
         finally:
             with self._cond:
                 self._cond.notify_all()
+
+    def _refusal(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """What the real API refuses before doing anything (nothing is created or counted)."""
+        model = body.get("model")
+        if not isinstance(model, str) or not self.served(model):
+            return model_not_found(str(model))
+        if path == "/v1/embeddings":
+            return None
+        reasoning = body.get("reasoning") or {}
+        if path == "/v1/chat/completions":
+            effort = body.get("reasoning_effort")
+        else:
+            effort = reasoning.get("effort")
+        if refused_temperature(model, body.get("temperature"), effort):
+            return unsupported_temperature()
+        if path == "/v1/responses" and reasoning.get("summary") and not self.org_verified:
+            return unverified_summary()
+        return None
+
+    def _model_list(self) -> dict[str, Any]:
+        with self._cond:
+            data = [model_object(m, d) for m, d in self.models.items() if self.served(m)]
+        return {"object": "list", "data": data}
+
+    def _model(self, model: str) -> tuple[int, dict[str, Any]]:
+        with self._cond:
+            if not self.served(model):  # shut down or unknown: the key can no longer use it
+                return model_not_found(model)
+            return 200, model_object(model, self.models[model])
 
     def _fail(self, status: int, message: str) -> tuple[int, dict[str, Any]]:
         with self._cond:
@@ -287,11 +373,12 @@ class FakeOpenAI:
                 report=report,
                 polls_left=self.polls_to_complete,
                 held=self.hold_responses,
+                final_status=final_status(report, body.get("max_output_tokens")),
             )
             self._responses[stored.id] = stored
             self.research_inputs[req.input_text] += 1
             if not req.background:  # foreground: answer with the finished response
-                stored.finish(report.status)
+                stored.finish(stored.final_status)
             return 200, response_object(stored)
 
     def _response_action(
@@ -306,7 +393,7 @@ class FakeOpenAI:
                 if stored.status not in _FINAL:
                     stored.polls_left -= 1
                     if stored.polls_left <= 0 and not stored.held:
-                        stored.finish(stored.report.status)
+                        stored.finish(stored.final_status)
                     else:
                         stored.status = "in_progress"
             elif method == "POST" and rest == ["cancel"]:
@@ -318,8 +405,33 @@ class FakeOpenAI:
             return 200, response_object(stored)
 
 
+_MODEL_PATHS = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/embeddings"})
+
+
 def _error(status: int, message: str) -> tuple[int, dict[str, Any]]:
     return status, {"error": {"message": message, "type": "fake_error", "code": None}}
+
+
+_RATE_LIMITED = api_error(
+    429,
+    "Rate limit reached for requests per min (RPM): Limit 500, Used 500, Requested 1. "
+    "Please try again in 120ms. (fake)",
+    "requests",
+    "rate_limit_exceeded",
+)
+_NO_QUOTA = api_error(
+    429,
+    "You exceeded your current quota, please check your plan and billing details.",
+    "insufficient_quota",
+    "insufficient_quota",
+)
+_UNAUTHORIZED = api_error(
+    401,
+    "Incorrect API key provided: sk-fake***. You can find your API key at "
+    "https://platform.openai.com/account/api-keys.",
+    "invalid_request_error",
+    "invalid_api_key",
+)
 
 
 class _Server(ThreadingHTTPServer):
@@ -400,7 +512,11 @@ class _Handler(BaseHTTPRequestHandler):
                 "retry-after-ms": f"{fault.retry_after * 1000:g}",
             }
         if kind == "rate_limit":
-            return self._send(*_error(429, "Rate limit reached (fake)."), retry)
+            return self._send(*_RATE_LIMITED, retry)
+        if kind == "insufficient_quota":
+            return self._send(*_NO_QUOTA)
+        if kind == "unauthorized":
+            return self._send(*_UNAUTHORIZED)
         if kind == "server_error":
             return self._send(*_error(500, "Internal error (fake)."), retry)
         if raw and body is None:
@@ -412,6 +528,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_bytes(200, json.dumps(payload).encode()[:40])
         extra = {} if status < 500 else {"x-should-retry": "false"}
         self._send(status, payload, extra)
+        if method == "POST" and path == "/v1/responses" and status == 200:
+            fake._replied(payload["id"])
 
     def _send(self, status: int, payload: dict[str, Any], extra: Headers | None = None) -> None:
         self._send_bytes(status, json.dumps(payload).encode(), extra)
@@ -425,6 +543,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+        self.wfile.flush()
 
     def _drop(self) -> None:
         self.close_connection = True

@@ -15,11 +15,113 @@ import re
 import struct
 import time
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 ResearchStatus = Literal["completed", "failed", "incomplete"]
-FaultKind = Literal["rate_limit", "server_error", "slow", "malformed", "drop", "drop_after"]
+FaultKind = Literal[
+    "rate_limit",
+    "insufficient_quota",
+    "unauthorized",
+    "server_error",
+    "slow",
+    "malformed",
+    "drop",
+    "drop_after",
+]
+Search = str | tuple[str, ...]  # one web search: a query, or the several queries it ran
+
+
+# Model id -> announced shutdown date (ISO) or None, as of 2026-11-23 (DESIGN.md, "Facts").
+# A model is served while its date is after the fake's `today`; dated snapshots are
+# served only when listed here.
+DEFAULT_MODELS: Mapping[str, str | None] = {
+    **dict.fromkeys(
+        [
+            *(
+                f"gpt-{v}-{tier}"
+                for v in ("6", "6.1", "6.2")
+                for tier in ("astra", "sol", "terra", "luna")
+            ),
+            *(f"gpt-5.6-{tier}" for tier in ("sol", "terra", "luna")),
+            "gpt-5.5",
+            "gpt-5.5-2026-04-23",
+            "gpt-5.5-pro",
+            "gpt-5.4",
+            "gpt-5.4-mini",
+            "text-embedding-3-small",
+            "text-embedding-3-large",
+        ]
+    ),
+    **dict.fromkeys(
+        ["gpt-5", "gpt-5-mini", "gpt-5-nano", "gpt-5-pro", "o3", "o3-pro"], "2026-12-11"
+    ),
+    **dict.fromkeys(["gpt-4.1", "gpt-4.1-mini", "gpt-4o", "gpt-4o-mini"], "2027-01-14"),
+    **dict.fromkeys(["o4-mini", "o3-mini", "o1", "gpt-4.1-nano"], "2026-10-23"),
+    **dict.fromkeys(["o3-deep-research", "o4-mini-deep-research"], "2026-07-23"),
+}
+
+_REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5", "gpt-6")
+_EFFORT_NONE = re.compile(r"^gpt-(5\.[1-9]\d*|6)")
+
+
+def api_error(
+    status: int, message: str, type_: str, code: str | None, param: str | None = None
+) -> tuple[int, dict[str, Any]]:
+    """An error as the real API words it: {"error": {message, type, param, code}}."""
+    return status, {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def model_not_found(model: str) -> tuple[int, dict[str, Any]]:
+    return api_error(
+        404,
+        f"The model `{model}` does not exist or you do not have access to it.",
+        "invalid_request_error",
+        "model_not_found",
+    )
+
+
+def model_object(model: str, shutdown_date: str | None) -> dict[str, Any]:
+    return {
+        "id": model,
+        "object": "model",
+        "created": 1_700_000_000,
+        "owned_by": "openai",
+        "shutdown_date": shutdown_date,
+    }
+
+
+def refused_temperature(model: str, temperature: Any, effort: Any) -> bool:
+    """Reasoning models refuse `temperature`, except gpt-5.1+ / GPT-6 at effort `none`."""
+    name = model.removeprefix("openai/")
+    if temperature is None or not name.startswith(_REASONING_PREFIXES):
+        return False
+    return not (effort == "none" and _EFFORT_NONE.match(name))
+
+
+def unsupported_temperature() -> tuple[int, dict[str, Any]]:
+    return api_error(
+        400,
+        "Unsupported parameter: 'temperature' is not supported with this model.",
+        "invalid_request_error",
+        "unsupported_parameter",
+        "temperature",
+    )
+
+
+def unverified_summary() -> tuple[int, dict[str, Any]]:
+    return api_error(
+        400,
+        "Your organization must be verified to generate reasoning summaries. Please go to: "
+        "https://platform.openai.com/settings/organization/general and click on Verify "
+        "Organization. If you just verified, it can take up to 15 minutes for access to "
+        "propagate.",
+        "invalid_request_error",
+        "unsupported_value",
+        "reasoning.summary",
+    )
 
 
 def approx_tokens(text: str) -> int:
@@ -170,11 +272,32 @@ def chat_completion(model: str, reply: ChatReply, prompt_text: str) -> dict[str,
 
 @dataclass(frozen=True)
 class Citation:
-    """A `url_citation`; `quote` must occur in the report text and becomes its exact span."""
+    """A `url_citation`; `quote` must occur in the report text and becomes its exact span.
+
+    The span is the first occurrence of `quote`, or the one at `start` when given (a page
+    cited twice has the same inline link twice)."""
 
     url: str
     title: str
     quote: str
+    start: int | None = None
+
+    def span(self, text: str) -> tuple[int, int]:
+        start = text.find(self.quote) if self.start is None else self.start
+        if start < 0 or text[start : start + len(self.quote)] != self.quote:
+            raise ValueError(f"citation quote {self.quote!r} does not occur in the report text")
+        return start, start + len(self.quote)
+
+
+def site_of(url: str) -> str:
+    """`https://docs.trychroma.com/scale` -> `trychroma.com`: the label real replies link."""
+    host = (urlsplit(url).hostname or url).removeprefix("www.")
+    return ".".join(host.split(".")[-2:])
+
+
+def inline_link(url: str) -> str:
+    """The `([site](url))` link that real replies put after a cited sentence."""
+    return f"([{site_of(url)}]({url}))"
 
 
 @dataclass(frozen=True)
@@ -183,7 +306,10 @@ class ResearchReport:
 
     text: str
     citations: tuple[Citation, ...] = ()
-    searches: tuple[str, ...] = ("fake search",)
+    # A search is a query, or the tuple of queries one call ran; each query is billed.
+    searches: tuple[Search, ...] = ("fake search",)
+    opens: tuple[str, ...] = ()  # open_page urls: not billed
+    finds: tuple[tuple[str, str], ...] = ()  # find_in_page (url, pattern): not billed
     reasoning: tuple[str, ...] = ("Planned the search.",)
     status: ResearchStatus = "completed"
     input_tokens: int | None = None  # None: estimated from the request input
@@ -191,11 +317,36 @@ class ResearchReport:
     output_tokens: int | None = None  # None: estimated from text + reasoning_tokens
     reasoning_tokens: int = 64
     error_message: str = "The fake deep-research run failed."
+    tool_usage: bool = True  # False: no `tool_usage` (older servers, gateways)
+    usage_on_cancel: bool = True  # False: a cancelled response carries `usage: null`
 
     def __post_init__(self) -> None:
         for c in self.citations:
-            if c.quote not in self.text:
-                raise ValueError(f"citation quote {c.quote!r} does not occur in the report text")
+            c.span(self.text)
+
+    @classmethod
+    def from_claims(cls, claims: Iterable[tuple[str, str, str]], **fields: Any) -> ResearchReport:
+        """A report of (sentence, url, title) claims, each cited by its inline link.
+
+        `Chroma scales to 10M vectors ([trychroma.com](https://docs.trychroma.com/scale)).`
+        with the url_citation span covering the `([site](url))` link, as in real replies."""
+        text, citations = "", []
+        for sentence, url, title in claims:
+            link = inline_link(url)
+            text += " " if text else ""
+            start = len(text) + len(sentence.rstrip().rstrip(".")) + 1
+            text += f"{sentence.rstrip().rstrip('.')} {link}."
+            citations.append(Citation(url, title, link, start=start))
+        return cls(text=text, citations=tuple(citations), **fields)
+
+    @property
+    def queries(self) -> tuple[tuple[str, ...], ...]:
+        return tuple((s,) if isinstance(s, str) else s for s in self.searches)
+
+    @property
+    def billed_searches(self) -> int:
+        """What `tool_usage.web_search.num_requests` reports: one per search query."""
+        return sum(len(q) for q in self.queries)
 
 
 def default_report(prompt: str) -> ResearchReport:
@@ -221,6 +372,7 @@ class StoredResponse:
     report: ResearchReport
     polls_left: int
     held: bool
+    final_status: str  # the report's status, or `incomplete` when max_output_tokens cuts it
     status: str = "queued"
     created_at: int = field(default_factory=lambda: int(time.time()))
     finished_at: int | None = None
@@ -229,18 +381,55 @@ class StoredResponse:
         self.status, self.finished_at = status, int(time.time())
 
 
-def _usage(stored: StoredResponse, prompt: str) -> dict[str, Any]:
-    r = stored.report
+def output_tokens(report: ResearchReport) -> int:
+    if report.output_tokens is not None:
+        return report.output_tokens
+    return approx_tokens(report.text) + report.reasoning_tokens
+
+
+def final_status(report: ResearchReport, max_output_tokens: Any) -> str:
+    """A cap below what the report needs cuts it off: `incomplete`, like the real API."""
+    capped = isinstance(max_output_tokens, int) and max_output_tokens < output_tokens(report)
+    return "incomplete" if capped and report.status == "completed" else report.status
+
+
+def _usage(stored: StoredResponse, prompt: str) -> dict[str, Any] | None:
+    r, share = stored.report, 1.0
+    if stored.status == "cancelled":
+        if not r.usage_on_cancel:
+            return None
+        share = 0.5  # cancelled midway: what it used so far
     inp = r.input_tokens if r.input_tokens is not None else approx_tokens(prompt)
-    out = r.output_tokens
-    if out is None:
-        out = approx_tokens(r.text) + r.reasoning_tokens
+    out, reasoning = output_tokens(r), r.reasoning_tokens
+    cap = stored.body.get("max_output_tokens")
+    if isinstance(cap, int) and out > cap:
+        out, reasoning = cap, min(reasoning, cap)
+    out, reasoning = int(out * share), int(reasoning * share)
     return {
         "input_tokens": inp,
         "input_tokens_details": {"cached_tokens": r.cached_tokens, "cache_write_tokens": 0},
         "output_tokens": out,
-        "output_tokens_details": {"reasoning_tokens": r.reasoning_tokens},
+        "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": inp + out,
+    }
+
+
+def _tool_usage(stored: StoredResponse) -> dict[str, Any] | None:
+    if not stored.report.tool_usage:
+        return None
+    searches = stored.report.billed_searches
+    if stored.status == "cancelled":
+        searches //= 2
+    no_images = {"image_tokens": 0, "text_tokens": 0}
+    return {
+        "image_gen": {
+            "input_tokens": 0,
+            "input_tokens_details": no_images,
+            "output_tokens": 0,
+            "output_tokens_details": no_images,
+            "total_tokens": 0,
+        },
+        "web_search": {"num_requests": searches},
     }
 
 
@@ -255,26 +444,30 @@ def _output(report: ResearchReport, rid: str, with_message: bool) -> list[dict[s
         }
         for i, s in enumerate(report.reasoning)
     ]
+    sources = [
+        {"type": "url", "url": url} for url in dict.fromkeys(c.url for c in report.citations)
+    ]
+    actions: list[dict[str, Any]] = [
+        {"type": "search", "query": qs[0], "queries": list(qs), "sources": sources}
+        for qs in report.queries
+    ]
+    actions += [{"type": "open_page", "url": url} for url in report.opens]
+    actions += [{"type": "find_in_page", "url": u, "pattern": p} for u, p in report.finds]
     items += [
-        {
-            "id": f"ws_{suffix}_{i}",
-            "type": "web_search_call",
-            "status": "completed",
-            "action": {"type": "search", "query": q},
-        }
-        for i, q in enumerate(report.searches)
+        {"id": f"ws_{suffix}_{i}", "type": "web_search_call", "status": "completed", "action": a}
+        for i, a in enumerate(actions)
     ]
     if with_message:
         annotations = []
         for c in report.citations:
-            start = report.text.index(c.quote)
+            start, end = c.span(report.text)
             annotations.append(
                 {
                     "type": "url_citation",
                     "url": c.url,
                     "title": c.title,
                     "start_index": start,
-                    "end_index": start + len(c.quote),
+                    "end_index": end,
                 }
             )
         content = {"type": "output_text", "text": report.text, "annotations": annotations}
@@ -292,7 +485,7 @@ def _output(report: ResearchReport, rid: str, with_message: bool) -> list[dict[s
 
 def response_object(stored: StoredResponse) -> dict[str, Any]:
     body, status = stored.body, stored.status
-    finished = status in ("completed", "failed", "incomplete")
+    finished = status in ("completed", "failed", "incomplete", "cancelled")
     output: list[dict[str, Any]] = []
     if status == "completed":
         output = _output(stored.report, stored.id, with_message=True)
@@ -325,6 +518,7 @@ def response_object(stored: StoredResponse) -> dict[str, Any]:
         "top_p": 1.0,
         "truncation": "disabled",
         "usage": _usage(stored, input_text(body.get("input"))) if finished else None,
+        "tool_usage": _tool_usage(stored) if finished else None,
     }
 
 

@@ -22,6 +22,7 @@ from deep_research.orchestrator import Engine, ResearchOrchestrator, RunConfig
 from deep_research.ports import (
     BranchResult,
     BranchTask,
+    JobControl,
     JudgeRequest,
     Meter,
     NodeDigest,
@@ -182,6 +183,7 @@ class Rig:
     summarizer: FakeSummarizer = field(default_factory=FakeSummarizer)
     synthesizer: FakeSynthesizer = field(default_factory=FakeSynthesizer)
     saver: MemorySaver = field(default_factory=MemorySaver)
+    jobs: JobControl | None = None
 
     def orchestrator(
         self,
@@ -191,7 +193,9 @@ class Rig:
         clock: Callable[[], float] | None = None,
         final_reserve_usd: float = 0.0,
     ) -> ResearchOrchestrator:
-        engine = Engine(self.planner, self.executor, self.summarizer, self.synthesizer, self.judge)
+        engine = Engine(
+            self.planner, self.executor, self.summarizer, self.synthesizer, self.judge, self.jobs
+        )
         kwargs = {"clock": clock} if clock else {}
         guard = BudgetGuard(state, state.limits, final_reserve_usd=final_reserve_usd, **kwargs)
         return ResearchOrchestrator(state, engine, self.saver, guard, config or RunConfig())

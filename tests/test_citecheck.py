@@ -12,7 +12,14 @@ SOURCE = Citation(
     kind="web",
     url="https://db.example/compaction",
     title="Compaction in LSM trees",
-    snippet="Deletes write tombstones; compaction later merges segments and drops tombstoned rows.",
+    quote="Deletes write tombstones; compaction later merges segments and drops tombstoned rows.",
+)
+WEB = Citation(
+    ref="S2",
+    kind="web",
+    url="https://bananas.example/ripening",
+    title="Fruit storage guide",
+    claim="Bananas ripen quickly when stored beside apples.",
 )
 
 
@@ -36,9 +43,31 @@ def test_citation_sharing_no_word_with_its_source_is_unsupported() -> None:
     ]
 
 
-def test_short_snippets_are_not_judged() -> None:
-    link_only = SOURCE.model_copy(update={"snippet": "(db.example)", "title": ""})
+def test_short_quotes_are_not_judged() -> None:
+    link_only = SOURCE.model_copy(update={"quote": "(db.example)", "title": ""})
     assert check("Bananas ripen quickly when stored beside apples [1].", [link_only]).clean
+
+
+def test_a_claim_is_never_its_own_evidence() -> None:
+    # The claim shares every word with the sentence; it must not count as support...
+    supported_by_itself = check("Bananas ripen quickly when stored beside apples [1].", [WEB])
+    assert supported_by_itself.unsupported == []
+    assert supported_by_itself.no_source_text == 1
+    # ...nor hide a quote that says otherwise.
+    contradicted = WEB.model_copy(update={"quote": SOURCE.quote})
+    result = check("Bananas ripen quickly when stored beside apples [1].", [contradicted])
+    assert result.unsupported == [("Bananas ripen quickly when stored beside apples .", 1)]
+    assert result.no_source_text == 0
+
+
+def test_citations_without_source_text_are_counted_not_judged() -> None:
+    body = (
+        "Bananas ripen quickly when stored beside apples [1].\n\n"
+        "Deletes write tombstones that compaction later drops from merged segments [2][1]."
+    )
+    result = check(body, [WEB, SOURCE])
+    assert (result.cited, result.no_source_text, result.unsupported) == (3, 2, [])
+    assert result.clean
 
 
 def test_headings_tables_and_code_are_not_sentences() -> None:
@@ -54,6 +83,24 @@ def test_report_removes_unknown_markers_and_says_so() -> None:
     assert "[S9]" not in report
     assert "1 citation(s) pointed to no source and were removed" in report
     assert "1. [Compaction in LSM trees](https://db.example/compaction)" in report
+
+
+def test_report_says_how_many_citations_could_not_be_checked() -> None:
+    state = SessionState(session_id="a" * 12, question="q?", sources={"S1": SOURCE, "S2": WEB})
+    report = build_report(state, "Tombstones are dropped by compaction [S1][S2].")
+    assert (
+        "1 of the 2 citations could not be checked against source text: the web research "
+        "provider returns the page's address, not its text" in report
+    )
+    unclean = build_report(
+        state,
+        (
+            "Qdrant compacts segments every 30 seconds by default.\n\n"
+            "Bananas ripen quickly when stored beside apples [S2]."
+        ),
+    )
+    assert "## Citation check" in unclean
+    assert "- 1 of the 1 citations could not be checked against source text" in unclean
 
 
 def test_kb_snippets_read_as_prose() -> None:

@@ -96,6 +96,9 @@ def test_time_limit_cancels_the_deep_research_job(
     assert data["stop_reason"] == "time_limit"
     [job] = fake_openai.response_ids
     assert fake_openai.cancels[job] == 1
+    node = session_state(env, data["session_id"])["nodes"]["t1"]
+    assert node["remote_jobs"] == {}, "forgotten once the provider confirmed the cancel"
+    assert node["status"] == "pending"
     assert "time limit" in Path(data["report_path"]).read_text()
 
 
@@ -262,7 +265,9 @@ def test_ctrl_c_saves_and_prints_the_resume_command(
     assert state["status"] == "interrupted"
     assert state["nodes"]["t1"]["status"] == "pending"
     [job] = fake_openai.response_ids
-    assert fake_openai.cancels[job] == 1, "Ctrl-C cancels the remote job"
+    assert fake_openai.cancels[job] == 0, "Ctrl-C pauses: the paid job keeps running"
+    assert state["nodes"]["t1"]["remote_jobs"] == {"deep_research": job}
+    assert f"deep-research sessions cancel {session_id}" in err
 
 
 def test_rate_limits_and_flaky_servers_are_retried(
@@ -271,12 +276,27 @@ def test_rate_limits_and_flaky_servers_are_retried(
     ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
     fake_openai.inject(
         Fault("rate_limit", path_prefix="/v1/chat/completions"),
-        Fault("server_error", path_prefix="/v1/responses"),
+        Fault("rate_limit", path_prefix="/v1/responses"),  # a refused create: safe to resend
+        Fault("server_error", path_prefix="/v1/responses/", times=4),  # polls
     )
     data = run_json(env, QUESTION)
     assert data["status"] == "complete"
     assert fake_openai.faults_pending() == 0
     assert sum(fake_openai.research_inputs.values()) == 1, "a failed create is not double-billed"
+
+
+def test_a_lost_create_reply_fails_only_that_node_and_is_never_resent(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1"), plan_task("t2")]]).install(fake_openai)
+    fake_openai.inject(Fault("drop_after", path_prefix="/v1/responses"))
+    data = run_json(env, QUESTION, "--max-parallel", "1")
+    state = session_state(env, data["session_id"])
+    failed = [n for n in state["nodes"].values() if n["status"] == "failed"]
+    assert len(failed) == 1
+    assert "a job may be running" in failed[0]["error"]
+    assert data["session_id"] in failed[0]["error"]
+    assert fake_openai.count("/v1/responses", "POST") == 2, "one create per node, none resent"
 
 
 def test_a_provider_that_keeps_failing_exits_6_with_one_line(
@@ -287,29 +307,35 @@ def test_a_provider_that_keeps_failing_exits_6_with_one_line(
     assert code == 6
     assert out == ""
     last = err.strip().splitlines()[-1]
-    assert last.startswith("error: gpt-4.1: the provider failed (HTTP 5xx)")
+    assert last.startswith("error: gpt-6-sol: the provider failed (HTTP 5xx)")
     [session] = (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").iterdir()
     assert json.loads((session / "state.json").read_text())["status"] == "failed"
 
 
-def test_resume_after_ctrl_c_resubmits_the_cancelled_job_and_completes(
+def test_resume_after_ctrl_c_reattaches_to_the_running_job(
     env: dict[str, str], fake_openai: FakeOpenAI
 ) -> None:
     code, _ = interrupt_a_held_run(env, fake_openai)
     assert code == 130
     fake_openai.hold_responses = False
+    [job] = fake_openai.response_ids
+    fake_openai.complete(job)
     data = run_json(env, "resume", only_session(env))
     assert data["status"] == "complete"
-    assert len(fake_openai.response_ids) == 2, "the cancelled job was submitted anew"
+    assert fake_openai.response_ids == [job], "re-attached, never submitted anew"
 
 
 def test_chat_model_flag_sets_every_chat_role(env: dict[str, str], fake_openai: FakeOpenAI) -> None:
     ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    fake_openai.add_model("llama3.1")
+    fake_openai.add_model("qwen3")
     run_json(env, QUESTION, "--chat-model", "llama3.1", "--branch-model", "qwen3")
     chat_models = {r.body["model"] for r in fake_openai.requests if "messages" in (r.body or {})}
     assert chat_models == {"llama3.1"}, "no KB branch ran, so qwen3 is never asked"
     research_models = {r.body["model"] for r in fake_openai.requests if r.path == "/v1/responses"}
-    assert research_models == {"o4-mini-deep-research"}
+    assert research_models == {"gpt-5.5"}
+    chat = [r.body for r in fake_openai.requests if "messages" in (r.body or {})]
+    assert all(b.get("temperature") == 0.2 and "reasoning_effort" not in b for b in chat)
 
 
 def test_a_malformed_reply_is_retried_like_a_bad_structured_output(
@@ -320,3 +346,122 @@ def test_a_malformed_reply_is_retried_like_a_bad_structured_output(
     data = run_json(env, QUESTION)
     assert data["status"] == "complete"
     assert fake_openai.faults_pending() == 0
+
+
+# --- today's models, prices and remote jobs ------------------------------------------------
+
+
+def test_defaults_are_current_models_with_the_parameters_they_take(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    data = run_json(env, QUESTION)
+    assert data["status"] == "complete"
+    chat = [r.body for r in fake_openai.requests if r.path == "/v1/chat/completions"]
+    assert {b["model"] for b in chat} == {"gpt-6-sol", "gpt-6-luna"}
+    assert all("temperature" not in b and b["reasoning_effort"] for b in chat)
+    [create] = [r.body for r in fake_openai.requests if r.path == "/v1/responses"]
+    assert create["model"] == "gpt-5.5"
+    assert create["tools"] == [{"type": "web_search"}]
+    assert create["reasoning"] == {"effort": "high"}
+    assert {"background", "store", "max_tool_calls", "max_output_tokens"} <= set(create)
+    looked_up = {r.path for r in fake_openai.requests if r.path.startswith("/v1/models/")}
+    assert looked_up == {"/v1/models/gpt-6-sol", "/v1/models/gpt-6-luna", "/v1/models/gpt-5.5"}
+    report = Path(data["report_path"]).read_text()
+    assert "researched by gpt-5.5 (effort high)" in report
+    assert data["usage"]["cost_usd"] > 0, "current models are priced"
+    state = session_state(env, data["session_id"])
+    assert state["run_spec"]["web_model"] == "gpt-5.5"
+    assert state["run_spec"]["web_reasoning_effort"] == "high"
+
+
+def test_a_shut_down_model_stops_the_run_before_anything_is_spent(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    code, out, err = cli(env, QUESTION, "--deep-research-model", "o4-mini-deep-research")
+    assert code == 3, err
+    assert out == ""
+    assert "o4-mini-deep-research" in err
+    assert "DEEP_RESEARCH_WEB_MODEL" in err
+    assert len(err.strip().splitlines()) == 1
+    assert fake_openai.count("/v1/responses") == 0
+    assert fake_openai.count("/v1/chat") == 0
+    assert not (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").exists()
+
+
+def test_the_old_setting_names_still_work(env: dict[str, str], fake_openai: FakeOpenAI) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    run_json(
+        {
+            **env,
+            "DEEP_RESEARCH_DEEP_RESEARCH_MODEL": "gpt-5.5-pro",
+            "DEEP_RESEARCH_DEEP_RESEARCH_MAX_TOOL_CALLS": "7",
+        },
+        QUESTION,
+    )
+    [create] = [r.body for r in fake_openai.requests if r.path == "/v1/responses"]
+    assert (create["model"], create["max_tool_calls"]) == ("gpt-5.5-pro", 7)
+
+
+def test_estimate_prints_the_worst_case_and_spends_nothing(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    data = run_json(env, QUESTION, "--estimate", "--max-parallel", "3")
+    assert data["per_job_usd"] > 0.5
+    assert data["parallel_usd"] == pytest.approx(3 * data["per_job_usd"])
+    assert data["jobs_admitted"] >= 3
+    assert 0 < data["run_worst_usd"] <= data["budget_usd"]
+    assert fake_openai.requests == []
+    assert not (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").exists()
+    code, out, _ = cli(env, QUESTION, "--estimate")
+    assert code == 0
+    assert "web research job (gpt-5.5 (effort high)): up to $" in out
+
+
+def test_sessions_cancel_after_ctrl_c_records_the_node_and_resume_leaves_it(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    code, _ = interrupt_a_held_run(env, fake_openai)
+    assert code == 130
+    session_id = only_session(env)
+    [job] = fake_openai.response_ids
+    code, out, err = cli(env, "sessions", "cancel", session_id)
+    assert code == 0, err
+    assert out.split() == ["t1", job, "cancelled"]
+    assert fake_openai.response_status(job) == "cancelled"
+    node = session_state(env, session_id)["nodes"]["t1"]
+    assert (node["status"], node["remote_jobs"]) == ("cancelled", {})
+    code, out, _ = cli(env, "sessions", "cancel", session_id)
+    assert (code, "no research jobs in flight" in _ + out) == (0, True)
+
+    data = run_json(env, "resume", session_id)
+    assert fake_openai.response_ids == [job], "a cancelled node is not resubmitted"
+    assert data["stop_reason"] == "nothing_to_do"
+    fake_openai.hold_responses = False
+    data = run_json(env, "resume", session_id, "--retry-cancelled")
+    assert len(fake_openai.response_ids) == 2
+    assert session_state(env, session_id)["nodes"]["t1"]["status"] == "done"
+
+
+def test_sessions_cancel_while_another_process_runs_the_session(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1"), plan_task("t2")]]).install(fake_openai)
+    fake_openai.hold_responses = True
+    child = spawn(env, QUESTION, "--json")
+    try:
+        fake_openai.wait_for(lambda: sum(1 for n in fake_openai.retrieves.values() if n) >= 2, 60)
+        session_id = only_session(env)
+        code, out, err = cli(env, "sessions", "cancel", session_id, "--json")
+        assert code == 0, err
+        result = json.loads(out)
+        assert result["recorded"] is False, "the running process records it"
+        assert sorted(j["status"] for j in result["jobs"]) == ["cancelled", "cancelled"]
+        out, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == 0, err
+    state = session_state(env, session_id)
+    assert {n["status"] for n in state["nodes"].values()} == {"cancelled"}
+    assert all(n["remote_jobs"] == {} for n in state["nodes"].values())

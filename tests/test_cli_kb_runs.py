@@ -90,7 +90,7 @@ def test_kb_only_branch_cites_exact_chunks_and_makes_no_web_call(
     for citation in citations:
         assert citation["kind"] == "kb"
         text = resolve_locator(store, citation["locator"])
-        first_words = " ".join(citation["snippet"].split()[:6])
+        first_words = " ".join(citation["quote"].split()[:6])
         assert first_words in " ".join(text.split()), "the citation resolves to its text"
     report = Path(data["report_path"]).read_text()
     assert citations[0]["locator"] in report

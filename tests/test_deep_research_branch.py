@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +19,17 @@ from deep_research.branches.deep_research import (
     ReportCache,
     build_user_message,
 )
+from deep_research.branches.openai_jobs import JobSpec
 from deep_research.branches.web_output import extract_report
 from deep_research.cache import ResultCache
-from deep_research.errors import BranchError, BudgetExhausted
+from deep_research.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError
 from deep_research.models import Citation, Role, Usage
-from deep_research.ports import BranchTask, Finding, Meter
+from deep_research.ports import BranchTask, Finding, JobEvent, Meter
 from tests.fake_openai import Citation as FakeCitation
 from tests.fake_openai import FakeOpenAI, Fault, ResearchReport
 
-MODEL = "o4-mini-deep-research"
+MODEL = "gpt-5.5"
+SPEC = JobSpec(MODEL, reasoning_effort="high", max_tool_calls=5, max_output_tokens=20_000)
 SECRET = "sk-test-secret-0123456789"
 TEXT = "Chroma scales to 10M vectors. Qdrant supports quantization. Chroma is embedded."
 REPORT = ResearchReport(
@@ -60,6 +62,7 @@ TASK = BranchTask(
             (Citation(kind="web", url="https://github.com/pgvector/pgvector", title="pgvector"),),
         ),
     ),
+    session_id="abc123abc123",
 )
 
 
@@ -68,9 +71,19 @@ class FakeMeter:
     budget: float = 100.0
     reserved: float = 0.0
     records: list[tuple[Role, str, Usage, bool]] = field(default_factory=list)
+    unknown: int = 0
 
-    def record(self, role: Role, model: str, usage: Usage, *, cached: bool = False) -> None:
+    def record(
+        self,
+        role: Role,
+        model: str,
+        usage: Usage,
+        *,
+        cached: bool = False,
+        usage_unknown: bool = False,
+    ) -> None:
         self.records.append((role, model, usage, cached))
+        self.unknown += usage_unknown
 
     def remaining_usd(self) -> float:
         return self.budget - self.reserved
@@ -121,14 +134,16 @@ async def client(fake_openai: FakeOpenAI) -> AsyncIterator[openai.AsyncOpenAI]:
 
 
 def executor(
-    client: openai.AsyncOpenAI, cache: ReportCache | None = None, **kw: Any
+    client: openai.AsyncOpenAI,
+    cache: ReportCache | None = None,
+    spec: JobSpec = SPEC,
+    **kw: Any,
 ) -> tuple[DeepResearchExecutor, FakeCompressor]:
     compressor = FakeCompressor()
     options: dict[str, Any] = {"max_wait_seconds": 10.0, "poll_seconds": 0.01} | kw
     ex = DeepResearchExecutor(
         client,
-        model=MODEL,
-        max_tool_calls=5,
+        spec=spec,
         compressor=compressor,
         cache=cache,
         max_backoff_seconds=0.05,
@@ -137,25 +152,32 @@ def executor(
     return ex, compressor
 
 
+def with_events(task: BranchTask, events: list[JobEvent]) -> BranchTask:
+    return replace(task, on_event=events.append)
+
+
 async def test_full_run(fake_openai: FakeOpenAI, client: openai.AsyncOpenAI) -> None:
     fake_openai.script_research([REPORT])
     ex, compressor = executor(client)
-    meter, hook = FakeMeter(), Hook(fake_openai)
+    meter, hook, events = FakeMeter(), Hook(fake_openai), []
 
-    result = await ex.run(TASK, meter, hook)
+    result = await ex.run(with_events(TASK, events), meter, hook)
 
     (rid,) = fake_openai.response_ids
     marked = (
-        "Chroma scales to 10M vectors.[1] Qdrant supports quantization.[2] Chroma is embedded.[1]"
+        "Chroma scales to 10M vectors.[1] Qdrant supports quantization.[2] Chroma is embedded.[3]"
     )
     assert result.notes == f"NOTES: {marked}"
     assert compressor.calls == [(TASK.question, marked)]
-    assert [(c.url, c.title, c.snippet) for c in result.citations] == [
-        ("https://docs.trychroma.com/scale", "Chroma scale", "Chroma scales to 10M vectors."),
-        ("https://qdrant.tech/q", "Qdrant quantization", "Qdrant supports quantization."),
+    # Two claims citing one page stay two citations.
+    assert [(c.url, c.claim) for c in result.citations] == [
+        ("https://docs.trychroma.com/scale", "Chroma scales to 10M vectors."),
+        ("https://qdrant.tech/q", "Qdrant supports quantization."),
+        ("https://docs.trychroma.com/scale", "Chroma is embedded."),
     ]
-    assert all(c.kind == "web" and c.locator == c.url for c in result.citations)
+    assert all(c.quote == "" for c in result.citations), "the API returns no source text"
     assert result.confidence == pytest.approx(0.7)  # two distinct sites
+    assert result.researched_by == "gpt-5.5 (effort high)"
     usage = Usage(
         input_tokens=1000,
         cached_input_tokens=200,
@@ -170,11 +192,13 @@ async def test_full_run(fake_openai: FakeOpenAI, client: openai.AsyncOpenAI) -> 
     assert hook.ids == [rid, None]
     (create,) = [r for r in fake_openai.requests if r.path == "/v1/responses"]
     body = create.body
+    assert body["model"] == MODEL
     assert body["background"] is True
     assert body["store"] is True
-    assert body["tools"] == [{"type": "web_search_preview"}]
+    assert body["tools"] == [{"type": "web_search"}]
     assert body["max_tool_calls"] == 5
-    assert body["reasoning"] == {"summary": "auto"}
+    assert body["max_output_tokens"] == 20_000
+    assert body["reasoning"] == {"effort": "high"}, "no reasoning.summary unless asked for"
     developer, user = body["input"]
     assert developer["role"] == "developer"
     assert "professional researcher" in developer["content"]
@@ -182,6 +206,21 @@ async def test_full_run(fake_openai: FakeOpenAI, client: openai.AsyncOpenAI) -> 
     for expected in (TASK.question, TASK.root_question, "pgvector is a Postgres extension"):
         assert expected in user["content"]
     assert "https://github.com/pgvector/pgvector" in user["content"]
+    # The live view sees the job queued, in progress with a growing poll count, then done.
+    assert {e.job_id for e in events} == {rid}
+    assert events[0].status == "queued"
+    assert events[-1].status == "completed"
+    assert [e.polls for e in events] == sorted(e.polls for e in events)
+    assert all(e.model == "gpt-5.5 (effort high)" for e in events)
+
+
+def test_legacy_deep_research_models_take_web_search_preview() -> None:
+    body = JobSpec("o3-deep-research-2025-06-26").body("dev", "user", with_summary=False)
+    assert body["tools"] == [{"type": "web_search_preview"}]
+    assert "reasoning" not in body
+    assert JobSpec("gpt-5.5").body("d", "u", with_summary=False)["tools"] == [
+        {"type": "web_search"}
+    ]
 
 
 def test_dependency_findings_stay_within_the_cap() -> None:
@@ -231,6 +270,11 @@ async def test_cache_hit_makes_no_call_and_costs_nothing(
     (written,) = cache.written
     assert "Chroma scales to 10M vectors.[1]" in written
     assert SECRET not in written
+    # Another effort is another job: not served from this entry.
+    other, _ = executor(client, cache, spec=replace(SPEC, reasoning_effort="xhigh"))
+    fake_openai.script_research([REPORT])
+    await other.run(TASK, FakeMeter(), Hook(fake_openai))
+    assert fake_openai.count("/v1/responses", "POST") == 2
     cache.inner.close()
 
 
@@ -254,33 +298,58 @@ async def test_reattach_polls_the_saved_job(
     ex, _ = executor(client)
     hook = Hook(fake_openai)
 
-    result = await ex.run(
-        BranchTask(**{**TASK.__dict__, "remote_jobs": {JOB_NAME: saved.id}}), FakeMeter(), hook
-    )
+    result = await ex.run(replace(TASK, remote_jobs={JOB_NAME: saved.id}), FakeMeter(), hook)
 
     assert fake_openai.count("/v1/responses", "POST") == 1  # only the earlier run's create
-    assert len(result.citations) == 2
+    assert len(result.citations) == 3
     assert hook.ids == [None]
 
 
-@pytest.mark.parametrize("how", ["gone", "cancelled"])
-async def test_reattach_to_a_lost_job_submits_anew(
-    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI, how: str
+async def test_reattach_survives_an_outage_and_never_resubmits(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:
-    old = "resp_unknown"
-    if how == "cancelled":
-        old = (await client.responses.create(model=MODEL, input="old", background=True)).id
-        await client.responses.cancel(old)
+    saved = await client.responses.create(model=MODEL, input="earlier run", background=True)
+    # Three polls' worth of 500s (each defeats the SDK's two retries), then a 429 run.
+    fake_openai.inject(
+        Fault("server_error", path_prefix="/v1/responses/resp_", times=9),
+        Fault("rate_limit", path_prefix="/v1/responses/resp_", times=3, retry_after=0),
+    )
     ex, _ = executor(client)
     hook = Hook(fake_openai)
-    await ex.run(BranchTask(**{**TASK.__dict__, "remote_jobs": {JOB_NAME: old}}), FakeMeter(), hook)
-    new = [i for i in fake_openai.response_ids if i != old]
-    assert len(new) == 1
-    assert hook.ids == [new[0], None]
+    result = await ex.run(replace(TASK, remote_jobs={JOB_NAME: saved.id}), FakeMeter(), hook)
+    assert result.notes
+    assert fake_openai.count("/v1/responses", "POST") == 1
+    assert fake_openai.cancels[saved.id] == 0
+    assert hook.ids == [None]
+
+
+async def test_reattach_to_a_lost_job_submits_anew(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    ex, _ = executor(client)
+    hook = Hook(fake_openai)
+    await ex.run(replace(TASK, remote_jobs={JOB_NAME: "resp_unknown"}), FakeMeter(), hook)
+    (new,) = fake_openai.response_ids
+    assert hook.ids == [None, new, None]
+
+
+async def test_a_cancelled_job_cancels_the_node_and_is_not_resubmitted(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    old = (await client.responses.create(model=MODEL, input="old", background=True)).id
+    await client.responses.cancel(old)
+    ex, _ = executor(client)
+    meter, hook = FakeMeter(), Hook(fake_openai)
+    with pytest.raises(JobCancelled, match="retry-cancelled"):
+        await ex.run(replace(TASK, remote_jobs={JOB_NAME: old}), meter, hook)
+    assert fake_openai.response_ids == [old]
+    assert hook.ids == [None]
+    assert len(meter.records) == 1
 
 
 @pytest.mark.parametrize(
-    ("status", "message"), [("failed", "upstream exploded"), ("incomplete", "max_output_tokens")]
+    ("status", "message"),
+    [("failed", "upstream exploded"), ("incomplete", "DEEP_RESEARCH_WEB_MAX_OUTPUT_TOKENS")],
 )
 async def test_failed_job_is_a_branch_error(
     fake_openai: FakeOpenAI, client: openai.AsyncOpenAI, status: Any, message: str
@@ -292,27 +361,41 @@ async def test_failed_job_is_a_branch_error(
     meter, hook = FakeMeter(), Hook(fake_openai)
     with pytest.raises(BranchError, match=message):
         await ex.run(TASK, meter, hook)
-    assert hook.ids == [fake_openai.response_ids[0], None]
+    assert hook.ids == [fake_openai.response_ids[0], None]  # a terminal status: forgotten
     assert len(meter.records) == 1
     assert meter.reserved == 0
 
 
-async def test_max_wait_cancels_the_job(
+async def test_max_wait_cancels_the_job_and_records_its_usage(
     fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:
     fake_openai.hold_responses = True
     ex, _ = executor(client, max_wait_seconds=0.3)
     meter, hook = FakeMeter(), Hook(fake_openai)
-    with pytest.raises(BranchError, match=r"did not finish within 0.3 s"):
+    with pytest.raises(BranchError, match=r"did not finish within 0.3 s.*it was cancelled"):
         await ex.run(TASK, meter, hook)
     (rid,) = fake_openai.response_ids
     assert fake_openai.cancels[rid] == 1
     assert fake_openai.response_status(rid) == "cancelled"
     assert hook.ids == [rid, None]
+    assert [r[0] for r in meter.records] == ["deep_research"]
     assert meter.reserved == 0
 
 
-async def test_cancelling_the_run_cancels_the_job(
+async def test_max_wait_keeps_the_id_when_the_cancel_fails(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    fake_openai.hold_responses = True
+    fake_openai.inject(Fault("drop", path_prefix="/v1/responses/resp_", times=1000))
+    ex, _ = executor(client, max_wait_seconds=0.3)
+    hook = Hook(fake_openai)
+    with pytest.raises(BranchError, match="cancel failed; resume re-attaches"):
+        await ex.run(TASK, FakeMeter(), hook)
+    (rid,) = fake_openai.response_ids
+    assert hook.ids == [rid], "an unconfirmed cancel never forgets the id"
+
+
+async def test_cancelling_the_run_leaves_the_job_running_and_its_id_saved(
     fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:
     fake_openai.hold_responses = True
@@ -325,9 +408,113 @@ async def test_cancelling_the_run_cancels_the_job(
     with pytest.raises(asyncio.CancelledError):
         await run
     (rid,) = fake_openai.response_ids
-    assert fake_openai.cancels[rid] == 1
-    assert hook.ids == [rid, None]
+    assert fake_openai.cancels[rid] == 0, "Ctrl-C pauses; resume re-attaches"
+    assert hook.ids == [rid]
     assert meter.reserved == 0
+
+
+async def test_an_interrupt_during_the_create_still_saves_the_id(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    fake_openai.inject(Fault("slow", path_prefix="/v1/responses", delay=0.3))
+    ex, _ = executor(client)
+    hook = Hook(fake_openai)
+    run = asyncio.create_task(ex.run(TASK, FakeMeter(), hook))
+    await asyncio.to_thread(fake_openai.wait_for, lambda: fake_openai.count("/v1/responses") > 0)
+    run.cancel()  # the create is on the wire: the job will exist
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    (rid,) = fake_openai.response_ids
+    assert hook.ids == [rid]
+
+
+async def test_a_lost_create_reply_fails_the_node_and_is_never_resent(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    fake_openai.inject(Fault("drop_after", path_prefix="/v1/responses"))
+    ex, _ = executor(client)
+    hook = Hook(fake_openai)
+    with pytest.raises(BranchError, match=r"session abc123abc123, node t2.*a job may be running"):
+        await ex.run(TASK, FakeMeter(), hook)
+    assert fake_openai.count("/v1/responses", "POST") == 1  # the SDK did not retry it
+    assert len(fake_openai.response_ids) == 1  # the job the lost reply started
+    assert hook.ids == []
+
+
+async def test_an_unreadable_create_reply_is_a_lost_reply(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    fake_openai.inject(Fault("malformed", path_prefix="/v1/responses"))
+    ex, _ = executor(client)
+    with pytest.raises(BranchError, match="unreadable; a job may be running"):
+        await ex.run(TASK, FakeMeter(), Hook(fake_openai))
+    assert fake_openai.count("/v1/responses", "POST") == 1
+
+
+async def test_a_rate_limited_create_is_retried_it_created_nothing(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    fake_openai.inject(Fault("rate_limit", path_prefix="/v1/responses", times=2))
+    ex, _ = executor(client)
+    result = await ex.run(TASK, FakeMeter(), Hook(fake_openai))
+    assert result.notes
+    assert fake_openai.count("/v1/responses", "POST") == 3
+    assert len(fake_openai.response_ids) == 1
+
+
+async def test_out_of_quota_is_not_retried(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    fake_openai.inject(Fault("insufficient_quota", path_prefix="/v1/responses"))
+    ex, _ = executor(client)
+    with pytest.raises(ProviderError, match="out of quota"):
+        await ex.run(TASK, FakeMeter(), Hook(fake_openai))
+    assert fake_openai.count("/v1/responses", "POST") == 1
+
+
+async def test_a_shut_down_model_is_named_not_a_missing_job(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    ex, _ = executor(client, spec=JobSpec("o4-mini-deep-research"))
+    with pytest.raises(ProviderError, match="model o4-mini-deep-research not found") as info:
+        await ex.run(TASK, FakeMeter(), Hook(fake_openai))
+    assert "job not found" not in str(info.value)
+    assert "DEEP_RESEARCH_WEB_MODEL" in str(info.value)
+
+
+async def test_a_refused_reasoning_summary_is_dropped_once_and_said(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    ex, _ = executor(client, spec=replace(SPEC, reasoning_summary="auto"))
+    events: list[JobEvent] = []
+    result = await ex.run(with_events(TASK, events), FakeMeter(), Hook(fake_openai))
+    assert result.notes
+    first, second = [r.body for r in fake_openai.requests if r.path == "/v1/responses"]
+    assert first["reasoning"] == {"effort": "high", "summary": "auto"}
+    assert second["reasoning"] == {"effort": "high"}
+    assert len(fake_openai.response_ids) == 1, "the refused create created nothing"
+    assert any("reasoning summaries were refused" in e.note for e in events)
+    # Not asked again in this run.
+    fake_openai.script_research([REPORT])
+    await ex.run(replace(TASK, question="another?"), FakeMeter(), Hook(fake_openai))
+    third = [r.body for r in fake_openai.requests if r.path == "/v1/responses"][-1]
+    assert third["reasoning"] == {"effort": "high"}
+
+
+async def test_a_verified_organisation_gets_its_summaries(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    fake_openai.org_verified = True
+    ex, _ = executor(client, spec=replace(SPEC, reasoning_summary="auto"))
+    await ex.run(TASK, FakeMeter(), Hook(fake_openai))
+    assert fake_openai.count("/v1/responses", "POST") == 1
+
+
+async def test_cannot_reach_the_provider_is_a_branch_error() -> None:
+    async with openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x") as c:
+        ex, _ = executor(c)
+        with pytest.raises(BranchError, match="cannot reach the provider"):
+            await ex.run(TASK, FakeMeter(), lambda _n, _i: asyncio.sleep(0))
 
 
 async def test_rate_limited_polls_are_survived(
@@ -352,19 +539,17 @@ async def test_polls_outlast_a_provider_outage_longer_than_the_sdk_retries(
     assert fake_openai.cancels[rid] == 0, "a paid job is not abandoned over an outage"
 
 
-async def test_unreadable_poll_fails_the_branch_and_cancels(
+async def test_an_unreadable_poll_is_polled_again_never_cancelled(
     fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:
-    fake_openai.hold_responses = True
-    fake_openai.inject(Fault("malformed", path_prefix="/v1/responses/resp_"))
+    fake_openai.inject(Fault("malformed", path_prefix="/v1/responses/resp_", times=2))
     ex, _ = executor(client)
     hook = Hook(fake_openai)
-    with pytest.raises(BranchError, match="unreadable") as info:
-        await ex.run(TASK, FakeMeter(), hook)
+    result = await ex.run(TASK, FakeMeter(), hook)
+    assert result.notes
     (rid,) = fake_openai.response_ids
-    assert fake_openai.cancels[rid] == 1
+    assert fake_openai.cancels[rid] == 0
     assert hook.ids == [rid, None]
-    assert SECRET not in str(info.value)
 
 
 async def test_empty_report_is_a_branch_error(
@@ -417,9 +602,9 @@ def test_malformed_annotations_are_skipped_and_shared_ends_keep_order() -> None:
     }
     marked, citations = extract_report(response([{"type": "reasoning"}, message]))
     assert marked == "Alpha beta.[1][2] Gamma."
-    assert [(c.url, c.snippet) for c in citations] == [
+    assert [(c.url, c.claim) for c in citations] == [
         ("https://a.io", "Alpha beta."),
-        ("https://b.io", "beta."),
+        ("https://b.io", "Alpha beta."),
     ]
 
 

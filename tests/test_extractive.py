@@ -35,7 +35,15 @@ EXAMPLE = (
 class NoUsage:
     """A meter that fails the test if anything records usage: there is no model here."""
 
-    def record(self, role: Role, model: str, usage: Usage, *, cached: bool = False) -> None:
+    def record(
+        self,
+        role: Role,
+        model: str,
+        usage: Usage,
+        *,
+        cached: bool = False,
+        usage_unknown: bool = False,
+    ) -> None:
         raise AssertionError(f"extractive {role} recorded usage")
 
     def remaining_usd(self) -> float:

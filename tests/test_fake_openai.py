@@ -10,10 +10,14 @@ import asyncio
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import date
 from pathlib import Path
 
 import openai
@@ -27,11 +31,17 @@ from openai.types.responses import (
     ResponseOutputText,
     ResponseReasoningItem,
 )
+from openai.types.responses.response_function_web_search import (
+    ActionFind,
+    ActionOpenPage,
+    ActionSearch,
+)
 from openai.types.responses.response_output_text import AnnotationURLCitation
 from openai.types.shared_params import ResponseFormatJSONSchema
 from pydantic import BaseModel, Field
 
 from tests.fake_openai import (
+    DEFAULT_MODELS,
     ChatReply,
     ChatRequest,
     Citation,
@@ -42,6 +52,7 @@ from tests.fake_openai import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+CHAT, EMBED, RESEARCH = "gpt-6-luna", "text-embedding-3-small", "gpt-5.5"
 USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
 
 
@@ -105,26 +116,26 @@ async def test_chat_handler_script_and_default(
     c = openai_client()
 
     routed = await c.chat.completions.create(
-        model="m1", messages=[{"role": "user", "content": "route me"}], max_tokens=7
+        model="gpt-6-luna", messages=[{"role": "user", "content": "route me"}], max_tokens=7
     )
     judged = [
         await c.chat.completions.create(
-            model="m2", messages=USER, response_format=json_schema_format("Judge")
+            model="gpt-6-sol", messages=USER, response_format=json_schema_format("Judge")
         )
         for _ in range(2)
     ]
-    plain = await c.chat.completions.create(model="m3", messages=USER)
+    plain = await c.chat.completions.create(model="gpt-5.4-mini", messages=USER)
 
     assert routed.choices[0].message.content == "routed"
-    assert routed.model == "m1"
+    assert routed.model == "gpt-6-luna"
     assert [json.loads(r.choices[0].message.content or "") for r in judged] == [
         {"complete": False},
         {"complete": True},
     ]
     assert plain.choices[0].message.content == "This is a fake reply."
     assert [(r.model, r.schema_name, r.max_tokens) for r in seen[:2]] == [
-        ("m1", None, 7),
-        ("m2", "Judge", None),
+        ("gpt-6-luna", None, 7),
+        ("gpt-6-sol", "Judge", None),
     ]
 
 
@@ -133,7 +144,7 @@ async def test_unscripted_schema_is_a_loud_error(
 ) -> None:
     with pytest.raises(openai.BadRequestError, match="no chat reply scripted for 'Nobody'"):
         await openai_client().chat.completions.create(
-            model="m",
+            model=CHAT,
             messages=USER,
             response_format=json_schema_format("Nobody"),
         )
@@ -173,7 +184,7 @@ def cited_spans(response: Response) -> list[tuple[str, str]]:
 
 async def create_research(c: openai.AsyncOpenAI, prompt: str = "Compare stores") -> str:
     resp = await c.responses.create(
-        model="o4-mini-deep-research",
+        model=RESEARCH,
         input=prompt,
         background=True,
         store=True,
@@ -262,7 +273,7 @@ def test_state_survives_a_killed_subprocess_client(fake_openai: FakeOpenAI) -> N
     child_code = (
         "import openai, sys, threading\n"
         "c = openai.OpenAI(base_url=sys.argv[1], api_key='test')\n"
-        "c.responses.create(model='o3-deep-research', input='killed run', background=True,\n"
+        "c.responses.create(model='gpt-5.5', input='killed run', background=True,\n"
         "                   tools=[{'type': 'web_search_preview'}])\n"
         "threading.Event().wait()  # hang until killed\n"
     )
@@ -289,7 +300,7 @@ async def test_default_report_foreground_and_incomplete(
     fake_openai.complete(incomplete_id)
     incomplete = await c.responses.retrieve(incomplete_id)
     # Nothing scripted any more: a default report with valid citations, answered at once.
-    done = await c.responses.create(model="o3-deep-research", input="Why is the sky blue?")
+    done = await c.responses.create(model=RESEARCH, input="Why is the sky blue?")
 
     assert (incomplete.status, incomplete.output_text) == ("incomplete", "")
     assert incomplete.incomplete_details is not None
@@ -314,7 +325,7 @@ async def test_embeddings_are_deterministic_unit_vectors(
     c = openai_client()
     texts = ["vector stores", "vector stores", "bananas are yellow"]
     out = await c.embeddings.create(model="text-embedding-3-small", input=texts)
-    small = await c.embeddings.create(model="e", input="vector stores", dimensions=16)
+    small = await c.embeddings.create(model=EMBED, input="vector stores", dimensions=16)
 
     vectors = [d.embedding for d in out.data]
     assert len(vectors[0]) == fake_openai.embedding_dimensions
@@ -322,7 +333,7 @@ async def test_embeddings_are_deterministic_unit_vectors(
     assert all(math.isclose(sum(v * v for v in vec), 1.0, rel_tol=1e-6) for vec in vectors)
     assert len(small.data[0].embedding) == 16
     assert out.usage.total_tokens > 0
-    b64 = await c.embeddings.create(model="e", input=texts[:1], encoding_format="base64")
+    b64 = await c.embeddings.create(model=EMBED, input=texts[:1], encoding_format="base64")
     assert isinstance(b64.data[0].embedding, str)
 
 
@@ -335,7 +346,7 @@ async def test_rate_limit_then_success_is_retried(
     fake_openai.inject(Fault("rate_limit", "/v1/chat/completions", retry_after=0.01))
     c = openai_client(max_retries=2)
 
-    reply = await c.chat.completions.create(model="m", messages=USER)
+    reply = await c.chat.completions.create(model=CHAT, messages=USER)
 
     assert reply.choices[0].message.content == "This is a fake reply."
     first, second = fake_openai.requests
@@ -355,7 +366,7 @@ async def test_rate_limit_without_retries_surfaces(
 
 async def test_server_error_is_retried(fake_openai: FakeOpenAI, openai_client: MakeClient) -> None:
     fake_openai.inject(Fault("server_error", "/v1/embeddings", times=2))
-    out = await openai_client(max_retries=2).embeddings.create(model="e", input="x")
+    out = await openai_client(max_retries=2).embeddings.create(model=EMBED, input="x")
     assert len(out.data) == 1
     assert [r.fault for r in fake_openai.requests] == ["server_error", "server_error", None]
 
@@ -365,7 +376,7 @@ async def test_dropped_connection_surfaces(
 ) -> None:
     fake_openai.inject(Fault("drop", "/v1/embeddings"))
     with pytest.raises(openai.APIConnectionError):
-        await openai_client(max_retries=0).embeddings.create(model="e", input="x")
+        await openai_client(max_retries=0).embeddings.create(model=EMBED, input="x")
     assert fake_openai.count("/v1/embeddings") == 1
 
 
@@ -384,7 +395,7 @@ async def test_malformed_json_surfaces_as_decode_error(
     # Not an openai.APIError: the SDK lets json.JSONDecodeError through, unretried.
     fake_openai.inject(Fault("malformed", "/v1/chat/completions"))
     with pytest.raises(json.JSONDecodeError):
-        await openai_client(max_retries=2).chat.completions.create(model="m", messages=USER)
+        await openai_client(max_retries=2).chat.completions.create(model=CHAT, messages=USER)
     assert fake_openai.count("/v1/chat/completions") == 1
 
 
@@ -394,7 +405,7 @@ async def test_slow_response_hits_the_client_timeout(
     fake_openai.inject(Fault("slow", "/v1/chat", delay=5.0))
     c = openai_client(max_retries=0, timeout=0.2)
     with pytest.raises(openai.APITimeoutError):
-        await c.chat.completions.create(model="m", messages=USER)
+        await c.chat.completions.create(model=CHAT, messages=USER)
 
 
 # --- recording and lifecycle --------------------------------------------------------------
@@ -405,7 +416,7 @@ async def test_authorization_is_never_recorded(
 ) -> None:
     secret = "sk-do-not-store-me"
     c = openai_client(api_key=secret)
-    await c.chat.completions.create(model="m", messages=USER)
+    await c.chat.completions.create(model=CHAT, messages=USER)
     (recorded,) = fake_openai.requests
     assert recorded.authorized
     assert secret not in repr(fake_openai.requests)
@@ -422,7 +433,7 @@ async def test_blocking_handler_and_wait_for(
         return "released"
 
     fake_openai.chat_handler = handler
-    call = asyncio.create_task(openai_client().chat.completions.create(model="m", messages=USER))
+    call = asyncio.create_task(openai_client().chat.completions.create(model=CHAT, messages=USER))
     await asyncio.to_thread(fake_openai.wait_for, lambda: fake_openai.count("/v1/chat") == 1)
     assert not call.done()
     release.set()
@@ -432,7 +443,335 @@ async def test_blocking_handler_and_wait_for(
 async def test_stop_cuts_open_connections() -> None:
     with FakeOpenAI() as fake:
         c = openai.AsyncOpenAI(base_url=fake.base_url, api_key="test", max_retries=0)
-        await c.chat.completions.create(model="m", messages=USER)  # opens a keep-alive
+        await c.chat.completions.create(model=CHAT, messages=USER)  # opens a keep-alive
     async with c:
         with pytest.raises(openai.APIConnectionError):
-            await c.chat.completions.create(model="m", messages=USER)
+            await c.chat.completions.create(model=CHAT, messages=USER)
+
+
+# --- what the real API refuses ------------------------------------------------------------
+
+
+def error_body(exc: openai.APIStatusError) -> dict[str, object]:
+    body = exc.body
+    assert isinstance(body, dict)
+    return body
+
+
+async def test_models_the_server_does_not_serve_are_404_model_not_found(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    c = openai_client(max_retries=0)
+    with pytest.raises(openai.NotFoundError) as shut_down:
+        await c.responses.create(model="o4-mini-deep-research", input="x", background=True)
+    with pytest.raises(
+        openai.NotFoundError, match=re.escape("`gpt-5.5-2026-01-01` does not exist")
+    ):
+        await c.chat.completions.create(model="gpt-5.5-2026-01-01", messages=USER)
+    with pytest.raises(openai.NotFoundError, match=re.escape("`llama3.1`")):
+        await c.embeddings.create(model="llama3.1", input="x")
+
+    assert shut_down.value.code == "model_not_found"
+    assert error_body(shut_down.value)["type"] == "invalid_request_error"
+    assert fake_openai.response_ids == [], "a refused create creates nothing"
+    fake_openai.add_model("llama3.1")
+    await c.embeddings.create(model="llama3.1", input="x")
+    snapshot = await c.chat.completions.create(model="gpt-5.5-2026-04-23", messages=USER)
+    assert snapshot.model == "gpt-5.5-2026-04-23"
+    assert fake_openai.errors == [], "refusals are API answers, not fake errors"
+
+
+async def test_a_shutdown_date_takes_effect_after_it_passes(openai_client: MakeClient) -> None:
+    async def answers(today: date, model: str) -> bool:
+        with FakeOpenAI(today=today) as fake:
+            async with openai.AsyncOpenAI(base_url=fake.base_url, api_key="t") as c:
+                try:
+                    await c.chat.completions.create(model=model, messages=USER)
+                except openai.NotFoundError:
+                    return False
+                return True
+
+    assert await answers(date(2026, 12, 10), "gpt-5")
+    assert not await answers(date(2026, 12, 11), "gpt-5")
+    assert await answers(date(2026, 12, 11), "gpt-4.1-mini")
+    assert DEFAULT_MODELS["gpt-4.1-mini"] == "2027-01-14"
+
+
+async def test_model_lookup_and_listing(fake_openai: FakeOpenAI, openai_client: MakeClient) -> None:
+    c = openai_client(max_retries=0)
+    near = await c.models.retrieve("gpt-5")
+    current = await c.models.retrieve("gpt-6-sol")
+    with pytest.raises(openai.NotFoundError) as gone:
+        await c.models.retrieve("o3-deep-research")  # shut down: the key cannot use it
+    listed = [m.id async for m in c.models.list()]
+
+    assert (near.shutdown_date, near.owned_by) == ("2026-12-11", "openai")
+    assert current.shutdown_date is None
+    assert gone.value.code == "model_not_found"
+    assert "gpt-6-sol" in listed
+    assert "gpt-5" in listed
+    assert "o3-deep-research" not in listed
+    assert fake_openai.count("/v1/models", "GET") == 4
+
+
+async def test_servers_without_a_models_api(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    # vLLM, llama.cpp: no GET /v1/models/{id}; some gateways have no list either.
+    fake_openai.retrieve_endpoint = False
+    fake_openai.add_model("llama3.1")
+    c = openai_client(max_retries=0)
+    with pytest.raises(openai.NotFoundError, match="no route") as no_route:
+        await c.models.retrieve("llama3.1")
+    assert no_route.value.code is None
+    assert "llama3.1" in [m.id async for m in c.models.list()]
+    fake_openai.list_endpoint = False
+    with pytest.raises(openai.NotFoundError):
+        await c.models.list()
+
+
+async def test_reasoning_models_refuse_temperature_unless_effort_none(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    c = openai_client(max_retries=0)
+
+    refused = ("unsupported_parameter", "temperature")
+
+    async def chat(model: str, **params: object) -> tuple[str | None, str | None] | None:
+        """The refusal's (code, param), or None when the call went through."""
+        try:
+            await c.chat.completions.create(model=model, messages=USER, **params)  # type: ignore[call-overload]
+        except openai.BadRequestError as exc:
+            assert "'temperature' is not supported with this model" in exc.message  # noqa: PT017
+            return exc.code, exc.param
+        return None
+
+    async def responses(model: str, **params: object) -> tuple[str | None, str | None] | None:
+        try:
+            await c.responses.create(model=model, input="x", **params)  # type: ignore[call-overload]
+        except openai.BadRequestError as exc:
+            return exc.code, exc.param
+        return None
+
+    assert await chat("gpt-6-sol", temperature=0.2) == refused
+    assert await chat("gpt-5", temperature=0.2, reasoning_effort="none") == refused  # 5.0
+    assert await chat("o3", temperature=1) == refused
+    assert await chat("gpt-6-sol", temperature=0.2, reasoning_effort="none") is None
+    assert await chat("gpt-5.4-mini", temperature=0.2, reasoning_effort="none") is None
+    assert await chat("gpt-4.1-mini", temperature=0.2) is None
+    assert await chat("gpt-6-sol", reasoning_effort="high") is None
+    assert await responses("gpt-5.5", temperature=0.2, reasoning={"effort": "high"}) == refused
+    assert await responses("gpt-6.1-terra", temperature=0.2, reasoning={"effort": "none"}) is None
+    fake_openai.add_model("openai/gpt-6-sol")  # a gateway's name: the same rules
+    assert await chat("openai/gpt-6-sol", temperature=0.2) == refused
+    assert fake_openai.response_ids != []
+    assert fake_openai.errors == []
+
+
+async def test_langchain_sends_temperature_to_gpt6_but_drops_it_for_gpt5(
+    fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
+) -> None:
+    # langchain-openai 1.7 knows gpt-5.x refuses temperature and drops it (unless effort
+    # is none); it does not know GPT-6, so a temperature reaches the API and is refused.
+    with pytest.raises(openai.BadRequestError, match="'temperature' is not supported"):
+        await chat_openai(model="gpt-6-sol", temperature=0.2, max_retries=0).ainvoke("hi")
+    await chat_openai(model="gpt-5.5", temperature=0.2).ainvoke("hi")
+    await chat_openai(model="gpt-6-sol", temperature=0.2, reasoning_effort="none").ainvoke("hi")
+    await chat_openai(model="gpt-6-sol").ainvoke("hi")
+    sent = [
+        (r.body.get("temperature"), r.body.get("reasoning_effort")) for r in fake_openai.requests
+    ]
+    assert sent == [(0.2, None), (None, None), (0.2, "none"), (None, None)]
+
+
+async def test_reasoning_summaries_need_a_verified_organisation(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    c = openai_client(max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        await c.responses.create(
+            model=RESEARCH,
+            input="refused",
+            background=True,
+            reasoning={"effort": "high", "summary": "auto"},
+        )
+    assert (refused.value.param, refused.value.code) == ("reasoning.summary", "unsupported_value")
+    assert "Your organization must be verified" in refused.value.message
+    assert (fake_openai.response_ids, fake_openai.research_inputs) == ([], {})
+
+    fake_openai.org_verified = True
+    resp = await c.responses.create(
+        model=RESEARCH, input="verified", reasoning={"effort": "high", "summary": "auto"}
+    )
+    assert resp.status == "completed"
+    assert fake_openai.errors == []
+
+
+# --- what real research replies look like -------------------------------------------------
+
+
+async def test_web_search_actions_and_billed_tool_usage(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    report = ResearchReport(
+        "Done.",
+        searches=("chroma scale", ("qdrant filter", "qdrant payload index")),
+        opens=("https://qdrant.tech/a",),
+        finds=(("https://qdrant.tech/a", "payload"),),
+    )
+    fake_openai.script_research([report, replace(report, tool_usage=False)])
+    c = openai_client()
+    done = await c.responses.create(model=RESEARCH, input="q")
+    bare = await c.responses.create(model=RESEARCH, input="q")
+
+    actions = [i.action for i in done.output if isinstance(i, ResponseFunctionWebSearch)]
+    assert [a.type for a in actions] == ["search", "search", "open_page", "find_in_page"]
+    first, second, opened, found = actions
+    assert isinstance(second, ActionSearch)
+    assert (second.query, second.queries) == (
+        "qdrant filter",
+        ["qdrant filter", "qdrant payload index"],
+    )
+    assert isinstance(first, ActionSearch)
+    assert first.sources == []
+    assert isinstance(opened, ActionOpenPage)
+    assert opened.url == "https://qdrant.tech/a"
+    assert isinstance(found, ActionFind)
+    assert (found.url, found.pattern) == ("https://qdrant.tech/a", "payload")
+    # Billed per query; opening a page or finding in it is free.
+    assert done.tool_usage is not None
+    assert done.tool_usage.web_search.num_requests == 3
+    assert bare.tool_usage is None
+
+
+async def test_inline_link_citations_cover_the_link(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    report = ResearchReport.from_claims(
+        [
+            ("Chroma scales to 10M vectors.", "https://docs.trychroma.com/scale", "Scale"),
+            ("Qdrant filters during search", "https://www.qdrant.tech/f", "Filtering"),
+            ("Chroma is embedded.", "https://docs.trychroma.com/scale", "Scale"),
+        ]
+    )
+    fake_openai.script_research([report])
+    done = await openai_client().responses.create(model=RESEARCH, input="q")
+
+    assert done.output_text.startswith(
+        "Chroma scales to 10M vectors ([trychroma.com](https://docs.trychroma.com/scale)). "
+        "Qdrant filters during search ([qdrant.tech](https://www.qdrant.tech/f))."
+    )
+    spans = cited_spans(done)
+    assert [text for _, text in spans] == [
+        "([trychroma.com](https://docs.trychroma.com/scale))",
+        "([qdrant.tech](https://www.qdrant.tech/f))",
+        "([trychroma.com](https://docs.trychroma.com/scale))",
+    ]
+    starts = [c.span(report.text)[0] for c in report.citations]
+    assert starts[0] < starts[1] < starts[2], "a repeated link keeps its own span"
+
+
+async def test_max_output_tokens_cuts_a_report_to_incomplete_with_usage(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    fake_openai.script_research([REPORT, REPORT])
+    c = openai_client()
+    capped = await c.responses.create(model=RESEARCH, input="q", max_output_tokens=300)
+    roomy = await c.responses.create(model=RESEARCH, input="q", max_output_tokens=400)
+
+    assert capped.status == "incomplete"
+    assert capped.incomplete_details is not None
+    assert capped.incomplete_details.reason == "max_output_tokens"
+    assert capped.usage is not None
+    assert capped.usage.output_tokens == 300
+    assert roomy.status == "completed"
+
+
+async def test_usage_on_failed_and_cancelled_responses(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    fake_openai.hold_responses = True
+    fake_openai.script_research(
+        [
+            replace(REPORT, status="failed"),
+            REPORT,
+            replace(REPORT, usage_on_cancel=False),
+        ]
+    )
+    c = openai_client()
+    failing, cancelled, bare = [await create_research(c, f"q{i}") for i in range(3)]
+    fake_openai.complete(failing)
+    failed = await c.responses.retrieve(failing)
+    half = await c.responses.cancel(cancelled)
+    nothing = await c.responses.cancel(bare)
+
+    assert failed.usage is not None
+    assert failed.usage.total_tokens == 1400
+    assert half.usage is not None
+    assert (half.usage.input_tokens, half.usage.output_tokens) == (1000, 200)
+    assert half.tool_usage is not None
+    assert half.tool_usage.web_search.num_requests == 1  # 3 searches, half done
+    assert nothing.usage is None
+
+
+async def test_create_reply_times_are_recorded(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    before = time.time()
+    rid = await create_research(openai_client())
+    # Stamped once the reply is flushed, so possibly just after the client has read it.
+    await asyncio.to_thread(fake_openai.wait_for, lambda: rid in fake_openai.create_replied_at)
+    assert before <= fake_openai.create_replied_at[rid] <= time.time()
+
+
+# --- quota, auth and length ---------------------------------------------------------------
+
+
+async def test_rate_limit_without_retry_after(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    fake_openai.inject(Fault("rate_limit", "/v1/chat", retry_after=0))
+    with pytest.raises(openai.RateLimitError) as info:
+        await openai_client(max_retries=0).chat.completions.create(model=CHAT, messages=USER)
+    assert "retry-after" not in info.value.response.headers
+    assert info.value.code == "rate_limit_exceeded"
+
+
+async def test_insufficient_quota_is_a_429_the_sdk_still_retries(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    # The SDK retries every 429 (no retry-after: ~0.5 s backoff, doubling), out of quota
+    # included: only the caller can tell it apart, by `code == "insufficient_quota"`.
+    fake_openai.inject(Fault("insufficient_quota", "/v1/responses", times=2))
+    with pytest.raises(openai.RateLimitError) as info:
+        await openai_client(max_retries=1).responses.create(model=RESEARCH, input="x")
+    assert (info.value.code, info.value.type) == ("insufficient_quota", "insufficient_quota")
+    assert "retry-after" not in info.value.response.headers
+    assert error_body(info.value)["message"] == (
+        "You exceeded your current quota, please check your plan and billing details."
+    )
+    assert fake_openai.count("/v1/responses", "POST") == 2, "one try, one SDK retry"
+    assert fake_openai.response_ids == []
+
+
+async def test_unauthorized(fake_openai: FakeOpenAI, openai_client: MakeClient) -> None:
+    fake_openai.inject(Fault("unauthorized", "/v1/models"))
+    with pytest.raises(openai.AuthenticationError) as info:
+        await openai_client().models.retrieve(CHAT)
+    assert info.value.code == "invalid_api_key"
+    assert fake_openai.count("/v1/models") == 1, "the SDK does not retry a 401"
+
+
+async def test_a_structured_output_cut_off_by_length_raises_with_its_usage(
+    fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
+) -> None:
+    cut = ChatReply('{"steps": ["sea', completion_tokens=50, finish_reason="length")
+    fake_openai.script("Plan", [cut])
+    llm = chat_openai(max_tokens=50).with_structured_output(
+        Plan, method="json_schema", include_raw=True
+    )
+    with pytest.raises(openai.LengthFinishReasonError) as info:
+        await llm.ainvoke("plan it")
+    usage = info.value.completion.usage
+    assert usage is not None
+    assert usage.completion_tokens == 50

@@ -4,27 +4,63 @@ from __future__ import annotations
 
 import asyncio
 
-from deep_research.guard import BudgetGuard
+import pytest
+
+from deep_research.budget import Price, PriceBook
+from deep_research.guard import BudgetGuard, call_cost_estimate
 from deep_research.models import Limits, ResearchNode, SessionState, Usage
 from deep_research.orchestrator import RunConfig
 from deep_research.ports import BranchResult, BranchTask, Meter, RemoteJobHook
 from tests.fakes import FakeJudge, FakePlanner, Rig, new_state, plan, task, verdict
 
 
-def guard(max_cost: float = 5.0, **limits: float) -> BudgetGuard:
+def guard(max_cost: float = 5.0, prices: PriceBook | None = None, **limits: float) -> BudgetGuard:
     state = SessionState(
         session_id="a" * 12, question="q?", limits=Limits(max_cost_usd=max_cost, **limits)
     )
     state.nodes["n1"] = ResearchNode(id="n1", question="q?")
-    return BudgetGuard(state, state.limits)
+    return BudgetGuard(state, state.limits, prices=prices)
 
 
 def test_usage_is_priced_and_lands_on_the_node() -> None:
     g = guard()
-    g.meter("n1").record("branch", "gpt-4.1-mini", Usage(input_tokens=1_000_000))
+    g.meter("n1").record("branch", "gpt-6-sol", Usage(input_tokens=200_000))
     assert round(g.spent_usd, 6) == 0.4
     assert g.state.nodes["n1"].cost_usd == g.spent_usd
     assert g.state.ledger[0].node_id == "n1"
+    assert not g.state.ledger[0].usage_unknown
+
+
+def test_a_current_web_model_is_not_free() -> None:
+    g = guard()
+    usage = Usage(input_tokens=100_000, output_tokens=10_000, web_search_calls=4)
+    g.meter("n1").record("deep_research", "gpt-5.5", usage)
+    # 100k * $5 + 10k * $30 (per 1M) + 4 searches at $10 per 1,000
+    assert g.state.ledger[0].cost_usd == pytest.approx(0.5 + 0.3 + 0.04)
+    assert g.spent_usd == pytest.approx(0.84)
+
+
+def test_recording_uses_the_guards_price_book() -> None:
+    g = guard(prices=PriceBook({"my-model": Price(10.0, 1.0, 20.0), "gpt-5.5": Price(1, 1, 1)}))
+    g.meter("n1").record("branch", "my-model", Usage(input_tokens=100_000, output_tokens=50_000))
+    g.meter("n1").record("deep_research", "openai/gpt-5.5", Usage(input_tokens=1_000_000))
+    assert [e.cost_usd for e in g.state.ledger] == pytest.approx([2.0, 1.0])
+    assert g.state.nodes["n1"].cost_usd == pytest.approx(3.0)
+
+
+def test_a_job_without_reported_usage_is_marked_on_the_ledger() -> None:
+    g = guard()
+    g.meter("n1").record("deep_research", "gpt-5.5", Usage(), usage_unknown=True)
+    g.record("deep_research", "gpt-5.5", Usage(), node_id=None, usage_unknown=True)
+    assert [e.usage_unknown for e in g.state.ledger] == [True, True]
+    assert g.spent_usd == 0.0
+
+
+def test_call_cost_estimate_prices_with_the_given_book() -> None:
+    assert call_cost_estimate("gpt-6-sol", 10_000, 16_000) == pytest.approx(0.02 + 0.16)
+    book = PriceBook({"gpt-6-sol": Price(1.0, 0.1, 1.0)})
+    assert call_cost_estimate("gpt-6-sol", 10_000, 16_000, book) == pytest.approx(0.026)
+    assert call_cost_estimate("llama3.1:8b", 10_000, 16_000) == 0.0
 
 
 async def test_a_reservation_that_cannot_fit_with_nothing_in_flight_is_refused() -> None:
@@ -38,7 +74,7 @@ async def test_a_reservation_waits_for_work_in_flight_then_fits() -> None:
     third = asyncio.ensure_future(g.reserve(2.0))
     await asyncio.sleep(0)  # a yield: let it find the budget held and start waiting
     assert not third.done()
-    g.meter().record("deep_research", "o4-mini-deep-research", Usage(input_tokens=100_000))
+    g.meter().record("deep_research", "gpt-6-sol", Usage(input_tokens=100_000))
     g.release(2.0)  # the first job finished, costing $0.20 of its $2 worst case
     assert await third
 
@@ -48,7 +84,7 @@ async def test_a_waiting_reservation_is_refused_once_the_spend_leaves_no_room() 
     assert await g.reserve(2.0)
     second = asyncio.ensure_future(g.reserve(2.0))
     await asyncio.sleep(0)  # a yield, as above
-    g.meter().record("deep_research", "o4-mini-deep-research", Usage(input_tokens=1_000_000))
+    g.meter().record("deep_research", "gpt-6-sol", Usage(output_tokens=200_000))
     g.release(2.0)  # that job cost $2: $1 left, the second cannot fit
     assert not await second
 
@@ -57,7 +93,7 @@ def test_reservations_alone_never_stop_the_run() -> None:
     g = guard(max_cost=4.0)
     g._reserved_usd = 4.0  # all of it held by work in flight
     assert g.stop_reason() is None
-    g.meter().record("branch", "gpt-4.1", Usage(output_tokens=500_000))  # $4
+    g.meter().record("branch", "gpt-6-sol", Usage(output_tokens=400_000))  # $4
     assert g.stop_reason() == "cost_limit"
 
 
@@ -76,7 +112,7 @@ class ReservingExecutor:
         self.peak = max(self.peak, self.in_flight)
         try:
             await asyncio.sleep(0)  # a yield: let the other branches interleave
-            meter.record("deep_research", "o4-mini-deep-research", Usage(input_tokens=10_000))
+            meter.record("deep_research", "gpt-5.5", Usage(input_tokens=10_000))
         finally:
             self.in_flight -= 1
             meter.release(2.0)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 
 import pytest
 
-from deep_research.errors import BudgetExhausted, StructuredOutputError
+from deep_research.errors import BudgetExhausted, JobCancelled, StructuredOutputError
+from deep_research.models import SessionState, Usage
 from deep_research.orchestrator import RunConfig
+from deep_research.ports import CancelOutcome, JobEvent
 from deep_research.report import build_report
 from tests.fakes import (
     FakeExecutor,
@@ -211,6 +214,7 @@ async def test_remote_job_ids_are_saved_before_the_branch_waits() -> None:
     state = new_state()
     await rig.orchestrator(state).run()
     assert seen_saved == ["resp_42"]
+    assert rig.saver.saved_now == 1, "a paid job's id is written at once, not queued"
     assert state.nodes["a"].remote_jobs == {}
 
 
@@ -287,3 +291,84 @@ async def test_resuming_a_finished_session_changes_nothing() -> None:
     assert rig.executor.ran() == ["a"]
     assert orch.final_text is not None, "the judged draft is reused, not re-synthesized"
     assert len(rig.synthesizer.requests) == 1
+
+
+@dataclass
+class FakeJobControl:
+    """Cancels by id; records which nodes were still running when asked."""
+
+    outcome: CancelOutcome
+    state: SessionState | None = None
+    calls: list[tuple[str, list[str]]] = field(default_factory=list)
+
+    async def cancel(self, job_id: str) -> CancelOutcome:
+        assert self.state is not None
+        running = [n.id for n in self.state.nodes.values() if n.status == "running"]
+        self.calls.append((job_id, running))
+        return self.outcome
+
+
+class HangingRemoteExecutor(FakeExecutor):
+    """Starts a remote job and waits on it forever (until cancelled)."""
+
+    async def run(self, task, meter, on_remote_job):  # type: ignore[no-untyped-def]
+        await on_remote_job("deep_research", f"resp_{task.node_id}")
+        if task.on_event is not None:
+            task.on_event(JobEvent(task.node_id, f"resp_{task.node_id}", "m", "queued", 0, 0.0))
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize(
+    ("outcome", "kept"),
+    [
+        (CancelOutcome("cancelled", Usage(input_tokens=500, output_tokens=100)), False),
+        (CancelOutcome("cancelled"), False),
+        (CancelOutcome("unreachable", detail="HTTP 503"), True),
+        (CancelOutcome("already_finished"), True),
+    ],
+)
+async def test_a_time_limit_cancels_remote_jobs_after_the_branches_unwound(
+    outcome: CancelOutcome, kept: bool
+) -> None:
+    jobs = FakeJobControl(outcome)
+    rig = Rig(
+        planner=FakePlanner([plan(task("a"), task("b"))]),
+        executor=HangingRemoteExecutor(),
+        judge=FakeJudge([]),
+        jobs=jobs,
+    )
+    state = new_state(max_runtime_seconds=0.2)
+    state.run_spec.web_model = "gpt-5.5"
+    jobs.state = state
+    events: list[object] = []
+    orch = rig.orchestrator(state)
+    orch._on_event = events.append
+    await orch.run()
+
+    assert state.stop_reason == "time_limit"
+    assert sorted(jobs.calls) == [("resp_a", []), ("resp_b", [])], "no branch still running"
+    for node in state.nodes.values():
+        assert node.status == "pending"
+        assert bool(node.remote_jobs) is kept
+    cancelled = [e for e in state.ledger if e.role == "deep_research"]
+    assert len(cancelled) == (0 if kept else 2)
+    assert all(e.model == "gpt-5.5" for e in cancelled)
+    assert all(e.usage_unknown is (outcome.usage is None) for e in cancelled)
+    assert any(isinstance(e, JobEvent) and e.status == "queued" for e in events)
+
+
+async def test_a_cancelled_job_cancels_its_node_and_blocks_dependents() -> None:
+    rig = Rig(
+        planner=FakePlanner([plan(task("a"), task("b", "a"), task("c"))]),
+        executor=FakeExecutor(raise_for={"a": JobCancelled("cancelled by the user")}),
+        judge=FakeJudge([verdict(True)]),
+    )
+    state = new_state()
+    await rig.orchestrator(state).run()
+    assert {n.id: n.status for n in state.nodes.values()} == {
+        "a": "cancelled",
+        "b": "blocked",
+        "c": "done",
+    }
+    assert "- **Cancelled:** What about a? — cancelled by the user" in build_report(state, None)

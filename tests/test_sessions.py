@@ -18,7 +18,7 @@ from deep_research.budget import make_entry
 from deep_research.config import load_settings
 from deep_research.errors import SessionError, SessionLocked
 from deep_research.models import Citation, ResearchNode, SessionState, Usage
-from deep_research.sessions import Checkpointer, SessionStore, new_session_id
+from deep_research.sessions import SCHEMA_VERSION, Checkpointer, SessionStore, new_session_id
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -506,3 +506,26 @@ def test_list_reports_a_running_session_without_a_live_process_as_interrupted(
     with store.lock(state.session_id):
         assert store.list()[0].status == "running"
     assert store.list()[0].status == "interrupted"
+
+
+def test_a_schema_1_session_loads_and_saves_as_the_current_version(store: SessionStore) -> None:
+    """A session written before RunSpec and the ``cancelled`` status (schema 1)."""
+    state = store.create("q")
+    state.nodes["a"] = ResearchNode(id="a", question="q?", status="done", notes="n [S1]")
+    store.save(state)
+    file = store.path(state.session_id) / "state.json"
+    v1 = json.loads(file.read_text())
+    v1["schema_version"] = 1
+    for key in ("run_spec",):
+        v1.pop(key)
+    for node in v1["nodes"].values():
+        node.pop("researched_by", None)
+    file.write_text(json.dumps(v1))
+
+    loaded = store.load(state.session_id)
+    assert loaded.schema_version == SCHEMA_VERSION
+    assert loaded.run_spec.web_model == "", "resume falls back to today's settings"
+    assert loaded.nodes["a"].status == "done"
+    assert loaded.nodes["a"].notes == "n [S1]"
+    store.save(loaded)
+    assert json.loads(file.read_text())["schema_version"] == SCHEMA_VERSION

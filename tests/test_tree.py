@@ -161,3 +161,18 @@ def _acyclic(tree: ResearchTree) -> bool:
         return ok
 
     return all(visit(n) for n in nodes)
+
+
+def test_a_cancelled_node_blocks_its_dependents_and_retry_requeues_them() -> None:
+    tree = tree_with(task("a"), task("b", "a"), task("c"))
+    node = tree.nodes["a"]
+    node.remote_jobs["deep_research"] = "resp_1"
+    assert tree.cancel(node, "cancelled by the user") == ["b"]
+    assert (node.status, node.remote_jobs) == ("cancelled", {})
+    assert tree.counts()["cancelled"] == 1
+    assert [n.id for n in tree.ready()] == ["c"], "resume leaves a cancelled node alone"
+
+    assert tree.retry_cancelled() == ["a"]
+    assert tree.nodes["a"].status == tree.nodes["b"].status == "pending"
+    assert tree.nodes["a"].error is None
+    assert [n.id for n in tree.ready()] == ["a", "c"]

@@ -1,42 +1,62 @@
-"""The ``web`` branch: OpenAI Deep Research through the Responses API, in the background.
+"""The ``web`` branch: an OpenAI research job — a reasoning model with the ``web_search``
+tool — run in the background on the Responses API and polled to the end.
 
-Invariants:
-- The response id is handed to ``on_remote_job`` the moment it exists, before any wait,
-  so an interrupted session knows which remote job it owns.
-- A job is never resubmitted while an id for it exists: a resumed task re-attaches by
-  polling; only a job the provider lost (404) or cancelled is submitted anew.
-- Every wait is bounded: the whole remote run by ``max_wait_seconds`` (then the job is
-  cancelled), each poll by the SDK's request timeout, the cancel request by a few seconds.
-- The worst-case cost is reserved before dispatch and released afterwards, whatever happens.
-- A finished job is cleared (``on_remote_job(name, None)``) only after its result is
-  extracted and cached; an abandoned one (timeout, Ctrl-C, lost contact) is cancelled first.
+Invariants (money first):
+- The job id reaches the session on disk the moment the create reply arrives (the hook
+  saves synchronously), before the SDK parses the reply and before any wait; a create that
+  is already on the wire when the run is interrupted is let finish so its id is saved.
+- A job is never submitted twice in one run (see ``openai_jobs``), and a resumed task
+  re-attaches to its saved id; only a job the provider lost (404) is submitted anew.
+- Ctrl-C and the run's time limit never cancel here: the ids stay in the session (the
+  orchestrator cancels them after a time limit; ``resume`` re-attaches after Ctrl-C).
+  Only this branch's own maximum wait cancels its job, and an id is forgotten only once
+  the provider confirmed a terminal status or the cancel.
+- Every wait is bounded: the whole job by ``max_wait_seconds``, each request by the SDK's
+  timeout, a cancel by a few seconds. Polls back off up to ``max_backoff_seconds``.
+- The worst-case cost is reserved before dispatch and released afterwards, whatever happens;
+  the job's real usage is recorded from its final reply (unknown usage is flagged, not $0).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
+import time
+from collections.abc import Callable
 from importlib.resources import files
-from typing import Any, Protocol
+from typing import Protocol
 
 import openai
 from openai.types.responses import Response
 from pydantic import BaseModel, ValidationError
 
+from deep_research.branches.openai_jobs import (
+    PENDING,
+    JobGone,
+    JobSpec,
+    ResponsesJobs,
+    SummaryRefused,
+    Transient,
+)
 from deep_research.branches.web_output import confidence, extract_report, usage_of
-from deep_research.budget import deep_research_worst_case
-from deep_research.errors import BranchError, BudgetExhausted, ProviderError
+from deep_research.budget import PriceBook, web_job_worst_case
+from deep_research.errors import BranchError, BudgetExhausted, JobCancelled
 from deep_research.models import Citation, Usage
-from deep_research.ports import BranchResult, BranchTask, Finding, Meter, RemoteJobHook
+from deep_research.ports import (
+    BranchResult,
+    BranchTask,
+    Finding,
+    JobEvent,
+    Meter,
+    RemoteJobHook,
+)
 
 JOB_NAME = "deep_research"
-CACHE_TOOL = "openai_deep_research"
+CACHE_TOOL = "openai_web_research"
 MAX_DEPENDENCY_CHARS = 10_000
 """Room for all dependencies' findings together, split evenly: the prompt never grows
 with the number of nodes."""
 MAX_QUESTION_CHARS = 2_000
-CANCEL_TIMEOUT_SECONDS = 5.0
-_PENDING = ("queued", "in_progress")
 
 
 class ReportCompressor(Protocol):
@@ -54,7 +74,7 @@ class ReportCache(Protocol):
 
 
 class DeepResearchReport(BaseModel):
-    """The raw result of one run, as cached: report text with ``[n]`` markers inserted."""
+    """The raw result of one job, as cached: report text with ``[n]`` markers inserted."""
 
     text: str
     citations: list[Citation]
@@ -66,186 +86,247 @@ class DeepResearchExecutor:
         self,
         client: openai.AsyncOpenAI,
         *,
-        model: str,
-        max_tool_calls: int,
+        spec: JobSpec,
         max_wait_seconds: float,
         poll_seconds: float,
         compressor: ReportCompressor,
         cache: ReportCache | None,
+        prices: PriceBook | None = None,
         max_backoff_seconds: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._client = client
-        self._model = model
-        self._max_tool_calls = max_tool_calls
+        self._jobs = ResponsesJobs(client, retry_base_seconds=min(poll_seconds, 0.5))
+        self.spec = spec
+        self._prices = prices or PriceBook()
         self._max_wait = max_wait_seconds
         self._poll = poll_seconds
         self._max_backoff = max_backoff_seconds
         self._compressor = compressor
         self._cache = cache
+        self._clock = clock
+        self._summary_refused = False  # once refused, not asked again in this run
+
+    def worst_case_usd(self) -> float:
+        return web_job_worst_case(
+            self._prices,
+            self.spec.model,
+            max_tool_calls=self.spec.max_tool_calls,
+            max_output_tokens=self.spec.max_output_tokens,
+        )
 
     async def run(
         self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
     ) -> BranchResult:
         developer = load_instructions()
         user = build_user_message(task)
-        key = f"max_tool_calls={self._max_tool_calls}\n{developer}\n\n{user}"
+        key = f"{self.spec.cache_key()}\n{developer}\n\n{user}"
         report = await self._cached(key, meter)
         if report is None:
-            worst = deep_research_worst_case(self._model, self._max_tool_calls)
+            worst = self.worst_case_usd()
             if not await meter.reserve(worst):
                 raise BudgetExhausted(
-                    f"deep research needs up to ${worst:.2f}; ${meter.remaining_usd():.2f} left"
+                    f"a web research job needs up to ${worst:.2f}; "
+                    f"${meter.remaining_usd():.2f} left"
                 )
             try:
-                response = await self._remote(task, developer, user, on_remote_job)
-                report = await self._finish(response, meter, on_remote_job)
+                response = await _Job(self, task, on_remote_job).run(developer, user, meter)
+                try:
+                    report = self._finish(response, meter)
+                except BranchError:
+                    await on_remote_job(JOB_NAME, None)  # a terminal status: nothing to re-read
+                    raise
             finally:
                 meter.release(worst)
             if self._cache is not None:
-                await self._cache.set(CACHE_TOOL, self._model, key, report.model_dump_json())
-            await on_remote_job(JOB_NAME, None)
+                await self._cache.set(CACHE_TOOL, self.spec.model, key, report.model_dump_json())
+            await on_remote_job(JOB_NAME, None)  # terminal and its result kept: forget the id
         notes = await self._compressor.compress(task.question, report.text, meter)
         return BranchResult(
-            notes=notes, citations=tuple(report.citations), confidence=confidence(report.citations)
+            notes=notes,
+            citations=tuple(report.citations),
+            confidence=confidence(report.citations),
+            researched_by=self.spec.describe(),
         )
 
     async def _cached(self, key: str, meter: Meter) -> DeepResearchReport | None:
         if self._cache is None:
             return None
-        raw = await self._cache.get(CACHE_TOOL, self._model, key)
+        raw = await self._cache.get(CACHE_TOOL, self.spec.model, key)
         if raw is None:
             return None
         try:
             report = DeepResearchReport.model_validate_json(raw)
         except ValidationError:
             return None  # an entry from an older format: redo the work
-        meter.record("deep_research", self._model, report.usage, cached=True)
+        meter.record("deep_research", self.spec.model, report.usage, cached=True)
         return report
 
-    async def _remote(
-        self, task: BranchTask, developer: str, user: str, on_remote_job: RemoteJobHook
-    ) -> Response:
-        """Re-attach or submit, then poll to a terminal status; cancel the job if abandoned."""
-        job_id = task.remote_jobs.get(JOB_NAME)
+    def _finish(self, response: Response, meter: Meter) -> DeepResearchReport:
+        """Record what the job cost, then extract the report or explain the failure."""
+        usage = usage_of(response)
+        meter.record(
+            "deep_research",
+            self.spec.model,
+            usage,
+            usage_unknown=getattr(response, "usage", None) is None,
+        )
+        status = response.status
+        if status == "completed":
+            text, citations = extract_report(response)
+            return DeepResearchReport(text=text, citations=citations, usage=usage)
+        if status == "failed":
+            error = getattr(response.error, "message", None) or "no reason given"
+            raise BranchError(f"the research job failed: {error}")
+        if status == "incomplete":
+            reason = getattr(response.incomplete_details, "reason", None) or "no reason given"
+            if reason == "max_output_tokens":
+                reason = (
+                    f"it reached max_output_tokens={self.spec.max_output_tokens} "
+                    "(raise DEEP_RESEARCH_WEB_MAX_OUTPUT_TOKENS)"
+                )
+            raise BranchError(f"the research job stopped incomplete: {reason}")
+        if status == "cancelled":
+            raise JobCancelled(
+                "the research job was cancelled (deep-research sessions cancel, or at the "
+                "provider); `resume --retry-cancelled` researches it again"
+            )
+        raise BranchError(f"the research job ended with unexpected status {status!r}")
+
+
+class _Job:
+    """One node's remote job: submit or re-attach, then poll to a terminal status."""
+
+    def __init__(
+        self, executor: DeepResearchExecutor, task: BranchTask, on_remote_job: RemoteJobHook
+    ) -> None:
+        self._ex = executor
+        self._jobs = executor._jobs
+        self._task = task
+        self._save = on_remote_job
+        self._started = executor._clock()
+        self._status = "queued"  # as last seen at the provider
+        self.job_id: str | None = task.remote_jobs.get(JOB_NAME)
+
+    async def run(self, developer: str, user: str, meter: Meter) -> Response:
+        ex = self._ex
         try:
-            async with asyncio.timeout(self._max_wait):
-                response = await self._reattach(job_id) if job_id else None
+            async with asyncio.timeout(ex._max_wait):
+                response = await self._reattach() if self.job_id else None
                 if response is None:
-                    job_id = None
-                    response = await self._call(
-                        self._client.responses.create(
-                            model=self._model,
-                            input=[
-                                {"role": "developer", "content": developer},
-                                {"role": "user", "content": user},
-                            ],
-                            background=True,
-                            store=True,
-                            tools=[{"type": "web_search_preview"}],
-                            max_tool_calls=self._max_tool_calls,
-                            reasoning={"summary": "auto"},
-                        )
-                    )
-                    job_id = response.id
-                    await on_remote_job(JOB_NAME, job_id)
-                delay = self._poll
-                while response.status in _PENDING:
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 1.5, self._max_backoff)
-                    try:
-                        response = await self._call(self._client.responses.retrieve(response.id))
-                    except _Transient:
-                        # The job runs on (and is paid for) whatever our connection does:
-                        # keep polling until the maximum wait rather than abandon it.
-                        continue
-                return response
-        except BaseException as exc:  # timeout, Ctrl-C, lost contact: don't leave it running
-            if job_id is not None:
-                await self._abandon(job_id, on_remote_job)
-            if isinstance(exc, TimeoutError):
-                raise BranchError(
-                    f"deep research did not finish within {self._max_wait:g} s"
-                ) from None
+                    response = await self._submit(developer, user)
+                return await self._poll(response)
+        except TimeoutError:
+            kept = await self._give_up(meter)
+            raise BranchError(
+                f"the research job did not finish within {ex._max_wait:g} s "
+                "(DEEP_RESEARCH_WEB_MAX_WAIT_SECONDS); "
+                + ("it was cancelled" if not kept else "its cancel failed; resume re-attaches")
+            ) from None
+
+    def _emit(self, status: str | None, polls: int, note: str = "") -> None:
+        """Tell the live view; ``status`` None: unchanged (a read failed, see ``note``)."""
+        self._status = status or self._status
+        if self._task.on_event is not None and self.job_id is not None:
+            self._task.on_event(
+                JobEvent(
+                    node_id=self._task.node_id,
+                    job_id=self.job_id,
+                    model=self._ex.spec.describe(),
+                    status=self._status,
+                    polls=polls,
+                    elapsed_seconds=self._ex._clock() - self._started,
+                    note=note,
+                )
+            )
+
+    async def _backoff(self, delay: float) -> float:
+        await asyncio.sleep(delay)
+        return min(delay * 1.5, self._ex._max_backoff)
+
+    async def _reattach(self) -> Response | None:
+        """The saved job, or None if the provider lost it (then it is submitted anew)."""
+        assert self.job_id is not None
+        delay = self._ex._poll
+        while True:
+            try:
+                return await self._jobs.retrieve(self.job_id)
+            except Transient as exc:
+                self._emit(None, 0, str(exc))
+                delay = await self._backoff(delay)
+            except JobGone:
+                await self._save(JOB_NAME, None)
+                self.job_id = None
+                return None
+
+    async def _submit(self, developer: str, user: str) -> Response:
+        ex, task = self._ex, self._task
+        where = f"session {task.session_id or '?'}, node {task.node_id}"
+        body = ex.spec.body(developer, user, with_summary=not ex._summary_refused)
+        create = asyncio.ensure_future(self._create_and_save(body, where))
+        try:
+            return await asyncio.shield(create)
+        except asyncio.CancelledError:
+            # Interrupted while the create is on the wire: the job may already exist. Let
+            # the request finish (bounded by the SDK's timeout) so its id is saved.
+            with contextlib.suppress(Exception):
+                await asyncio.wait([create])
             raise
 
-    async def _reattach(self, job_id: str) -> Response | None:
-        """The stored job, or None if the provider lost or cancelled it (submit anew)."""
+    async def _create_and_save(self, body: dict[str, object], where: str) -> Response:
+        refused = False
         try:
-            response = await self._call(self._client.responses.retrieve(job_id))
-        except _JobGone:
-            return None
-        return None if response.status == "cancelled" else response
+            created = await self._jobs.create(body, where=where)
+        except SummaryRefused:
+            refused = self._ex._summary_refused = True
+            reasoning = dict(body.get("reasoning") or {})  # type: ignore[call-overload]
+            reasoning.pop("summary", None)
+            body = {**body, "reasoning": reasoning}
+            created = await self._jobs.create(body, where=where)  # a refusal created nothing
+        self.job_id = created.job_id
+        await self._save(JOB_NAME, created.job_id)  # on disk when this returns
+        if refused:
+            self._emit(
+                "queued",
+                0,
+                "reasoning summaries were refused (organisation not verified): "
+                "submitted without them",
+            )
+        return created.parse()
 
-    async def _call(self, request: Any) -> Response:
-        try:
-            response = await request
-        except openai.APIError as exc:
-            raise _branch_error(exc) from None
-        except json.JSONDecodeError:  # the SDK does not wrap an unparsable 200 body
-            raise BranchError("deep research: the provider sent an unreadable response") from None
-        if not isinstance(response, Response) or not isinstance(getattr(response, "id", 0), str):
-            raise BranchError("deep research: the provider sent a malformed response")
-        if not response.id:
-            raise BranchError("deep research: the provider sent a response without an id")
+    async def _poll(self, response: Response) -> Response:
+        assert self.job_id is not None
+        delay, polls = self._ex._poll, 0
+        while response.status in PENDING:
+            self._emit(str(response.status), polls)
+            delay = await self._backoff(delay)
+            try:
+                response = await self._jobs.retrieve(self.job_id)
+                polls += 1
+            except Transient as exc:
+                # The job runs on (and is paid for) whatever our connection does: keep
+                # polling until the maximum wait rather than abandon it.
+                self._emit(None, polls, str(exc))
+            except JobGone:
+                await self._save(JOB_NAME, None)
+                raise
+        self._emit(str(response.status), polls)
         return response
 
-    async def _abandon(self, job_id: str, on_remote_job: RemoteJobHook) -> None:
-        try:
-            async with asyncio.timeout(CANCEL_TIMEOUT_SECONDS):
-                # Shielded so a second cancellation (another Ctrl-C) cannot drop the request.
-                await asyncio.shield(self._client.responses.cancel(job_id))
-        except (openai.APIError, json.JSONDecodeError, TimeoutError):
-            pass  # best effort: the job may have ended already; it is abandoned either way
-        await on_remote_job(JOB_NAME, None)
-
-    async def _finish(
-        self, response: Response, meter: Meter, on_remote_job: RemoteJobHook
-    ) -> DeepResearchReport:
-        """Record what the run cost, then extract the report or explain the failure."""
-        usage = usage_of(response)
-        meter.record("deep_research", self._model, usage)
-        try:
-            return _report(response, usage)
-        except BranchError:
-            await on_remote_job(JOB_NAME, None)  # the job has ended: nothing to re-attach to
-            raise
-
-
-def _report(response: Response, usage: Usage) -> DeepResearchReport:
-    if response.status == "completed":
-        text, citations = extract_report(response)
-        return DeepResearchReport(text=text, citations=citations, usage=usage)
-    if response.status == "failed":
-        error = getattr(response.error, "message", None) or "no reason given"
-        raise BranchError(f"deep research failed: {error}")
-    if response.status == "incomplete":
-        reason = getattr(response.incomplete_details, "reason", None) or "no reason given"
-        raise BranchError(f"deep research stopped incomplete: {reason}")
-    if response.status == "cancelled":
-        raise BranchError("deep research was cancelled by the provider")
-    raise BranchError(f"deep research ended with unexpected status {response.status!r}")
-
-
-class _JobGone(BranchError):
-    """The provider no longer knows the response id (HTTP 404)."""
-
-
-class _Transient(BranchError):
-    """A request that failed for a passing reason (connection, timeout, 429, 5xx)."""
-
-
-def _branch_error(exc: openai.APIError) -> Exception:
-    if isinstance(exc, openai.NotFoundError):
-        return _JobGone(f"deep research job not found: {exc.message[:300]}")
-    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-        return ProviderError(f"OpenAI refused the credentials: {exc.message[:300]}")
-    status = getattr(exc, "status_code", None)
-    where = f"HTTP {status}" if status else type(exc).__name__
-    transient = isinstance(exc, openai.APIConnectionError | openai.RateLimitError) or (
-        isinstance(status, int) and status >= 500
-    )
-    kind = _Transient if transient else BranchError
-    return kind(f"deep research request failed ({where}): {exc.message[:300]}")
+    async def _give_up(self, meter: Meter) -> bool:
+        """Cancel at the maximum wait; True when the id had to be kept (cancel unconfirmed)."""
+        if self.job_id is None:
+            return False
+        outcome = await self._jobs.cancel(self.job_id)
+        if outcome.status == "unreachable":
+            return True
+        meter.record(
+            "deep_research",
+            self._ex.spec.model,
+            outcome.usage or Usage(),
+            usage_unknown=outcome.usage is None,
+        )
+        await self._save(JOB_NAME, None)
+        return False
 
 
 def load_instructions() -> str:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
+from openai.types import CompletionUsage
 from pydantic import BaseModel, ValidationError
 
 from deep_research.errors import ProviderError, StructuredOutputError
@@ -26,6 +27,10 @@ from deep_research.ports import Meter
 
 T = TypeVar("T", bound=BaseModel)
 _SEPARATOR = "=== user ==="
+MAX_CAP_TOKENS = 128_000
+CUT_OFF_NOTE = (
+    "\n\n_[This reply was cut off at the token cap: raise DEEP_RESEARCH_MAX_TOKENS_PER_CALL.]_"
+)
 
 
 @dataclass(frozen=True)
@@ -66,19 +71,41 @@ class ChatModel:
         except json.JSONDecodeError as exc:
             raise ProviderError(f"{self.model}: the provider sent malformed JSON ({exc})") from exc
         meter.record(self.role, self.model, usage_of(reply))
-        content = reply.text if isinstance(reply, AIMessage) else str(reply.content)
+        content: str = str(reply.text) if isinstance(reply, AIMessage) else str(reply.content)
         if not content.strip():
             raise ProviderError(f"{self.model} returned an empty reply")
+        if reply.response_metadata.get("finish_reason") == "length":
+            content += CUT_OFF_NOTE  # flagged where a reader will see it: in the report
         return content
 
     async def structured(self, schema: type[T], messages: list[BaseMessage], meter: Meter) -> T:
-        runnable = self.chat.with_structured_output(
+        chat = self.chat
+        runnable = chat.with_structured_output(
             schema, method="json_schema", strict=True, include_raw=True
         )
         problem = "no reply"
-        for _attempt in range(self.structured_retries + 1):
+        enlarged = False
+        attempts = 0
+        while attempts <= self.structured_retries:
+            attempts += 1
             try:
                 out: Any = await runnable.ainvoke(messages)
+            except openai.LengthFinishReasonError as exc:
+                # Cut off at the token cap (a reasoning model may spend it all thinking): the
+                # tokens are billed, so record them, then try once with twice the room.
+                meter.record(self.role, self.model, completion_usage(exc.completion.usage))
+                cap = chat.max_tokens or 0
+                if enlarged or not cap or cap >= MAX_CAP_TOKENS:
+                    raise StructuredOutputError(
+                        f"{self.model}: the {schema.__name__} reply was cut off at "
+                        f"{cap:,} tokens; raise DEEP_RESEARCH_MAX_TOKENS_PER_CALL"
+                    ) from None
+                enlarged, attempts = True, attempts - 1  # a bigger cap is not a re-ask
+                chat = chat.model_copy(update={"max_tokens": min(2 * cap, MAX_CAP_TOKENS)})
+                runnable = chat.with_structured_output(
+                    schema, method="json_schema", strict=True, include_raw=True
+                )
+                continue
             except openai.OpenAIError as exc:
                 raise provider_error(exc, self.model) from exc
             except (ValidationError, ValueError) as exc:
@@ -110,6 +137,22 @@ def usage_of(message: AIMessage) -> Usage:
         cached_input_tokens=details_in.get("cache_read", 0) or 0,
         output_tokens=meta.get("output_tokens", 0),
         reasoning_tokens=details_out.get("reasoning", 0) or 0,
+    )
+
+
+def completion_usage(usage: CompletionUsage | None) -> Usage:
+    """Usage of a raw chat completion (what a ``LengthFinishReasonError`` carries)."""
+    if usage is None:
+        return Usage()
+    cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else 0
+    reasoning = (
+        usage.completion_tokens_details.reasoning_tokens if usage.completion_tokens_details else 0
+    )
+    return Usage(
+        input_tokens=usage.prompt_tokens,
+        cached_input_tokens=cached or 0,
+        output_tokens=usage.completion_tokens,
+        reasoning_tokens=reasoning or 0,
     )
 
 

@@ -1,0 +1,132 @@
+"""How long a paid research job's id is only in memory: from the fake server's create reply
+to the id being readable in the session's state.json (what a resume after kill -9 sees).
+
+- create_to_disk_ms_first: the first create of a fresh CLI process (median of 5 processes)
+- create_to_disk_ms_p95:   50 creates in one CLI process (95th percentile)
+
+The CLI runs as a child process against the loopback fake OpenAI server of the test suite;
+a watcher thread here reads state.json every ~0.5 ms, so figures carry that resolution.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from tests.fake_openai import FakeOpenAI
+from tests.world import ResearchWorld, plan_task
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class Watcher:
+    """Records, for each job id the fake created, when it first appears in a state.json."""
+
+    def __init__(self, fake: FakeOpenAI, sessions: Path) -> None:
+        self.fake = fake
+        self.sessions = sessions
+        self.seen: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Watcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            pending = [r for r in self.fake.response_ids if r not in self.seen]
+            if pending:
+                text = "".join(
+                    p.read_text(errors="replace") for p in self.sessions.glob("*/state.json")
+                )
+                now = time.time()
+                for rid in pending:
+                    if rid in text:
+                        self.seen[rid] = now
+            time.sleep(0.0005)
+
+    def latencies_ms(self) -> list[float]:
+        replied = self.fake.create_replied_at
+        return [(self.seen[r] - replied[r]) * 1000 for r in self.seen if r in replied]
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "deep_research.cli", *args],
+        env={**os.environ, **env, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _env(fake: FakeOpenAI, home: Path) -> dict[str, str]:
+    return {
+        "DEEP_RESEARCH_HOME": str(home),
+        "OPENAI_BASE_URL": fake.base_url,
+        "OPENAI_API_KEY": "bench",
+        "DEEP_RESEARCH_WEB_POLL_SECONDS": "0.05",
+        "DEEP_RESEARCH_MAX_NODES_PER_PLAN": "50",
+        "DEEP_RESEARCH_MAX_PARALLEL_BRANCHES": "8",
+        "DEEP_RESEARCH_MAX_COST_USD": "10000",
+    }
+
+
+def first_create_ms(tmp: Path) -> float:
+    """One fresh process, one web node; its job is held so the run stays put."""
+    with FakeOpenAI() as fake:
+        ResearchWorld(plans=[[plan_task("t1")]]).install(fake)
+        fake.hold_responses = True
+        home = tmp / f"first-{time.monotonic_ns()}"
+        with Watcher(fake, home / "sessions") as watcher:
+            child = _cli(_env(fake, home), "How do X and Y compare?", "--json")
+            try:
+                fake.wait_for(lambda: len(watcher.seen) == 1, 120)
+            finally:
+                child.kill()
+                child.wait()
+        (latency,) = watcher.latencies_ms()
+        return latency
+
+
+def many_creates_ms(tmp: Path, n: int = 50) -> list[float]:
+    with FakeOpenAI(polls_to_complete=1) as fake:
+        ResearchWorld(plans=[[plan_task(f"t{i}") for i in range(n)]]).install(fake)
+        home = tmp / "many"
+        with Watcher(fake, home / "sessions") as watcher:
+            child = _cli(_env(fake, home), "How do X and Y compare?", "--json")
+            try:
+                fake.wait_for(lambda: len(watcher.seen) == n, 300)
+            finally:
+                child.kill()
+                child.wait()
+        return watcher.latencies_ms()
+
+
+def bench_create_to_disk(processes: int = 5) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        firsts = [first_create_ms(Path(tmp)) for _ in range(processes)]
+        many = sorted(many_creates_ms(Path(tmp)))
+    p95 = many[min(len(many) - 1, round(0.95 * (len(many) - 1)))]
+    return {
+        "create_to_disk_ms_first": statistics.median(firsts),
+        "create_to_disk_ms_first_max": max(firsts),
+        "create_to_disk_ms_p50": statistics.median(many),
+        "create_to_disk_ms_p95": p95,
+    }
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    for key, value in bench_create_to_disk().items():
+        print(f"{key}: {value:.2f}")

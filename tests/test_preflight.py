@@ -1,0 +1,70 @@
+"""Checks before anything is spent: known prices and the worst case of a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deep_research.branches.openai_jobs import JobSpec
+from deep_research.budget import PriceBook
+from deep_research.config import Settings
+from deep_research.errors import ConfigError
+from deep_research.models import Usage
+from deep_research.preflight import check_prices, configured_models, estimate
+from deep_research.wiring import job_spec, price_book
+
+
+def settings(tmp_path: Path, **values: object) -> Settings:
+    return Settings(home=tmp_path, openai_api_key="sk-x", **values)  # type: ignore[arg-type]
+
+
+def test_an_unpriced_model_on_openai_is_an_error_naming_the_way_out(tmp_path: Path) -> None:
+    s = settings(tmp_path, web_model="gpt-6.2-sol")  # not in genai-prices 0.2.3
+    refs = configured_models(s, job_spec(s))
+    with pytest.raises(ConfigError) as info:
+        check_prices(s, refs, price_book(s))
+    message = str(info.value)
+    assert "gpt-6.2-sol" in message
+    assert "DEEP_RESEARCH_PRICES" in message
+    assert "DEEP_RESEARCH_WEB_MODEL" in message
+    assert "\n" not in message
+
+
+def test_a_price_override_or_an_explicit_allowance_lets_it_run(tmp_path: Path) -> None:
+    priced = settings(tmp_path, web_model="gpt-6.2-sol", prices={"gpt-6.2-sol": (3, 0.3, 15)})
+    check_prices(priced, configured_models(priced, job_spec(priced)), price_book(priced))
+    allowed = settings(tmp_path, web_model="gpt-6.2-sol", allow_unpriced=True)
+    check_prices(allowed, configured_models(allowed, job_spec(allowed)), price_book(allowed))
+
+
+def test_an_unpriced_local_model_counts_zero_as_before(tmp_path: Path) -> None:
+    s = settings(tmp_path, openai_base_url="http://127.0.0.1:11434/v1", planner_model="llama3.1")
+    check_prices(s, configured_models(s, job_spec(s)), price_book(s))
+    assert PriceBook().cost("llama3.1", Usage(input_tokens=1000, output_tokens=1000)) == 0.0
+
+
+def test_every_default_model_is_live_and_priced(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    refs = configured_models(s, job_spec(s))
+    assert {r.model for r in refs} == {"gpt-6-sol", "gpt-6-luna", "gpt-5.5"}
+    assert PriceBook().unpriced(r.model for r in refs) == []
+    check_prices(s, refs, price_book(s))
+
+
+def test_the_default_budget_admits_the_default_parallel_web_jobs(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    worst = estimate(s, job_spec(s), price_book(s), final_reserve_usd=0.5)
+    assert worst.parallel == s.max_parallel_branches
+    assert worst.jobs_admitted >= s.max_parallel_branches
+    assert worst.parallel_usd + worst.final_reserve_usd <= s.max_cost_usd
+    assert 0 < worst.run_worst_usd <= s.max_cost_usd
+    kb_only = estimate(s, None, price_book(s), final_reserve_usd=0.5)
+    assert (kb_only.per_job_usd, kb_only.jobs_admitted) == (0.0, 0)
+
+
+def test_a_bigger_job_costs_more_in_the_estimate(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    small = estimate(s, JobSpec("gpt-5.5", max_tool_calls=4), price_book(s), 0.0)
+    large = estimate(s, JobSpec("gpt-5.5", max_tool_calls=40), price_book(s), 0.0)
+    assert large.per_job_usd > small.per_job_usd

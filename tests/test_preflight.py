@@ -68,3 +68,19 @@ def test_a_bigger_job_costs_more_in_the_estimate(tmp_path: Path) -> None:
     small = estimate(s, JobSpec("gpt-5.5", max_tool_calls=4), price_book(s), 0.0)
     large = estimate(s, JobSpec("gpt-5.5", max_tool_calls=40), price_book(s), 0.0)
     assert large.per_job_usd > small.per_job_usd
+
+
+def test_every_default_model_is_live_in_the_pinned_sdk(tmp_path: Path) -> None:
+    """The SDK's model list carries announced shutdowns in its docstring: no default may
+    appear there (checked against the installed openai package, not a copy)."""
+    import inspect
+    import typing
+
+    from openai.types.shared import chat_model
+
+    listed = set(typing.get_args(chat_model.ChatModel))
+    deprecated = inspect.getsource(chat_model).split('"""Deprecated values:', 1)[1]
+    s = settings(tmp_path)
+    for ref in configured_models(s, job_spec(s)):
+        assert ref.model in listed, f"{ref.model} ({ref.setting}) is not in the SDK's list"
+        assert f'"{ref.model}"' not in deprecated, f"{ref.model} has an announced shutdown"

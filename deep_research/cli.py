@@ -9,7 +9,6 @@ deep-research kb ingest|search|...  the markdown knowledge base
 from __future__ import annotations
 
 import asyncio
-import sys
 from dataclasses import asdict
 from datetime import date
 from typing import Annotated, Any
@@ -203,6 +202,12 @@ def run(
         policy = "kb_only"
     extractive = not settings.has_model
     spec = None if policy == "kb_only" else job_spec(settings)
+    if estimate_only and extractive:
+        if as_json:
+            print_json({"run_worst_usd": 0.0, "mode": "extractive"})
+        else:
+            render.out.print("no model is configured: an extractive run costs nothing")
+        raise typer.Exit(0)
     if estimate_only or not extractive:
         _preflight(settings, spec, estimate_only=estimate_only, yes=yes, as_json=as_json)
     built = _engine(settings, policy, extractive=extractive, quiet=as_json, spec=spec)
@@ -291,7 +296,7 @@ def _preflight(
     for warning in asyncio.run(check()):
         render.warn(warning)
     too_much = worst.run_worst_usd > settings.confirm_above_usd
-    if too_much and not yes and not as_json and render.err.is_terminal and sys.stdin.isatty():
+    if too_much and not yes and not as_json and render.interactive():
         render.info("\n".join(worst.lines()))
         if not typer.confirm(f"This run may spend up to ${worst.run_worst_usd:.2f}. Go on?"):
             raise typer.Exit(EXIT_DECLINED)

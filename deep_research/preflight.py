@@ -60,6 +60,11 @@ async def check_live_models(
     cache = ResultCache(settings.cache_dir)
     try:
         return await check_models(client, refs, today=today, cache=CacheLookups(cache))
+    except ConfigError as exc:
+        if "DEEP_RESEARCH_WEB_MODEL" in str(exc) and not settings.on_openai:
+            # A local server rarely runs web research jobs: say how to go without them.
+            raise ConfigError(f"{exc}; or research only the knowledge base: --kb-only") from None
+        raise
     finally:
         cache.close()
 

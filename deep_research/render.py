@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -183,6 +184,11 @@ class Progress:
         if self._last.get(message.node_id) != message.status:
             self._last[message.node_id] = message.status
             info(f"{message.node_id}: research job {message.job_id} {job_state(message)}")
+
+
+def interactive() -> bool:
+    """A person at a terminal who can answer a question."""
+    return err.is_terminal and sys.stdin.isatty()
 
 
 def warn(message: str) -> None:

@@ -465,3 +465,42 @@ def test_sessions_cancel_while_another_process_runs_the_session(
     state = session_state(env, session_id)
     assert {n["status"] for n in state["nodes"].values()} == {"cancelled"}
     assert all(n["remote_jobs"] == {} for n in state["nodes"].values())
+
+
+def test_a_server_without_the_web_model_says_how_to_go_without_it(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.add_model("llama3.1")
+    del fake_openai.models["gpt-5.5"]
+    code, _, err = cli(env, QUESTION, "--chat-model", "llama3.1")
+    assert code == 3
+    assert "model gpt-5.5 is not available on this server" in err
+    assert "--kb-only" in err
+    assert fake_openai.count("/v1/chat") == 0
+
+
+@pytest.mark.parametrize(("answer", "code"), [("n\n", 10), ("y\n", 0)])
+def test_an_expensive_run_asks_first_on_a_terminal(
+    env: dict[str, str],
+    fake_openai: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+    answer: str,
+    code: int,
+) -> None:
+    from typer.testing import CliRunner
+
+    from deep_research import render
+    from deep_research.cli import app
+
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    monkeypatch.setattr(render, "interactive", lambda: True)
+    env = {**env, "DEEP_RESEARCH_CONFIRM_ABOVE_USD": "1"}
+    result = CliRunner().invoke(app, [QUESTION], env=env, input=answer)
+    assert result.exit_code == code, result.stderr
+    assert "This run may spend up to $" in result.stdout + result.stderr
+    creates = fake_openai.count("/v1/responses", "POST")
+    assert creates == (0 if code == 10 else 1)
+    sessions = Path(env["DEEP_RESEARCH_HOME"]) / "sessions"
+    assert sessions.exists() is (code == 0), "declining saves nothing"
+    result = CliRunner().invoke(app, [QUESTION, "--yes"], env=env, input="")
+    assert result.exit_code == 0

@@ -27,7 +27,8 @@ class Answer:
         if self.error is not None:
             raise self.error
         citation = Citation(kind="web", url=f"https://{self.label}.example", locator=self.label)
-        return BranchResult(f"{self.label} says so [1].", (citation,), 0.6)
+        by = "gpt-5.5 (effort high)" if self.label == "web" else ""
+        return BranchResult(f"{self.label} says so [1].", (citation,), 0.6, by)
 
 
 class NoMeter:
@@ -66,6 +67,7 @@ async def test_mixed_merges_both_with_markers_shifted() -> None:
     assert [c.locator for c in result.citations] == ["kb", "web"]
     assert "kb says so [1]." in result.notes
     assert "web says so [2]." in result.notes
+    assert result.researched_by == "gpt-5.5 (effort high)", "the report names the web model"
 
 
 async def test_mixed_keeps_the_half_that_worked_and_says_which_failed() -> None:

@@ -55,7 +55,9 @@ class RoutingExecutor:
             failed = kb if isinstance(kb, BranchError) else web
             only = results[0]
             note = f"\n\n_({'knowledge base' if failed is kb else 'web'} part failed: {failed})_"
-            return BranchResult(only.notes + note, only.citations, only.confidence)
+            return BranchResult(
+                only.notes + note, only.citations, only.confidence, only.researched_by
+            )
         return merge(results[0], results[1])
 
 
@@ -65,4 +67,4 @@ def merge(kb: BranchResult, web: BranchResult) -> BranchResult:
     shifted = _MARKER.sub(lambda m: f"[{int(m.group(1)) + offset}]", web.notes)
     notes = f"**From the knowledge base**\n\n{kb.notes}\n\n**From the web**\n\n{shifted}"
     confidence = max(kb.confidence, web.confidence)
-    return BranchResult(notes, kb.citations + web.citations, confidence)
+    return BranchResult(notes, kb.citations + web.citations, confidence, web.researched_by)

@@ -1,0 +1,67 @@
+"""Settings: new names, the old names they replace, and prices from the environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from deep_research.config import load_settings
+from deep_research.errors import ConfigError
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # no .env
+    for name in list(os.environ):
+        if name.startswith(("DEEP_RESEARCH_", "OPENAI_")):
+            monkeypatch.delenv(name)
+
+
+def test_web_research_defaults() -> None:
+    s = load_settings()
+    assert (s.web_model, s.web_reasoning_effort, s.web_reasoning_summary) == (
+        "gpt-5.5",
+        "high",
+        "off",
+    )
+    assert (s.web_max_tool_calls, s.web_max_output_tokens, s.max_cost_usd) == (16, 32_000, 20.0)
+
+
+def test_old_setting_names_are_aliases(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEEP_RESEARCH_DEEP_RESEARCH_MODEL", "gpt-5.5-pro")
+    monkeypatch.setenv("DEEP_RESEARCH_DEEP_RESEARCH_MAX_TOOL_CALLS", "9")
+    monkeypatch.setenv("DEEP_RESEARCH_DEEP_RESEARCH_MAX_WAIT_SECONDS", "60")
+    monkeypatch.setenv("DEEP_RESEARCH_DEEP_RESEARCH_POLL_SECONDS", "2")
+    s = load_settings()
+    assert (s.web_model, s.web_max_tool_calls) == ("gpt-5.5-pro", 9)
+    assert (s.web_max_wait_seconds, s.web_poll_seconds) == (60, 2)
+    # The new name wins when both are set, and per-run overrides still validate.
+    monkeypatch.setenv("DEEP_RESEARCH_WEB_MODEL", "gpt-6-sol")
+    assert load_settings().web_model == "gpt-6-sol"
+    assert load_settings(web_model="gpt-5.5").web_model == "gpt-5.5"
+
+
+def test_prices_come_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEEP_RESEARCH_PRICES", '{"gpt-6.2-sol": [2.5, 0.25, 12]}')
+    assert load_settings().prices == {"gpt-6.2-sol": (2.5, 0.25, 12.0)}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "where"),
+    [
+        ("DEEP_RESEARCH_PRICES", '{"m": [1, 2]}', "prices"),
+        ("DEEP_RESEARCH_PRICES", '{"m": [-1, 0, 1]}', "prices"),
+        ("DEEP_RESEARCH_WEB_REASONING_EFFORT", "extreme", "web_reasoning_effort"),
+        ("DEEP_RESEARCH_WEB_REASONING_SUMMARY", "yes", "web_reasoning_summary"),
+    ],
+)
+def test_bad_values_are_one_line_config_errors(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, where: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert where in str(info.value).lower()
+    assert "\n" not in str(info.value)

@@ -20,6 +20,8 @@ from deep_research.guard import call_cost_estimate
 from deep_research.lifecycle import CacheLookups, ModelRef, check_models
 
 CHAT_ROLES = ("planner", "synthesizer", "judge", "branch", "summarizer")
+NODE_CHAT_CALLS = 3  # a KB branch's notes or a web report's compression, a summary fold, slack
+ROUND_CHAT_CALLS = 3  # plan, draft, verdict
 
 
 def configured_models(settings: Settings, spec: JobSpec | None) -> list[ModelRef]:
@@ -83,10 +85,16 @@ class Estimate:
     jobs_admitted: int
     max_nodes: int
 
+    iterations: int = 1
+
     @property
     def run_worst_usd(self) -> float:
-        """Bounded by the budget, which every call is checked against before it starts."""
-        uncapped = self.max_nodes * (self.per_job_usd + self.chat_call_usd) + self.final_reserve_usd
+        """Every sub-question's job and chat calls (branch or compression, summary, and a
+        share of a rebuilt draft), every round's plan, draft and verdict, and the final
+        report — bounded by the budget, which each call is checked against before it starts."""
+        per_node = self.per_job_usd + NODE_CHAT_CALLS * self.chat_call_usd
+        per_round = ROUND_CHAT_CALLS * self.chat_call_usd
+        uncapped = self.max_nodes * per_node + self.iterations * per_round + self.final_reserve_usd
         return min(self.budget_usd, uncapped)
 
     def lines(self) -> list[str]:
@@ -136,4 +144,5 @@ def estimate(
         budget_usd=settings.max_cost_usd,
         jobs_admitted=math.floor(spendable / per_job) if per_job > 0 else 0,
         max_nodes=settings.max_nodes_per_plan * settings.max_iterations,
+        iterations=settings.max_iterations,
     )

@@ -162,6 +162,10 @@ def session_detail(state: SessionState, report_path: str | None) -> None:
             (f"[{node.status}] ", STATUS_STYLE[node.status]),
             f"{node.question} ({node.source_hint}{deps})",
         )
+        if node.researched_by:
+            label.append(f" · {node.researched_by}", style="dim")
+        if node.remote_jobs:
+            label.append(f" · research job {', '.join(node.remote_jobs.values())}", style="yellow")
         if node.error:
             label.append(f" — {node.error}", style="red")
         branches[node.id] = parent.add(label)

@@ -57,6 +57,7 @@ def sessions_show(
             "created_at": state.created_at.isoformat(),
             "iteration": state.iteration,
             "report_path": report_path,
+            "run_spec": state.run_spec.model_dump(),
             "nodes": [
                 n.model_dump(
                     mode="json",
@@ -70,6 +71,8 @@ def sessions_show(
                         "confidence",
                         "cost_usd",
                         "error",
+                        "remote_jobs",
+                        "researched_by",
                     },
                 )
                 for n in state.nodes.values()

@@ -162,8 +162,11 @@ def test_sessions_list_and_show(env: dict[str, str], fake_openai: FakeOpenAI) ->
     shown = json.loads(out)
     assert shown["session_id"] == run["session_id"]
     assert shown["nodes"][0]["status"] == "done"
+    assert shown["nodes"][0]["researched_by"] == "gpt-5.5 (effort high)"
+    assert shown["run_spec"]["web_model"] == "gpt-5.5"
     code, out, _ = cli(env, "sessions", "show", run["session_id"])
     assert "research tree" in out
+    assert "gpt-5.5 (effort high)" in out
 
 
 @pytest.mark.parametrize("bad_id", ["../etc", "nope", "ffffffff"])

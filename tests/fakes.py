@@ -14,6 +14,7 @@ from deep_research.models import (
     Limits,
     Plan,
     PlannedTask,
+    Role,
     SessionState,
     Usage,
     Verdict,
@@ -60,6 +61,40 @@ def verdict(complete: bool, *missing: str) -> Verdict:
         weak_evidence_areas=[],
         overall_confidence=0.9 if complete else 0.4,
     )
+
+
+@dataclass
+class RecordingMeter:
+    """A ``Meter`` that records every call and holds a simple budget for reservations."""
+
+    budget: float = 100.0
+    reserved: float = 0.0
+    records: list[tuple[Role, str, Usage, bool]] = field(default_factory=list)
+    unknown: int = 0
+
+    def record(
+        self,
+        role: Role,
+        model: str,
+        usage: Usage,
+        *,
+        cached: bool = False,
+        usage_unknown: bool = False,
+    ) -> None:
+        self.records.append((role, model, usage, cached))
+        self.unknown += usage_unknown
+
+    def remaining_usd(self) -> float:
+        return self.budget - self.reserved
+
+    async def reserve(self, amount_usd: float) -> bool:
+        if amount_usd > self.remaining_usd():
+            return False
+        self.reserved += amount_usd
+        return True
+
+    def release(self, amount_usd: float) -> None:
+        self.reserved -= amount_usd
 
 
 class Script(Generic[T]):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import pytest
 from langchain_core.messages import HumanMessage
@@ -11,35 +10,11 @@ from langchain_openai import ChatOpenAI
 
 from deep_research.chains.llm import CUT_OFF_NOTE, ChatModel
 from deep_research.errors import StructuredOutputError
-from deep_research.models import Plan, Role, Usage
+from deep_research.models import Plan
 from tests.fake_openai import ChatReply, FakeOpenAI
+from tests.fakes import RecordingMeter
 
 PLAN = {"rationale": "r", "tasks": []}
-
-
-@dataclass
-class Meter:
-    records: list[Usage] = field(default_factory=list)
-
-    def record(
-        self,
-        role: Role,
-        model: str,
-        usage: Usage,
-        *,
-        cached: bool = False,
-        usage_unknown: bool = False,
-    ) -> None:
-        self.records.append(usage)
-
-    def remaining_usd(self) -> float:
-        return 100.0
-
-    async def reserve(self, amount_usd: float) -> bool:
-        return True
-
-    def release(self, amount_usd: float) -> None:
-        pass
 
 
 def model(make: Callable[..., ChatOpenAI], cap: int = 1000) -> ChatModel:
@@ -61,19 +36,22 @@ async def test_a_structured_reply_cut_off_is_retried_once_with_twice_the_cap(
             ChatReply(PLAN, prompt_tokens=50, completion_tokens=1500),
         ],
     )
-    meter = Meter()
+    meter = RecordingMeter()
     plan = await model(chat_openai).structured(Plan, [HumanMessage("plan")], meter)
     assert plan == Plan.model_validate(PLAN)
     assert caps(fake_openai) == [1000, 2000]
     # The cut-off reply's tokens are billed too.
-    assert [(u.input_tokens, u.output_tokens) for u in meter.records] == [(50, 1000), (50, 1500)]
+    assert [(r[2].input_tokens, r[2].output_tokens) for r in meter.records] == [
+        (50, 1000),
+        (50, 1500),
+    ]
 
 
 async def test_a_reply_cut_off_twice_fails_naming_the_setting(
     fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
 ) -> None:
     fake_openai.script("Plan", [ChatReply(PLAN, finish_reason="length")] * 2)
-    meter = Meter()
+    meter = RecordingMeter()
     with pytest.raises(StructuredOutputError, match="DEEP_RESEARCH_MAX_TOKENS_PER_CALL"):
         await model(chat_openai).structured(Plan, [HumanMessage("plan")], meter)
     assert caps(fake_openai) == [1000, 2000], "bounded: one bigger try, not more"
@@ -84,5 +62,5 @@ async def test_a_plain_text_reply_cut_off_is_flagged(
     fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
 ) -> None:
     fake_openai.script(None, [ChatReply("Half a rep", finish_reason="length")])
-    text = await model(chat_openai).text([HumanMessage("write")], Meter())
+    text = await model(chat_openai).text([HumanMessage("write")], RecordingMeter())
     assert text == "Half a rep" + CUT_OFF_NOTE

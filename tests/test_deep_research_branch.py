@@ -23,10 +23,11 @@ from deep_research.branches.openai_jobs import JobSpec
 from deep_research.branches.web_output import extract_report
 from deep_research.cache import ResultCache
 from deep_research.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError
-from deep_research.models import Citation, Role, Usage
+from deep_research.models import Citation, Usage
 from deep_research.ports import BranchTask, Finding, JobEvent, Meter
 from tests.fake_openai import Citation as FakeCitation
 from tests.fake_openai import FakeOpenAI, Fault, ResearchReport
+from tests.fakes import RecordingMeter
 
 MODEL = "gpt-5.5"
 SPEC = JobSpec(MODEL, reasoning_effort="high", max_tool_calls=5, max_output_tokens=20_000)
@@ -64,38 +65,6 @@ TASK = BranchTask(
     ),
     session_id="abc123abc123",
 )
-
-
-@dataclass
-class FakeMeter:
-    budget: float = 100.0
-    reserved: float = 0.0
-    records: list[tuple[Role, str, Usage, bool]] = field(default_factory=list)
-    unknown: int = 0
-
-    def record(
-        self,
-        role: Role,
-        model: str,
-        usage: Usage,
-        *,
-        cached: bool = False,
-        usage_unknown: bool = False,
-    ) -> None:
-        self.records.append((role, model, usage, cached))
-        self.unknown += usage_unknown
-
-    def remaining_usd(self) -> float:
-        return self.budget - self.reserved
-
-    async def reserve(self, amount_usd: float) -> bool:
-        if amount_usd > self.remaining_usd():
-            return False
-        self.reserved += amount_usd
-        return True
-
-    def release(self, amount_usd: float) -> None:
-        self.reserved -= amount_usd
 
 
 @dataclass
@@ -159,7 +128,7 @@ def with_events(task: BranchTask, events: list[JobEvent]) -> BranchTask:
 async def test_full_run(fake_openai: FakeOpenAI, client: openai.AsyncOpenAI) -> None:
     fake_openai.script_research([REPORT])
     ex, compressor = executor(client)
-    meter, hook, events = FakeMeter(), Hook(fake_openai), []
+    meter, hook, events = RecordingMeter(), Hook(fake_openai), []
 
     result = await ex.run(with_events(TASK, events), meter, hook)
 
@@ -257,10 +226,10 @@ async def test_cache_hit_makes_no_call_and_costs_nothing(
     cache = SpyCache(ResultCache(tmp_path / "cache"))
     fake_openai.script_research([REPORT])
     ex, _ = executor(client, cache)
-    first = await ex.run(TASK, FakeMeter(), Hook(fake_openai))
+    first = await ex.run(TASK, RecordingMeter(), Hook(fake_openai))
     requests = len(fake_openai.requests)
 
-    meter, hook = FakeMeter(budget=0.0), Hook(fake_openai)  # no budget needed for a hit
+    meter, hook = RecordingMeter(budget=0.0), Hook(fake_openai)  # no budget needed for a hit
     again = await ex.run(TASK, meter, hook)
 
     assert len(fake_openai.requests) == requests
@@ -273,7 +242,7 @@ async def test_cache_hit_makes_no_call_and_costs_nothing(
     # Another effort is another job: not served from this entry.
     other, _ = executor(client, cache, spec=replace(SPEC, reasoning_effort="xhigh"))
     fake_openai.script_research([REPORT])
-    await other.run(TASK, FakeMeter(), Hook(fake_openai))
+    await other.run(TASK, RecordingMeter(), Hook(fake_openai))
     assert fake_openai.count("/v1/responses", "POST") == 2
     cache.inner.close()
 
@@ -282,7 +251,7 @@ async def test_budget_refused_sends_nothing(
     fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:
     ex, _ = executor(client)
-    meter, hook = FakeMeter(budget=0.4), Hook(fake_openai)
+    meter, hook = RecordingMeter(budget=0.4), Hook(fake_openai)
     with pytest.raises(BudgetExhausted, match=r"needs up to \$\d+\.\d\d; \$0\.40 left"):
         await ex.run(TASK, meter, hook)
     assert fake_openai.requests == []
@@ -298,7 +267,7 @@ async def test_reattach_polls_the_saved_job(
     ex, _ = executor(client)
     hook = Hook(fake_openai)
 
-    result = await ex.run(replace(TASK, remote_jobs={JOB_NAME: saved.id}), FakeMeter(), hook)
+    result = await ex.run(replace(TASK, remote_jobs={JOB_NAME: saved.id}), RecordingMeter(), hook)
 
     assert fake_openai.count("/v1/responses", "POST") == 1  # only the earlier run's create
     assert len(result.citations) == 3
@@ -316,7 +285,7 @@ async def test_reattach_survives_an_outage_and_never_resubmits(
     )
     ex, _ = executor(client)
     hook = Hook(fake_openai)
-    result = await ex.run(replace(TASK, remote_jobs={JOB_NAME: saved.id}), FakeMeter(), hook)
+    result = await ex.run(replace(TASK, remote_jobs={JOB_NAME: saved.id}), RecordingMeter(), hook)
     assert result.notes
     assert fake_openai.count("/v1/responses", "POST") == 1
     assert fake_openai.cancels[saved.id] == 0
@@ -328,7 +297,7 @@ async def test_reattach_to_a_lost_job_submits_anew(
 ) -> None:
     ex, _ = executor(client)
     hook = Hook(fake_openai)
-    await ex.run(replace(TASK, remote_jobs={JOB_NAME: "resp_unknown"}), FakeMeter(), hook)
+    await ex.run(replace(TASK, remote_jobs={JOB_NAME: "resp_unknown"}), RecordingMeter(), hook)
     (new,) = fake_openai.response_ids
     assert hook.ids == [None, new, None]
 
@@ -339,7 +308,7 @@ async def test_a_cancelled_job_cancels_the_node_and_is_not_resubmitted(
     old = (await client.responses.create(model=MODEL, input="old", background=True)).id
     await client.responses.cancel(old)
     ex, _ = executor(client)
-    meter, hook = FakeMeter(), Hook(fake_openai)
+    meter, hook = RecordingMeter(), Hook(fake_openai)
     with pytest.raises(JobCancelled, match="retry-cancelled"):
         await ex.run(replace(TASK, remote_jobs={JOB_NAME: old}), meter, hook)
     assert fake_openai.response_ids == [old]
@@ -358,7 +327,7 @@ async def test_failed_job_is_a_branch_error(
         [ResearchReport(text="partial", status=status, error_message="upstream exploded")]
     )
     ex, _ = executor(client)
-    meter, hook = FakeMeter(), Hook(fake_openai)
+    meter, hook = RecordingMeter(), Hook(fake_openai)
     with pytest.raises(BranchError, match=message):
         await ex.run(TASK, meter, hook)
     assert hook.ids == [fake_openai.response_ids[0], None]  # a terminal status: forgotten
@@ -371,7 +340,7 @@ async def test_max_wait_cancels_the_job_and_records_its_usage(
 ) -> None:
     fake_openai.hold_responses = True
     ex, _ = executor(client, max_wait_seconds=0.3)
-    meter, hook = FakeMeter(), Hook(fake_openai)
+    meter, hook = RecordingMeter(), Hook(fake_openai)
     with pytest.raises(BranchError, match=r"did not finish within 0.3 s.*it was cancelled"):
         await ex.run(TASK, meter, hook)
     (rid,) = fake_openai.response_ids
@@ -379,7 +348,21 @@ async def test_max_wait_cancels_the_job_and_records_its_usage(
     assert fake_openai.response_status(rid) == "cancelled"
     assert hook.ids == [rid, None]
     assert [r[0] for r in meter.records] == ["deep_research"]
+    assert meter.records[0][2].output_tokens > 0, "the usage the cancelled reply reported"
+    assert meter.unknown == 0
     assert meter.reserved == 0
+
+
+async def test_a_cancelled_job_without_usage_is_flagged_not_zero(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    fake_openai.hold_responses = True
+    fake_openai.script_research([replace(REPORT, usage_on_cancel=False)])
+    ex, _ = executor(client, max_wait_seconds=0.3)
+    meter = RecordingMeter()
+    with pytest.raises(BranchError, match="it was cancelled"):
+        await ex.run(TASK, meter, Hook(fake_openai))
+    assert meter.unknown == 1, "the footer will say this spend is unknown"
 
 
 async def test_max_wait_keeps_the_id_when_the_cancel_fails(
@@ -390,7 +373,7 @@ async def test_max_wait_keeps_the_id_when_the_cancel_fails(
     ex, _ = executor(client, max_wait_seconds=0.3)
     hook = Hook(fake_openai)
     with pytest.raises(BranchError, match="cancel failed; resume re-attaches"):
-        await ex.run(TASK, FakeMeter(), hook)
+        await ex.run(TASK, RecordingMeter(), hook)
     (rid,) = fake_openai.response_ids
     assert hook.ids == [rid], "an unconfirmed cancel never forgets the id"
 
@@ -400,7 +383,7 @@ async def test_cancelling_the_run_leaves_the_job_running_and_its_id_saved(
 ) -> None:
     fake_openai.hold_responses = True
     ex, _ = executor(client)
-    meter, hook = FakeMeter(), Hook(fake_openai)
+    meter, hook = RecordingMeter(), Hook(fake_openai)
     run = asyncio.create_task(ex.run(TASK, meter, hook))
     async with asyncio.timeout(5):  # the job id must be reported while the job runs
         await hook.started.wait()
@@ -419,7 +402,7 @@ async def test_an_interrupt_during_the_create_still_saves_the_id(
     fake_openai.inject(Fault("slow", path_prefix="/v1/responses", delay=0.3))
     ex, _ = executor(client)
     hook = Hook(fake_openai)
-    run = asyncio.create_task(ex.run(TASK, FakeMeter(), hook))
+    run = asyncio.create_task(ex.run(TASK, RecordingMeter(), hook))
     await asyncio.to_thread(fake_openai.wait_for, lambda: fake_openai.count("/v1/responses") > 0)
     run.cancel()  # the create is on the wire: the job will exist
     with pytest.raises(asyncio.CancelledError):
@@ -435,7 +418,7 @@ async def test_a_lost_create_reply_fails_the_node_and_is_never_resent(
     ex, _ = executor(client)
     hook = Hook(fake_openai)
     with pytest.raises(BranchError, match=r"session abc123abc123, node t2.*a job may be running"):
-        await ex.run(TASK, FakeMeter(), hook)
+        await ex.run(TASK, RecordingMeter(), hook)
     assert fake_openai.count("/v1/responses", "POST") == 1  # the SDK did not retry it
     assert len(fake_openai.response_ids) == 1  # the job the lost reply started
     assert hook.ids == []
@@ -447,7 +430,7 @@ async def test_an_unreadable_create_reply_is_a_lost_reply(
     fake_openai.inject(Fault("malformed", path_prefix="/v1/responses"))
     ex, _ = executor(client)
     with pytest.raises(BranchError, match="unreadable; a job may be running"):
-        await ex.run(TASK, FakeMeter(), Hook(fake_openai))
+        await ex.run(TASK, RecordingMeter(), Hook(fake_openai))
     assert fake_openai.count("/v1/responses", "POST") == 1
 
 
@@ -456,7 +439,7 @@ async def test_a_rate_limited_create_is_retried_it_created_nothing(
 ) -> None:
     fake_openai.inject(Fault("rate_limit", path_prefix="/v1/responses", times=2))
     ex, _ = executor(client)
-    result = await ex.run(TASK, FakeMeter(), Hook(fake_openai))
+    result = await ex.run(TASK, RecordingMeter(), Hook(fake_openai))
     assert result.notes
     assert fake_openai.count("/v1/responses", "POST") == 3
     assert len(fake_openai.response_ids) == 1
@@ -468,7 +451,7 @@ async def test_out_of_quota_is_not_retried(
     fake_openai.inject(Fault("insufficient_quota", path_prefix="/v1/responses"))
     ex, _ = executor(client)
     with pytest.raises(ProviderError, match="out of quota"):
-        await ex.run(TASK, FakeMeter(), Hook(fake_openai))
+        await ex.run(TASK, RecordingMeter(), Hook(fake_openai))
     assert fake_openai.count("/v1/responses", "POST") == 1
 
 
@@ -477,7 +460,7 @@ async def test_a_shut_down_model_is_named_not_a_missing_job(
 ) -> None:
     ex, _ = executor(client, spec=JobSpec("o4-mini-deep-research"))
     with pytest.raises(ProviderError, match="model o4-mini-deep-research not found") as info:
-        await ex.run(TASK, FakeMeter(), Hook(fake_openai))
+        await ex.run(TASK, RecordingMeter(), Hook(fake_openai))
     assert "job not found" not in str(info.value)
     assert "DEEP_RESEARCH_WEB_MODEL" in str(info.value)
 
@@ -487,7 +470,7 @@ async def test_a_refused_reasoning_summary_is_dropped_once_and_said(
 ) -> None:
     ex, _ = executor(client, spec=replace(SPEC, reasoning_summary="auto"))
     events: list[JobEvent] = []
-    result = await ex.run(with_events(TASK, events), FakeMeter(), Hook(fake_openai))
+    result = await ex.run(with_events(TASK, events), RecordingMeter(), Hook(fake_openai))
     assert result.notes
     first, second = [r.body for r in fake_openai.requests if r.path == "/v1/responses"]
     assert first["reasoning"] == {"effort": "high", "summary": "auto"}
@@ -496,7 +479,7 @@ async def test_a_refused_reasoning_summary_is_dropped_once_and_said(
     assert any("reasoning summaries were refused" in e.note for e in events)
     # Not asked again in this run.
     fake_openai.script_research([REPORT])
-    await ex.run(replace(TASK, question="another?"), FakeMeter(), Hook(fake_openai))
+    await ex.run(replace(TASK, question="another?"), RecordingMeter(), Hook(fake_openai))
     third = [r.body for r in fake_openai.requests if r.path == "/v1/responses"][-1]
     assert third["reasoning"] == {"effort": "high"}
 
@@ -506,7 +489,7 @@ async def test_a_verified_organisation_gets_its_summaries(
 ) -> None:
     fake_openai.org_verified = True
     ex, _ = executor(client, spec=replace(SPEC, reasoning_summary="auto"))
-    await ex.run(TASK, FakeMeter(), Hook(fake_openai))
+    await ex.run(TASK, RecordingMeter(), Hook(fake_openai))
     assert fake_openai.count("/v1/responses", "POST") == 1
 
 
@@ -514,7 +497,7 @@ async def test_cannot_reach_the_provider_is_a_branch_error() -> None:
     async with openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="x") as c:
         ex, _ = executor(c)
         with pytest.raises(BranchError, match="cannot reach the provider"):
-            await ex.run(TASK, FakeMeter(), lambda _n, _i: asyncio.sleep(0))
+            await ex.run(TASK, RecordingMeter(), lambda _n, _i: asyncio.sleep(0))
 
 
 async def test_rate_limited_polls_are_survived(
@@ -522,7 +505,7 @@ async def test_rate_limited_polls_are_survived(
 ) -> None:
     fake_openai.inject(Fault("rate_limit", path_prefix="/v1/responses/", times=2))
     ex, _ = executor(client)
-    result = await ex.run(TASK, FakeMeter(), Hook(fake_openai))
+    result = await ex.run(TASK, RecordingMeter(), Hook(fake_openai))
     assert result.citations
     assert sum(r.fault == "rate_limit" for r in fake_openai.requests) == 2
 
@@ -533,7 +516,7 @@ async def test_polls_outlast_a_provider_outage_longer_than_the_sdk_retries(
     # max_retries=2: five 500s in a row defeat the SDK's retries on one poll, twice over.
     fake_openai.inject(Fault("server_error", path_prefix="/v1/responses/resp_", times=5))
     ex, _ = executor(client)
-    result = await ex.run(TASK, FakeMeter(), Hook(fake_openai))
+    result = await ex.run(TASK, RecordingMeter(), Hook(fake_openai))
     assert result.citations
     (rid,) = fake_openai.response_ids
     assert fake_openai.cancels[rid] == 0, "a paid job is not abandoned over an outage"
@@ -545,7 +528,7 @@ async def test_an_unreadable_poll_is_polled_again_never_cancelled(
     fake_openai.inject(Fault("malformed", path_prefix="/v1/responses/resp_", times=2))
     ex, _ = executor(client)
     hook = Hook(fake_openai)
-    result = await ex.run(TASK, FakeMeter(), hook)
+    result = await ex.run(TASK, RecordingMeter(), hook)
     assert result.notes
     (rid,) = fake_openai.response_ids
     assert fake_openai.cancels[rid] == 0
@@ -559,7 +542,7 @@ async def test_empty_report_is_a_branch_error(
     ex, _ = executor(client)
     hook = Hook(fake_openai)
     with pytest.raises(BranchError, match="no report text"):
-        await ex.run(TASK, FakeMeter(), hook)
+        await ex.run(TASK, RecordingMeter(), hook)
     assert hook.ids == [fake_openai.response_ids[0], None]
 
 

@@ -80,11 +80,6 @@ class Citation(BaseModel):
     claim: str = Field(default="", description="the report sentence this source is cited for")
 
     @property
-    def snippet(self) -> str:
-        """The old name of ``quote``, for readers not yet migrated."""
-        return self.quote
-
-    @property
     def key(self) -> str:
         """Identity for de-duplication across nodes.
 

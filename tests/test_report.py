@@ -50,7 +50,7 @@ def test_sessions_saved_with_snippets_still_load() -> None:
     }
     state = SessionState.model_validate_json(json.dumps(saved))
     assert state.sources["S1"].quote == "Old text."
-    assert state.sources["S1"].snippet == "Old text."
+    assert state.sources["S1"].quote == "Old text."
     assert state.sources["S2"].claim == ""
     assert state.sources["S2"].key == "web:https://x.io"  # old web citations: one per url
     assert "snippet" not in json.loads(state.model_dump_json())["sources"]["S1"]

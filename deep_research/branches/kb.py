@@ -91,7 +91,7 @@ def cite_used(notes: str, hits: Sequence[Evidence]) -> tuple[str, list[Citation]
                     kind="kb",
                     title=f"{hit.source} › {hit.heading}" if hit.heading else hit.source,
                     locator=hit.locator,
-                    snippet=cap_tokens(plain_text(hit.text), 120),
+                    quote=cap_tokens(plain_text(hit.text), 120),
                 )
             )
 
@@ -103,7 +103,7 @@ def cite_used(notes: str, hits: Sequence[Evidence]) -> tuple[str, list[Citation]
 
 
 def plain_text(markdown: str) -> str:
-    """A chunk as prose for a source snippet: no heading lines, fences or table rules."""
+    """A chunk as prose for a source quote: no heading lines, fences or table rules."""
     lines = []
     for line in markdown.splitlines():
         stripped = line.strip()

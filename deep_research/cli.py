@@ -47,8 +47,8 @@ from deep_research.wiring import (
     job_spec,
     open_default_kb,
     price_book,
+    replay,
     run_spec,
-    spec_of,
 )
 
 MAX_QUESTION_CHARS = 4000
@@ -217,9 +217,10 @@ def run(
         mode="extractive" if extractive else "llm",
         source_policy=policy,
         limits=_limits(settings),
-        run_spec=run_spec(spec),
+        run_spec=run_spec(settings, spec),
     )
-    _drive(settings, store, state, built, as_json=as_json)
+    with store.lock(state.session_id):
+        _drive(settings, store, state, built, as_json=as_json)
 
 
 @app.command()
@@ -250,20 +251,27 @@ def resume(
     }
     settings = load_settings(max_parallel_branches=max_parallel, **given)  # validates the values
     store = SessionStore(settings.sessions_dir)
-    state = store.load(session_id)
-    state.limits = state.limits.model_copy(update={k: v for k, v in given.items() if v is not None})
-    if state.mode == "llm" and not settings.has_model:
-        raise ConfigError("this session needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
-    extractive = state.mode == "extractive"
-    spec = None
-    if state.source_policy != "kb_only" and not extractive:
-        spec = spec_of(state.run_spec, settings) or job_spec(settings)
-        state.run_spec = run_spec(spec)
-        _preflight(settings, spec, estimate_only=False, yes=True, as_json=as_json)
-    if retry_cancelled and ResearchTree(state.nodes).retry_cancelled():
-        state.phase = "execute"  # research them now, whatever phase the run had reached
-    built = _engine(settings, state.source_policy, extractive=extractive, quiet=as_json, spec=spec)
-    _drive(settings, store, state, built, as_json=as_json)
+    session_id = store.resolve(session_id)
+    # Loaded inside the lock: a resume that finished meanwhile is never overwritten by a
+    # stale snapshot (whose done nodes would run, and be paid for, again).
+    with store.lock(session_id):
+        state = store.load(session_id)
+        settings = replay(settings, state.run_spec, max_parallel=max_parallel)
+        state.limits = state.limits.model_copy(
+            update={k: v for k, v in given.items() if v is not None}
+        )
+        if state.mode == "llm" and not settings.has_model:
+            raise ConfigError("this session needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
+        extractive = state.mode == "extractive"
+        spec = None if state.source_policy == "kb_only" or extractive else job_spec(settings)
+        state.run_spec = run_spec(settings, spec)
+        if not extractive:
+            _preflight(settings, spec, estimate_only=False, yes=True, as_json=as_json)
+        if retry_cancelled and ResearchTree(state.nodes).retry_cancelled():
+            state.phase = "execute"  # research them now, whatever phase the run had reached
+        policy = state.source_policy
+        built = _engine(settings, policy, extractive=extractive, quiet=as_json, spec=spec)
+        _drive(settings, store, state, built, as_json=as_json)
 
 
 def _preflight(
@@ -327,46 +335,43 @@ def _engine(
 def _drive(
     settings: Settings, store: SessionStore, state: SessionState, built: Built, *, as_json: bool
 ) -> None:
-    """Run (or continue) a session under its lock, then write and show the report."""
-    with store.lock(state.session_id):
-        prices = price_book(settings)
-        guard = BudgetGuard(
-            state,
-            state.limits,
-            prices=prices,
-            final_reserve_usd=_final_reserve_usd(settings, prices),
-            final_reserve_tokens=settings.summary_max_tokens * 2
-            + 2000
-            + settings.max_tokens_per_call,
+    """Run (or continue) a session, then write and show the report. The caller holds the
+    session's lock."""
+    prices = price_book(settings)
+    guard = BudgetGuard(
+        state,
+        state.limits,
+        prices=prices,
+        final_reserve_usd=_final_reserve_usd(settings, prices),
+        final_reserve_tokens=settings.summary_max_tokens * 2 + 2000 + settings.max_tokens_per_call,
+    )
+    show_live = not as_json and render.err.is_terminal
+    with render.live_view(state, enabled=show_live) as view:
+        emit = view.event if show_live else render.Progress() if not as_json else _quiet
+        for notice in built.notices:
+            emit(notice)
+        orchestrator = ResearchOrchestrator(
+            state, built.engine, Checkpointer(store), guard, built.config, on_event=emit
         )
-        show_live = not as_json and render.err.is_terminal
-        with render.live_view(state, enabled=show_live) as view:
-            emit = view.event if show_live else render.Progress() if not as_json else _quiet
-            for notice in built.notices:
-                emit(notice)
-            orchestrator = ResearchOrchestrator(
-                state, built.engine, Checkpointer(store), guard, built.config, on_event=emit
+        try:
+            asyncio.run(_run(orchestrator, built))
+        except KeyboardInterrupt:
+            store.save(state)
+            running = sum(len(n.remote_jobs) for n in state.nodes.values())
+            jobs = (
+                f" {running} research job(s) keep running at the provider: resume "
+                f"re-attaches; `deep-research sessions cancel {state.session_id}` stops them."
+                if running
+                else ""
             )
-            try:
-                asyncio.run(_run(orchestrator, built))
-            except KeyboardInterrupt:
-                store.save(state)
-                running = sum(len(n.remote_jobs) for n in state.nodes.values())
-                jobs = (
-                    f" {running} research job(s) keep running at the provider: resume "
-                    f"re-attaches; `deep-research sessions cancel {state.session_id}` stops them."
-                    if running
-                    else ""
-                )
-                render.info(
-                    f"interrupted; saved. Resume with: deep-research resume {state.session_id}."
-                    + jobs
-                )
-                raise typer.Exit(EXIT_INTERRUPTED) from None
-        markdown = build_report(state, orchestrator.final_text)
-        path = store.write_report(state.session_id, markdown)
-        state.report_path = str(path)
-        store.save(state)
+            render.info(
+                f"interrupted; saved. Resume with: deep-research resume {state.session_id}." + jobs
+            )
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+    markdown = build_report(state, orchestrator.final_text)
+    path = store.write_report(state.session_id, markdown)
+    state.report_path = str(path)
+    store.save(state)
     if as_json:
         print_json(run_summary(state))
         return

@@ -26,6 +26,7 @@ StopReason = Literal[
     "error",
 ]
 RunStatus = Literal["running", "complete", "stopped", "failed", "interrupted"]
+ChatRole = Literal["planner", "synthesizer", "judge", "branch", "summarizer"]
 
 
 def utcnow() -> datetime:
@@ -207,6 +208,12 @@ class RunSpec(BaseModel):
     web_reasoning_effort: str = ""
     web_max_tool_calls: int = 0
     web_max_output_tokens: int = 0
+    models: dict[ChatRole, str] = Field(default_factory=dict)
+    """The chat model of each role (planner, synthesizer, judge, branch, summarizer)."""
+    efforts: dict[ChatRole, str | None] = Field(default_factory=dict)
+    """Each role's reasoning effort (None: the model's default)."""
+    kb_name: str = ""
+    max_parallel: int = 0
 
 
 class LedgerEntry(BaseModel):

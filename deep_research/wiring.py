@@ -34,7 +34,7 @@ from deep_research.extractive import ExtractiveWriter, extractive_engine
 from deep_research.kb.search import search
 from deep_research.kb.store import KBStore, open_kb
 from deep_research.model_params import model_params
-from deep_research.models import RunSpec, SourceHint
+from deep_research.models import ChatRole, RunSpec, SourceHint
 from deep_research.orchestrator import Engine, RunConfig
 from deep_research.ports import BranchExecutor, JobControl
 
@@ -76,7 +76,7 @@ def run_config(settings: Settings, policy: SourcePolicy) -> RunConfig:
     )
 
 
-ChatRole = Literal["planner", "synthesizer", "judge", "branch", "summarizer"]
+CHAT_ROLES: tuple[ChatRole, ...] = ("planner", "synthesizer", "judge", "branch", "summarizer")
 
 
 def chat_model(
@@ -122,30 +122,53 @@ def job_spec(settings: Settings) -> JobSpec:
     )
 
 
-def run_spec(spec: JobSpec | None) -> RunSpec:
-    """What a session records of its web jobs, so a resume repeats the same choices."""
-    if spec is None:
-        return RunSpec()
+def run_spec(settings: Settings, spec: JobSpec | None) -> RunSpec:
+    """What a session records of its run's choices, so a resume repeats them exactly."""
+    web = (
+        {
+            "web_model": spec.model,
+            "web_reasoning_effort": spec.reasoning_effort,
+            "web_max_tool_calls": spec.max_tool_calls,
+            "web_max_output_tokens": spec.max_output_tokens,
+        }
+        if spec is not None
+        else {}
+    )
     return RunSpec(
-        web_model=spec.model,
-        web_reasoning_effort=spec.reasoning_effort,
-        web_max_tool_calls=spec.max_tool_calls,
-        web_max_output_tokens=spec.max_output_tokens,
+        **web,
+        models={role: getattr(settings, f"{role}_model") for role in CHAT_ROLES},
+        efforts={role: getattr(settings, f"{role}_reasoning_effort") for role in CHAT_ROLES},
+        kb_name=settings.kb_name,
+        max_parallel=settings.max_parallel_branches,
     )
 
 
-def spec_of(saved: RunSpec, settings: Settings) -> JobSpec | None:
-    """The job spec a session was started with (None for sessions from before RunSpec)."""
-    if not saved.web_model:
-        return None
-    summary = settings.web_reasoning_summary
-    return JobSpec(
-        model=saved.web_model,
-        reasoning_effort=saved.web_reasoning_effort or settings.web_reasoning_effort,
-        max_tool_calls=saved.web_max_tool_calls or settings.web_max_tool_calls,
-        max_output_tokens=saved.web_max_output_tokens or settings.web_max_output_tokens,
-        reasoning_summary=None if summary == "off" else summary,
-    )
+def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> Settings:
+    """Today's settings with a session's saved choices on top (only the budget flags, given
+    separately, and ``--max-parallel`` override them). Sessions from before a choice was
+    saved keep today's setting for it."""
+    values: dict[str, object] = {
+        f"{role}_model": model for role, model in saved.models.items() if model
+    }
+    values |= {f"{role}_reasoning_effort": effort for role, effort in saved.efforts.items()}
+    if saved.kb_name:
+        values["kb_name"] = saved.kb_name
+    if saved.max_parallel:
+        values["max_parallel_branches"] = saved.max_parallel
+    if saved.web_model:
+        values |= {
+            "web_model": saved.web_model,
+            "web_reasoning_effort": saved.web_reasoning_effort or None,
+            "web_max_tool_calls": saved.web_max_tool_calls or None,
+            "web_max_output_tokens": saved.web_max_output_tokens or None,
+        }
+    replayed = settings.with_overrides(**values)
+    if saved.efforts:
+        # with_overrides skips None ("not given"); a saved "model default" effort is a choice.
+        replayed = replayed.model_copy(
+            update={f"{role}_reasoning_effort": e for role, e in saved.efforts.items()}
+        )
+    return replayed.with_overrides(max_parallel_branches=max_parallel)
 
 
 def price_book(settings: Settings) -> PriceBook:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -507,3 +508,52 @@ def test_an_expensive_run_asks_first_on_a_terminal(
     assert sessions.exists() is (code == 0), "declining saves nothing"
     result = CliRunner().invoke(app, [QUESTION, "--yes"], env=env, input="")
     assert result.exit_code == 0
+
+
+def test_resume_replays_the_run_choices_not_todays_settings(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.add_model("llama3.1")
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    fake_openai.hold_responses = True
+    child = spawn(
+        env, QUESTION, "--chat-model", "llama3.1", "--kb", "notes", "--web-effort", "xhigh"
+    )
+    fake_openai.wait_for(lambda: sum(fake_openai.retrieves.values()) >= 1, 60)
+    child.send_signal(signal.SIGINT)
+    child.communicate(timeout=60)
+    assert child.returncode == 130
+    session_id = only_session(env)
+    spec = session_state(env, session_id)["run_spec"]
+    assert spec["models"] == dict.fromkeys(
+        ("planner", "synthesizer", "judge", "branch", "summarizer"), "llama3.1"
+    )
+    assert (spec["kb_name"], spec["web_reasoning_effort"]) == ("notes", "xhigh")
+
+    fake_openai.hold_responses = False
+    for job in fake_openai.response_ids:
+        fake_openai.complete(job)
+    before = len(fake_openai.requests)
+    data = run_json({**env, "DEEP_RESEARCH_WEB_REASONING_EFFORT": "low"}, "resume", session_id)
+    assert data["status"] == "complete"
+    after = fake_openai.requests[before:]
+    chat = {r.body["model"] for r in after if r.path == "/v1/chat/completions"}
+    assert chat == {"llama3.1"}, "today's defaults never replace the run's models"
+    assert session_state(env, session_id)["run_spec"]["web_reasoning_effort"] == "xhigh"
+
+
+def test_resume_of_a_session_another_process_holds_does_nothing(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    from deep_research.sessions import SessionStore
+
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    data = run_json(env, QUESTION)
+    store = SessionStore(Path(env["DEEP_RESEARCH_HOME"]) / "sessions")
+    shutil.rmtree(Path(env["DEEP_RESEARCH_HOME"]) / "cache")  # model lookups would be asked
+    before = len(fake_openai.requests)
+    with store.lock(data["session_id"]):
+        code, _out, err = cli(env, "resume", data["session_id"])
+    assert code == 5, err
+    assert "being run by another process" in err
+    assert len(fake_openai.requests) == before, "no model lookup, no engine, nothing spent"

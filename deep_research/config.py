@@ -215,10 +215,19 @@ def describe_validation_error(exc: ValidationError) -> str:
     return f"invalid setting {loc}: {first['msg']} (got {first.get('input')!r})"
 
 
+def unreadable_dotenv(exc: UnicodeDecodeError) -> ConfigError:
+    env = Path(".env").resolve()
+    return ConfigError(
+        f"cannot read {env}: it is not UTF-8 text (byte {exc.start}); fix or remove it"
+    )
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Read the environment and `.env`, then apply per-run overrides."""
     try:
         settings = Settings()
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise unreadable_dotenv(exc) from None
     return settings.with_overrides(**overrides)

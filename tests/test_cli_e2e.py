@@ -557,3 +557,19 @@ def test_resume_of_a_session_another_process_holds_does_nothing(
     assert code == 5, err
     assert "being run by another process" in err
     assert len(fake_openai.requests) == before, "no model lookup, no engine, nothing spent"
+
+
+def test_a_binary_dotenv_is_a_one_line_config_error(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_bytes(b"\xff\xfe\x00\x01binary")
+    done = subprocess.run(
+        [sys.executable, "-m", "deep_research", "sessions", "list"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO), "DEEP_RESEARCH_HOME": str(tmp_path / "h")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3
+    assert done.stderr.strip().splitlines() == [
+        f"error: cannot read {tmp_path / '.env'}: it is not UTF-8 text (byte 0); fix or remove it"
+    ]

@@ -65,3 +65,13 @@ def test_bad_values_are_one_line_config_errors(
         load_settings()
     assert where in str(info.value).lower()
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00\x01binary", b"OPENAI_API_KEY=caf\xe9\n"])
+def test_a_dotenv_that_is_not_utf8_is_a_one_line_config_error(
+    tmp_path: Path, content: bytes
+) -> None:
+    (tmp_path / ".env").write_bytes(content)
+    with pytest.raises(ConfigError, match=r"\.env: it is not UTF-8 text") as info:
+        load_settings()
+    assert "\n" not in str(info.value)

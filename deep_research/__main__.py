@@ -1,0 +1,23 @@
+"""`deep-research` / `python -m deep_research`: the CLI, with the one failure it cannot map
+itself — an error while importing it. chromadb reads `./.env` when it is imported, so a
+`.env` that is not UTF-8 text fails before `cli.main` could turn it into a one-line error."""
+
+from __future__ import annotations
+
+import sys
+
+from deep_research.config import unreadable_dotenv
+
+
+def main() -> None:
+    try:
+        from deep_research.cli import main as cli_main
+    except UnicodeDecodeError as exc:
+        error = unreadable_dotenv(exc)
+        sys.stderr.write(f"error: {error}\n")
+        raise SystemExit(error.exit_code) from None
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -201,6 +201,8 @@ def run(
             raise ConfigError("web research needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
         policy = "kb_only"
     extractive = not settings.has_model
+    if not extractive:
+        _check_token_limit(settings, _limits(settings))
     spec = None if policy == "kb_only" else job_spec(settings)
     if estimate_only and extractive:
         if as_json:
@@ -263,6 +265,8 @@ def resume(
         if state.mode == "llm" and not settings.has_model:
             raise ConfigError("this session needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
         extractive = state.mode == "extractive"
+        if not extractive:
+            _check_token_limit(settings, state.limits)
         spec = None if state.source_policy == "kb_only" or extractive else job_spec(settings)
         state.run_spec = run_spec(settings, spec)
         if not extractive:
@@ -310,6 +314,23 @@ def _preflight(
             raise typer.Exit(EXIT_DECLINED)
 
 
+def _final_reserve_tokens(settings: Settings) -> int:
+    """Tokens kept back for the final report: its prompt (two summaries and the frame) and
+    its reply."""
+    return settings.summary_max_tokens * 2 + 2000 + settings.max_tokens_per_call
+
+
+def _check_token_limit(settings: Settings, limits: Limits) -> None:
+    reserve = _final_reserve_tokens(settings)
+    if limits.max_total_tokens <= reserve:
+        raise UsageError(
+            f"the token limit of {limits.max_total_tokens:,} leaves nothing to research: "
+            f"{reserve:,} tokens are kept for the final report (2 × "
+            f"DEEP_RESEARCH_SUMMARY_MAX_TOKENS + 2,000 + DEEP_RESEARCH_MAX_TOKENS_PER_CALL); "
+            "raise --max-tokens"
+        )
+
+
 def _final_reserve_usd(settings: Settings, prices: PriceBook) -> float:
     """Kept back from the budget so the final report can always be written."""
     return call_cost_estimate(
@@ -343,7 +364,8 @@ def _drive(
         state.limits,
         prices=prices,
         final_reserve_usd=_final_reserve_usd(settings, prices),
-        final_reserve_tokens=settings.summary_max_tokens * 2 + 2000 + settings.max_tokens_per_call,
+        # An extractive run spends no tokens: nothing to keep back.
+        final_reserve_tokens=0 if state.mode == "extractive" else _final_reserve_tokens(settings),
     )
     show_live = not as_json and render.err.is_terminal
     with render.live_view(state, enabled=show_live) as view:

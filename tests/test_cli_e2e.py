@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -70,20 +71,29 @@ def test_repeated_question_is_served_from_the_cache(
 @pytest.mark.parametrize(
     ("flags", "reason"),
     [
-        (["--max-cost", "1.0"], "cost_limit"),
-        (["--max-tokens", "1500"], "token_limit"),
+        # A $4.00 worst case per job: t1 fits in $4.90, t2 no longer does once t1 spent ~$0.8.
+        (["--max-cost", "4.9"], "cost_limit"),
+        (["--max-tokens", "24000"], "token_limit"),  # 22,000 of it kept for the report
         (["--max-iterations", "1"], "max_iterations"),
     ],
 )
 def test_each_budget_stops_the_run_with_a_report(
     env: dict[str, str], fake_openai: FakeOpenAI, flags: list[str], reason: str
 ) -> None:
-    ResearchWorld(
+    world = ResearchWorld(
         plans=[[plan_task("t1"), plan_task("t2", "t1")]], verdicts=[verdict(False, "more")]
-    ).install(fake_openai)
+    )
+    world.install(fake_openai)
+
+    def heavy(req: Any) -> ResearchReport:  # a long job: ~$0.78 at gpt-5.5's long-context tier
+        return replace(world.research(req), input_tokens=300_000, cached_tokens=250_000)
+
+    fake_openai.research_handler = heavy
     data = run_json(env, QUESTION, *flags)
     assert data["stop_reason"] == reason
     assert data["status"] == "stopped"
+    nodes = session_state(env, data["session_id"])["nodes"]
+    assert nodes["t1"]["status"] == "done", "it researched before stopping"
     report = Path(data["report_path"]).read_text()
     assert "## Coverage and limitations" in report
 
@@ -573,3 +583,11 @@ def test_a_binary_dotenv_is_a_one_line_config_error(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines() == [
         f"error: cannot read {tmp_path / '.env'}: it is not UTF-8 text (byte 0); fix or remove it"
     ]
+
+
+def test_a_token_limit_below_the_final_reserve_is_a_usage_error(env: dict[str, str]) -> None:
+    code, _, err = cli(env, QUESTION, "--max-tokens", "1500")
+    assert code == 2
+    assert "1,500" in err
+    assert "22,000" in err
+    assert not (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").exists()

@@ -23,7 +23,7 @@ from typing import Protocol
 from deep_research import context
 from deep_research.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError
 from deep_research.guard import BudgetGuard
-from deep_research.memory import cap_tokens, cited_refs, register_citations
+from deep_research.memory import cap_tokens, cited_refs, estimate_tokens, register_citations
 from deep_research.models import (
     IterationRecord,
     PlannedTask,
@@ -325,8 +325,12 @@ class ResearchOrchestrator:
                     )
                 except ProviderError as exc:
                     # Keep going on a plain merge: losing the summary would blind the judge.
+                    # The newest findings go in whole; the old summary gives up the room.
                     self._on_event(f"summarizer failed ({exc}); appending notes instead")
-                    merged = "\n\n".join([state.summary, *(d.notes for d in digests)]).strip()
+                    new = "\n\n".join(d.notes for d in digests)
+                    room = cap - estimate_tokens(new)
+                    old = cap_tokens(state.summary, room) if room > 0 else ""
+                    merged = "\n\n".join(part for part in (old, new) if part).strip()
                 state.summary = cap_tokens(merged, cap)
                 state.summarized.extend(n.id for n in batch)
                 await self._save()

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from deep_research.errors import BudgetExhausted, JobCancelled, StructuredOutputError
+from deep_research.errors import BudgetExhausted, JobCancelled, ProviderError, StructuredOutputError
+from deep_research.memory import estimate_tokens
 from deep_research.models import SessionState, Usage
 from deep_research.orchestrator import RunConfig
 from deep_research.ports import CancelOutcome, JobEvent
@@ -372,3 +373,25 @@ async def test_a_cancelled_job_cancels_its_node_and_blocks_dependents() -> None:
         "c": "done",
     }
     assert "- **Cancelled:** What about a? — cancelled by the user" in build_report(state, None)
+
+
+@dataclass
+class FailingSummarizer:
+    async def merge(self, question, summary, digests, cap_tokens, meter):  # type: ignore[no-untyped-def]
+        raise ProviderError("summarizer down")
+
+
+async def test_a_failed_summary_keeps_the_newest_findings_when_at_its_cap() -> None:
+    rig = Rig(
+        planner=FakePlanner([plan(task("a"))]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([verdict(True)]),
+        summarizer=FailingSummarizer(),  # type: ignore[arg-type]
+    )
+    state = new_state()
+    cap = RunConfig().summary_cap_tokens
+    state.summary = "Old finding. " * (cap * 4 // 13)  # already at the cap
+    await rig.orchestrator(state).run()
+    assert "Finding about a" in state.summary, "the newest notes survive the cap"
+    assert state.summary.startswith("Old finding.")
+    assert estimate_tokens(state.summary) <= cap + 1

@@ -63,7 +63,7 @@ class Watcher:
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "deep_research.cli", *args],
+        [sys.executable, "-m", "deep_research.app.cli", *args],
         env={**os.environ, **env, "PYTHONPATH": str(REPO)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -31,11 +31,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from deep_research.guard import BudgetGuard
-from deep_research.models import Citation, Limits, Plan, PlannedTask, SessionState
-from deep_research.orchestrator import Engine, ResearchOrchestrator, RunConfig
-from deep_research.ports import BranchResult, BranchTask, Meter, RemoteJobHook
-from deep_research.sessions import Checkpointer, SessionStore
+from deep_research.core.guard import BudgetGuard
+from deep_research.core.models import Citation, Limits, Plan, PlannedTask, SessionState
+from deep_research.core.orchestrator import Engine, ResearchOrchestrator, RunConfig
+from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook
+from deep_research.persistence.sessions import Checkpointer, SessionStore
 from tests.fakes import (
     FakeJudge,
     FakePlanner,

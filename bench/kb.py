@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from deep_research.config import load_settings
+from deep_research.app.config import load_settings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.search import Fusion, Mode, search
 from deep_research.kb.store import open_kb

@@ -13,11 +13,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from deep_research.config import Settings
-from deep_research.guard import BudgetGuard
-from deep_research.models import Limits, SessionState
-from deep_research.orchestrator import ResearchOrchestrator
-from deep_research.wiring import build
+from deep_research.app.config import Settings
+from deep_research.app.wiring import build
+from deep_research.core.guard import BudgetGuard
+from deep_research.core.models import Limits, SessionState
+from deep_research.core.orchestrator import ResearchOrchestrator
 from tests.fake_openai import FakeOpenAI
 from tests.fake_openai_payloads import input_text, text_of
 from tests.fakes import MemorySaver

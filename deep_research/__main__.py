@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import sys
 
-from deep_research.config import unreadable_dotenv
+from deep_research.app.config import unreadable_dotenv
 
 
 def main() -> None:
     try:
-        from deep_research.cli import main as cli_main
+        from deep_research.app.cli import main as cli_main
     except UnicodeDecodeError as exc:
         error = unreadable_dotenv(exc)
         sys.stderr.write(f"error: {error}\n")

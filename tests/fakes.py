@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from deep_research.errors import BranchError
-from deep_research.guard import BudgetGuard
-from deep_research.models import (
+from deep_research.core.errors import BranchError
+from deep_research.core.guard import BudgetGuard
+from deep_research.core.models import (
     Citation,
     Limits,
     Plan,
@@ -19,8 +19,8 @@ from deep_research.models import (
     Usage,
     Verdict,
 )
-from deep_research.orchestrator import Engine, ResearchOrchestrator, RunConfig
-from deep_research.ports import (
+from deep_research.core.orchestrator import Engine, ResearchOrchestrator, RunConfig
+from deep_research.core.ports import (
     BranchResult,
     BranchTask,
     JobControl,

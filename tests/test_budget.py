@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from deep_research.budget import (
+from deep_research.core.budget import (
     WEB_BASE_INPUT_TOKENS,
     WEB_INPUT_TOKENS_PER_TOOL_CALL,
     WEB_SEARCH_USD_PER_CALL,
@@ -15,7 +15,7 @@ from deep_research.budget import (
     web_job_worst_case,
     web_job_worst_usage,
 )
-from deep_research.models import Usage
+from deep_research.core.models import Usage
 
 M = 1_000_000
 BOOK = PriceBook()

@@ -8,7 +8,12 @@ from pathlib import Path
 import diskcache
 from pydantic import BaseModel
 
-from deep_research.cache import ResultCache, canonical_json, content_hash, normalize_query
+from deep_research.persistence.cache import (
+    ResultCache,
+    canonical_json,
+    content_hash,
+    normalize_query,
+)
 
 
 def test_canonical_json_is_order_and_space_independent() -> None:

@@ -8,9 +8,9 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 
-from deep_research.chains.llm import CUT_OFF_NOTE, ChatModel
-from deep_research.errors import StructuredOutputError
-from deep_research.models import Plan
+from deep_research.adapters.llm.llm import CUT_OFF_NOTE, ChatModel
+from deep_research.core.errors import StructuredOutputError
+from deep_research.core.models import Plan
 from tests.fake_openai import ChatReply, FakeOpenAI
 from tests.fakes import RecordingMeter
 

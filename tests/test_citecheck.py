@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from deep_research.branches.kb import plain_text
-from deep_research.citecheck import check, is_factual, sentences
-from deep_research.models import Citation, SessionState
-from deep_research.report import build_report
+from deep_research.adapters.kb_branch import plain_text
+from deep_research.core.citecheck import check, is_factual, sentences
+from deep_research.core.models import Citation, SessionState
+from deep_research.core.report import build_report
 
 SOURCE = Citation(
     ref="S1",

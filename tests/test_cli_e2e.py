@@ -210,7 +210,7 @@ def test_bad_input_gets_one_line_errors_and_distinct_codes(env: dict[str, str]) 
 
 def spawn(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "deep_research.cli", *args],
+        [sys.executable, "-m", "deep_research.app.cli", *args],
         env={**os.environ, **env, "PYTHONPATH": str(REPO)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -503,8 +503,8 @@ def test_an_expensive_run_asks_first_on_a_terminal(
 ) -> None:
     from typer.testing import CliRunner
 
-    from deep_research import render
-    from deep_research.cli import app
+    from deep_research.app import render
+    from deep_research.app.cli import app
 
     ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
     monkeypatch.setattr(render, "interactive", lambda: True)
@@ -555,7 +555,7 @@ def test_resume_replays_the_run_choices_not_todays_settings(
 def test_resume_of_a_session_another_process_holds_does_nothing(
     env: dict[str, str], fake_openai: FakeOpenAI
 ) -> None:
-    from deep_research.sessions import SessionStore
+    from deep_research.persistence.sessions import SessionStore
 
     ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
     data = run_json(env, QUESTION)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from deep_research.config import Settings
+from deep_research.app.config import Settings
 from deep_research.kb.search import resolve_locator
 from deep_research.kb.store import open_kb
 from tests.clirun import cli, run_json, session_state

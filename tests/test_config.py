@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.config import load_settings
-from deep_research.errors import ConfigError
+from deep_research.app.config import load_settings
+from deep_research.core.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from deep_research import context
-from deep_research.memory import estimate_tokens
-from deep_research.models import Citation, ResearchNode
+from deep_research.core import context
+from deep_research.core.memory import estimate_tokens
+from deep_research.core.models import Citation, ResearchNode
 
 
 def node(i: int, *, notes_tokens: int = 300, deps: list[str] | None = None) -> ResearchNode:

@@ -12,19 +12,19 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from deep_research.branches.deep_research import (
+from deep_research.adapters.web.deep_research import (
     JOB_NAME,
     MAX_DEPENDENCY_CHARS,
     DeepResearchExecutor,
     ReportCache,
     build_user_message,
 )
-from deep_research.branches.openai_jobs import JobSpec
-from deep_research.branches.web_output import extract_report
-from deep_research.cache import ResultCache
-from deep_research.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError
-from deep_research.models import Citation, Usage
-from deep_research.ports import BranchTask, Finding, JobEvent, Meter
+from deep_research.adapters.web.openai_jobs import JobSpec
+from deep_research.adapters.web.output import extract_report
+from deep_research.core.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError
+from deep_research.core.models import Citation, Usage
+from deep_research.core.ports import BranchTask, Finding, JobEvent, Meter
+from deep_research.persistence.cache import ResultCache
 from tests.fake_openai import Citation as FakeCitation
 from tests.fake_openai import FakeOpenAI, Fault, ResearchReport
 from tests.fakes import RecordingMeter

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from deep_research.config import Settings
-from deep_research.errors import ConfigError, KnowledgeBaseError
+from deep_research.app.config import Settings
+from deep_research.core.errors import ConfigError, KnowledgeBaseError
 from deep_research.kb.embeddings import (
     HashEmbeddings,
     OnnxEmbeddings,

@@ -8,9 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from deep_research.branches.kb import KBExecutor
-from deep_research.chains.branch import Passage
-from deep_research.extractive import (
+from deep_research.adapters.extractive import (
     ExtractiveJudge,
     ExtractivePlanner,
     ExtractiveSummarizer,
@@ -19,12 +17,14 @@ from deep_research.extractive import (
     extractive_engine,
     facets,
 )
-from deep_research.guard import BudgetGuard
-from deep_research.memory import estimate_tokens
-from deep_research.models import Role, SessionState, Usage
-from deep_research.orchestrator import ResearchOrchestrator, RunConfig
-from deep_research.ports import JudgeRequest, NodeDigest, PlanRequest, SynthesisRequest
-from deep_research.report import build_report
+from deep_research.adapters.kb_branch import KBExecutor
+from deep_research.adapters.llm.branch import Passage
+from deep_research.core.guard import BudgetGuard
+from deep_research.core.memory import estimate_tokens
+from deep_research.core.models import Role, SessionState, Usage
+from deep_research.core.orchestrator import ResearchOrchestrator, RunConfig
+from deep_research.core.ports import JudgeRequest, NodeDigest, PlanRequest, SynthesisRequest
+from deep_research.core.report import build_report
 
 EXAMPLE = (
     "How does deep-research plan, schedule and budget a research run, "

@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from deep_research.budget import Price, PriceBook
-from deep_research.guard import BudgetGuard, call_cost_estimate
-from deep_research.models import Limits, ResearchNode, SessionState, Usage
-from deep_research.orchestrator import RunConfig
-from deep_research.ports import BranchResult, BranchTask, Meter, RemoteJobHook
+from deep_research.core.budget import Price, PriceBook
+from deep_research.core.guard import BudgetGuard, call_cost_estimate
+from deep_research.core.models import Limits, ResearchNode, SessionState, Usage
+from deep_research.core.orchestrator import RunConfig
+from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook
 from tests.fakes import FakeJudge, FakePlanner, Rig, new_state, plan, task, verdict
 
 

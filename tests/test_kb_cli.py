@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from deep_research.config import Settings
-from deep_research.errors import KnowledgeBaseError
+from deep_research.app.config import Settings
+from deep_research.app.kb_cli import kb_app
+from deep_research.core.errors import KnowledgeBaseError
 from deep_research.kb import store as store_module
-from deep_research.kb.cli import kb_app
 from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
 
 

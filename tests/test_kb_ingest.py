@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.config import Settings
+from deep_research.app.config import Settings
 from deep_research.kb import ingest as ingest_module
 from deep_research.kb.chunking import Chunk
 from deep_research.kb.embeddings import HashEmbeddings
@@ -168,7 +168,7 @@ def test_a_crash_mid_ingest_loses_nothing_and_the_next_run_completes(
 
 
 def test_missing_root_is_a_usage_error(store: KBStore, tmp_path: Path) -> None:
-    from deep_research.errors import UsageError
+    from deep_research.core.errors import UsageError
 
     with pytest.raises(UsageError):
         ingest(store, tmp_path / "nope")

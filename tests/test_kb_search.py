@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.config import Settings
-from deep_research.errors import KnowledgeBaseError, UsageError
+from deep_research.app.config import Settings
+from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.search import Fusion, fuse, resolve_locator, search

@@ -9,9 +9,9 @@ from pathlib import Path
 import openai
 import pytest
 
-from deep_research.cache import ResultCache
-from deep_research.errors import ConfigError, ProviderError
-from deep_research.lifecycle import CacheLookups, ModelRef, check_models
+from deep_research.adapters.llm.lifecycle import CacheLookups, ModelRef, check_models
+from deep_research.core.errors import ConfigError, ProviderError
+from deep_research.persistence.cache import ResultCache
 from tests.fake_openai import FakeOpenAI, Fault
 
 TODAY = date(2026, 11, 23)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deep_research.model_params import ModelParams, accepted_efforts, model_params
+from deep_research.adapters.llm.params import ModelParams, accepted_efforts, model_params
 
 
 @pytest.mark.parametrize(

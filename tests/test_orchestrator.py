@@ -7,12 +7,17 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from deep_research.errors import BudgetExhausted, JobCancelled, ProviderError, StructuredOutputError
-from deep_research.memory import estimate_tokens
-from deep_research.models import SessionState, Usage
-from deep_research.orchestrator import RunConfig
-from deep_research.ports import CancelOutcome, JobEvent
-from deep_research.report import build_report
+from deep_research.core.errors import (
+    BudgetExhausted,
+    JobCancelled,
+    ProviderError,
+    StructuredOutputError,
+)
+from deep_research.core.memory import estimate_tokens
+from deep_research.core.models import SessionState, Usage
+from deep_research.core.orchestrator import RunConfig
+from deep_research.core.ports import CancelOutcome, JobEvent
+from deep_research.core.report import build_report
 from tests.fakes import (
     FakeExecutor,
     FakeJudge,

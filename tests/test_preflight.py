@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.branches.openai_jobs import JobSpec
-from deep_research.budget import PriceBook
-from deep_research.config import Settings
-from deep_research.errors import ConfigError
-from deep_research.models import Usage
-from deep_research.preflight import check_prices, configured_models, estimate
-from deep_research.wiring import job_spec, price_book
+from deep_research.adapters.web.openai_jobs import JobSpec
+from deep_research.app.config import Settings
+from deep_research.app.preflight import check_prices, configured_models, estimate
+from deep_research.app.wiring import job_spec, price_book
+from deep_research.core.budget import PriceBook
+from deep_research.core.errors import ConfigError
+from deep_research.core.models import Usage
 
 
 def settings(tmp_path: Path, **values: object) -> Settings:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from deep_research.models import Citation, SessionState
-from deep_research.report import build_report
+from deep_research.core.models import Citation, SessionState
+from deep_research.core.report import build_report
 
 WEB = Citation(
     ref="S1",
@@ -58,9 +58,9 @@ def test_sessions_saved_with_snippets_still_load() -> None:
 
 
 def test_the_footer_says_when_part_of_the_spend_is_unknown() -> None:
-    from deep_research.budget import make_entry
-    from deep_research.models import SessionState, Usage
-    from deep_research.report import build_report
+    from deep_research.core.budget import make_entry
+    from deep_research.core.models import SessionState, Usage
+    from deep_research.core.report import build_report
 
     state = SessionState(session_id="abcdabcdabcd", question="q?")
     state.ledger.append(make_entry("planner", "gpt-6-sol", Usage(input_tokens=10)))

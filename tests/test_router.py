@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from deep_research.branches.router import RoutingExecutor, Unavailable
-from deep_research.errors import BranchError, BudgetExhausted
-from deep_research.models import Citation
-from deep_research.ports import BranchResult, BranchTask, Meter, RemoteJobHook
+from deep_research.adapters.router import RoutingExecutor, Unavailable
+from deep_research.core.errors import BranchError, BudgetExhausted
+from deep_research.core.models import Citation
+from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook
 
 
 @dataclass

@@ -7,9 +7,9 @@ from collections.abc import Iterable
 
 import pytest
 
-from deep_research.models import PlannedTask, ResearchNode
-from deep_research.scheduler import run_dag
-from deep_research.tree import PlanPolicy, ResearchTree
+from deep_research.core.models import PlannedTask, ResearchNode
+from deep_research.core.scheduler import run_dag
+from deep_research.core.tree import PlanPolicy, ResearchTree
 
 
 def make_tree(spec: Iterable[tuple[str, list[str]]], **extra: dict[str, object]) -> ResearchTree:

@@ -13,12 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from deep_research import sessions
-from deep_research.budget import make_entry
-from deep_research.config import load_settings
-from deep_research.errors import SessionError, SessionLocked
-from deep_research.models import Citation, ResearchNode, SessionState, Usage
-from deep_research.sessions import SCHEMA_VERSION, Checkpointer, SessionStore, new_session_id
+from deep_research.app.config import load_settings
+from deep_research.core.budget import make_entry
+from deep_research.core.errors import SessionError, SessionLocked
+from deep_research.core.models import Citation, ResearchNode, SessionState, Usage
+from deep_research.persistence import sessions
+from deep_research.persistence.sessions import (
+    SCHEMA_VERSION,
+    Checkpointer,
+    SessionStore,
+    new_session_id,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -279,7 +284,7 @@ def test_list_without_sessions_dir_is_empty(store: SessionStore) -> None:
 HOLD_LOCK = """
 import sys
 from pathlib import Path
-from deep_research.sessions import SessionStore
+from deep_research.persistence.sessions import SessionStore
 
 with SessionStore(Path(sys.argv[1])).lock(sys.argv[2]):
     print("locked", flush=True)

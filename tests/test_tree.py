@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from deep_research.models import PlannedTask, ResearchNode
-from deep_research.tree import PlanPolicy, ResearchTree
+from deep_research.core.models import PlannedTask, ResearchNode
+from deep_research.core.tree import PlanPolicy, ResearchTree
 
 POLICY = PlanPolicy(max_depth=3, max_tasks=8)
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from openai.types.responses import Response
 
-from deep_research.branches.web_output import MAX_CLAIM_CHARS, claim_of, extract_report, usage_of
-from deep_research.memory import register_citations
-from deep_research.models import Citation
+from deep_research.adapters.web.output import MAX_CLAIM_CHARS, claim_of, extract_report, usage_of
+from deep_research.core.memory import register_citations
+from deep_research.core.models import Citation
 
 CHROMA = "https://docs.trychroma.com/scale"
 QDRANT = "https://qdrant.tech/documentation/quantization"

@@ -30,13 +30,13 @@ import numpy as np
 import numpy.typing as npt
 from langchain_core.embeddings import Embeddings
 
-from deep_research.errors import ConfigError, KnowledgeBaseError
+from deep_research.core.errors import ConfigError, KnowledgeBaseError
 
 if TYPE_CHECKING:
     from onnxruntime import InferenceSession  # type: ignore[import-untyped]
     from tokenizers import Tokenizer
 
-    from deep_research.config import Settings
+    from deep_research.app.config import Settings
 
 ASSETS_DIR = Path(__file__).parent / "assets"
 DEFAULT_STATIC_MODEL = "minilm-l6-static-256"

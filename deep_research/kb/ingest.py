@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from deep_research.errors import UsageError
+from deep_research.core.errors import UsageError
 from deep_research.kb.chunking import Chunk, chunk_markdown
 from deep_research.kb.manifest import FileEntry, Manifest
 from deep_research.kb.store import KBStore

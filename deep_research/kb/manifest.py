@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
-from deep_research.errors import KnowledgeBaseError
+from deep_research.core.errors import KnowledgeBaseError
 
 MANIFEST_VERSION = 1
 MANIFEST_FILE = "manifest.json"

@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from deep_research.errors import KnowledgeBaseError, UsageError
+from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.kb.chunking import make_locator
 from deep_research.kb.store import KBStore
 

@@ -32,8 +32,8 @@ from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import ChromaError, NotFoundError
 from langchain_chroma import Chroma
 
-from deep_research.config import Settings
-from deep_research.errors import KnowledgeBaseError, UsageError
+from deep_research.app.config import Settings
+from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.kb.chunking import Chunk, MetaValue
 from deep_research.kb.embeddings import NamedEmbeddings, make_embeddings
 from deep_research.kb.lexical import LexicalDoc, LexicalIndex

@@ -1,0 +1,25 @@
+"""The judge chain: is the draft complete, and if not, what is missing?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deep_research.adapters.llm.llm import ChatModel, load_prompt
+from deep_research.core.models import Verdict
+from deep_research.core.ports import JudgeRequest, Meter
+
+
+@dataclass(frozen=True)
+class LLMJudge:
+    model: ChatModel
+
+    async def judge(self, request: JudgeRequest, meter: Meter) -> Verdict:
+        messages = load_prompt("judge").messages(
+            question=request.question,
+            summary=request.summary or "(empty)",
+            draft=request.draft,
+            overview=request.overview,
+        )
+        verdict = await self.model.structured(Verdict, messages, meter)
+        confidence = min(1.0, max(0.0, verdict.overall_confidence))
+        return verdict.model_copy(update={"overall_confidence": confidence})

@@ -1,0 +1,363 @@
+"""The ``web`` branch: an OpenAI research job — a reasoning model with the ``web_search``
+tool — run in the background on the Responses API and polled to the end.
+
+Invariants (money first):
+- The job id reaches the session on disk the moment the create reply arrives (the hook
+  saves synchronously), before the SDK parses the reply and before any wait; a create that
+  is already on the wire when the run is interrupted is let finish so its id is saved.
+- A job is never submitted twice in one run (see ``openai_jobs``), and a resumed task
+  re-attaches to its saved id; only a job the provider lost (404) is submitted anew.
+- Ctrl-C and the run's time limit never cancel here: the ids stay in the session (the
+  orchestrator cancels them after a time limit; ``resume`` re-attaches after Ctrl-C).
+  Only this branch's own maximum wait cancels its job, and an id is forgotten only once
+  the provider confirmed a terminal status or the cancel.
+- Every wait is bounded: the whole job by ``max_wait_seconds``, each request by the SDK's
+  timeout, a cancel by a few seconds. Polls back off up to ``max_backoff_seconds``.
+- The worst-case cost is reserved before dispatch and released afterwards, whatever happens;
+  the job's real usage is recorded from its final reply (unknown usage is flagged, not $0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from importlib.resources import files
+from typing import Protocol
+
+import openai
+from openai.types.responses import Response
+from pydantic import BaseModel, ValidationError
+
+from deep_research.adapters.web.openai_jobs import (
+    PENDING,
+    JobGone,
+    JobSpec,
+    ResponsesJobs,
+    SummaryRefused,
+    Transient,
+)
+from deep_research.adapters.web.output import confidence, extract_report, usage_of
+from deep_research.core.budget import PriceBook, web_job_worst_case
+from deep_research.core.errors import BranchError, BudgetExhausted, JobCancelled
+from deep_research.core.models import Citation, Usage
+from deep_research.core.ports import (
+    BranchResult,
+    BranchTask,
+    Finding,
+    JobEvent,
+    Meter,
+    RemoteJobHook,
+)
+
+JOB_NAME = "deep_research"
+CACHE_TOOL = "openai_web_research"
+MAX_DEPENDENCY_CHARS = 10_000
+"""Room for all dependencies' findings together, split evenly: the prompt never grows
+with the number of nodes."""
+MAX_QUESTION_CHARS = 2_000
+
+
+class ReportCompressor(Protocol):
+    async def compress(self, question: str, report: str, meter: Meter) -> str:
+        """Condense a long report into notes, keeping its ``[n]`` markers."""
+        ...
+
+
+class ReportCache(Protocol):
+    """What we need of ``deep_research.persistence.cache.ResultCache``."""
+
+    async def get(self, tool: str, model: str, query: str) -> str | None: ...
+
+    async def set(self, tool: str, model: str, query: str, value: str) -> None: ...
+
+
+class DeepResearchReport(BaseModel):
+    """The raw result of one job, as cached: report text with ``[n]`` markers inserted."""
+
+    text: str
+    citations: list[Citation]
+    usage: Usage
+
+
+class DeepResearchExecutor:
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        *,
+        spec: JobSpec,
+        max_wait_seconds: float,
+        poll_seconds: float,
+        compressor: ReportCompressor,
+        cache: ReportCache | None,
+        prices: PriceBook | None = None,
+        max_backoff_seconds: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._jobs = ResponsesJobs(client, retry_base_seconds=min(poll_seconds, 0.5))
+        self.spec = spec
+        self._prices = prices or PriceBook()
+        self._max_wait = max_wait_seconds
+        self._poll = poll_seconds
+        self._max_backoff = max_backoff_seconds
+        self._compressor = compressor
+        self._cache = cache
+        self._clock = clock
+        self._summary_refused = False  # once refused, not asked again in this run
+
+    def worst_case_usd(self) -> float:
+        return web_job_worst_case(
+            self._prices,
+            self.spec.model,
+            max_tool_calls=self.spec.max_tool_calls,
+            max_output_tokens=self.spec.max_output_tokens,
+        )
+
+    async def run(
+        self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
+    ) -> BranchResult:
+        developer = load_instructions()
+        user = build_user_message(task)
+        key = f"{self.spec.cache_key()}\n{developer}\n\n{user}"
+        report = await self._cached(key, meter)
+        if report is None:
+            worst = self.worst_case_usd()
+            if not await meter.reserve(worst):
+                raise BudgetExhausted(
+                    f"a web research job needs up to ${worst:.2f}; "
+                    f"${meter.remaining_usd():.2f} left"
+                )
+            try:
+                response = await _Job(self, task, on_remote_job).run(developer, user, meter)
+                try:
+                    report = self._finish(response, meter)
+                except BranchError:
+                    await on_remote_job(JOB_NAME, None)  # a terminal status: nothing to re-read
+                    raise
+            finally:
+                meter.release(worst)
+            if self._cache is not None:
+                await self._cache.set(CACHE_TOOL, self.spec.model, key, report.model_dump_json())
+            await on_remote_job(JOB_NAME, None)  # terminal and its result kept: forget the id
+        notes = await self._compressor.compress(task.question, report.text, meter)
+        return BranchResult(
+            notes=notes,
+            citations=tuple(report.citations),
+            confidence=confidence(report.citations),
+            researched_by=self.spec.describe(),
+        )
+
+    async def _cached(self, key: str, meter: Meter) -> DeepResearchReport | None:
+        if self._cache is None:
+            return None
+        raw = await self._cache.get(CACHE_TOOL, self.spec.model, key)
+        if raw is None:
+            return None
+        try:
+            report = DeepResearchReport.model_validate_json(raw)
+        except ValidationError:
+            return None  # an entry from an older format: redo the work
+        meter.record("deep_research", self.spec.model, report.usage, cached=True)
+        return report
+
+    def _finish(self, response: Response, meter: Meter) -> DeepResearchReport:
+        """Record what the job cost, then extract the report or explain the failure."""
+        usage = usage_of(response)
+        meter.record(
+            "deep_research",
+            self.spec.model,
+            usage,
+            usage_unknown=getattr(response, "usage", None) is None,
+        )
+        status = response.status
+        if status == "completed":
+            text, citations = extract_report(response)
+            return DeepResearchReport(text=text, citations=citations, usage=usage)
+        if status == "failed":
+            error = getattr(response.error, "message", None) or "no reason given"
+            raise BranchError(f"the research job failed: {error}")
+        if status == "incomplete":
+            reason = getattr(response.incomplete_details, "reason", None) or "no reason given"
+            if reason == "max_output_tokens":
+                reason = (
+                    f"it reached max_output_tokens={self.spec.max_output_tokens} "
+                    "(raise DEEP_RESEARCH_WEB_MAX_OUTPUT_TOKENS)"
+                )
+            raise BranchError(f"the research job stopped incomplete: {reason}")
+        if status == "cancelled":
+            raise JobCancelled(
+                "the research job was cancelled (deep-research sessions cancel, or at the "
+                "provider); `resume --retry-cancelled` researches it again"
+            )
+        raise BranchError(f"the research job ended with unexpected status {status!r}")
+
+
+class _Job:
+    """One node's remote job: submit or re-attach, then poll to a terminal status."""
+
+    def __init__(
+        self, executor: DeepResearchExecutor, task: BranchTask, on_remote_job: RemoteJobHook
+    ) -> None:
+        self._ex = executor
+        self._jobs = executor._jobs
+        self._task = task
+        self._save = on_remote_job
+        self._started = executor._clock()
+        self._status = "queued"  # as last seen at the provider
+        self.job_id: str | None = task.remote_jobs.get(JOB_NAME)
+
+    async def run(self, developer: str, user: str, meter: Meter) -> Response:
+        ex = self._ex
+        try:
+            async with asyncio.timeout(ex._max_wait):
+                response = await self._reattach() if self.job_id else None
+                if response is None:
+                    response = await self._submit(developer, user)
+                return await self._poll(response)
+        except TimeoutError:
+            kept = await self._give_up(meter)
+            raise BranchError(
+                f"the research job did not finish within {ex._max_wait:g} s "
+                "(DEEP_RESEARCH_WEB_MAX_WAIT_SECONDS); "
+                + ("it was cancelled" if not kept else "its cancel failed; resume re-attaches")
+            ) from None
+
+    def _emit(self, status: str | None, polls: int, note: str = "") -> None:
+        """Tell the live view; ``status`` None: unchanged (a read failed, see ``note``)."""
+        self._status = status or self._status
+        if self._task.on_event is not None and self.job_id is not None:
+            self._task.on_event(
+                JobEvent(
+                    node_id=self._task.node_id,
+                    job_id=self.job_id,
+                    model=self._ex.spec.describe(),
+                    status=self._status,
+                    polls=polls,
+                    elapsed_seconds=self._ex._clock() - self._started,
+                    note=note,
+                )
+            )
+
+    async def _backoff(self, delay: float) -> float:
+        await asyncio.sleep(delay)
+        return min(delay * 1.5, self._ex._max_backoff)
+
+    async def _reattach(self) -> Response | None:
+        """The saved job, or None if the provider lost it (then it is submitted anew)."""
+        assert self.job_id is not None
+        delay = self._ex._poll
+        while True:
+            try:
+                return await self._jobs.retrieve(self.job_id)
+            except Transient as exc:
+                self._emit(None, 0, str(exc))
+                delay = await self._backoff(delay)
+            except JobGone:
+                await self._save(JOB_NAME, None)
+                self.job_id = None
+                return None
+
+    async def _submit(self, developer: str, user: str) -> Response:
+        ex, task = self._ex, self._task
+        where = f"session {task.session_id or '?'}, node {task.node_id}"
+        body = ex.spec.body(developer, user, with_summary=not ex._summary_refused)
+        create = asyncio.ensure_future(self._create_and_save(body, where))
+        try:
+            return await asyncio.shield(create)
+        except asyncio.CancelledError:
+            # Interrupted while the create is on the wire: the job may already exist. Let
+            # the request finish (bounded by the SDK's timeout) so its id is saved.
+            with contextlib.suppress(Exception):
+                await asyncio.wait([create])
+            raise
+
+    async def _create_and_save(self, body: dict[str, object], where: str) -> Response:
+        refused = False
+        try:
+            created = await self._jobs.create(body, where=where)
+        except SummaryRefused:
+            refused = self._ex._summary_refused = True
+            reasoning = dict(body.get("reasoning") or {})  # type: ignore[call-overload]
+            reasoning.pop("summary", None)
+            body = {**body, "reasoning": reasoning}
+            created = await self._jobs.create(body, where=where)  # a refusal created nothing
+        self.job_id = created.job_id
+        await self._save(JOB_NAME, created.job_id)  # on disk when this returns
+        if refused:
+            self._emit(
+                "queued",
+                0,
+                "reasoning summaries were refused (organisation not verified): "
+                "submitted without them",
+            )
+        return created.parse()
+
+    async def _poll(self, response: Response) -> Response:
+        assert self.job_id is not None
+        delay, polls = self._ex._poll, 0
+        while response.status in PENDING:
+            self._emit(str(response.status), polls)
+            delay = await self._backoff(delay)
+            try:
+                response = await self._jobs.retrieve(self.job_id)
+                polls += 1
+            except Transient as exc:
+                # The job runs on (and is paid for) whatever our connection does: keep
+                # polling until the maximum wait rather than abandon it.
+                self._emit(None, polls, str(exc))
+            except JobGone:
+                await self._save(JOB_NAME, None)
+                raise
+        self._emit(str(response.status), polls)
+        return response
+
+    async def _give_up(self, meter: Meter) -> bool:
+        """Cancel at the maximum wait; True when the id had to be kept (cancel unconfirmed)."""
+        if self.job_id is None:
+            return False
+        outcome = await self._jobs.cancel(self.job_id)
+        if outcome.status == "unreachable":
+            return True
+        meter.record(
+            "deep_research",
+            self._ex.spec.model,
+            outcome.usage or Usage(),
+            usage_unknown=outcome.usage is None,
+        )
+        await self._save(JOB_NAME, None)
+        return False
+
+
+def load_instructions() -> str:
+    path = files("deep_research").joinpath("prompts/deep_research.md")
+    return path.read_text(encoding="utf-8").strip()
+
+
+def _clip(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: max(0, limit - 14)].rstrip() + " …[truncated]"
+
+
+def _render_finding(finding: Finding, limit: int) -> str:
+    head = f"### {_clip(finding.question, 300)}\n"
+    lines = [
+        _clip(f"[{c.ref or i}] {c.title or c.locator} — {c.url or c.locator}", 200)
+        for i, c in enumerate(finding.citations, 1)
+    ]
+    sources = _clip("\n".join(lines), limit // 3) if lines else "(none)"
+    notes = _clip(finding.notes, max(0, limit - len(head) - len(sources) - 14))
+    return _clip(f"{head}{notes}\nSources:\n{sources}", limit)
+
+
+def build_user_message(task: BranchTask) -> str:
+    parts = [
+        f"Sub-question to research:\n{_clip(task.question, MAX_QUESTION_CHARS)}",
+        "It is part of this larger question (context only):\n"
+        + _clip(task.root_question, MAX_QUESTION_CHARS),
+    ]
+    if task.dependencies:
+        share = MAX_DEPENDENCY_CHARS // len(task.dependencies)
+        findings = "\n\n".join(_render_finding(f, share) for f in task.dependencies)
+        parts.append(f"Findings of earlier research this builds on:\n\n{findings}")
+    return "\n\n".join(parts)

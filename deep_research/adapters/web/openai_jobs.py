@@ -1,0 +1,243 @@
+"""Background research jobs on the Responses API: create, retrieve, cancel — and what each
+failure means for money.
+
+A create is the one request that costs money, so it is never retried blindly:
+- it goes out with ``max_retries=0`` (the SDK would otherwise resend a POST whose reply was
+  lost, starting a second paid job nobody tracks);
+- only a create that certainly never reached the server (the TCP connection was refused)
+  or that the server refused outright (429 rate limit) is sent again;
+- any other lost reply (timeout, dropped connection, unreadable body) is a ``LostReply``:
+  a job may be running, and it is not submitted again in this run;
+- the job id is read from the raw reply before the SDK builds its ``Response`` (76 ms cold
+  in a fresh process), so the caller can save it within milliseconds.
+
+Reads are safe to repeat: every failure of a retrieve other than 404 (job gone) and a
+refused key is ``Transient``, and the caller keeps polling until its maximum wait — a job
+is never abandoned because its status could not be read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+import openai
+from openai.types.responses import Response
+
+from deep_research.adapters.web.output import usage_of
+from deep_research.core.errors import BranchError, ProviderError
+from deep_research.core.ports import CancelOutcome
+
+PENDING = ("queued", "in_progress")
+CONNECT_RETRIES = 2
+RATE_LIMIT_RETRIES = 3
+CANCEL_TIMEOUT_SECONDS = 10.0
+_LEGACY_DEEP_RESEARCH = re.compile(r"(^|/)o\d[\w.-]*-deep-research(-\d{4}-\d{2}-\d{2})?$")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a web research job runs with; saved in the session's ``RunSpec``."""
+
+    model: str
+    reasoning_effort: str = "high"
+    max_tool_calls: int = 16
+    max_output_tokens: int = 32_000
+    reasoning_summary: str | None = None
+    """``auto`` / ``concise`` / ``detailed``, or None (refused for unverified organisations)."""
+
+    @property
+    def legacy(self) -> bool:
+        """The retired ``o3/o4-mini-deep-research`` models take ``web_search_preview`` and
+        fixed reasoning; a provider may still serve them."""
+        return bool(_LEGACY_DEEP_RESEARCH.search(self.model.lower()))
+
+    def describe(self) -> str:
+        return self.model if self.legacy else f"{self.model} (effort {self.reasoning_effort})"
+
+    def cache_key(self) -> str:
+        return (
+            f"{self.model}|effort={self.reasoning_effort}|tools={self.max_tool_calls}"
+            f"|out={self.max_output_tokens}"
+        )
+
+    def body(self, developer: str, user: str, *, with_summary: bool) -> dict[str, Any]:
+        reasoning: dict[str, str] = {}
+        if not self.legacy:
+            reasoning["effort"] = self.reasoning_effort
+        if with_summary and self.reasoning_summary:
+            reasoning["summary"] = self.reasoning_summary
+        body: dict[str, Any] = {
+            "model": self.model,
+            "input": [
+                {"role": "developer", "content": developer},
+                {"role": "user", "content": user},
+            ],
+            "background": True,
+            "store": True,
+            "tools": [{"type": "web_search_preview" if self.legacy else "web_search"}],
+            "max_tool_calls": self.max_tool_calls,
+            "max_output_tokens": self.max_output_tokens,
+        }
+        if reasoning:
+            body["reasoning"] = reasoning
+        return body
+
+
+class JobGone(BranchError):
+    """The provider no longer knows the response id (HTTP 404)."""
+
+
+class Transient(BranchError):
+    """A read that failed for a passing reason: keep trying until the maximum wait."""
+
+
+class LostReply(BranchError):
+    """A create whose reply never arrived: a job may be running; never resubmitted."""
+
+
+class SummaryRefused(BranchError):
+    """HTTP 400 on ``reasoning.summary`` (organisation not verified): nothing was created."""
+
+
+@dataclass(frozen=True)
+class Created:
+    job_id: str
+    parse: Callable[[], Response]
+    """Builds the SDK's ``Response`` from the raw reply (after the id is saved)."""
+
+
+class ResponsesJobs:
+    """The three requests a research job needs, with their failures classified."""
+
+    def __init__(self, client: openai.AsyncOpenAI, *, retry_base_seconds: float = 0.5) -> None:
+        self._client = client
+        self._create_client = client.with_options(max_retries=0)
+        self._retry_base = retry_base_seconds
+
+    async def create(self, body: dict[str, Any], *, where: str) -> Created:
+        """Submit a job; ``where`` ("session S, node N") is named if its reply is lost."""
+        model = str(body.get("model"))
+        connect_failures = rate_limited = 0
+        while True:
+            try:
+                raw = await self._create_client.responses.with_raw_response.create(**body)
+            except openai.APIStatusError as exc:
+                if _is_rate_limit(exc) and rate_limited < RATE_LIMIT_RETRIES:
+                    rate_limited += 1  # refused before any work: nothing was created
+                    await asyncio.sleep(_retry_after(exc, self._retry_base * 2**rate_limited))
+                    continue
+                raise _create_error(exc, model) from None
+            except openai.APIConnectionError as exc:
+                never_sent = isinstance(exc.__cause__, httpx2.ConnectError) and not isinstance(
+                    exc, openai.APITimeoutError
+                )
+                if never_sent and connect_failures < CONNECT_RETRIES:
+                    connect_failures += 1
+                    await asyncio.sleep(self._retry_base * 2**connect_failures)
+                    continue
+                if never_sent:
+                    raise BranchError(
+                        f"cannot reach the provider to start a research job ({exc})"
+                    ) from None
+                raise _lost(where, f"no reply: {type(exc).__name__}") from None
+            job_id = _id_of(raw.http_response.content)
+            if job_id is None:
+                raise _lost(where, "the reply was unreadable")
+            return Created(job_id, raw.parse)
+
+    async def retrieve(self, job_id: str) -> Response:
+        try:
+            response = await self._client.responses.retrieve(job_id)
+        except openai.NotFoundError:
+            raise JobGone(f"the provider no longer knows research job {job_id}") from None
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            raise ProviderError(
+                f"the provider refused the credentials: {exc.message[:200]}"
+            ) from None
+        except openai.APIError as exc:
+            raise Transient(f"reading research job {job_id} failed: {_brief(exc)}") from None
+        except ValueError:  # json.JSONDecodeError: the SDK does not wrap an unparsable body
+            raise Transient(f"reading research job {job_id}: unreadable reply") from None
+        if not isinstance(response, Response) or getattr(response, "id", None) != job_id:
+            raise Transient(f"reading research job {job_id}: malformed reply")
+        return response
+
+    async def cancel(self, job_id: str) -> CancelOutcome:
+        try:
+            async with asyncio.timeout(CANCEL_TIMEOUT_SECONDS):
+                # Shielded: a second Ctrl-C must not drop a cancel already on the wire.
+                response = await asyncio.shield(self._client.responses.cancel(job_id))
+        except openai.NotFoundError:
+            return CancelOutcome("already_finished", detail="unknown to the provider")
+        except (openai.APIError, ValueError, TimeoutError) as exc:
+            return CancelOutcome("unreachable", detail=_brief(exc))
+        status = getattr(response, "status", None)
+        usage = usage_of(response) if getattr(response, "usage", None) is not None else None
+        if status == "cancelled" or status in PENDING:  # pending: the cancel is under way
+            return CancelOutcome("cancelled", usage)
+        return CancelOutcome("already_finished", usage, detail=str(status))
+
+
+def _id_of(content: bytes) -> str | None:
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return None
+    job_id = data.get("id") if isinstance(data, dict) else None
+    return job_id if isinstance(job_id, str) and job_id else None
+
+
+def _lost(where: str, why: str) -> LostReply:
+    return LostReply(
+        f"{where}: the request that starts a research job got {why}; a job may be running "
+        "(and billing) at the provider. It is not submitted again in this run; check the "
+        "provider's dashboard before resuming"
+    )
+
+
+def _is_rate_limit(exc: openai.APIStatusError) -> bool:
+    return exc.status_code == 429 and _code(exc) != "insufficient_quota"
+
+
+def _code(exc: openai.APIStatusError) -> str | None:
+    return exc.code or exc.type  # insufficient_quota comes as both type and code
+
+
+def _retry_after(exc: openai.APIStatusError, default: float) -> float:
+    header = exc.response.headers.get("retry-after")
+    try:
+        return min(60.0, max(0.0, float(header))) if header else default
+    except ValueError:
+        return default
+
+
+def _create_error(exc: openai.APIStatusError, model: str) -> Exception:
+    if exc.status_code == 404:
+        return ProviderError(
+            f"model {model} not found or not available to this key (HTTP 404): "
+            "set DEEP_RESEARCH_WEB_MODEL to a current model"
+        )
+    if exc.status_code == 400 and exc.param == "reasoning.summary":
+        return SummaryRefused(f"reasoning summaries refused: {exc.message[:200]}")
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+        return ProviderError(f"the provider refused the credentials: {exc.message[:200]}")
+    if exc.status_code == 429:
+        return ProviderError(
+            f"out of quota (HTTP 429 insufficient_quota): {exc.message[:200]}"
+            if _code(exc) == "insufficient_quota"
+            else f"rate limited (HTTP 429) even after {RATE_LIMIT_RETRIES} retries"
+        )
+    return BranchError(f"the provider refused the research job: {_brief(exc)}")
+
+
+def _brief(exc: BaseException) -> str:
+    status = getattr(exc, "status_code", None)
+    where = f"HTTP {status}" if status else type(exc).__name__
+    message = getattr(exc, "message", None) or str(exc)
+    return f"{where}: {' '.join(message.split())[:200]}"

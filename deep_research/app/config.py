@@ -1,0 +1,233 @@
+"""Settings: the only reader of the environment and of `.env`.
+
+Every setting is read from the environment (``DEEP_RESEARCH_<NAME>``, plus the
+standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``) or from a `.env` file in the
+working directory. Per-run CLI flags override them with ``Settings.with_overrides``.
+Secrets are ``SecretStr`` and are never written to sessions, logs or caches.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from deep_research.core.errors import ConfigError
+
+EmbeddingProvider = Literal["local", "local-fast", "openai"]
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+
+
+def default_home() -> Path:
+    """A per-user data directory (XDG on Linux, the usual places elsewhere)."""
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "share"
+    return base / "deep-research"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="DEEP_RESEARCH_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        validate_assignment=True,
+        populate_by_name=True,
+    )
+
+    # --- provider -------------------------------------------------------------
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "openai_api_key")
+    )
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url")
+    )
+
+    # --- models per role (checked 2026-11-23 against the pinned openai SDK's model list and
+    # genai-prices 0.2.3: live, no announced shutdown, priced; see README "Models") ----------
+    planner_model: str = "gpt-6-sol"
+    synthesizer_model: str = "gpt-6-sol"
+    judge_model: str = "gpt-6-sol"
+    branch_model: str = "gpt-6-luna"
+    summarizer_model: str = "gpt-6-luna"
+    temperature: float = Field(default=0.2, ge=0.0, le=2.0)
+    """Only for models that take one: reasoning models get none unless their effort is none."""
+    planner_reasoning_effort: ReasoningEffort | None = "low"
+    synthesizer_reasoning_effort: ReasoningEffort | None = "medium"
+    judge_reasoning_effort: ReasoningEffort | None = "low"
+    branch_reasoning_effort: ReasoningEffort | None = "low"
+    summarizer_reasoning_effort: ReasoningEffort | None = "low"
+
+    # --- guardrails -----------------------------------------------------------
+    max_depth: int = Field(default=3, ge=1, le=10)
+    max_iterations: int = Field(default=3, ge=1, le=50)
+    max_parallel_branches: int = Field(default=4, ge=1, le=64)
+    # Room for a reasoning model's hidden reasoning as well as the visible reply.
+    max_tokens_per_call: int = Field(default=16_000, ge=256, le=200_000)
+    max_total_tokens: int = Field(default=2_000_000, ge=1000)
+    max_runtime_seconds: float = Field(default=3600.0, gt=0)
+    max_cost_usd: float = Field(default=20.0, gt=0)
+    summary_max_tokens: int = Field(default=2000, ge=200, le=50_000)
+    max_nodes_per_plan: int = Field(default=8, ge=1, le=50)
+    structured_output_retries: int = Field(default=2, ge=0, le=10)
+    request_timeout_seconds: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=4, ge=0, le=20)
+
+    # --- web research jobs (OpenAI deep research: a reasoning model + web_search, background) --
+    web_model: str = Field(
+        default="gpt-5.5",
+        validation_alias=AliasChoices(
+            "DEEP_RESEARCH_WEB_MODEL", "DEEP_RESEARCH_DEEP_RESEARCH_MODEL", "web_model"
+        ),
+    )
+    web_reasoning_effort: ReasoningEffort = Field(
+        default="high",
+        validation_alias=AliasChoices("DEEP_RESEARCH_WEB_REASONING_EFFORT", "web_reasoning_effort"),
+    )
+    web_reasoning_summary: Literal["off", "auto", "concise", "detailed"] = Field(
+        default="off",
+        validation_alias=AliasChoices(
+            "DEEP_RESEARCH_WEB_REASONING_SUMMARY", "web_reasoning_summary"
+        ),
+    )
+    web_max_tool_calls: int = Field(
+        default=16,
+        ge=1,
+        le=500,
+        validation_alias=AliasChoices(
+            "DEEP_RESEARCH_WEB_MAX_TOOL_CALLS",
+            "DEEP_RESEARCH_DEEP_RESEARCH_MAX_TOOL_CALLS",
+            "web_max_tool_calls",
+        ),
+    )
+    web_max_output_tokens: int = Field(
+        default=32_000,
+        ge=1000,
+        le=272_000,
+        validation_alias=AliasChoices(
+            "DEEP_RESEARCH_WEB_MAX_OUTPUT_TOKENS", "web_max_output_tokens"
+        ),
+    )
+    web_max_wait_seconds: float = Field(
+        default=3600.0,
+        gt=0,
+        validation_alias=AliasChoices(
+            "DEEP_RESEARCH_WEB_MAX_WAIT_SECONDS",
+            "DEEP_RESEARCH_DEEP_RESEARCH_MAX_WAIT_SECONDS",
+            "web_max_wait_seconds",
+        ),
+    )
+    web_poll_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        validation_alias=AliasChoices(
+            "DEEP_RESEARCH_WEB_POLL_SECONDS",
+            "DEEP_RESEARCH_DEEP_RESEARCH_POLL_SECONDS",
+            "web_poll_seconds",
+        ),
+    )
+
+    # --- prices and spending ----------------------------------------------------
+    prices: dict[str, tuple[float, float, float]] = Field(default_factory=dict)
+    """USD per 1M tokens (input, cached input, output) by model: adds or overrides
+    genai-prices, e.g. DEEP_RESEARCH_PRICES='{"my-model": [1.0, 0.1, 4.0]}'."""
+    allow_unpriced: bool = False
+    """Let a model with no known price run on OpenAI's own API (it then counts as $0)."""
+    confirm_above_usd: float = Field(default=10.0, ge=0)
+    """On a terminal, ask before a run whose worst case exceeds this (--yes skips)."""
+    check_models: bool = True
+    """Look each configured model up on the server before spending anything."""
+
+    # --- storage --------------------------------------------------------------
+    home: Path = Field(default_factory=default_home)
+
+    # --- knowledge base -------------------------------------------------------
+    kb_name: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+    kb_path: Path = Path("kb")
+    embedding_provider: EmbeddingProvider = "local"
+    openai_embedding_model: str = "text-embedding-3-small"
+    chroma_host: str | None = None
+    chroma_port: int = Field(default=8000, ge=1, le=65535)
+    chunk_tokens: int = Field(default=400, ge=32, le=8000)
+    chunk_overlap_tokens: int = Field(default=40, ge=0, le=2000)
+    max_file_bytes: int = Field(default=5_000_000, ge=1)
+    retrieval_k: int = Field(default=8, ge=1, le=100)
+
+    @field_validator("openai_base_url")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
+    @field_validator("prices")
+    @classmethod
+    def _positive_prices(
+        cls, value: dict[str, tuple[float, float, float]]
+    ) -> dict[str, tuple[float, float, float]]:
+        for model, figures in value.items():
+            if any(f < 0 for f in figures):
+                raise ValueError(f"prices of {model!r} must not be negative")
+        return value
+
+    @property
+    def on_openai(self) -> bool:
+        """True when requests go to OpenAI's own API (no base URL, or api.openai.com)."""
+        url = self.openai_base_url or ""
+        return not url or "://api.openai.com" in url
+
+    @property
+    def has_model(self) -> bool:
+        """True when some model endpoint is configured (a key, a base URL, or both)."""
+        key = self.openai_api_key.get_secret_value() if self.openai_api_key else ""
+        return bool(key or self.openai_base_url)
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.home / "sessions"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.home / "cache"
+
+    @property
+    def kb_dir(self) -> Path:
+        return self.home / "kb"
+
+    def with_overrides(self, **values: Any) -> Settings:
+        """A copy with per-run values applied (None means "not given"), validated."""
+        given = {k: v for k, v in values.items() if v is not None}
+        if not given:
+            return self
+        merged = self.model_dump()
+        merged.update(given)
+        try:
+            return type(self).model_validate(merged)
+        except ValidationError as exc:
+            raise ConfigError(describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line naming the first bad setting, e.g. `max_parallel_branches: ...`."""
+    first = exc.errors()[0]
+    loc = ".".join(str(part) for part in first["loc"]) or "settings"
+    return f"invalid setting {loc}: {first['msg']} (got {first.get('input')!r})"
+
+
+def unreadable_dotenv(exc: UnicodeDecodeError) -> ConfigError:
+    env = Path(".env").resolve()
+    return ConfigError(
+        f"cannot read {env}: it is not UTF-8 text (byte {exc.start}); fix or remove it"
+    )
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the environment and `.env`, then apply per-run overrides."""
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise unreadable_dotenv(exc) from None
+    return settings.with_overrides(**overrides)

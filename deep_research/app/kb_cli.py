@@ -1,0 +1,207 @@
+"""`deep-research kb ...`: ingest, search, stats, list, rm.
+
+Errors are raised as typed `DeepResearchError`s; the top-level ``main`` maps them to
+one stderr line and an exit code. ``--json`` prints exactly one JSON value on stdout;
+progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from deep_research.app.config import load_settings
+from deep_research.core.errors import KnowledgeBaseError, UsageError
+from deep_research.kb.ingest import IngestReport, ingest
+from deep_research.kb.search import Hit, Mode, search
+from deep_research.kb.store import list_kbs, open_kb, remove_kb
+
+SNIPPET_CHARS = 240
+
+kb_app = typer.Typer(
+    help="The markdown knowledge base: ingest, search, stats, list, rm.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+KbOpt = Annotated[
+    str | None, typer.Option("--kb", help="Knowledge base name (default: settings.kb_name).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON value on stdout.")]
+
+
+def _print_json(value: object) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+
+
+def _out() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+@kb_app.command("ingest")
+def ingest_command(
+    path: Annotated[
+        Path | None, typer.Argument(help="Folder of markdown files (default: settings.kb_path).")
+    ] = None,
+    kb: KbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Index the markdown files under PATH (incremental: unchanged files are skipped)."""
+    settings = load_settings()
+    root = path or settings.kb_path
+    if not root.is_dir():  # before creating anything
+        raise UsageError(f"not a directory: {root}")
+    store = open_kb(settings, kb, create=True)
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("ingesting", total=None)
+
+        def progress(done: int, total: int, current: str) -> None:
+            bar.update(task, completed=done, total=total, description=current or "ingesting")
+
+        report = ingest(store, root, progress=progress)
+    if as_json:
+        _print_json(report.summary())
+    else:
+        _print_report(report)
+
+
+def _print_report(report: IngestReport) -> None:
+    table = Table(title=f"kb {report.kb!r} <- {report.root}", show_header=False)
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for label, count in (
+        ("added", len(report.added)),
+        ("updated", len(report.updated)),
+        ("unchanged", len(report.unchanged)),
+        ("removed", len(report.removed)),
+        ("skipped", len(report.skipped)),
+        ("chunks written", report.chunks),
+        ("chunks in kb", report.total_chunks),
+        ("seconds", round(report.seconds, 2)),
+    ):
+        table.add_row(label, str(count))
+    console = _out()
+    console.print(table)
+    for skipped in report.skipped:
+        console.print(f"skipped {skipped.path}: {skipped.reason}", markup=False)
+
+
+def _hit_json(hit: Hit) -> dict[str, object]:
+    return {
+        "source": hit.source,
+        "heading": hit.heading,
+        "lines": [hit.start_line, hit.end_line],
+        "score": hit.score,
+        "text": hit.text,
+        "locator": hit.locator,
+    }
+
+
+@kb_app.command("search")
+def search_command(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    k: Annotated[int, typer.Option("-k", "--top", min=1, max=100, help="How many chunks.")] = 8,
+    kb: KbOpt = None,
+    mode: Annotated[Mode, typer.Option("--mode", help="Ranker(s) to use.")] = "hybrid",
+    mmr: Annotated[bool, typer.Option("--mmr", help="Diversify results (MMR).")] = False,
+    path: Annotated[
+        str | None, typer.Option("--path", help="Only files matching this glob or folder.")
+    ] = None,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="Only files with this tag (repeatable).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search the knowledge base; prints ranked chunks with their source and lines."""
+    settings = load_settings()
+    store = open_kb(settings, kb)
+    hits = search(store, query, k=k, mode=mode, mmr=mmr, path_glob=path, tags=tag)
+    if as_json:
+        _print_json([_hit_json(hit) for hit in hits])
+        return
+    console = _out()
+    if not hits:
+        console.print("no matches")
+        return
+    for rank, hit in enumerate(hits, start=1):
+        anchor = f"{hit.source}#{hit.heading}" if hit.heading else hit.source
+        console.print(
+            f"[bold]{rank}. {_escape(anchor)}[/bold]  "
+            f"lines {hit.start_line}-{hit.end_line}  score {hit.score:.4f}"
+        )
+        snippet = " ".join(hit.text.split())
+        if len(snippet) > SNIPPET_CHARS:
+            snippet = snippet[: SNIPPET_CHARS - 1] + "…"
+        console.print(f"   {snippet}", markup=False)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+@kb_app.command("stats")
+def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
+    """Files, chunks, embedding model and size on disk of a knowledge base."""
+    settings = load_settings()
+    stats = open_kb(settings, kb).stats()
+    if as_json:
+        _print_json(asdict(stats))
+        return
+    table = Table(title=f"kb {stats.name!r}", show_header=False)
+    table.add_column("what")
+    table.add_column("value")
+    table.add_row("location", stats.location)
+    table.add_row("files", str(stats.files))
+    table.add_row("chunks", str(stats.chunks))
+    table.add_row("embedding model", stats.embedding_model)
+    table.add_row("size on disk", f"{stats.size_bytes / 1_000_000:.1f} MB")
+    _out().print(table)
+
+
+@kb_app.command("list")
+def list_command(as_json: JsonOpt = False) -> None:
+    """The named knowledge bases."""
+    settings = load_settings()
+    names = list_kbs(settings)
+    if as_json:
+        _print_json(names)
+        return
+    for name in names:
+        marker = "  (default)" if name == settings.kb_name else ""
+        typer.echo(f"{name}{marker}")
+    if not names:
+        typer.echo("no knowledge bases yet: run `deep-research kb ingest`")
+
+
+@kb_app.command("rm")
+def rm_command(
+    name: Annotated[
+        str | None, typer.Argument(help="KB to delete (default: settings.kb_name).")
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete a knowledge base (its index only; your markdown files are not touched)."""
+    settings = load_settings()
+    target = name or settings.kb_name
+    if target not in list_kbs(settings):
+        raise KnowledgeBaseError(f"knowledge base {target!r} not found")
+    if not yes and not typer.confirm(f"delete knowledge base {target!r}?", err=True):
+        raise typer.Abort()
+    remove_kb(settings, target)
+    typer.echo(f"removed knowledge base {target!r}", err=True)

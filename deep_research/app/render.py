@@ -1,0 +1,207 @@
+"""Terminal output: the live tree while a run works, tables, the report. Only this and
+``cli.py`` print. Progress goes to stderr, so stdout carries only results (or JSON)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from deep_research.core.budget import totals
+from deep_research.core.models import ResearchNode, SessionState
+from deep_research.core.ports import JobEvent
+from deep_research.persistence.sessions import SessionSummary
+
+out = Console()
+err = Console(stderr=True, soft_wrap=True)  # an error stays one line, however long
+
+STATUS_STYLE = {
+    "pending": "dim",
+    "running": "bold yellow",
+    "done": "green",
+    "failed": "bold red",
+    "blocked": "red",
+    "cancelled": "magenta",
+}
+
+
+class LiveView:
+    """A rich ``Live`` over a session's state, redrawn a few times a second."""
+
+    def __init__(self, state: SessionState, max_events: int = 6) -> None:
+        self.state = state
+        self.events: deque[str] = deque(maxlen=max_events)
+        self.jobs: dict[str, JobEvent] = {}
+        self._started = time.monotonic()
+
+    def event(self, message: str | JobEvent) -> None:
+        if isinstance(message, JobEvent):
+            self.jobs[message.node_id] = message
+            if message.note:
+                self.events.append(f"{message.node_id}: {message.note}")
+        else:
+            self.events.append(message)
+
+    def __rich__(self) -> Group:
+        state = self.state
+        spend = totals(state.ledger)
+        elapsed = time.monotonic() - self._started
+        header = Text.assemble(
+            ("deep-research ", "bold"),
+            (f"{state.session_id} ", "cyan"),
+            f"· iteration {state.iteration} · {elapsed:,.0f}s · ",
+            (f"${spend.cost_usd:.4f}", "bold"),
+            f" · {spend.usage.total_tokens:,} tokens",
+        )
+        table = node_table(state.nodes.values(), live=True, jobs=self.jobs)
+        return Group(header, table, *self._event_lines())
+
+    def _event_lines(self) -> list[Text]:
+        return [Text(f"  {e}", style="dim") for e in self.events]
+
+
+def job_state(event: JobEvent) -> str:
+    """``in_progress 12m05s · 41 polls``: a long job, visibly alive."""
+    minutes, seconds = divmod(int(event.elapsed_seconds), 60)
+    took = f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+    return f"{event.status} {took} · {event.polls} polls"
+
+
+def node_table(
+    nodes: Iterable[ResearchNode], *, live: bool = False, jobs: dict[str, JobEvent] | None = None
+) -> Table:
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+    jobs = jobs or {}
+    for column in ("id", "status", "source", "time", "cost", "remote job", "question"):
+        table.add_column(column, no_wrap=column != "question", overflow="ellipsis")
+    now = datetime.now().astimezone()
+    for node in sorted(nodes, key=lambda n: n.created_at):
+        if node.started_at is None:
+            took = ""
+        else:
+            end = node.finished_at or (
+                now if live and node.status == "running" else node.started_at
+            )
+            took = f"{(end - node.started_at).total_seconds():,.0f}s"
+        table.add_row(
+            node.id,
+            Text(node.status, style=STATUS_STYLE[node.status]),
+            node.source_hint,
+            took,
+            f"${node.cost_usd:.4f}" if node.cost_usd else "",
+            job_state(jobs[node.id]) if node.id in jobs and node.status == "running" else "",
+            node.question if not node.error else f"{node.question} [red]({node.error})[/]",
+        )
+    return table
+
+
+@contextmanager
+def live_view(state: SessionState, *, enabled: bool) -> Iterator[LiveView]:
+    view = LiveView(state)
+    if not enabled:
+        yield view
+        return
+    with Live(view, console=err, refresh_per_second=4, transient=False):
+        yield view
+
+
+def report(markdown: str) -> None:
+    if out.is_terminal:
+        out.print(Markdown(markdown))
+    else:
+        out.print(markdown, markup=False, highlight=False, soft_wrap=True)
+
+
+def sessions_table(rows: list[SessionSummary]) -> None:
+    table = Table(box=None, header_style="bold")
+    for column in ("id", "created", "status", "nodes", "cost", "question"):
+        table.add_column(column, no_wrap=column != "question", overflow="ellipsis")
+    for row in rows:
+        status = row.status if not row.stop_reason else f"{row.status} ({row.stop_reason})"
+        table.add_row(
+            row.session_id,
+            row.created_at.astimezone().strftime("%Y-%m-%d %H:%M"),
+            status,
+            f"{row.nodes_done}/{row.nodes_total}",
+            f"${row.cost_usd:.4f}",
+            row.question or (row.error or ""),
+        )
+    out.print(table)
+
+
+def session_detail(state: SessionState, report_path: str | None) -> None:
+    spend = totals(state.ledger)
+    out.print(Text.assemble(("question: ", "bold"), state.question))
+    stop = f" ({state.stop_reason}: {state.stop_detail})" if state.stop_reason else ""
+    out.print(Text.assemble(("status:   ", "bold"), f"{state.status}{stop}"))
+    out.print(
+        Text.assemble(
+            ("spend:    ", "bold"),
+            f"${spend.cost_usd:.4f} · {spend.usage.input_tokens:,} in / "
+            f"{spend.usage.output_tokens:,} out · {spend.usage.web_search_calls} web searches",
+        )
+    )
+    out.print(Text.assemble(("report:   ", "bold"), report_path or "(not written yet)"))
+    tree = Tree(Text("research tree", style="bold"))
+    branches: dict[str, Tree] = {}
+    for node in sorted(state.nodes.values(), key=lambda n: (n.depth, n.created_at)):
+        parent = branches.get(node.parent_id or "", tree)
+        deps = f" ← {', '.join(node.depends_on)}" if node.depends_on else ""
+        label = Text.assemble(
+            (f"{node.id} ", "cyan"),
+            (f"[{node.status}] ", STATUS_STYLE[node.status]),
+            f"{node.question} ({node.source_hint}{deps})",
+        )
+        if node.researched_by:
+            label.append(f" · {node.researched_by}", style="dim")
+        if node.remote_jobs:
+            label.append(f" · research job {', '.join(node.remote_jobs.values())}", style="yellow")
+        if node.error:
+            label.append(f" — {node.error}", style="red")
+        branches[node.id] = parent.add(label)
+    out.print(tree)
+
+
+class Progress:
+    """Progress as plain lines (stderr is not a terminal): messages, and each remote job's
+    status when it changes — not every poll."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, str] = {}
+
+    def __call__(self, message: str | JobEvent) -> None:
+        if not isinstance(message, JobEvent):
+            info(message)
+            return
+        if message.note:
+            info(f"{message.node_id}: {message.note}")
+        if self._last.get(message.node_id) != message.status:
+            self._last[message.node_id] = message.status
+            info(f"{message.node_id}: research job {message.job_id} {job_state(message)}")
+
+
+def interactive() -> bool:
+    """A person at a terminal who can answer a question."""
+    return err.is_terminal and sys.stdin.isatty()
+
+
+def warn(message: str) -> None:
+    err.print(Text(f"warning: {' '.join(message.split())}", style="yellow"))
+
+
+def info(message: str) -> None:
+    err.print(message, highlight=False)
+
+
+def error(message: str) -> None:
+    err.print(Text(f"error: {' '.join(message.split())}", style="bold red"))

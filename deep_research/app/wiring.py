@@ -1,0 +1,246 @@
+"""Builds a run's concrete adapters from ``Settings`` — the only place that does.
+
+The orchestrator sees ports; here they become LangChain chains, the OpenAI Deep Research
+executor, the knowledge base, or the extractive (no model) stand-ins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Literal
+
+import openai
+from langchain_openai import ChatOpenAI
+
+from deep_research.adapters.extractive import ExtractiveWriter, extractive_engine
+from deep_research.adapters.kb_branch import Evidence, KBExecutor
+from deep_research.adapters.llm.branch import LLMEvidenceWriter
+from deep_research.adapters.llm.compress import LLMCompressor
+from deep_research.adapters.llm.judge import LLMJudge
+from deep_research.adapters.llm.llm import ChatModel
+from deep_research.adapters.llm.params import model_params
+from deep_research.adapters.llm.planning import LLMPlanner
+from deep_research.adapters.llm.summary import LLMSummarizer
+from deep_research.adapters.llm.synthesis import LLMSynthesizer
+from deep_research.adapters.router import RoutingExecutor, Unavailable
+from deep_research.adapters.web.deep_research import DeepResearchExecutor
+from deep_research.adapters.web.openai_jobs import JobSpec, ResponsesJobs
+from deep_research.app.config import Settings
+from deep_research.core.budget import Price, PriceBook
+from deep_research.core.errors import KnowledgeBaseError
+from deep_research.core.models import ChatRole, RunSpec, SourceHint
+from deep_research.core.orchestrator import Engine, RunConfig
+from deep_research.core.ports import BranchExecutor, JobControl
+from deep_research.kb.search import search
+from deep_research.kb.store import KBStore, open_kb
+from deep_research.persistence.cache import ResultCache
+
+SourcePolicy = Literal["auto", "kb_only", "web_only"]
+ALLOWED: dict[SourcePolicy, tuple[SourceHint, ...]] = {
+    "auto": ("web", "internal", "mixed"),
+    "kb_only": ("internal",),
+    "web_only": ("web",),
+}
+
+
+@dataclass
+class Built:
+    engine: Engine
+    config: RunConfig
+    notices: list[str] = field(default_factory=list)
+    resources: AsyncExitStack = field(default_factory=AsyncExitStack)
+    """Closed (inside the run's event loop) when the run ends."""
+
+
+@dataclass(frozen=True)
+class StoreRetriever:
+    """The KB as a ``Retriever``: hybrid search, off the event loop (Chroma is synchronous)."""
+
+    store: KBStore
+
+    async def retrieve(self, query: str, k: int) -> Sequence[Evidence]:
+        return await asyncio.to_thread(search, self.store, query, k)
+
+
+def run_config(settings: Settings, policy: SourcePolicy) -> RunConfig:
+    return RunConfig(
+        max_depth=settings.max_depth,
+        max_parallel=settings.max_parallel_branches,
+        max_nodes_per_plan=settings.max_nodes_per_plan,
+        summary_cap_tokens=settings.summary_max_tokens,
+        allowed_sources=ALLOWED[policy],
+        finish_grace_seconds=settings.request_timeout_seconds,
+    )
+
+
+CHAT_ROLES: tuple[ChatRole, ...] = ("planner", "synthesizer", "judge", "branch", "summarizer")
+
+
+def chat_model(
+    settings: Settings, role: ChatRole, http: openai.DefaultAsyncHttpxClient
+) -> ChatModel:
+    model: str = getattr(settings, f"{role}_model")
+    effort: str | None = getattr(settings, f"{role}_reasoning_effort")
+    params = model_params(model, effort, settings.temperature)
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    chat = ChatOpenAI(
+        model=model,
+        # Local OpenAI-compatible servers take any key; the SDK insists on one.
+        api_key=key or "not-needed",
+        base_url=settings.openai_base_url,
+        temperature=params.temperature,
+        reasoning_effort=params.reasoning_effort,
+        max_tokens=settings.max_tokens_per_call,
+        timeout=settings.request_timeout_seconds,
+        max_retries=settings.max_retries,
+        use_responses_api=False,
+        # Our own pool: langchain-openai's default one is cached per process and bound to
+        # the first event loop that used it.
+        http_async_client=http,
+    )
+    return ChatModel(chat, model, role, settings.structured_output_retries)
+
+
+def open_default_kb(settings: Settings) -> KBStore | None:
+    try:
+        return open_kb(settings)
+    except KnowledgeBaseError:
+        return None
+
+
+def job_spec(settings: Settings) -> JobSpec:
+    summary = settings.web_reasoning_summary
+    return JobSpec(
+        model=settings.web_model,
+        reasoning_effort=settings.web_reasoning_effort,
+        max_tool_calls=settings.web_max_tool_calls,
+        max_output_tokens=settings.web_max_output_tokens,
+        reasoning_summary=None if summary == "off" else summary,
+    )
+
+
+def run_spec(settings: Settings, spec: JobSpec | None) -> RunSpec:
+    """What a session records of its run's choices, so a resume repeats them exactly."""
+    web = (
+        {
+            "web_model": spec.model,
+            "web_reasoning_effort": spec.reasoning_effort,
+            "web_max_tool_calls": spec.max_tool_calls,
+            "web_max_output_tokens": spec.max_output_tokens,
+        }
+        if spec is not None
+        else {}
+    )
+    return RunSpec(
+        **web,
+        models={role: getattr(settings, f"{role}_model") for role in CHAT_ROLES},
+        efforts={role: getattr(settings, f"{role}_reasoning_effort") for role in CHAT_ROLES},
+        kb_name=settings.kb_name,
+        max_parallel=settings.max_parallel_branches,
+    )
+
+
+def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> Settings:
+    """Today's settings with a session's saved choices on top (only the budget flags, given
+    separately, and ``--max-parallel`` override them). Sessions from before a choice was
+    saved keep today's setting for it."""
+    values: dict[str, object] = {
+        f"{role}_model": model for role, model in saved.models.items() if model
+    }
+    values |= {f"{role}_reasoning_effort": effort for role, effort in saved.efforts.items()}
+    if saved.kb_name:
+        values["kb_name"] = saved.kb_name
+    if saved.max_parallel:
+        values["max_parallel_branches"] = saved.max_parallel
+    if saved.web_model:
+        values |= {
+            "web_model": saved.web_model,
+            "web_reasoning_effort": saved.web_reasoning_effort or None,
+            "web_max_tool_calls": saved.web_max_tool_calls or None,
+            "web_max_output_tokens": saved.web_max_output_tokens or None,
+        }
+    replayed = settings.with_overrides(**values)
+    if saved.efforts:
+        # with_overrides skips None ("not given"); a saved "model default" effort is a choice.
+        replayed = replayed.model_copy(
+            update={f"{role}_reasoning_effort": e for role, e in saved.efforts.items()}
+        )
+    return replayed.with_overrides(max_parallel_branches=max_parallel)
+
+
+def price_book(settings: Settings) -> PriceBook:
+    return PriceBook({m: Price(*figures) for m, figures in settings.prices.items()})
+
+
+def build(
+    settings: Settings,
+    policy: SourcePolicy,
+    kb: KBStore | None,
+    *,
+    extractive: bool,
+    spec: JobSpec | None = None,
+) -> Built:
+    """The engine for one run: the LLM chains, or the extractive stand-ins (no model)."""
+    config = run_config(settings, policy)
+    internal: BranchExecutor
+    if extractive:
+        if kb is None:
+            raise KnowledgeBaseError(
+                "no model is configured and there is no knowledge base: set OPENAI_API_KEY "
+                "or OPENAI_BASE_URL, or run `deep-research kb ingest`"
+            )
+        config = run_config(settings, "kb_only")
+        executor = KBExecutor(StoreRetriever(kb), ExtractiveWriter(), settings.retrieval_k)
+        return Built(extractive_engine(executor), config, ["extractive mode: no model configured"])
+
+    resources = AsyncExitStack()
+    prices = price_book(settings)
+    http = openai.DefaultAsyncHttpxClient()
+    resources.push_async_callback(http.aclose)
+    summarizer = chat_model(settings, "summarizer", http)
+    if kb is None:
+        internal = Unavailable(
+            f"no knowledge base {settings.kb_name!r}: run `deep-research kb ingest` first"
+        )
+    else:
+        writer = LLMEvidenceWriter(chat_model(settings, "branch", http))
+        internal = KBExecutor(StoreRetriever(kb), writer, settings.retrieval_k)
+    web: BranchExecutor
+    jobs: JobControl | None = None
+    if policy == "kb_only":
+        web = Unavailable("web research is off (--kb-only)")
+    else:
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        client = openai.AsyncOpenAI(
+            api_key=key or "not-needed",
+            base_url=settings.openai_base_url,
+            max_retries=settings.max_retries,
+            timeout=settings.request_timeout_seconds,
+            http_client=http,
+        )
+        cache = ResultCache(settings.cache_dir)
+        resources.callback(cache.close)
+        web = DeepResearchExecutor(
+            client,
+            spec=spec or job_spec(settings),
+            prices=prices,
+            max_wait_seconds=settings.web_max_wait_seconds,
+            poll_seconds=settings.web_poll_seconds,
+            compressor=LLMCompressor(summarizer),
+            cache=cache,
+        )
+        jobs = ResponsesJobs(client)
+    if policy == "web_only":
+        internal = Unavailable("knowledge-base research is off (--web-only)")
+    engine = Engine(
+        planner=LLMPlanner(chat_model(settings, "planner", http)),
+        executor=RoutingExecutor(web=web, internal=internal),
+        summarizer=LLMSummarizer(summarizer),
+        synthesizer=LLMSynthesizer(chat_model(settings, "synthesizer", http)),
+        judge=LLMJudge(chat_model(settings, "judge", http)),
+        jobs=jobs,
+    )
+    return Built(engine, config, resources=resources)

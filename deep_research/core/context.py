@@ -1,0 +1,85 @@
+"""What each model call may see: bounded views of a session (pure).
+
+Every function here returns something whose size is capped independently of how many
+nodes the tree holds — that is what keeps every prompt from growing with the research.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from deep_research.core.memory import cap_tokens, cited_refs, estimate_tokens
+from deep_research.core.models import ResearchNode, SessionState
+from deep_research.core.ports import Finding
+
+CATALOG_SIZE = 16
+"""Nodes the planner and judge see by id (done first, newest first)."""
+SUMMARY_BATCH = 4
+"""Most nodes folded into the rolling summary by one summarizer call."""
+OVERVIEW_NODES = 20
+MIN_FINDING_TOKENS = 25
+
+
+def catalog(nodes: Collection[ResearchNode]) -> list[ResearchNode]:
+    """A bounded window of nodes a plan may build on: done first, newest first."""
+    ranked = sorted(nodes, key=lambda n: (n.status != "done", -n.created_at.timestamp()))
+    return ranked[:CATALOG_SIZE]
+
+
+def findings(nodes: Mapping[str, ResearchNode], node: ResearchNode, cap: int) -> list[Finding]:
+    """A node's dependencies' notes (and the sources those notes cite), together <= ``cap``.
+
+    With more dependencies than ``cap / MIN_FINDING_TOKENS``, the most confident are kept.
+    """
+    deps = [nodes[d] for d in node.depends_on]
+    if not deps:
+        return []
+    deps = sorted(deps, key=lambda d: -d.confidence)[: max(1, cap // MIN_FINDING_TOKENS)]
+    share = max(MIN_FINDING_TOKENS, cap // len(deps))
+    result = []
+    for dep in deps:
+        notes = cap_tokens(dep.notes, share)
+        cited = set(cited_refs(notes))
+        sources = tuple(c for c in dep.citations if c.ref in cited)[:5]
+        result.append(Finding(dep.id, dep.question, notes, sources))
+    return result
+
+
+def take_batch(done: list[ResearchNode], budget_tokens: int) -> list[ResearchNode]:
+    """The next nodes to fold: as many as fit the digest budget (at least one, at most
+    ``SUMMARY_BATCH``), so a summarizer prompt is at most summary cap + budget."""
+    batch: list[ResearchNode] = []
+    used = 0
+    for node in done[:SUMMARY_BATCH]:
+        size = min(estimate_tokens(node.notes), budget_tokens)
+        if batch and used + size > budget_tokens:
+            break
+        batch.append(node)
+        used += size
+    return batch
+
+
+def gaps(state: SessionState) -> list[str]:
+    """What the research has not covered: failed, blocked, unresearched, judged missing."""
+    found: list[str] = []
+    for node in state.nodes.values():
+        if node.status in ("failed", "blocked", "cancelled"):
+            found.append(f"{node.question} — {node.status}: {node.error}")
+        elif node.status == "pending":
+            found.append(f"{node.question} — not researched")
+    if state.iterations and (verdict := state.iterations[-1].verdict):
+        found += [f"missing: {m}" for m in verdict.missing_aspects]
+    return [cap_tokens(g, 60) for g in found[:OVERVIEW_NODES]]
+
+
+def overview(nodes: Collection[ResearchNode]) -> str:
+    """Status counts and a bounded list of nodes, one line each (the judge's tree view)."""
+    counts: dict[str, int] = {}
+    for node in nodes:
+        counts[node.status] = counts.get(node.status, 0) + 1
+    lines = [", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))]
+    for node in catalog(nodes)[:OVERVIEW_NODES]:
+        lines.append(
+            f"- {node.id} [{node.status}, {node.source_hint}] {cap_tokens(node.question, 40)}"
+        )
+    return "\n".join(lines)

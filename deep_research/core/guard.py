@@ -1,0 +1,158 @@
+"""Guardrails: the usage ledger as the run sees it, limits, and budget reservations.
+
+Invariants:
+- every model call's usage lands in ``state.ledger`` and on its node, priced at record time;
+- ``remaining_usd`` is net of the spend so far, of reservations held by calls in flight,
+  and of a reserve kept for the final synthesis — so work never starts that the budget
+  could not cover and the report can always be written;
+- limits are checked before anything new starts (``stop_reason``); nothing here cancels;
+- a reservation that does not fit waits while other reservations are held (their work may
+  cost far less than its worst case); it is refused only when nothing is left to free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from deep_research.core.budget import PriceBook, make_entry
+from deep_research.core.models import Limits, Role, SessionState, StopReason, Usage
+
+
+class BudgetGuard:
+    def __init__(
+        self,
+        state: SessionState,
+        limits: Limits,
+        *,
+        prices: PriceBook | None = None,
+        final_reserve_usd: float = 0.0,
+        final_reserve_tokens: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.state = state
+        self.limits = limits
+        self.prices = prices or PriceBook()
+        self.final_reserve_usd = final_reserve_usd
+        self.final_reserve_tokens = final_reserve_tokens
+        self._clock = clock
+        self._started = clock()
+        self._reserved_usd = 0.0
+        self._freed = asyncio.Event()
+        self.spent_usd = sum(e.cost_usd for e in state.ledger)
+        self.spent_tokens = sum(e.usage.total_tokens for e in state.ledger if not e.cached)
+
+    # --- recording ----------------------------------------------------------
+
+    def record(
+        self,
+        role: Role,
+        model: str,
+        usage: Usage,
+        *,
+        node_id: str | None,
+        cached: bool = False,
+        usage_unknown: bool = False,
+    ) -> None:
+        """Price and book one call. ``usage_unknown``: the provider reported none (a cancelled
+        or failed job), so ``usage`` is what we know, not what was billed."""
+        entry = make_entry(
+            role,
+            model,
+            usage,
+            node_id=node_id,
+            cached=cached,
+            prices=self.prices,
+            usage_unknown=usage_unknown,
+        )
+        self.state.ledger.append(entry)
+        self.spent_usd += entry.cost_usd
+        if not cached:
+            self.spent_tokens += usage.total_tokens
+        node = self.state.nodes.get(node_id) if node_id else None
+        if node is not None:
+            node.usage = node.usage + usage
+            node.cost_usd += entry.cost_usd
+
+    def meter(self, node_id: str | None = None) -> NodeMeter:
+        return NodeMeter(self, node_id)
+
+    # --- limits -------------------------------------------------------------
+
+    @property
+    def elapsed(self) -> float:
+        return self._clock() - self._started
+
+    @property
+    def deadline(self) -> float:
+        """The loop-clock deadline for this process's run (``asyncio.timeout_at``)."""
+        return self._started + self.limits.max_runtime_seconds
+
+    def remaining_usd(self) -> float:
+        """What new work may still claim: net of spend, reservations and the final reserve."""
+        return self._unspent() - self._reserved_usd
+
+    def _unspent(self) -> float:
+        return self.limits.max_cost_usd - self.spent_usd - self.final_reserve_usd
+
+    def stop_reason(self) -> StopReason | None:
+        """Why nothing new may start now, or None. The final synthesis is already reserved."""
+        if self.elapsed >= self.limits.max_runtime_seconds:
+            return "time_limit"
+        if self.spent_tokens >= self.limits.max_total_tokens - self.final_reserve_tokens:
+            return "token_limit"
+        if self._unspent() <= 0:  # reservations are not spend: in-flight work may cost less
+            return "cost_limit"
+        return None
+
+    async def reserve(self, amount_usd: float) -> bool:
+        while amount_usd > self.remaining_usd():
+            if self._reserved_usd <= 0 or amount_usd > self._unspent():
+                return False  # nothing in flight could free enough
+            self._freed.clear()
+            await self._freed.wait()
+        self._reserved_usd += amount_usd
+        return True
+
+    def release(self, amount_usd: float) -> None:
+        self._reserved_usd = max(0.0, self._reserved_usd - amount_usd)
+        self._freed.set()
+
+
+class NodeMeter:
+    """The ``Meter`` port bound to one node (or to none, for planner/judge/synthesis)."""
+
+    def __init__(self, guard: BudgetGuard, node_id: str | None) -> None:
+        self._guard = guard
+        self.node_id = node_id
+
+    def record(
+        self,
+        role: Role,
+        model: str,
+        usage: Usage,
+        *,
+        cached: bool = False,
+        usage_unknown: bool = False,
+    ) -> None:
+        self._guard.record(
+            role, model, usage, node_id=self.node_id, cached=cached, usage_unknown=usage_unknown
+        )
+
+    def remaining_usd(self) -> float:
+        return self._guard.remaining_usd()
+
+    async def reserve(self, amount_usd: float) -> bool:
+        return await self._guard.reserve(amount_usd)
+
+    def release(self, amount_usd: float) -> None:
+        self._guard.release(amount_usd)
+
+
+def call_cost_estimate(
+    model: str, input_tokens: int, output_tokens: int, prices: PriceBook | None = None
+) -> float:
+    """Worst-case USD of one chat call: nothing cached (0 for models without a known price)."""
+    book = prices or PriceBook()
+    return book.cost(model, Usage(input_tokens=input_tokens, output_tokens=output_tokens))

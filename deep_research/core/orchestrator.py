@@ -1,0 +1,456 @@
+"""ResearchOrchestrator: plan -> execute -> draft -> judge -> replan, until done or out of budget.
+
+Invariants:
+- the session is checkpointed after every state change; a node's remote job id is saved
+  the moment it exists, before any wait on it;
+- done nodes are never re-run; a resumed session continues from its saved ``phase``;
+- no model call's prompt grows with the number of nodes: planner and judge read the
+  capped rolling summary and a bounded catalog, branches read their dependencies' notes
+  capped to one budget, the summarizer folds a bounded batch at a time;
+- guardrails are checked before anything new starts; once a limit is reached nothing
+  new starts and the report is written from what exists, saying what is missing;
+- a branch failure is data (the node fails, its dependents are blocked); a planner,
+  judge or synthesizer failure ends the loop cleanly with stop reason ``error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from deep_research.core import context
+from deep_research.core.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError
+from deep_research.core.guard import BudgetGuard
+from deep_research.core.memory import cap_tokens, cited_refs, estimate_tokens, register_citations
+from deep_research.core.models import (
+    IterationRecord,
+    PlannedTask,
+    ResearchNode,
+    SessionState,
+    SourceHint,
+    StopReason,
+    Usage,
+    Verdict,
+)
+from deep_research.core.ports import (
+    BranchExecutor,
+    BranchTask,
+    JobControl,
+    JobEvent,
+    Judge,
+    JudgeRequest,
+    NodeDigest,
+    Planner,
+    PlanRequest,
+    Summarizer,
+    SynthesisRequest,
+    Synthesizer,
+)
+from deep_research.core.scheduler import run_dag
+from deep_research.core.tree import PlanPolicy, ResearchTree
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    max_depth: int = 3
+    max_parallel: int = 4
+    max_nodes_per_plan: int = 8
+    summary_cap_tokens: int = 2000
+    allowed_sources: tuple[SourceHint, ...] = ("web", "internal", "mixed")
+    finish_grace_seconds: float = 120.0
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The ports one run talks to, built from Settings in ``wiring.py`` (or fakes in tests)."""
+
+    planner: Planner
+    executor: BranchExecutor
+    summarizer: Summarizer
+    synthesizer: Synthesizer
+    judge: Judge
+    jobs: JobControl | None = None
+    """Cancels remote jobs left in flight by a time limit; None when there are none."""
+
+
+class SessionSaver(Protocol):
+    """What the orchestrator needs from a session store (``sessions.Checkpointer`` fits)."""
+
+    async def save(self, state: SessionState) -> None: ...
+
+    def save_now(self, state: SessionState) -> None: ...
+
+
+Listener = Callable[[str | JobEvent], None]
+"""Receives what the run is doing: one-line messages, and each remote job's latest state."""
+
+
+class ResearchOrchestrator:
+    def __init__(
+        self,
+        state: SessionState,
+        engine: Engine,
+        saver: SessionSaver,
+        guard: BudgetGuard,
+        config: RunConfig,
+        on_event: Listener | None = None,
+    ) -> None:
+        self.state = state
+        self.engine = engine
+        self.saver = saver
+        self.guard = guard
+        self.config = config
+        self.tree = ResearchTree(state.nodes)
+        self.final_text: str | None = None
+        self._on_event = on_event or (lambda _message: None)
+        self._summary_lock = asyncio.Lock()
+        self._stop: StopReason | None = None
+        self._previous_stop: StopReason | None = None
+        self._stop_detail = ""
+
+    # --- the loop -----------------------------------------------------------
+
+    async def run(self) -> SessionState:
+        """Drive the session to a stop; the caller writes the report from ``final_text``."""
+        state = self.state
+        self._previous_stop = state.stop_reason
+        state.status = "running"
+        state.stop_reason = None
+        self.tree.recover_interrupted()
+        await self._save()
+        try:
+            async with asyncio.timeout_at(self._loop_deadline()):
+                await self._loop()
+        except ProviderError as exc:
+            state.status, state.stop_reason, state.stop_detail = "failed", "error", str(exc)
+            self.saver.save_now(state)
+            raise
+        except TimeoutError:
+            self._halt("time_limit", "the run reached max_runtime_seconds")
+            await self._cancel_remote_jobs()
+        except asyncio.CancelledError:
+            self._halt("interrupted", "interrupted by the user")
+            for node in self.tree.with_status("running"):
+                self.tree.requeue(node)
+            state.status = "interrupted"
+            state.stop_reason = "interrupted"
+            self.saver.save_now(state)
+            raise
+        await self._finish()
+        return state
+
+    async def _loop(self) -> None:
+        state = self.state
+        while self._stop is None:
+            if state.phase == "plan":
+                await self._plan(None)
+            elif state.phase == "execute":
+                await self._execute()
+                if self._stop is None:
+                    await self._review()
+            elif state.phase == "replan":
+                if state.iteration >= state.limits.max_iterations:
+                    self._halt("max_iterations", f"{state.iteration} iterations done")
+                    return
+                await self._plan(state.iterations[-1].verdict if state.iterations else None)
+            else:  # finished: a resume of a finished session has nothing to do
+                self._halt(self._previous_stop or "complete", state.stop_detail)
+
+    def _loop_deadline(self) -> float:
+        loop_now = asyncio.get_running_loop().time()
+        return loop_now + max(0.0, self.state.limits.max_runtime_seconds - self.guard.elapsed)
+
+    def _halt(self, reason: StopReason, detail: str) -> None:
+        if self._stop is None:
+            self._stop, self._stop_detail = reason, detail
+            self._on_event(f"stopping: {reason} ({detail})")
+
+    def _check_limits(self) -> bool:
+        reason = self.guard.stop_reason()
+        if reason is not None:
+            self._halt(reason, _LIMIT_DETAIL[reason])
+        return reason is None
+
+    async def _save(self) -> None:
+        await self.saver.save(self.state)
+
+    # --- plan ---------------------------------------------------------------
+
+    async def _plan(self, gaps: Verdict | None) -> None:
+        if not self._check_limits():
+            return
+        state = self.state
+        iteration = state.iteration + 1
+        self._on_event("planning" if gaps is None else "replanning from the judge's gaps")
+        request = PlanRequest(
+            question=state.question,
+            summary=state.summary,
+            catalog=tuple(context.catalog(state.nodes.values())),
+            gaps=gaps,
+            max_tasks=self.config.max_nodes_per_plan,
+            max_depth=self.config.max_depth,
+            allowed_sources=self.config.allowed_sources,
+        )
+        try:
+            plan = await self.engine.planner.plan(request, self.guard.meter())
+            tasks = plan.tasks
+        except ProviderError as exc:
+            if gaps is not None:
+                self._halt("error", f"replanning failed: {exc}")
+                return
+            raise
+        policy = PlanPolicy(
+            max_depth=self.config.max_depth,
+            max_tasks=self.config.max_nodes_per_plan,
+            allowed_sources=self.config.allowed_sources,
+        )
+        added, issues = self.tree.add_plan(tasks, iteration=iteration, policy=policy)
+        if not added and gaps is None:
+            # An unusable first plan still leaves the question itself worth researching.
+            fallback = PlannedTask(
+                id="q1",
+                question=state.question,
+                depends_on=[],
+                parallelizable=True,
+                priority=5,
+                source_hint="mixed"
+                if "mixed" in policy.allowed_sources
+                else policy.allowed_sources[0],
+                parent_id=None,
+            )
+            added, more = self.tree.add_plan([fallback], iteration=iteration, policy=policy)
+            issues += more
+        state.iteration = iteration
+        state.iterations.append(
+            IterationRecord(number=iteration, planned=added, plan_issues=issues)
+        )
+        for issue in issues:
+            self._on_event(f"plan: {issue.action} {issue.task_id}: {issue.reason}")
+        if not added:
+            state.phase = "finished"
+            self._halt("nothing_to_do", "the planner proposed no new sub-questions")
+        else:
+            state.phase = "execute"
+        await self._save()
+
+    # --- execute ------------------------------------------------------------
+
+    async def _execute(self) -> None:
+        self._on_event(f"researching (iteration {self.state.iteration})")
+        await run_dag(
+            self.tree,
+            self._run_node,
+            limit=self.config.max_parallel,
+            may_start=lambda _node: self._stop is None and self._check_limits(),
+            after=lambda _node: self._fold_summary(),
+        )
+        await self._fold_summary()
+
+    async def _run_node(self, node: ResearchNode) -> None:
+        self.tree.start(node)
+        self._on_event(f"started {node.id}")
+        await self._save()
+
+        async def on_remote_job(name: str, response_id: str | None) -> None:
+            if response_id is None:
+                node.remote_jobs.pop(name, None)
+                await self._save()
+            else:
+                # A paid job's id: written synchronously, ahead of any queued checkpoint.
+                node.remote_jobs[name] = response_id
+                self.saver.save_now(self.state)
+
+        task = BranchTask(
+            node_id=node.id,
+            question=node.question,
+            root_question=self.state.question,
+            source_hint=node.source_hint,
+            dependencies=tuple(
+                context.findings(self.state.nodes, node, self.config.summary_cap_tokens)
+            ),
+            remote_jobs=dict(node.remote_jobs),
+            session_id=self.state.session_id,
+            on_event=self._on_event,
+        )
+        try:
+            result = await self.engine.executor.run(task, self.guard.meter(node.id), on_remote_job)
+        except BudgetExhausted as exc:
+            self.tree.requeue(node)
+            self._halt(exc.reason, str(exc))
+        except JobCancelled as exc:
+            blocked = self.tree.cancel(node, str(exc))
+            self._on_event(
+                f"cancelled {node.id}" + (f" (blocked {', '.join(blocked)})" if blocked else "")
+            )
+        except (BranchError, ProviderError) as exc:
+            blocked = self.tree.fail(node, str(exc))
+            self._on_event(
+                f"failed {node.id}: {exc}" + (f" (blocked {', '.join(blocked)})" if blocked else "")
+            )
+        except asyncio.CancelledError:
+            self.tree.requeue(node)
+            raise
+        else:
+            notes, citations = register_citations(
+                self.state.sources, result.notes, result.citations
+            )
+            node.notes, node.citations = notes, citations
+            node.researched_by = result.researched_by
+            node.confidence = min(1.0, max(0.0, result.confidence))
+            self.tree.finish(node)
+            self._on_event(f"done {node.id}")
+        await self._save()
+
+    async def _fold_summary(self) -> None:
+        """Merge finished nodes' notes into the rolling summary, a bounded batch per call."""
+        async with self._summary_lock:
+            state = self.state
+            while True:
+                folded = set(state.summarized)
+                todo = [
+                    n for n in state.nodes.values() if n.status == "done" and n.id not in folded
+                ]
+                if not todo or self.guard.stop_reason() in ("token_limit", "cost_limit"):
+                    return
+                cap = self.config.summary_cap_tokens
+                batch = context.take_batch(todo, cap // 2)
+                digests = [
+                    NodeDigest(n.id, n.question, cap_tokens(n.notes, cap // 2)) for n in batch
+                ]
+                try:
+                    merged = await self.engine.summarizer.merge(
+                        state.question, state.summary, digests, cap, self.guard.meter()
+                    )
+                except ProviderError as exc:
+                    # Keep going on a plain merge: losing the summary would blind the judge.
+                    # The newest findings go in whole; the old summary gives up the room.
+                    self._on_event(f"summarizer failed ({exc}); appending notes instead")
+                    new = "\n\n".join(d.notes for d in digests)
+                    room = cap - estimate_tokens(new)
+                    old = cap_tokens(state.summary, room) if room > 0 else ""
+                    merged = "\n\n".join(part for part in (old, new) if part).strip()
+                state.summary = cap_tokens(merged, cap)
+                state.summarized.extend(n.id for n in batch)
+                await self._save()
+
+    # --- review: draft + judge ----------------------------------------------
+
+    async def _review(self) -> None:
+        state = self.state
+        if not self._check_limits():
+            return
+        if not self.tree.with_status("done"):
+            state.phase = "finished"
+            self._halt("nothing_to_do", "no sub-question could be researched")
+            await self._save()
+            return
+        self._on_event("drafting the synthesis")
+        record = state.iterations[-1]
+        try:
+            record.draft = await self._synthesize(final=False)
+            record.draft_done = len(self.tree.with_status("done"))
+            await self._save()
+            if not self._check_limits():
+                return
+            self._on_event("judging the draft")
+            draft = cap_tokens(record.draft, 2 * self.config.summary_cap_tokens)
+            record.verdict = await self.engine.judge.judge(
+                JudgeRequest(
+                    state.question, state.summary, draft, context.overview(state.nodes.values())
+                ),
+                self.guard.meter(),
+            )
+        except ProviderError as exc:
+            self._halt("error", f"review failed: {exc}")
+            return
+        if record.verdict.is_complete and not record.verdict.recommend_more_iterations:
+            state.phase = "finished"
+            self._halt("complete", f"judge confidence {record.verdict.overall_confidence:.2f}")
+        else:
+            state.phase = "replan"
+        await self._save()
+
+    async def _synthesize(self, *, final: bool) -> str:
+        state = self.state
+        refs = cited_refs(state.summary)
+        request = SynthesisRequest(
+            question=state.question,
+            summary=state.summary,
+            sources=tuple(state.sources[r] for r in refs if r in state.sources),
+            gaps=tuple(context.gaps(state)),
+            final=final,
+        )
+        return await self.engine.synthesizer.synthesize(request, self.guard.meter())
+
+    # --- stop ---------------------------------------------------------------
+
+    async def _finish(self) -> None:
+        """Write the final text from what exists, within a grace period past any limit."""
+        state = self.state
+        reason = self._stop or "nothing_to_do"
+        draft = self._current_draft()
+        try:
+            async with asyncio.timeout(self.config.finish_grace_seconds):
+                await self._fold_summary()
+                if draft is None and self.tree.with_status("done"):
+                    self._on_event("writing the report")
+                    draft = await self._synthesize(final=True)
+        except (ProviderError, TimeoutError) as exc:
+            self._on_event(
+                f"final synthesis failed ({exc or 'timed out'}); the report uses the summary"
+            )
+        self.final_text = draft
+        state.stop_reason = reason
+        state.stop_detail = self._stop_detail
+        state.status = (
+            "complete" if reason == "complete" else ("failed" if reason == "error" else "stopped")
+        )
+        await self._save()
+
+    async def _cancel_remote_jobs(self) -> None:
+        """After a time limit: cancel the jobs the unwound branches left running, by their
+        saved ids. An id is forgotten only when the provider confirms; the node stays pending
+        (``resume`` researches it anew, or re-attaches where the cancel was not confirmed)."""
+        jobs = self.engine.jobs
+        owned = [
+            (node, name, jid)
+            for node in self.state.nodes.values()
+            for name, jid in node.remote_jobs.items()
+        ]
+        if jobs is None or not owned:
+            return
+        outcomes = await asyncio.gather(*(jobs.cancel(jid) for _, _, jid in owned))
+        model = self.state.run_spec.web_model or "unknown"
+        for (node, name, jid), outcome in zip(owned, outcomes, strict=True):
+            self._on_event(f"{node.id}: research job {jid} {outcome.status.replace('_', ' ')}")
+            if outcome.status != "cancelled":
+                # Unreachable: the id stays. Already finished: it stays too, so that resume
+                # reads (and records) the finished result instead of paying for it again.
+                continue
+            self.guard.record(
+                "deep_research",
+                model,
+                outcome.usage or Usage(),
+                node_id=node.id,
+                usage_unknown=outcome.usage is None,
+            )
+            node.remote_jobs.pop(name, None)
+        await self._save()
+
+    def _current_draft(self) -> str | None:
+        """The last draft, unless nodes finished after it (the report must include them)."""
+        if not self.state.iterations:
+            return None
+        record = self.state.iterations[-1]
+        if record.draft is None or record.draft_done != len(self.tree.with_status("done")):
+            return None
+        return record.draft
+
+
+_LIMIT_DETAIL: dict[StopReason, str] = {
+    "time_limit": "the run reached max_runtime_seconds",
+    "token_limit": "the run reached max_total_tokens",
+    "cost_limit": "the run reached its cost limit",
+}

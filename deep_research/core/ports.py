@@ -1,0 +1,188 @@
+"""The seams the orchestrator talks through. It knows these Protocols, nothing else.
+
+Concrete adapters (LangChain chains, OpenAI Deep Research, the KB, the extractive
+no-model mode) are built in one place from ``Settings`` (``wiring.py``); tests pass
+small scripted fakes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from deep_research.core.models import (
+    Citation,
+    Plan,
+    ResearchNode,
+    Role,
+    SourceHint,
+    Usage,
+    Verdict,
+)
+
+
+class Meter(Protocol):
+    """Where a model call reports its usage. Bound to a node (or to none)."""
+
+    def record(
+        self,
+        role: Role,
+        model: str,
+        usage: Usage,
+        *,
+        cached: bool = False,
+        usage_unknown: bool = False,
+    ) -> None: ...
+
+    def remaining_usd(self) -> float:
+        """What the cost budget has left, net of work already in flight."""
+        ...
+
+    async def reserve(self, amount_usd: float) -> bool:
+        """Claim part of the budget for a call about to start. Waits while reservations of
+        work in flight could still free enough; False when it cannot fit even then."""
+        ...
+
+    def release(self, amount_usd: float) -> None:
+        """Give back a reservation once the call's real usage is recorded (or it failed)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A dependency's results as handed to a dependent branch."""
+
+    node_id: str
+    question: str
+    notes: str
+    citations: tuple[Citation, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """What a remote research job is doing, as last seen: emitted by the executor on every
+    poll so a 20-minute job is visibly alive. Immutable: the view keeps the latest per node."""
+
+    node_id: str
+    job_id: str
+    model: str
+    status: str
+    """queued | in_progress | completed | failed | incomplete | cancelled"""
+    polls: int
+    elapsed_seconds: float
+    note: str = ""
+    """A one-off remark worth showing (a refused option, a transient failure)."""
+
+
+@dataclass(frozen=True)
+class BranchTask:
+    node_id: str
+    question: str
+    root_question: str
+    source_hint: SourceHint
+    dependencies: tuple[Finding, ...] = ()
+    # Remote jobs started by an earlier process (name -> response id): re-attach, don't resubmit.
+    remote_jobs: dict[str, str] = field(default_factory=dict)
+    session_id: str = ""
+    """Named in messages about jobs that may be running without us (a lost create reply)."""
+    on_event: Callable[[JobEvent], None] | None = None
+
+
+@dataclass(frozen=True)
+class BranchResult:
+    """Notes use the marker ``[n]`` for ``citations[n-1]``; the orchestrator renumbers them."""
+
+    notes: str
+    citations: tuple[Citation, ...]
+    confidence: float
+    researched_by: str = ""
+    """Which model (and effort) did the research, for the report; empty when obvious."""
+
+
+RemoteJobHook = Callable[[str, str | None], Awaitable[None]]
+"""Called with (job name, response id) the moment a remote job exists — the id is on disk
+when it returns — and with (job name, None) once the provider confirmed a terminal status
+or a cancel, so the session can forget it."""
+
+
+@dataclass(frozen=True)
+class CancelOutcome:
+    """What asking the provider to cancel one job came to."""
+
+    status: Literal["cancelled", "already_finished", "unreachable"]
+    usage: Usage | None = None
+    """The job's final usage, when the provider reported one."""
+    detail: str = ""
+
+
+class JobControl(Protocol):
+    """Cancels remote jobs by id: for a time limit (after the branches unwound) and for
+    ``deep-research sessions cancel``."""
+
+    async def cancel(self, job_id: str) -> CancelOutcome: ...
+
+
+class BranchExecutor(Protocol):
+    async def run(
+        self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
+    ) -> BranchResult:
+        """Research one node. Raises ``BranchError`` for an expected failure."""
+        ...
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    question: str
+    summary: str
+    catalog: tuple[ResearchNode, ...]
+    """A bounded window of existing nodes (ids the plan may depend on)."""
+    gaps: Verdict | None
+    max_tasks: int
+    max_depth: int
+    allowed_sources: tuple[SourceHint, ...]
+
+
+class Planner(Protocol):
+    async def plan(self, request: PlanRequest, meter: Meter) -> Plan: ...
+
+
+@dataclass(frozen=True)
+class NodeDigest:
+    node_id: str
+    question: str
+    notes: str
+
+
+class Summarizer(Protocol):
+    async def merge(
+        self, question: str, summary: str, digests: list[NodeDigest], cap_tokens: int, meter: Meter
+    ) -> str:
+        """Fold the digests into the rolling summary; the result must stay within the cap."""
+        ...
+
+
+@dataclass(frozen=True)
+class SynthesisRequest:
+    question: str
+    summary: str
+    sources: tuple[Citation, ...]
+    """The sources the summary cites, by ref."""
+    gaps: tuple[str, ...]
+    final: bool
+
+
+class Synthesizer(Protocol):
+    async def synthesize(self, request: SynthesisRequest, meter: Meter) -> str: ...
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    question: str
+    summary: str
+    draft: str
+    overview: str
+
+
+class Judge(Protocol):
+    async def judge(self, request: JudgeRequest, meter: Meter) -> Verdict: ...

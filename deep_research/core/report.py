@@ -1,0 +1,177 @@
+"""The cited markdown report, assembled from a session (pure).
+
+Every ``[N]`` in the report resolves to an entry of its numbered Sources list: the body and
+the per-question findings are renumbered together from session refs, and markers that
+point nowhere are dropped. What was not researched, failed or was blocked is listed under
+"Coverage and limitations", with the reason the run stopped.
+"""
+
+from __future__ import annotations
+
+from deep_research.core.budget import totals
+from deep_research.core.citecheck import CheckResult, check
+from deep_research.core.memory import cited_refs, renumber
+from deep_research.core.models import Citation, ResearchNode, SessionState
+
+STOP_TEXT = {
+    "complete": "complete: the judge found the answer complete",
+    "max_iterations": "stopped: the iteration limit was reached",
+    "time_limit": "stopped: the time limit was reached",
+    "token_limit": "stopped: the token budget was used up",
+    "cost_limit": "stopped: the cost limit was reached",
+    "nothing_to_do": "stopped: nothing left to research",
+    "interrupted": "interrupted by the user",
+    "error": "stopped by an error",
+}
+
+
+def build_report(state: SessionState, body: str | None) -> str:
+    """The report markdown. ``body`` is the synthesis (with ``[S#]`` refs) or None."""
+    nodes = sorted(state.nodes.values(), key=lambda n: (n.iteration, n.created_at))
+    if body is None or not body.strip():
+        body = state.summary or "_No findings were produced._"
+        body = (
+            "_The synthesis step did not run; these are the research notes as summarized._\n\n"
+            + body
+        )
+    appendix = "\n\n".join(_node_section(n) for n in nodes if n.status == "done")
+    unknown = sum(1 for ref in cited_refs(body) if ref not in state.sources)
+    text, sources = renumber(body + "\n\n\x00\n\n" + appendix, state.sources)
+    body_text, appendix_text = text.split("\x00", 1)
+    checked = check(body_text, sources, unknown=unknown)
+
+    parts = [f"# {state.question}", _status_line(state)]
+    if state.mode == "extractive":
+        parts.append(
+            "> **Extractive mode:** no language model was configured, so this report is built "
+            "from the best knowledge-base passages, quoted with citations. "
+            "Web research was skipped."
+        )
+    parts.append(body_text.strip())
+    parts.append(_limitations(state, nodes))
+    parts.append(_citation_check(checked))
+    parts.append("## Sources\n\n" + (_sources(sources) or "_No sources were cited._"))
+    # The extractive synthesis already lists its findings facet by facet.
+    if appendix_text.strip() and state.mode != "extractive":
+        parts.append("## Findings by sub-question\n\n" + appendix_text.strip())
+    parts.append(_footer(state))
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def _status_line(state: SessionState) -> str:
+    done = sum(1 for n in state.nodes.values() if n.status == "done")
+    confidence = ""
+    if state.iterations and state.iterations[-1].verdict:
+        confidence = f" · judge confidence {state.iterations[-1].verdict.overall_confidence:.2f}"
+    stop = STOP_TEXT.get(state.stop_reason or "", state.status)
+    return (
+        f"> Session `{state.session_id}` · {stop} · iteration {state.iteration} · "
+        f"{done}/{len(state.nodes)} sub-questions researched{confidence}"
+    )
+
+
+def _node_section(node: ResearchNode) -> str:
+    head = f"### {node.id}: {node.question}"
+    by = f" · researched by {node.researched_by}" if node.researched_by else ""
+    meta = f"_{node.source_hint}{by} · confidence {node.confidence:.2f}_"
+    return f"{head}\n\n{meta}\n\n{node.notes.strip() or '_no notes_'}"
+
+
+def _limitations(state: SessionState, nodes: list[ResearchNode]) -> str:
+    lines: list[str] = []
+    if state.stop_reason and state.stop_reason != "complete":
+        detail = f" ({state.stop_detail})" if state.stop_detail else ""
+        lines.append(f"- The run {STOP_TEXT[state.stop_reason]}{detail}.")
+    for node in nodes:
+        if node.status == "failed":
+            lines.append(f"- **Failed:** {node.question} — {node.error}")
+        elif node.status == "blocked":
+            lines.append(f"- **Blocked:** {node.question} — {node.error}")
+        elif node.status == "cancelled":
+            lines.append(f"- **Cancelled:** {node.question} — {node.error}")
+        elif node.status in ("pending", "running"):
+            why = (
+                "skipped: no model configured"
+                if state.mode == "extractive" and node.source_hint == "web"
+                else "not researched before the run stopped"
+            )
+            lines.append(f"- **Not researched:** {node.question} — {why}")
+    verdict = state.iterations[-1].verdict if state.iterations else None
+    if verdict is not None and state.stop_reason != "complete":
+        lines += [f"- **Missing:** {m}" for m in verdict.missing_aspects]
+    if verdict is not None:
+        lines += [f"- **Weak evidence:** {w}" for w in verdict.weak_evidence_areas]
+    if not lines:
+        return ""
+    return "## Coverage and limitations\n\n" + "\n".join(lines)
+
+
+def _citation_check(result: CheckResult) -> str:
+    unchecked = ""
+    if result.no_source_text:
+        unchecked = (
+            f"{result.no_source_text} of the {result.cited} citations could not be checked "
+            "against source text: the web research provider returns the page's address, "
+            "not its text"
+        )
+    if result.clean:
+        return (
+            f"_Citation check: all {result.cited} citations resolve to the sources below; "
+            "no uncited factual sentence found" + (f". {unchecked}" if unchecked else "") + "._"
+        )
+    lines = ["## Citation check", ""]
+    if result.unknown:
+        lines.append(f"- {result.unknown} citation(s) pointed to no source and were removed.")
+    if result.uncited:
+        lines.append(f"- {len(result.uncited)} factual sentence(s) carry no citation:")
+        lines += [f"  - “{s[:200]}”" for s in result.uncited[:5]]
+    if result.unsupported:
+        lines.append(
+            f"- {len(result.unsupported)} citation(s) share no content word with their source:"
+        )
+        lines += [f"  - [{n}] “{s[:200]}”" for s, n in result.unsupported[:5]]
+    if unchecked:
+        lines.append(f"- {unchecked}.")
+    return "\n".join(lines)
+
+
+def _sources(sources: list[Citation]) -> str:
+    lines = []
+    for number, source in enumerate(sources, start=1):
+        if source.kind == "web":
+            title = source.title or source.url or "untitled"
+            entry = f"{number}. [{title}]({source.url})"
+        else:
+            entry = f"{number}. `{source.locator}`" + (f" — {source.title}" if source.title else "")
+        quote = " ".join(source.quote.split())
+        claim = " ".join(source.claim.split())
+        if quote:
+            entry += f"\n   > {quote[:300]}"
+        else:
+            # Without the page's words, say what it was cited for, and that we have no more.
+            cited_for = f"cited for: “{claim[:300]}” — " if claim else ""
+            entry += f"\n   {cited_for}_source text not captured_"
+        lines.append(entry)
+    return "\n".join(lines)
+
+
+def _footer(state: SessionState) -> str:
+    spend = totals(state.ledger)
+    usage = spend.usage
+    roles = ", ".join(f"{role} ${cost:.4f}" for role, cost in sorted(spend.by_role.items()))
+    unknown = sum(1 for entry in state.ledger if entry.usage_unknown)
+    unknown_note = (
+        f" · **{unknown} cancelled or failed research job(s) reported no usage: their spend "
+        "is unknown and not included** (see the provider's usage page)"
+        if unknown
+        else ""
+    )
+    return (
+        "---\n\n"
+        f"_Spend: ${spend.cost_usd:.4f} · {usage.input_tokens:,} input tokens "
+        f"({usage.cached_input_tokens:,} cached) · {usage.output_tokens:,} output tokens · "
+        f"{usage.web_search_calls} web searches"
+        + (f" · by role: {roles}" if roles else "")
+        + unknown_note
+        + "_"
+    )

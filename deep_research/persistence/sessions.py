@@ -1,0 +1,400 @@
+"""The session store: one directory per run under ``Settings.sessions_dir``.
+
+Layout::
+
+    <root>/<session_id>/state.json   the SessionState, rewritten after every change
+    <root>/<session_id>/report.md    the final report, once written
+    <root>/<session_id>/lock         flock'ed by the process driving the session
+
+Invariants:
+- A session id is 4-32 lowercase hex characters (new ones are 12). Every id from
+  the user is checked against that pattern before it touches the file system, so
+  ``../x``, ``/etc`` or unicode look-alikes can never name a path outside ``root``.
+- ``state.json`` is only ever replaced whole: write a temp file in the same
+  directory, fsync it, ``os.replace``. A reader sees the previous or the new
+  state, never a torn one, and no temp file survives a successful save.
+- A corrupt, unreadable or future-version ``state.json`` is reported as a
+  ``SessionError`` naming the file and is never overwritten by this module;
+  ``list()`` shows such a session as ``corrupt`` instead of skipping it.
+- At most one process drives a session: ``lock()`` holds an exclusive ``flock``
+  that the kernel drops when the holder exits or dies, so a crash never leaves a
+  stale lock behind.
+- Nothing written here contains secrets: ``SessionState`` has no secret fields
+  and Settings never reach this module.
+- ``Checkpointer`` never lets an older snapshot overwrite a newer one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import fcntl
+import json
+import os
+import re
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from deep_research.core.errors import SessionError, SessionLocked
+from deep_research.core.models import RunStatus, SessionState, StopReason, utcnow
+
+SCHEMA_VERSION: int = SessionState.model_fields["schema_version"].default
+STATE_FILE = "state.json"
+REPORT_FILE = "report.md"
+LOCK_FILE = "lock"
+
+_ID = re.compile(r"^[0-9a-f]{4,32}$")
+
+
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """v2 adds the ``RunSpec``, node ``researched_by`` and the ``cancelled`` status. A v1
+    session ran the retired ``*-deep-research`` models: its run spec stays empty, so a resume
+    uses today's settings (and never re-attaches to a job of a model that no longer exists
+    under a different model's price)."""
+    return {**data, "schema_version": 2}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+"""One function per schema version that has landed: version N's data -> version N + 1."""
+
+
+def new_session_id() -> str:
+    """12 lowercase hex characters: 48 random bits, short enough to type."""
+    return uuid.uuid4().hex[:12]
+
+
+def _check_id(session_id: str) -> str:
+    # fullmatch + ASCII-only pattern: `$` alone would accept a trailing newline.
+    if not isinstance(session_id, str) or not _ID.fullmatch(session_id):
+        raise SessionError(
+            f"invalid session id {session_id!r}: expected 4-32 lowercase hex characters"
+        )
+    return session_id
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` all at once.
+
+    The temp file lives in the same directory so ``os.replace`` is a rename within
+    one file system (atomic). ``os.replace`` alone survives a process crash; the
+    fsync before it also survives a power loss or kernel crash, where the rename
+    could otherwise reach the disk before the data and leave an empty state.json
+    — the one failure a resumable run cannot recover from. It costs a few ms,
+    paid off the event loop (see ``Checkpointer``). The directory itself is not
+    fsync'ed: losing the rename just means resuming from the previous checkpoint.
+    """
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as tmp:
+            tmp.write(text)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+
+
+class SessionSummary(BaseModel):
+    """One row of ``deep-research sessions list``."""
+
+    session_id: str
+    question: str
+    status: RunStatus | Literal["corrupt"]
+    stop_reason: StopReason | None = None
+    created_at: datetime
+    updated_at: datetime
+    cost_usd: float = 0.0
+    nodes_done: int = 0
+    nodes_total: int = 0
+    report_path: str | None = None
+    error: str | None = None
+    """Why a corrupt session could not be read."""
+
+
+class SessionStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    # --- naming ------------------------------------------------------------------
+
+    def path(self, session_id: str) -> Path:
+        """The directory of ``session_id`` (validated; need not exist)."""
+        return self.root / _check_id(session_id)
+
+    def resolve(self, session_id_or_prefix: str) -> str:
+        """The full id for a full id or a unique prefix, like git."""
+        prefix = _check_id(session_id_or_prefix)
+        if (self.root / prefix).is_dir():
+            return prefix
+        matches = sorted(sid for sid in self._ids() if sid.startswith(prefix))
+        if not matches:
+            raise SessionError(f"no session {prefix}; see `deep-research sessions list`")
+        if len(matches) > 1:
+            shown = ", ".join(matches[:10]) + (" …" if len(matches) > 10 else "")
+            raise SessionError(f"session id {prefix} is ambiguous: {shown}")
+        return matches[0]
+
+    def _ids(self) -> builtins.list[str]:
+        try:
+            entries = builtins.list(os.scandir(self.root))
+        except FileNotFoundError:
+            return []
+        # Anything not shaped like an id (temp dirs, stray files) is not a session.
+        return [e.name for e in entries if _ID.fullmatch(e.name) and e.is_dir()]
+
+    def _existing(self, session_id: str) -> Path:
+        directory = self.path(session_id)
+        if not directory.is_dir():
+            raise SessionError(f"no session {session_id}; see `deep-research sessions list`")
+        return directory
+
+    # --- state -------------------------------------------------------------------
+
+    def create(self, question: str, **fields: Any) -> SessionState:
+        """A new session directory with its first state.json."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        while True:
+            session_id = new_session_id()
+            try:
+                (self.root / session_id).mkdir()
+            except FileExistsError:  # 48 random bits: practically never, but never clobber
+                continue
+            break
+        state = SessionState(session_id=session_id, question=question, **fields)
+        self.save(state)
+        return state
+
+    @staticmethod
+    def serialize(state: SessionState) -> str:
+        # Compact: indenting costs ~50% more event-loop time per checkpoint; use `jq` to read.
+        return state.model_dump_json()
+
+    def save(self, state: SessionState) -> None:
+        """Stamp ``updated_at`` and replace state.json atomically."""
+        state.updated_at = utcnow()
+        self.write_serialized(state.session_id, self.serialize(state))
+
+    def write_serialized(self, session_id: str, payload: str) -> None:
+        """Atomically write an already-serialized state (the Checkpointer's off-loop half)."""
+        directory = self._existing(session_id)
+        try:
+            _atomic_write_text(directory / STATE_FILE, payload)
+        except OSError as exc:
+            raise SessionError(f"cannot save session {session_id}: {exc}") from exc
+
+    def load(self, session_id_or_prefix: str) -> SessionState:
+        return self._read(self.resolve(session_id_or_prefix))
+
+    def _read(self, session_id: str) -> SessionState:
+        file = self.path(session_id) / STATE_FILE
+        try:
+            raw = file.read_bytes()
+        except FileNotFoundError:
+            raise SessionError(f"session {session_id} is corrupt: {file} is missing") from None
+        except OSError as exc:
+            raise SessionError(f"session {session_id}: cannot read {file}: {exc}") from None
+        # Fast path: parse and validate straight from bytes (list() reads every session).
+        # Only a failure takes the slow path below, whose job is a precise message.
+        try:
+            state = SessionState.model_validate_json(raw)
+        except ValidationError:
+            pass
+        else:
+            if (
+                "schema_version" in state.model_fields_set  # not the default: we always write it
+                and state.schema_version == SCHEMA_VERSION
+                and state.session_id == session_id
+            ):
+                return state
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SessionError(
+                f"session {session_id} is corrupt: {file} is not valid JSON ({exc})"
+            ) from None
+        if not isinstance(data, dict):
+            raise SessionError(f"session {session_id} is corrupt: {file} is not a JSON object")
+        version = data.get("schema_version")
+        while isinstance(version, int) and version in MIGRATIONS:
+            data = MIGRATIONS[version](data)
+            version = data["schema_version"]
+        if version != SCHEMA_VERSION:
+            raise SessionError(
+                f"session {session_id}: {file} has schema_version {version!r}; "
+                f"this deep-research reads versions 1 to {SCHEMA_VERSION}"
+            )
+        try:
+            state = SessionState.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "state"
+            raise SessionError(
+                f"session {session_id} is corrupt: {file}: {where}: {first['msg']}"
+            ) from None
+        if state.session_id != session_id:
+            raise SessionError(
+                f"session {session_id} is corrupt: {file} belongs to session {state.session_id}"
+            )
+        return state
+
+    def write_report(self, session_id: str, markdown: str) -> Path:
+        """Write report.md atomically; returns its path."""
+        path = self._existing(session_id) / REPORT_FILE
+        try:
+            _atomic_write_text(path, markdown)
+        except OSError as exc:
+            raise SessionError(f"cannot write the report of session {session_id}: {exc}") from exc
+        return path
+
+    # --- locking -----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def lock(self, session_id: str) -> Iterator[None]:
+        """Hold the session's exclusive lock, or raise ``SessionLocked`` at once.
+
+        flock locks belong to an open file description, so a second ``lock()`` in
+        the same process also fails: a session is driven by one owner, period. The
+        lock file is never deleted — unlinking it would let a second process lock
+        a fresh inode while the first still holds the old one.
+        """
+        path = self._existing(session_id) / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+                raise SessionLocked(
+                    f"session {session_id} is being run by another process (pid {holder})"
+                ) from None
+            # The pid is only for the message above; the flock is the lock.
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+            try:
+                yield
+            finally:
+                os.ftruncate(fd, 0)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def is_locked(self, session_id: str) -> bool:
+        """True while some process drives the session (probes the flock without taking it)."""
+        path = self.path(session_id) / LOCK_FILE
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops a lock we may just have taken
+        return False
+
+    # --- listing -----------------------------------------------------------------
+
+    def list(self) -> builtins.list[SessionSummary]:
+        """Every session, newest first; unreadable ones as status ``corrupt``."""
+        rows = [self._summary(session_id) for session_id in self._ids()]
+        rows.sort(key=lambda row: row.created_at, reverse=True)
+        return rows
+
+    def _summary(self, session_id: str) -> SessionSummary:
+        try:
+            state = self._read(session_id)
+        except SessionError as exc:
+            # No trustworthy timestamps inside: date it by the directory.
+            when = datetime.fromtimestamp(self.path(session_id).stat().st_mtime, UTC)
+            return SessionSummary(
+                session_id=session_id,
+                question="",
+                status="corrupt",
+                created_at=when,
+                updated_at=when,
+                error=str(exc),
+            )
+        status = state.status
+        if status == "running" and not self.is_locked(session_id):
+            status = "interrupted"  # its process died (kill -9, crash): resume it
+        return SessionSummary(
+            session_id=state.session_id,
+            question=state.question,
+            status=status,
+            stop_reason=state.stop_reason,
+            created_at=state.created_at,
+            updated_at=state.updated_at,
+            cost_usd=sum(entry.cost_usd for entry in state.ledger),
+            nodes_done=sum(1 for node in state.nodes.values() if node.status == "done"),
+            nodes_total=len(state.nodes),
+            report_path=state.report_path,
+        )
+
+
+class Checkpointer:
+    """Saves states from the event loop without blocking it, newest snapshot wins.
+
+    ``save`` serializes on the loop (so the snapshot is the state as of the call,
+    not as of some later moment in a worker thread) and writes in a thread. Every
+    snapshot gets a sequence number; the writer keeps the newest pending snapshot
+    per session and never writes one older than what is on disk. So concurrent
+    saves may coalesce (a waiter finds its snapshot already superseded), a
+    cancelled save never rolls the file back, and when ``save`` returns the file
+    holds that snapshot or a newer one.
+    """
+
+    def __init__(self, store: SessionStore) -> None:
+        self._store = store
+        self._seq = 0
+        self._pending: dict[str, tuple[int, str]] = {}
+        self._written: dict[str, int] = {}
+        self._loop_lock = asyncio.Lock()  # one writer thread at a time from the loop
+        self._write_lock = threading.Lock()  # orders loop writes against save_now
+        # Guards only the counter and the pending slot (never held across I/O), so
+        # save_now may run on another thread without blocking the loop's snapshots.
+        self._seq_lock = threading.Lock()
+
+    def _snapshot(self, state: SessionState) -> int:
+        state.updated_at = utcnow()
+        payload = self._store.serialize(state)
+        with self._seq_lock:
+            self._seq += 1
+            self._pending[state.session_id] = (self._seq, payload)
+            return self._seq
+
+    def _flush(self, session_id: str) -> None:
+        with self._write_lock:
+            with self._seq_lock:
+                seq, payload = self._pending[session_id]
+            if seq <= self._written.get(session_id, 0):
+                return
+            self._store.write_serialized(session_id, payload)
+            self._written[session_id] = seq
+
+    async def save(self, state: SessionState) -> None:
+        seq = self._snapshot(state)
+        async with self._loop_lock:
+            if self._written.get(state.session_id, 0) >= seq:
+                return  # a newer snapshot already reached the disk
+            await asyncio.to_thread(self._flush, state.session_id)
+
+    def save_now(self, state: SessionState) -> None:
+        """Synchronous save for shutdown paths (signal handlers, finally blocks).
+
+        Waits for a write already in progress, then writes this snapshot unless a
+        newer one got there first. Safe from any thread, provided nothing mutates
+        ``state`` while it is being serialized.
+        """
+        self._snapshot(state)
+        self._flush(state.session_id)

@@ -96,18 +96,25 @@ def test_kb_only_branch_cites_exact_chunks_and_makes_no_web_call(
     assert citations[0]["locator"] in report
 
 
-def test_internal_nodes_fail_clearly_without_a_knowledge_base(
+def test_without_a_knowledge_base_the_planner_is_offered_the_web_only(
     env: dict[str, str], fake_openai: FakeOpenAI
 ) -> None:
     ResearchWorld(plans=[[plan_task("k1", source="internal"), plan_task("w1")]]).install(
         fake_openai
     )
-    data = run_json(env, "What did we decide about our own architecture?")
-    state = session_state(env, data["session_id"])
-    assert state["nodes"]["k1"]["status"] == "failed"
-    assert "kb ingest" in state["nodes"]["k1"]["error"]
-    assert state["nodes"]["w1"]["status"] == "done"
-    assert "**Failed:**" in Path(data["report_path"]).read_text()
+    code, _, err = cli(env, "What did we decide about our own architecture?")
+    assert code == 0, err
+    assert err.count("researching the web only") == 1, "said once"
+    assert "kb ingest" in err
+    planner_prompts = [
+        str(r.body) for r in fake_openai.requests if r.path == "/v1/chat/completions"
+    ]
+    assert any("Allowed here: web." in p for p in planner_prompts)
+    assert not any("Allowed here: web, internal" in p for p in planner_prompts)
+    (session_dir,) = (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").iterdir()
+    nodes = json.loads((session_dir / "state.json").read_text())["nodes"]
+    assert {n["source_hint"] for n in nodes.values()} == {"web"}, "no internal node is made"
+    assert {n["status"] for n in nodes.values()} == {"done"}
 
 
 def test_kb_search_json_lists_ranked_chunks(kb_env: dict[str, str]) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 from openai.types.responses import Response
 
 from deep_research.adapters.web.output import MAX_CLAIM_CHARS, claim_of, extract_report, usage_of
-from deep_research.core.memory import register_citations
+from deep_research.core.citations import identity, register
 from deep_research.core.models import Citation
 
 CHROMA = "https://docs.trychroma.com/scale"
@@ -76,7 +76,7 @@ def test_two_claims_citing_one_page_are_two_citations() -> None:
         (CHROMA, "Chroma scales to 10M vectors."),
         (CHROMA, "Chroma runs embedded in the application process."),
     ]
-    assert citations[0].key != citations[1].key
+    assert identity(citations[0]) != identity(citations[1])
     assert all(c.quote == "" and c.kind == "web" for c in citations), "no page text comes back"
 
 
@@ -154,15 +154,15 @@ def test_session_registry_keeps_claims_apart_and_merges_repeats() -> None:
         return Citation(kind="web", url=url, locator=url, claim=claim)
 
     sources: dict[str, Citation] = {}
-    notes, _ = register_citations(
+    notes, _ = register(
         sources, "Scales [1]. Embedded [2].", [web(CHROMA, "Scales."), web(CHROMA, "Embedded.")]
     )
     assert notes == "Scales [S1]. Embedded [S2]."
     # Another node makes the same claim from the same page (spacing and case aside).
-    notes, _ = register_citations(sources, "Again [1].", [web(CHROMA, "  scales. ")])
+    notes, _ = register(sources, "Again [1].", [web(CHROMA, "  scales. ")])
     assert notes == "Again [S1]."
     # Citations saved before claims existed still merge by url.
-    register_citations(sources, "", [web(QDRANT, ""), web(QDRANT, "")])
+    register(sources, "", [web(QDRANT, ""), web(QDRANT, "")])
     assert list(sources) == ["S1", "S2", "S3"]
 
 
@@ -205,3 +205,12 @@ def test_web_searches_come_from_the_billed_tool_usage() -> None:
 def test_without_tool_usage_searches_are_counted_by_query_not_page_opens() -> None:
     # Two queries, then a search with one; opening a page and finding in it are not billed.
     assert usage_of(response("Done.", [], output=SEARCHES)).web_search_calls == 3
+
+
+def test_bracketed_numbers_in_the_report_text_stay_literal() -> None:
+    text = f"Chroma shipped it in [2024] and scales to [2] clusters {CHROMA_LINK}."
+    notes, citations = extract_report(response(text, [annotation(text, CHROMA_LINK, CHROMA)]))
+    assert notes == r"Chroma shipped it in \[2024\] and scales to \[2\] clusters[1]."
+    sources: dict[str, Citation] = {}
+    registered, _ = register(sources, notes, citations)
+    assert registered == r"Chroma shipped it in \[2024\] and scales to \[2\] clusters[S1]."

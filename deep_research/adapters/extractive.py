@@ -26,7 +26,8 @@ import Stemmer
 
 from deep_research.adapters.llm.branch import Passage
 from deep_research.core import memory
-from deep_research.core.memory import SESSION_MARKER, estimate_tokens
+from deep_research.core.citations import TRAILING, has_session_marker, strip_trailing
+from deep_research.core.memory import estimate_tokens
 from deep_research.core.models import BranchNotes, Plan, PlannedTask, Verdict
 from deep_research.core.orchestrator import Engine
 from deep_research.core.ports import (
@@ -64,7 +65,6 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Za-z0-9`\"(\[*_])")
 _ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|no|fig)\.|\b[A-Z]\.)$", re.I)
 _BULLET = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
-_MARKERS = re.compile(r"\s*(?:\[S?\d{1,5}\])+\s*$")
 ROOT_WEIGHT = 0.3
 """Weight of the root question's terms next to the facet's own (1.0) when scoring."""
 NOTE_WORDS = 230
@@ -102,7 +102,7 @@ def _coverage(query: Iterable[str], found: set[str], idf: dict[str, float], n: i
 
 def _key(line: str) -> str:
     """A line's identity for de-duplication: its words, without bullet or markers."""
-    return " ".join(_WORD.findall(_MARKERS.sub("", line).lower()))
+    return " ".join(_WORD.findall(strip_trailing(line).lower()))
 
 
 # --- planner ------------------------------------------------------------------------
@@ -351,7 +351,7 @@ class ExtractiveSummarizer:
         seen = {_key(line) for _h, lines in parts for line in lines}
         for digest in digests:
             # A line without its marker (cut by a cap) would be a quote nobody can trace.
-            cited = [ln.rstrip() for ln in digest.notes.splitlines() if SESSION_MARKER.search(ln)]
+            cited = [ln.rstrip() for ln in digest.notes.splitlines() if has_session_marker(ln)]
             fresh = [ln for ln in cited if _key(ln) not in seen]
             seen.update(_key(ln) for ln in fresh)
             body = fresh or ([NO_NEW] if cited else [NO_EVIDENCE])
@@ -373,7 +373,7 @@ def _within(lines: list[str], max_tokens: int) -> list[str]:
         if used <= max_tokens:
             kept.append(line)
         elif not kept:
-            markers = _MARKERS.search(line)
+            markers = TRAILING.search(line)
             tail = markers.group(0) if markers else ""
             words = line[: len(line) - len(tail)].split()
             while len(words) > 3 and estimate_tokens(" ".join(words) + tail) + 2 > max_tokens:
@@ -389,7 +389,7 @@ class ExtractiveSynthesizer:
 
     async def synthesize(self, request: SynthesisRequest, meter: Meter) -> str:
         parts = [(h, [ln for ln in ls if ln != NO_NEW]) for h, ls in sections(request.summary)]
-        quoted = (ln for _h, ls in parts for ln in ls if SESSION_MARKER.search(ln))
+        quoted = (ln for _h, ls in parts for ln in ls if has_session_marker(ln))
         lines = list(dict.fromkeys(quoted))
         note = "_Extractive answer: sentences quoted verbatim from the knowledge base, no model._"
         if not lines:
@@ -422,7 +422,7 @@ class ExtractiveJudge:
             if not heading:
                 continue
             body = everything if NO_NEW in lines else " ".join(lines)
-            if SESSION_MARKER.search(body):
+            if has_session_marker(body):
                 terms = set(stems(heading))
                 scores.append(len(terms & set(stems(body))) / len(terms) if terms else 1.0)
             else:

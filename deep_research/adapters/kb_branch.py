@@ -4,22 +4,30 @@ Retrieval runs for the node's question and, when it has dependencies, once more 
 their findings as context. The writer (an LLM chain, or the extractive one when no model
 is configured) cites passages by number; only the passages it cites become citations,
 each pointing at an exact chunk (``path#heading:lines``) that resolves back to its text.
+
+Failures stay on the node: a knowledge base that cannot be read (a restarted Chroma
+server, an unreadable store) fails this branch, not the run. Notes that cite no passage
+(small local models often drop the markers) are replaced by the best passages quoted
+verbatim with their citations, and say so.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from deep_research.adapters.llm.branch import Passage
-from deep_research.core.errors import BranchError
+from deep_research.core.citations import escape_literal, keep_cited
+from deep_research.core.errors import BranchError, KnowledgeBaseError
 from deep_research.core.memory import cap_tokens
 from deep_research.core.models import BranchNotes, Citation
 from deep_research.core.ports import BranchResult, BranchTask, Finding, Meter, RemoteJobHook
 
-_MARKER = re.compile(r"\[(\d{1,3})\]")
+FALLBACK_PASSAGES = 3
+FALLBACK_NOTE = (
+    "_The branch model's notes cited no passage, so the best passages are quoted verbatim._"
+)
 
 
 class Evidence(Protocol):
@@ -59,12 +67,10 @@ class KBExecutor:
     async def run(
         self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
     ) -> BranchResult:
-        hits = list(await self.retriever.retrieve(task.question, self.k))
-        if task.dependencies:
-            context = " ".join(cap_tokens(d.notes, 60) for d in task.dependencies[:3])
-            seen = {h.chunk_id for h in hits}
-            extra = await self.retriever.retrieve(f"{task.question} {context}", self.k // 2 or 1)
-            hits += [h for h in extra if h.chunk_id not in seen]
+        try:
+            hits = await self._retrieve(task)
+        except KnowledgeBaseError as exc:
+            raise BranchError(f"knowledge base: {exc}") from exc
         if not hits:
             raise BranchError("the knowledge base has no passages on this question")
         passages = [Passage(label=f"{h.source} › {h.heading}", text=h.text) for h in hits]
@@ -73,33 +79,46 @@ class KBExecutor:
         )
         text, citations = cite_used(notes.notes, hits)
         if not citations:
-            raise BranchError("the notes cite no knowledge-base passage")
+            named = [hits[n - 1] for n in dict.fromkeys(notes.used_evidence) if 0 < n <= len(hits)]
+            return quote_best(named or hits)
         return BranchResult(notes=text, citations=tuple(citations), confidence=notes.confidence)
+
+    async def _retrieve(self, task: BranchTask) -> list[Evidence]:
+        hits = list(await self.retriever.retrieve(task.question, self.k))
+        if task.dependencies:
+            context = " ".join(cap_tokens(d.notes, 60) for d in task.dependencies[:3])
+            seen = {h.chunk_id for h in hits}
+            extra = await self.retriever.retrieve(f"{task.question} {context}", self.k // 2 or 1)
+            hits += [h for h in extra if h.chunk_id not in seen]
+        return hits
 
 
 def cite_used(notes: str, hits: Sequence[Evidence]) -> tuple[str, list[Citation]]:
-    """Keep only the passages the notes cite, renumbered ``[1]..[n]``; drop bad markers."""
-    renumbered: dict[int, int] = {}
-    citations: list[Citation] = []
-    for match in _MARKER.finditer(notes):
-        number = int(match.group(1))
-        if 1 <= number <= len(hits) and number not in renumbered:
-            hit = hits[number - 1]
-            renumbered[number] = len(citations) + 1
-            citations.append(
-                Citation(
-                    kind="kb",
-                    title=f"{hit.source} › {hit.heading}" if hit.heading else hit.source,
-                    locator=hit.locator,
-                    quote=cap_tokens(plain_text(hit.text), 120),
-                )
-            )
+    """Keep only the passages the notes cite, renumbered ``[1]..[n]``; markers past the list
+    stay as literal text."""
+    text, used = keep_cited(notes, len(hits))
+    return text, [citation_of(hits[index]) for index in used]
 
-    def rewrite(match: re.Match[str]) -> str:
-        new = renumbered.get(int(match.group(1)))
-        return f"[{new}]" if new else ""
 
-    return _MARKER.sub(rewrite, notes), citations
+def quote_best(hits: Sequence[Evidence]) -> BranchResult:
+    """The best passages quoted verbatim, each citing itself: what notes without a marker
+    are replaced by. The best are those the model said it used, else the top-ranked."""
+    citations = [citation_of(hit) for hit in hits[:FALLBACK_PASSAGES]]
+    quotes = (f"> {escape_literal(c.quote)} [{n}]" for n, c in enumerate(citations, 1))
+    return BranchResult(
+        notes="\n\n".join([FALLBACK_NOTE, *quotes]),
+        citations=tuple(citations),
+        confidence=0.3,
+    )
+
+
+def citation_of(hit: Evidence) -> Citation:
+    return Citation(
+        kind="kb",
+        title=f"{hit.source} › {hit.heading}" if hit.heading else hit.source,
+        locator=hit.locator,
+        quote=cap_tokens(plain_text(hit.text), 120),
+    )
 
 
 def plain_text(markdown: str) -> str:

@@ -7,13 +7,11 @@ off by ``--kb-only`` / ``--web-only``) fails the node with the reason, never sil
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import dataclass
 
+from deep_research.core.citations import shift
 from deep_research.core.errors import BranchError
 from deep_research.core.ports import BranchExecutor, BranchResult, BranchTask, Meter, RemoteJobHook
-
-_MARKER = re.compile(r"\[(\d{1,4})\]")
 
 
 @dataclass(frozen=True)
@@ -63,8 +61,7 @@ class RoutingExecutor:
 
 def merge(kb: BranchResult, web: BranchResult) -> BranchResult:
     """One result: KB notes, then web notes with their markers shifted past the KB's."""
-    offset = len(kb.citations)
-    shifted = _MARKER.sub(lambda m: f"[{int(m.group(1)) + offset}]", web.notes)
+    shifted = shift(web.notes, len(kb.citations))
     notes = f"**From the knowledge base**\n\n{kb.notes}\n\n**From the web**\n\n{shifted}"
     confidence = max(kb.confidence, web.confidence)
     return BranchResult(notes, kb.citations + web.citations, confidence, web.researched_by)

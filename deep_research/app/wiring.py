@@ -7,6 +7,7 @@ executor, the knowledge base, or the extractive (no model) stand-ins.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -30,13 +31,15 @@ from deep_research.adapters.web.deep_research import DeepResearchExecutor
 from deep_research.adapters.web.openai_jobs import JobSpec, ResponsesJobs
 from deep_research.app.config import Settings
 from deep_research.core.budget import Price, PriceBook
-from deep_research.core.errors import KnowledgeBaseError
+from deep_research.core.errors import KBMissing, KnowledgeBaseError
 from deep_research.core.models import ChatRole, RunSpec, SourceHint
 from deep_research.core.orchestrator import Engine, RunConfig
 from deep_research.core.ports import BranchExecutor, JobControl
 from deep_research.kb.search import search
 from deep_research.kb.store import KBStore, open_kb
 from deep_research.persistence.cache import ResultCache
+
+log = logging.getLogger(__name__)
 
 SourcePolicy = Literal["auto", "kb_only", "web_only"]
 ALLOWED: dict[SourcePolicy, tuple[SourceHint, ...]] = {
@@ -57,12 +60,24 @@ class Built:
 
 @dataclass(frozen=True)
 class StoreRetriever:
-    """The KB as a ``Retriever``: hybrid search, off the event loop (Chroma is synchronous)."""
+    """The KB as a ``Retriever``: hybrid search, off the event loop (Chroma is synchronous).
+
+    Whatever the store raises (a restarted server, an unreadable file) is a
+    ``KnowledgeBaseError`` here, so it fails the branch that searched and not the run; its
+    traceback goes to the log."""
 
     store: KBStore
 
     async def retrieve(self, query: str, k: int) -> Sequence[Evidence]:
-        return await asyncio.to_thread(search, self.store, query, k)
+        try:
+            return await asyncio.to_thread(search, self.store, query, k)
+        except KnowledgeBaseError:
+            raise
+        except Exception as exc:
+            log.warning("knowledge-base search failed", exc_info=True)
+            raise KnowledgeBaseError(
+                f"searching the knowledge base failed: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def run_config(settings: Settings, policy: SourcePolicy) -> RunConfig:
@@ -105,9 +120,10 @@ def chat_model(
 
 
 def open_default_kb(settings: Settings) -> KBStore | None:
+    """The configured KB; None when there is none. Any other failure is raised as it is."""
     try:
         return open_kb(settings)
-    except KnowledgeBaseError:
+    except KBMissing:
         return None
 
 
@@ -175,6 +191,9 @@ def price_book(settings: Settings) -> PriceBook:
     return PriceBook({m: Price(*figures) for m, figures in settings.prices.items()})
 
 
+_ADD_KB = "add one with `deep-research kb ingest DIR`"
+
+
 def build(
     settings: Settings,
     policy: SourcePolicy,
@@ -196,6 +215,14 @@ def build(
         executor = KBExecutor(StoreRetriever(kb), ExtractiveWriter(), settings.retrieval_k)
         return Built(extractive_engine(executor), config, ["extractive mode: no model configured"])
 
+    notices: list[str] = []
+    kb_name = repr(settings.kb_name)
+    if kb is None and policy == "kb_only":
+        raise KBMissing(f"--kb-only, but there is no knowledge base {kb_name}: {_ADD_KB}")
+    if kb is None and policy == "auto":
+        # Never offer the planner a source that would fail every node that used it.
+        config = run_config(settings, "web_only")
+        notices.append(f"no knowledge base {kb_name}: researching the web only ({_ADD_KB})")
     resources = AsyncExitStack()
     prices = price_book(settings)
     http = openai.DefaultAsyncHttpxClient()
@@ -243,4 +270,4 @@ def build(
         judge=LLMJudge(chat_model(settings, "judge", http)),
         jobs=jobs,
     )
-    return Built(engine, config, resources=resources)
+    return Built(engine, config, notices, resources)

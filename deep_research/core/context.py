@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from deep_research.core.memory import cap_tokens, cited_refs, estimate_tokens
+from deep_research.core.citations import cited_refs
+from deep_research.core.memory import cap_tokens, estimate_tokens
 from deep_research.core.models import ResearchNode, SessionState
 from deep_research.core.ports import Finding
 

@@ -7,7 +7,8 @@
     │   └── SessionLocked             5  another process is driving this session
     ├── ProviderError                 6  the model provider failed after retries
     │   └── StructuredOutputError     6  a structured output never parsed
-    ├── KnowledgeBaseError            7  KB missing, embedding model mismatch, store failure
+    ├── KnowledgeBaseError            7  embedding model mismatch, server unreachable, store failure
+    │   └── KBMissing                 7  there is no KB of that name
     ├── BranchError                   -  a research branch failed: recorded on the node, never exits
     │   └── JobCancelled              -  its remote job was cancelled: the node is ``cancelled``
     └── BudgetExhausted               -  work the budget cannot cover: the run stops, never exits
@@ -52,6 +53,10 @@ class StructuredOutputError(ProviderError):
 
 class KnowledgeBaseError(DeepResearchError):
     exit_code = 7
+
+
+class KBMissing(KnowledgeBaseError):
+    """There is no knowledge base of that name (every other KB failure is its parent)."""
 
 
 class BranchError(DeepResearchError):

@@ -1,20 +1,12 @@
-"""Research memory: token estimates and caps, the session's source registry, markers.
+"""Research memory in tokens: estimates, caps, and taking items within a budget (pure).
 
-Notes and summaries cite sources with session-wide markers ``[S1]``, ``[S2]`` …; a
-branch result cites its own list with ``[1]``, ``[2]`` …, which ``register_citations``
-rewrites into session refs. Everything here is pure.
-"""
+Citation markers and the session's source registry live in ``citations``."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
-
-from deep_research.core.models import Citation
+from collections.abc import Iterable
 
 CHARS_PER_TOKEN = 4
-_LOCAL_MARKER = re.compile(r"\[(\d{1,4})\]")
-SESSION_MARKER = re.compile(r"\[(S\d{1,5})\]")
 
 
 def estimate_tokens(text: str) -> int:
@@ -32,59 +24,6 @@ def cap_tokens(text: str, max_tokens: int) -> str:
     if boundary > limit // 2:
         cut = cut[: boundary + 1]
     return cut.rstrip() + " …"
-
-
-def register_citations(
-    sources: dict[str, Citation], notes: str, citations: Sequence[Citation]
-) -> tuple[str, list[Citation]]:
-    """Add ``citations`` to the session registry and rewrite ``[n]`` markers to ``[S#]``.
-
-    Citations are de-duplicated by ``Citation.key`` across the whole session: a KB chunk is
-    one source however often it is cited; a web page is one source per claim it is cited
-    for. Markers that point past the list are dropped rather than left dangling.
-    """
-    by_key = {c.key: ref for ref, c in sources.items()}
-    local_to_ref: dict[int, str] = {}
-    registered: list[Citation] = []
-    for index, citation in enumerate(citations, start=1):
-        ref = by_key.get(citation.key)
-        if ref is None:
-            ref = f"S{len(sources) + 1}"
-            sources[ref] = citation.model_copy(update={"ref": ref})
-            by_key[citation.key] = ref
-        local_to_ref[index] = ref
-        registered.append(sources[ref])
-
-    def rewrite(match: re.Match[str]) -> str:
-        ref = local_to_ref.get(int(match.group(1)))
-        return f"[{ref}]" if ref else ""
-
-    return _LOCAL_MARKER.sub(rewrite, notes), registered
-
-
-def cited_refs(text: str) -> list[str]:
-    """Session refs cited in ``text``, in order of first use."""
-    seen: dict[str, None] = {}
-    for match in SESSION_MARKER.finditer(text):
-        seen.setdefault(match.group(1), None)
-    return list(seen)
-
-
-def renumber(text: str, sources: Mapping[str, Citation]) -> tuple[str, list[Citation]]:
-    """Rewrite ``[S#]`` markers to ``[1]``, ``[2]`` … by first use; unknown refs are removed.
-
-    Returns the text and the cited sources in their new order (a report's numbered list).
-    """
-    order: dict[str, int] = {}
-    for ref in cited_refs(text):
-        if ref in sources:
-            order[ref] = len(order) + 1
-
-    def rewrite(match: re.Match[str]) -> str:
-        number = order.get(match.group(1))
-        return f"[{number}]" if number else ""
-
-    return SESSION_MARKER.sub(rewrite, text), [sources[ref] for ref in order]
 
 
 def take_within(items: Iterable[str], max_tokens: int) -> list[str]:

@@ -80,17 +80,6 @@ class Citation(BaseModel):
     )
     claim: str = Field(default="", description="the report sentence this source is cited for")
 
-    @property
-    def key(self) -> str:
-        """Identity for de-duplication across nodes.
-
-        A KB chunk is one source whatever cites it. A web page cited for two claims is two
-        citations (each claim needs its own support); the same claim cited twice is one.
-        """
-        if self.kind == "web" and self.claim:
-            return f"web:{self.url or self.locator}#{' '.join(self.claim.lower().split())}"
-        return f"{self.kind}:{self.url or self.locator}"
-
 
 class ResearchNode(BaseModel):
     id: str

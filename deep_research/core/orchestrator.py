@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from deep_research.core import context
+from deep_research.core.citations import cited_refs, register
 from deep_research.core.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError
 from deep_research.core.guard import BudgetGuard
-from deep_research.core.memory import cap_tokens, cited_refs, estimate_tokens, register_citations
+from deep_research.core.memory import cap_tokens, estimate_tokens
 from deep_research.core.models import (
     IterationRecord,
     PlannedTask,
@@ -293,7 +294,7 @@ class ResearchOrchestrator:
             self.tree.requeue(node)
             raise
         else:
-            notes, citations = register_citations(
+            notes, citations = register(
                 self.state.sources, result.notes, result.citations
             )
             node.notes, node.citations = notes, citations

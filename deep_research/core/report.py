@@ -9,8 +9,7 @@ point nowhere are dropped. What was not researched, failed or was blocked is lis
 from __future__ import annotations
 
 from deep_research.core.budget import totals
-from deep_research.core.citecheck import CheckResult, check
-from deep_research.core.memory import cited_refs, renumber
+from deep_research.core.citations import CheckResult, check, cited_refs, renumber
 from deep_research.core.models import Citation, ResearchNode, SessionState
 
 STOP_TEXT = {

@@ -33,7 +33,7 @@ from chromadb.errors import ChromaError, NotFoundError
 from langchain_chroma import Chroma
 
 from deep_research.app.config import Settings
-from deep_research.core.errors import KnowledgeBaseError, UsageError
+from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
 from deep_research.kb.chunking import Chunk, MetaValue
 from deep_research.kb.embeddings import NamedEmbeddings, make_embeddings
 from deep_research.kb.lexical import LexicalDoc, LexicalIndex
@@ -320,8 +320,8 @@ class KBStore:
         )
 
 
-def _not_found(name: str) -> KnowledgeBaseError:
-    return KnowledgeBaseError(
+def _not_found(name: str) -> KBMissing:
+    return KBMissing(
         f"knowledge base {name!r} not found; create it with: deep-research kb ingest --kb {name}"
     )
 

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from openai.types.responses import Response
 
+from deep_research.core.citations import TRAILING, escape_literal, identity
 from deep_research.core.errors import BranchError
 from deep_research.core.models import Citation, Usage
 
@@ -32,7 +33,6 @@ _ANY_LINK = re.compile(rf"{_PAREN_LINKS.pattern}|{_BARE_LINK.pattern}")
 # A sentence ends at . ! ? (closing quotes or brackets may follow) before a space, or at a
 # line break.
 _SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*(?=\s|$)|\n")
-_TRAILING_MARKERS = re.compile(r"(?:\[\d+\])+$")
 _LINE_PREFIX = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*)+")
 
 
@@ -107,8 +107,9 @@ def extract_report(response: Response) -> tuple[str, list[Citation]]:
                 locator=url,
                 claim=claim_of(text, start, end),
             )
-            citations.setdefault(citation.key, citation)
-            number = list(citations).index(citation.key) + 1
+            key = identity(citation)
+            citations.setdefault(key, citation)
+            number = list(citations).index(key) + 1
             if number not in marks.setdefault(end, []):
                 marks[end].append(number)
             if _ANY_LINK.fullmatch(text[start:end].strip()):
@@ -181,7 +182,7 @@ def _apply(text: str, marks: dict[int, list[int]], links: set[tuple[int, int]]) 
     for start, end, replacement in edits:
         pieces += [_marked(text, done, start, marks), replacement]
         # Two links citing one claim from one page, side by side, leave one marker.
-        run = _TRAILING_MARKERS.search("".join(pieces))
+        run = TRAILING.search("".join(pieces))
         before = set(re.findall(r"\d+", run.group())) if run else set()
         pieces += ["".join(f"[{n}]" for n in _numbers(marks, start, end) if str(n) not in before)]
         pieces.append(text[start:end][len(text[start:end].rstrip()) :])  # trailing space
@@ -200,13 +201,13 @@ def _numbers(marks: dict[int, list[int]], low: int, high: int) -> list[int]:
 
 def _marked(text: str, low: int, high: int, marks: dict[int, list[int]]) -> str:
     """``text[low:high]`` with markers inserted after their ends (ends at ``low`` belong
-    to the piece before)."""
+    to the piece before); the text's own bracketed numbers are escaped as literal."""
     pieces: list[str] = []
     done = max(low, 0)
     for end in sorted(e for e in marks if low < e <= high):
-        pieces += [text[done:end], "".join(f"[{n}]" for n in marks[end])]
+        pieces += [escape_literal(text[done:end]), "".join(f"[{n}]" for n in marks[end])]
         done = end
-    pieces.append(text[done:high])
+    pieces.append(escape_literal(text[done:high]))
     return "".join(pieces)
 
 

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from deep_research.adapters.kb_branch import plain_text
-from deep_research.core.citecheck import check, is_factual, sentences
+from deep_research.core.citations import (
+    check,
+    identity,
+    is_factual,
+    keep_cited,
+    register,
+    renumber,
+    sentences,
+    shift,
+    strip_trailing,
+)
 from deep_research.core.models import Citation, SessionState
 from deep_research.core.report import build_report
 
@@ -106,3 +116,58 @@ def test_report_says_how_many_citations_could_not_be_checked() -> None:
 def test_kb_snippets_read_as_prose() -> None:
     chunk = "# Title\n## Section\nFirst line.\n| a | b |\n|---|---|\n| x | y |\n```\ncode\n```"
     assert plain_text(chunk) == "First line. a — b x — y code"
+
+
+# --- marker forms, identity, registration -------------------------------------------------
+
+
+def kb(locator: str, quote: str = "") -> Citation:
+    return Citation(kind="kb", title=locator, locator=locator, quote=quote)
+
+
+def test_a_local_marker_past_the_list_stays_as_literal_text() -> None:
+    sources: dict[str, Citation] = {}
+    notes, registered = register(sources, "Founded in [2024], see [1].", [kb("a.md#x:1-3")])
+    assert notes == r"Founded in \[2024\], see [S1]."
+    assert [c.ref for c in registered] == ["S1"]
+
+
+def test_literal_numbers_in_a_draft_never_become_citations() -> None:
+    sources = {"S1": kb("a.md#x:1-3", "Deletes write tombstones.")}
+    body, cited = renumber("Item [2] of the list [S1]; the year [2024].", sources)
+    assert body == r"Item \[2\] of the list [1]; the year \[2024\]."
+    assert cited == [sources["S1"]]
+    result = check(body + " Another sentence with enough words to check [1].", cited)
+    assert result.cited == 2, "the two real markers; never the literal [2] or [2024]"
+
+
+def test_keep_cited_renumbers_by_first_use_and_keeps_unknown_numbers_literal() -> None:
+    text, used = keep_cited("B [3], A [1], B again [3], and [9].", available=4)
+    assert text == r"B [1], A [2], B again [1], and \[9\]."
+    assert used == [2, 0]
+
+
+def test_a_markdown_link_is_not_a_marker() -> None:
+    text, used = keep_cited("See [2](https://x.io) and [1].", available=2)
+    assert text == "See [2](https://x.io) and [1]."
+    assert used == [0]
+
+
+def test_identity_kb_by_locator_web_by_passage_or_claim() -> None:
+    assert identity(kb("a.md#x:1-3", "one")) == identity(kb("a.md#x:1-3", "other"))
+    page = "https://db.example/page"
+    one = Citation(kind="web", url=page, quote="Tombstones mark deletes.", claim="A.")
+    two = Citation(kind="web", url=page, quote="Compaction  merges segments.", claim="A.")
+    spaced = Citation(kind="web", url=page, quote="Compaction merges\nsegments.", claim="B.")
+    assert identity(one) != identity(two), "two passages of one page are two citations"
+    assert identity(two) == identity(spaced), "one passage is one citation, whatever cites it"
+    claim_a = Citation(kind="web", url=page, claim="Deletes are  lazy.")
+    claim_b = Citation(kind="web", url=page, claim="Compaction is periodic.")
+    assert identity(claim_a) != identity(claim_b)
+    assert identity(claim_a) == identity(claim_a.model_copy(update={"claim": "deletes are lazy."}))
+
+
+def test_shift_and_strip_trailing() -> None:
+    assert shift(r"a [1] b [2] c \[2024\]", 3) == r"a [4] b [5] c \[2024\]"
+    assert strip_trailing("A line. [S1][S2] ") == "A line."
+    assert strip_trailing("Year \\[2024\\]") == "Year \\[2024\\]"

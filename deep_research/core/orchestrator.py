@@ -10,7 +10,9 @@ Invariants:
 - guardrails are checked before anything new starts; once a limit is reached nothing
   new starts and the report is written from what exists, saying what is missing;
 - a branch failure is data (the node fails, its dependents are blocked); a planner,
-  judge or synthesizer failure ends the loop cleanly with stop reason ``error``.
+  judge or synthesizer failure ends the loop cleanly with stop reason ``error``;
+- stopping is data too: each phase returns the next phase or a ``Stop``, and the first
+  ``Stop`` ends the loop.
 """
 
 from __future__ import annotations
@@ -18,11 +20,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol, TypeAlias
 
 from deep_research.core import context
 from deep_research.core.citations import cited_refs, register
-from deep_research.core.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError
+from deep_research.core.errors import (
+    BranchError,
+    BudgetExhausted,
+    JobCancelled,
+    ProviderError,
+)
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.memory import cap_tokens, estimate_tokens
 from deep_research.core.models import (
@@ -87,6 +94,20 @@ class SessionSaver(Protocol):
 Listener = Callable[[str | JobEvent], None]
 """Receives what the run is doing: one-line messages, and each remote job's latest state."""
 
+Phase = Literal["plan", "execute", "replan", "finished"]
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why the loop ends, and the detail a reader of the report needs."""
+
+    reason: StopReason
+    detail: str
+
+
+Step: TypeAlias = Phase | Stop
+"""What a phase returns: the phase to run next, or the stop."""
+
 
 class ResearchOrchestrator:
     def __init__(
@@ -105,83 +126,80 @@ class ResearchOrchestrator:
         self.config = config
         self.tree = ResearchTree(state.nodes)
         self.final_text: str | None = None
+        """The answer the report is written from, once ``run`` returns."""
         self._on_event = on_event or (lambda _message: None)
         self._summary_lock = asyncio.Lock()
-        self._stop: StopReason | None = None
-        self._previous_stop: StopReason | None = None
-        self._stop_detail = ""
 
     # --- the loop -----------------------------------------------------------
 
     async def run(self) -> SessionState:
         """Drive the session to a stop; the caller writes the report from ``final_text``."""
         state = self.state
-        self._previous_stop = state.stop_reason
+        previous = Stop(state.stop_reason, state.stop_detail) if state.stop_reason else None
         state.status = "running"
         state.stop_reason = None
         self.tree.recover_interrupted()
         await self._save()
         try:
             async with asyncio.timeout_at(self._loop_deadline()):
-                await self._loop()
+                stop = await self._loop(previous)
         except ProviderError as exc:
             state.status, state.stop_reason, state.stop_detail = "failed", "error", str(exc)
             self.saver.save_now(state)
             raise
         except TimeoutError:
-            self._halt("time_limit", "the run reached max_runtime_seconds")
+            stop = self._announce(Stop("time_limit", _LIMIT_DETAIL["time_limit"]))
             await self._cancel_remote_jobs()
         except asyncio.CancelledError:
-            self._halt("interrupted", "interrupted by the user")
+            self._announce(Stop("interrupted", "interrupted by the user"))
             for node in self.tree.with_status("running"):
                 self.tree.requeue(node)
             state.status = "interrupted"
             state.stop_reason = "interrupted"
             self.saver.save_now(state)
             raise
-        await self._finish()
+        await self._finish(stop)
         return state
 
-    async def _loop(self) -> None:
+    async def _loop(self, previous: Stop | None) -> Stop:
+        step: Step = self.state.phase
+        while not isinstance(step, Stop):
+            step = await self._next(step, previous)
+        return self._announce(step)
+
+    async def _next(self, phase: Phase, previous: Stop | None) -> Step:
         state = self.state
-        while self._stop is None:
-            if state.phase == "plan":
-                await self._plan(None)
-            elif state.phase == "execute":
-                await self._execute()
-                if self._stop is None:
-                    await self._review()
-            elif state.phase == "replan":
-                if state.iteration >= state.limits.max_iterations:
-                    self._halt("max_iterations", f"{state.iteration} iterations done")
-                    return
-                await self._plan(state.iterations[-1].verdict if state.iterations else None)
-            else:  # finished: a resume of a finished session has nothing to do
-                self._halt(self._previous_stop or "complete", state.stop_detail)
+        if phase == "plan":
+            return await self._plan(None)
+        if phase == "execute":
+            return await self._execute()
+        if phase == "replan":
+            if state.iteration >= state.limits.max_iterations:
+                return Stop("max_iterations", f"{state.iteration} iterations done")
+            return await self._plan(state.iterations[-1].verdict if state.iterations else None)
+        # finished: a resume of a finished session has nothing to do
+        return previous or Stop("complete", state.stop_detail)
 
     def _loop_deadline(self) -> float:
         loop_now = asyncio.get_running_loop().time()
         return loop_now + max(0.0, self.state.limits.max_runtime_seconds - self.guard.elapsed)
 
-    def _halt(self, reason: StopReason, detail: str) -> None:
-        if self._stop is None:
-            self._stop, self._stop_detail = reason, detail
-            self._on_event(f"stopping: {reason} ({detail})")
+    def _announce(self, stop: Stop) -> Stop:
+        self._on_event(f"stopping: {stop.reason} ({stop.detail})")
+        return stop
 
-    def _check_limits(self) -> bool:
+    def _limit_stop(self) -> Stop | None:
         reason = self.guard.stop_reason()
-        if reason is not None:
-            self._halt(reason, _LIMIT_DETAIL[reason])
-        return reason is None
+        return Stop(reason, _LIMIT_DETAIL[reason]) if reason is not None else None
 
     async def _save(self) -> None:
         await self.saver.save(self.state)
 
     # --- plan ---------------------------------------------------------------
 
-    async def _plan(self, gaps: Verdict | None) -> None:
-        if not self._check_limits():
-            return
+    async def _plan(self, gaps: Verdict | None) -> Step:
+        if (stop := self._limit_stop()) is not None:
+            return stop
         state = self.state
         iteration = state.iteration + 1
         self._on_event("planning" if gaps is None else "replanning from the judge's gaps")
@@ -199,8 +217,7 @@ class ResearchOrchestrator:
             tasks = plan.tasks
         except ProviderError as exc:
             if gaps is not None:
-                self._halt("error", f"replanning failed: {exc}")
-                return
+                return Stop("error", f"replanning failed: {exc}")
             raise
         policy = PlanPolicy(
             max_depth=self.config.max_depth,
@@ -229,27 +246,42 @@ class ResearchOrchestrator:
         )
         for issue in issues:
             self._on_event(f"plan: {issue.action} {issue.task_id}: {issue.reason}")
-        if not added:
-            state.phase = "finished"
-            self._halt("nothing_to_do", "the planner proposed no new sub-questions")
-        else:
-            state.phase = "execute"
+        state.phase = "execute" if added else "finished"
         await self._save()
+        if not added:
+            return Stop("nothing_to_do", "the planner proposed no new sub-questions")
+        return "execute"
 
     # --- execute ------------------------------------------------------------
 
-    async def _execute(self) -> None:
+    async def _execute(self) -> Step:
+        """Research every ready node; a node that finds the budget spent stops the phase
+        (branches in flight finish first), as does a limit reached between starts."""
         self._on_event(f"researching (iteration {self.state.iteration})")
+        stops: list[Stop] = []
+
+        def may_start(_node: ResearchNode) -> bool:
+            if not stops and (stop := self._limit_stop()) is not None:
+                stops.append(stop)
+            return not stops
+
+        async def run_node(node: ResearchNode) -> None:
+            stop = await self._run_node(node)
+            if stop is not None and not stops:
+                stops.append(stop)
+
         await run_dag(
             self.tree,
-            self._run_node,
+            run_node,
             limit=self.config.max_parallel,
-            may_start=lambda _node: self._stop is None and self._check_limits(),
+            may_start=may_start,
             after=lambda _node: self._fold_summary(),
         )
         await self._fold_summary()
+        return stops[0] if stops else await self._review()
 
-    async def _run_node(self, node: ResearchNode) -> None:
+    async def _run_node(self, node: ResearchNode) -> Stop | None:
+        """Research one node; a ``Stop`` when the budget cannot cover it (it is requeued)."""
         self.tree.start(node)
         self._on_event(f"started {node.id}")
         await self._save()
@@ -279,7 +311,8 @@ class ResearchOrchestrator:
             result = await self.engine.executor.run(task, self.guard.meter(node.id), on_remote_job)
         except BudgetExhausted as exc:
             self.tree.requeue(node)
-            self._halt(exc.reason, str(exc))
+            await self._save()
+            return Stop(exc.reason, str(exc))
         except JobCancelled as exc:
             blocked = self.tree.cancel(node, str(exc))
             self._on_event(
@@ -303,6 +336,7 @@ class ResearchOrchestrator:
             self.tree.finish(node)
             self._on_event(f"done {node.id}")
         await self._save()
+        return None
 
     async def _fold_summary(self) -> None:
         """Merge finished nodes' notes into the rolling summary, a bounded batch per call."""
@@ -338,23 +372,23 @@ class ResearchOrchestrator:
 
     # --- review: draft + judge ----------------------------------------------
 
-    async def _review(self) -> None:
+    async def _review(self) -> Step:
+        """Draft the synthesis and judge it: complete, or replan from the judge's gaps."""
         state = self.state
-        if not self._check_limits():
-            return
+        if (stop := self._limit_stop()) is not None:
+            return stop
         if not self.tree.with_status("done"):
             state.phase = "finished"
-            self._halt("nothing_to_do", "no sub-question could be researched")
             await self._save()
-            return
+            return Stop("nothing_to_do", "no sub-question could be researched")
         self._on_event("drafting the synthesis")
         record = state.iterations[-1]
         try:
             record.draft = await self._synthesize(final=False)
             record.draft_done = len(self.tree.with_status("done"))
             await self._save()
-            if not self._check_limits():
-                return
+            if (stop := self._limit_stop()) is not None:
+                return stop
             self._on_event("judging the draft")
             draft = cap_tokens(record.draft, 2 * self.config.summary_cap_tokens)
             record.verdict = await self.engine.judge.judge(
@@ -364,14 +398,13 @@ class ResearchOrchestrator:
                 self.guard.meter(),
             )
         except ProviderError as exc:
-            self._halt("error", f"review failed: {exc}")
-            return
-        if record.verdict.is_complete and not record.verdict.recommend_more_iterations:
-            state.phase = "finished"
-            self._halt("complete", f"judge confidence {record.verdict.overall_confidence:.2f}")
-        else:
-            state.phase = "replan"
+            return Stop("error", f"review failed: {exc}")
+        complete = record.verdict.is_complete and not record.verdict.recommend_more_iterations
+        state.phase = "finished" if complete else "replan"
         await self._save()
+        if complete:
+            return Stop("complete", f"judge confidence {record.verdict.overall_confidence:.2f}")
+        return "replan"
 
     async def _synthesize(self, *, final: bool) -> str:
         state = self.state
@@ -387,10 +420,9 @@ class ResearchOrchestrator:
 
     # --- stop ---------------------------------------------------------------
 
-    async def _finish(self) -> None:
+    async def _finish(self, stop: Stop) -> None:
         """Write the final text from what exists, within a grace period past any limit."""
         state = self.state
-        reason = self._stop or "nothing_to_do"
         draft = self._current_draft()
         try:
             async with asyncio.timeout(self.config.finish_grace_seconds):
@@ -403,10 +435,11 @@ class ResearchOrchestrator:
                 f"final synthesis failed ({exc or 'timed out'}); the report uses the summary"
             )
         self.final_text = draft
-        state.stop_reason = reason
-        state.stop_detail = self._stop_detail
+        state.stop_reason, state.stop_detail = stop.reason, stop.detail
         state.status = (
-            "complete" if reason == "complete" else ("failed" if reason == "error" else "stopped")
+            "complete"
+            if stop.reason == "complete"
+            else ("failed" if stop.reason == "error" else "stopped")
         )
         await self._save()
 

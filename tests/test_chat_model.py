@@ -9,9 +9,9 @@ from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 
 from deep_research.adapters.llm.llm import CUT_OFF_NOTE, ChatModel
-from deep_research.core.errors import StructuredOutputError
+from deep_research.core.errors import ProviderError, StructuredOutputError
 from deep_research.core.models import Plan
-from tests.fake_openai import ChatReply, FakeOpenAI
+from tests.fake_openai import ChatReply, FakeOpenAI, Fault
 from tests.fakes import RecordingMeter
 
 PLAN = {"rationale": "r", "tasks": []}
@@ -64,3 +64,34 @@ async def test_a_plain_text_reply_cut_off_is_flagged(
     fake_openai.script(None, [ChatReply("Half a rep", finish_reason="length")])
     text = await model(chat_openai).text([HumanMessage("write")], RecordingMeter())
     assert text == "Half a rep" + CUT_OFF_NOTE
+
+
+async def test_a_malformed_text_reply_is_asked_again(
+    fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
+) -> None:
+    fake_openai.inject(Fault("malformed", path_prefix="/v1/chat/completions"))
+    # The server answered the first ask too, but its body arrived cut: a second reply is used.
+    fake_openai.script(
+        None, [ChatReply("Lost"), ChatReply("A whole reply", prompt_tokens=7, completion_tokens=3)]
+    )
+    chat = chat_openai(model="gpt-6-sol", max_tokens=100, reasoning_effort="low", max_retries=0)
+    meter = RecordingMeter()
+    text = await ChatModel(chat, "gpt-6-sol", "synthesizer", structured_retries=1).text(
+        [HumanMessage("write")], meter
+    )
+    assert text == "A whole reply"
+    assert fake_openai.faults_pending() == 0
+    assert fake_openai.count("/v1/chat/completions") == 2
+    assert [(r[2].input_tokens, r[2].output_tokens) for r in meter.records] == [(7, 3)]
+
+
+async def test_malformed_text_replies_fail_after_the_bounded_retries(
+    fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
+) -> None:
+    fake_openai.inject(Fault("malformed", path_prefix="/v1/chat/completions", times=2))
+    chat = chat_openai(model="gpt-6-sol", max_tokens=100, reasoning_effort="low", max_retries=0)
+    with pytest.raises(ProviderError, match="malformed"):
+        await ChatModel(chat, "gpt-6-sol", "synthesizer", structured_retries=1).text(
+            [HumanMessage("write")], RecordingMeter()
+        )
+    assert fake_openai.count("/v1/chat/completions") == 2

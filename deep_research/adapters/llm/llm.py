@@ -2,13 +2,13 @@
 
 Structured outputs use ``with_structured_output(method="json_schema", include_raw=True)``
 so usage is recorded even when parsing fails; a reply that does not parse is retried a
-bounded number of times, then the step fails with ``StructuredOutputError``. Transport
+bounded number of times, then the step fails with ``StructuredOutputError``. A text reply
+whose body is malformed or empty is retried the same number of times. Transport
 retries (429 with retry-after, 5xx, timeouts) are the openai client's ``max_retries``.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -64,19 +64,29 @@ class ChatModel:
     structured_retries: int = 2
 
     async def text(self, messages: list[BaseMessage], meter: Meter) -> str:
-        try:
-            reply = await self.chat.ainvoke(messages)
-        except openai.OpenAIError as exc:
-            raise provider_error(exc, self.model) from exc
-        except json.JSONDecodeError as exc:
-            raise ProviderError(f"{self.model}: the provider sent malformed JSON ({exc})") from exc
-        meter.record(self.role, self.model, usage_of(reply))
-        content: str = str(reply.text) if isinstance(reply, AIMessage) else str(reply.content)
-        if not content.strip():
-            raise ProviderError(f"{self.model} returned an empty reply")
-        if reply.response_metadata.get("finish_reason") == "length":
-            content += CUT_OFF_NOTE  # flagged where a reader will see it: in the report
-        return content
+        """A plain-text reply. A malformed or empty reply is asked again, as a structured
+        one is, a bounded number of times; then the step fails with ``ProviderError``."""
+        problem = "no reply"
+        for _ in range(self.structured_retries + 1):
+            try:
+                reply = await self.chat.ainvoke(messages)
+            except openai.OpenAIError as exc:
+                raise provider_error(exc, self.model) from exc
+            except ValueError as exc:  # json.JSONDecodeError included: the body did not parse
+                problem = f"the provider sent a malformed reply ({exc})"
+                continue
+            meter.record(self.role, self.model, usage_of(reply))
+            content = str(reply.text) if isinstance(reply, AIMessage) else str(reply.content)
+            if not content.strip():
+                problem = "the reply was empty"
+                continue
+            if reply.response_metadata.get("finish_reason") == "length":
+                content += CUT_OFF_NOTE  # flagged where a reader will see it: in the report
+            return content
+        raise ProviderError(
+            f"{self.model}: no usable reply after {self.structured_retries + 1} attempts: "
+            f"{problem[:200]}"
+        )
 
     async def structured(self, schema: type[T], messages: list[BaseMessage], meter: Meter) -> T:
         chat = self.chat

@@ -6,9 +6,11 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -35,39 +37,69 @@ STATUS_STYLE = {
 }
 
 
+@dataclass(frozen=True)
+class Frame:
+    """What the live view draws: a snapshot taken on the event loop, never changed after.
+
+    rich redraws from its own thread; reading the live session there would race the loop
+    that changes it (a "deque mutated during iteration" froze the display)."""
+
+    session_id: str
+    iteration: int
+    cost_usd: float
+    tokens: int
+    nodes: tuple[ResearchNode, ...]
+    jobs: Mapping[str, JobEvent]
+    events: tuple[str, ...]
+
+
 class LiveView:
-    """A rich ``Live`` over a session's state, redrawn a few times a second."""
+    """A rich ``Live`` over a session: each event (on the loop) pushes a new ``Frame``, and
+    rich's refresh thread draws the latest one a few times a second."""
 
     def __init__(self, state: SessionState, max_events: int = 6) -> None:
         self.state = state
-        self.events: deque[str] = deque(maxlen=max_events)
-        self.jobs: dict[str, JobEvent] = {}
+        self._events: deque[str] = deque(maxlen=max_events)
+        self._jobs: dict[str, JobEvent] = {}
         self._started = time.monotonic()
+        self.frame = self._snapshot()
 
     def event(self, message: str | JobEvent) -> None:
+        """Record ``message`` and push a new frame. Called on the event loop only."""
         if isinstance(message, JobEvent):
-            self.jobs[message.node_id] = message
+            self._jobs[message.node_id] = message
             if message.note:
-                self.events.append(f"{message.node_id}: {message.note}")
+                self._events.append(f"{message.node_id}: {message.note}")
         else:
-            self.events.append(message)
+            self._events.append(message)
+        self.frame = self._snapshot()
 
-    def __rich__(self) -> Group:
+    def _snapshot(self) -> Frame:
         state = self.state
         spend = totals(state.ledger)
+        return Frame(
+            session_id=state.session_id,
+            iteration=state.iteration,
+            cost_usd=spend.cost_usd,
+            tokens=spend.usage.total_tokens,
+            # Shallow copies: the table reads only their scalar fields.
+            nodes=tuple(node.model_copy() for node in state.nodes.values()),
+            jobs=MappingProxyType(dict(self._jobs)),
+            events=tuple(self._events),
+        )
+
+    def __rich__(self) -> Group:
+        frame = self.frame  # one read: everything below draws the same snapshot
         elapsed = time.monotonic() - self._started
         header = Text.assemble(
             ("deep-research ", "bold"),
-            (f"{state.session_id} ", "cyan"),
-            f"· iteration {state.iteration} · {elapsed:,.0f}s · ",
-            (f"${spend.cost_usd:.4f}", "bold"),
-            f" · {spend.usage.total_tokens:,} tokens",
+            (f"{frame.session_id} ", "cyan"),
+            f"· iteration {frame.iteration} · {elapsed:,.0f}s · ",
+            (f"${frame.cost_usd:.4f}", "bold"),
+            f" · {frame.tokens:,} tokens",
         )
-        table = node_table(state.nodes.values(), live=True, jobs=self.jobs)
-        return Group(header, table, *self._event_lines())
-
-    def _event_lines(self) -> list[Text]:
-        return [Text(f"  {e}", style="dim") for e in self.events]
+        table = node_table(frame.nodes, live=True, jobs=frame.jobs)
+        return Group(header, table, *(Text(f"  {e}", style="dim") for e in frame.events))
 
 
 def job_state(event: JobEvent) -> str:
@@ -78,7 +110,7 @@ def job_state(event: JobEvent) -> str:
 
 
 def node_table(
-    nodes: Iterable[ResearchNode], *, live: bool = False, jobs: dict[str, JobEvent] | None = None
+    nodes: Iterable[ResearchNode], *, live: bool = False, jobs: Mapping[str, JobEvent] | None = None
 ) -> Table:
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
     jobs = jobs or {}

@@ -1,0 +1,69 @@
+"""The live view draws immutable snapshots pushed from the event loop."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from rich.console import Console
+
+from deep_research.app.render import LiveView
+from deep_research.core.models import ResearchNode, SessionState
+
+
+def draw(view: LiveView) -> str:
+    console = Console(width=160, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(view)
+    text = console.export_text()
+    console.file.close()
+    return text
+
+
+def test_the_view_draws_the_last_pushed_frame_not_the_live_state() -> None:
+    state = SessionState(session_id="s1", question="q?")
+    state.nodes["n1"] = ResearchNode(id="n1", question="First sub-question")
+    view = LiveView(state)
+    view.event("started n1")
+
+    state.nodes["n2"] = ResearchNode(id="n2", question="Added after the frame")
+    state.nodes["n1"].status = "done"
+    drawn = draw(view)
+    assert "First sub-question" in drawn
+    assert "pending" in drawn
+    assert "Added after the frame" not in drawn, "changes reach the view only with an event"
+
+    view.event("done n1")
+    drawn = draw(view)
+    assert "Added after the frame" in drawn
+    assert "done" in drawn
+    assert "done n1" in drawn
+
+
+def test_drawing_from_another_thread_never_sees_a_state_being_changed() -> None:
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: races show at once
+    state = SessionState(session_id="s1", question="q?")
+    view = LiveView(state, max_events=50)
+    failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def redraw() -> None:
+        while not stop.is_set():
+            try:
+                draw(view)
+            except BaseException as exc:  # what rich's refresh thread would die of
+                failures.append(exc)
+                return
+
+    thread = threading.Thread(target=redraw)
+    thread.start()
+    try:
+        for i in range(3000):
+            if i % 50 == 0:
+                state.nodes[f"n{i}"] = ResearchNode(id=f"n{i}", question=f"question {i}")
+            view.event(f"started n{i}")
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(previous)
+    assert not failures

@@ -8,17 +8,17 @@ from dataclasses import dataclass
 
 import pytest
 
-from deep_research.adapters.extractive import (
+from deep_research.adapters.extractive.roles import (
     ExtractiveJudge,
     ExtractivePlanner,
     ExtractiveSummarizer,
     ExtractiveSynthesizer,
     ExtractiveWriter,
-    extractive_engine,
-    facets,
 )
+from deep_research.adapters.extractive.text import facets
 from deep_research.adapters.kb_branch import KBExecutor
 from deep_research.adapters.llm.branch import Passage
+from deep_research.app.wiring import extractive_engine
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.memory import estimate_tokens
 from deep_research.core.models import Role, SessionState, Usage

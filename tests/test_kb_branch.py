@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from deep_research.adapters.extractive import extractive_engine
 from deep_research.adapters.kb_branch import FALLBACK_NOTE, KBExecutor
 from deep_research.adapters.llm.branch import Passage
+from deep_research.app.wiring import extractive_engine
 from deep_research.core.errors import BranchError, KnowledgeBaseError
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import BranchNotes, SessionState

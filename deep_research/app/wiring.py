@@ -16,7 +16,13 @@ from typing import Literal
 import openai
 from langchain_openai import ChatOpenAI
 
-from deep_research.adapters.extractive import ExtractiveWriter, extractive_engine
+from deep_research.adapters.extractive.roles import (
+    ExtractiveJudge,
+    ExtractivePlanner,
+    ExtractiveSummarizer,
+    ExtractiveSynthesizer,
+    ExtractiveWriter,
+)
 from deep_research.adapters.kb_branch import Evidence, KBExecutor
 from deep_research.adapters.llm.branch import LLMEvidenceWriter
 from deep_research.adapters.llm.compress import LLMCompressor
@@ -271,3 +277,12 @@ def build(
         jobs=jobs,
     )
     return Built(engine, config, notices, resources)
+def extractive_engine(executor: BranchExecutor) -> Engine:
+    """The no-model engine; ``executor`` is the KB one (``KBExecutor(..., ExtractiveWriter())``)."""
+    return Engine(
+        planner=ExtractivePlanner(),
+        executor=executor,
+        summarizer=ExtractiveSummarizer(),
+        synthesizer=ExtractiveSynthesizer(),
+        judge=ExtractiveJudge(),
+    )

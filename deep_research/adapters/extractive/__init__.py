@@ -1,0 +1,4 @@
+"""The no-model mode: deterministic stand-ins for every model the orchestrator talks to.
+
+``text`` holds the pure text tools; ``roles`` the planner, writer, summarizer, synthesizer
+and judge; ``app.wiring`` assembles them into an engine."""

@@ -1,0 +1,231 @@
+"""The no-model mode: deterministic adapters for every port the orchestrator needs.
+
+When no API key or base URL is configured, a run still goes through the same loop, on the
+knowledge base only, with these in place of the LLM chains. They record no usage.
+
+Invariants:
+- determinism: every output is a pure function of the inputs (no clock, no randomness,
+  ties broken by position), so the same KB and question give the same report;
+- no fabrication: the writer only quotes. Each note line is one sentence, bullet or table
+  row copied from a passage, verbatim modulo whitespace and markdown markup (heading and
+  list markers, code fences, table pipes, which become " — "); a long one is cut at a word
+  boundary and ends with " …". Every line ends with its passage marker ``[n]``. Later
+  stages only select, de-duplicate and rearrange those lines, keeping markers intact.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from deep_research.adapters.extractive.text import (
+    facets,
+    idf_weights,
+    line_key,
+    lines_within,
+    quotable_units,
+    render_sections,
+    sections,
+    stems,
+    weighted_coverage,
+)
+from deep_research.adapters.llm.branch import Passage
+from deep_research.core import memory
+from deep_research.core.citations import has_session_marker
+from deep_research.core.memory import estimate_tokens
+from deep_research.core.models import BranchNotes, Plan, PlannedTask, Verdict
+from deep_research.core.ports import (
+    Finding,
+    JudgeRequest,
+    Meter,
+    NodeDigest,
+    PlanRequest,
+    SynthesisRequest,
+)
+
+ROOT_WEIGHT = 0.3
+"""Weight of the root question's terms next to the facet's own (1.0) when scoring."""
+NOTE_WORDS = 230
+"""Words of quoted text per note (markers come on top): keeps notes under ~250 words."""
+MIN_RELATIVE_SCORE = 0.25
+"""A quote scoring under this share of the best one is too loosely related to keep."""
+ANSWER_SENTENCES = 5
+NO_NEW = "_Answered by the passages quoted above._"
+NO_EVIDENCE = "_No cited evidence._"
+
+
+
+class ExtractivePlanner:
+    """One plan of independent KB facets; no replanning (extractive runs one iteration)."""
+
+    async def plan(self, request: PlanRequest, meter: Meter) -> Plan:
+        if request.gaps is not None:
+            return Plan(rationale="Extractive mode runs a single iteration.", tasks=[])
+        found = facets(request.question, request.max_tasks)
+        tasks = [
+            PlannedTask(
+                id=f"f{i}",
+                question=q,
+                depends_on=[],
+                parallelizable=True,
+                priority=max(0, 11 - i),
+                source_hint="internal",
+                parent_id=None,
+            )
+            for i, q in enumerate(found, start=1)
+        ]
+        return Plan(rationale="The question and its parts, each searched in the KB.", tasks=tasks)
+
+
+
+
+class ExtractiveWriter:
+    """Quotes the passage sentences that best match the question (BM25-like, passages as corpus).
+
+    Confidence is the idf-weighted share of the question's content terms that the quoted
+    sentences contain, mapped to 0.1-0.9: quotes that mention every distinctive term of the
+    question score high; terms no passage contains weigh most, so they pull it down.
+    Dependencies are ignored: there is no model to reason over them.
+    """
+
+    async def write(
+        self,
+        root_question: str,
+        question: str,
+        passages: Sequence[Passage],
+        dependencies: Sequence[Finding],
+        meter: Meter,
+    ) -> BranchNotes:
+        own = set(stems(question))
+        query = dict.fromkeys(stems(root_question), ROOT_WEIGHT) | dict.fromkeys(own, 1.0)
+        docs = [set(stems(p.text)) for p in passages]
+        idf, n = idf_weights(docs), len(docs)
+        units = [
+            (p, i, u, stems(u))
+            for p, passage in enumerate(passages)
+            for i, u in enumerate(quotable_units(passage.text))
+        ]
+        avg = sum(len(s) for *_, s in units) / len(units) if units else 1.0
+        scored: list[tuple[float, int, int, str, set[str]]] = []
+        for p, i, unit, terms in units:
+            tf = Counter(terms)
+            norm = 1.2 * (0.25 + 0.75 * len(terms) / avg)  # BM25 with k1=1.2, b=0.75
+            score = sum(
+                weight * idf.get(t, 0.0) * tf[t] * 2.2 / (tf[t] + norm)
+                for t, weight in query.items()
+                if t in tf
+            )
+            if score > 0 and own & tf.keys():
+                scored.append((score * (1 + 0.3 / (1 + p)), p, i, unit, set(terms)))
+        scored.sort(key=lambda s: (-s[0], s[1], s[2]))
+        floor = MIN_RELATIVE_SCORE * scored[0][0] if scored else 0.0
+        chosen: list[tuple[int, int, str]] = []
+        covered: set[str] = set()
+        seen: set[str] = set()
+        per_passage: Counter[int] = Counter()
+        words = 0
+        for score, p, i, unit, unit_terms in scored:
+            size = len(unit.split())
+            if score < floor or line_key(unit) in seen or per_passage[p] >= 3:
+                continue
+            if words + size > NOTE_WORDS:
+                continue
+            seen.add(line_key(unit))
+            per_passage[p] += 1
+            words += size
+            covered |= unit_terms
+            chosen.append((p, i, unit))
+            if len(chosen) >= 8:
+                break
+        chosen.sort()
+        notes = "\n".join(f"- {unit} [{p + 1}]" for p, _i, unit in chosen)
+        coverage = weighted_coverage(stems(question), covered, idf, n)
+        return BranchNotes(
+            notes=notes,
+            confidence=round(0.1 + 0.8 * coverage, 2) if chosen else 0.0,
+            used_evidence=sorted({p + 1 for p, _i, _u in chosen}),
+        )
+
+
+class ExtractiveSummarizer:
+    """Appends one section per digest, drops sentences already quoted, trims to the cap."""
+
+    async def merge(
+        self, question: str, summary: str, digests: list[NodeDigest], cap_tokens: int, meter: Meter
+    ) -> str:
+        parts = sections(summary)
+        seen = {line_key(line) for _h, lines in parts for line in lines}
+        for digest in digests:
+            # A line without its marker (cut by a cap) would be a quote nobody can trace.
+            cited = [ln.rstrip() for ln in digest.notes.splitlines() if has_session_marker(ln)]
+            fresh = [ln for ln in cited if line_key(ln) not in seen]
+            seen.update(line_key(ln) for ln in fresh)
+            body = fresh or ([NO_NEW] if cited else [NO_EVIDENCE])
+            parts.append((" ".join(digest.question.split()), body))
+        merged = render_sections(parts)
+        if estimate_tokens(merged) > cap_tokens:
+            share = max(20, cap_tokens // max(1, len(parts)) - 10)
+            parts = [(h, lines_within(lines, share)) for h, lines in parts]
+            merged = render_sections(parts)
+        return memory.cap_tokens(merged, cap_tokens)
+
+
+class ExtractiveSynthesizer:
+    """A short answer of the best-matching quoted lines, then the summary's sections."""
+
+    async def synthesize(self, request: SynthesisRequest, meter: Meter) -> str:
+        parts = [(h, [ln for ln in ls if ln != NO_NEW]) for h, ls in sections(request.summary)]
+        quoted = (ln for _h, ls in parts for ln in ls if has_session_marker(ln))
+        lines = list(dict.fromkeys(quoted))
+        note = "_Extractive answer: sentences quoted verbatim from the knowledge base, no model._"
+        if not lines:
+            return f"## Answer\n\n{note}\n\nNo knowledge-base passage matched the question."
+        docs = [set(stems(ln)) for ln in lines]
+        idf = idf_weights(docs)
+        query = set(stems(request.question))
+        score = [sum(idf[t] for t in query & doc) for doc in docs]
+        top = sorted(range(len(lines)), key=lambda i: (-score[i], i))[:ANSWER_SENTENCES]
+        answer = "\n".join(lines[i] for i in sorted(top))
+        findings = render_sections([(h, ls) for h, ls in parts if ls])
+        return f"## Answer\n\n{note}\n\n{answer}\n\n## Findings by facet\n\n{findings}"
+
+
+_OVERVIEW_GAP = re.compile(r"^- \S+ \[(?:failed|blocked|pending)[^\]]*\] (.+)$")
+
+
+class ExtractiveJudge:
+    """Always complete (one iteration). Missing: sections quoting nothing, and nodes the
+    overview lists as failed, blocked or pending. Confidence: the mean, over facets, of
+    the share of a facet's content terms its quoted lines contain (all quoted lines for a
+    facet answered by earlier quotes; 0 for a missing one)."""
+
+    async def judge(self, request: JudgeRequest, meter: Meter) -> Verdict:
+        missing: list[str] = []
+        scores: list[float] = []
+        parts = sections(request.summary)
+        everything = " ".join(line for _h, lines in parts for line in lines)
+        for heading, lines in parts:
+            if not heading:
+                continue
+            body = everything if NO_NEW in lines else " ".join(lines)
+            if has_session_marker(body):
+                terms = set(stems(heading))
+                scores.append(len(terms & set(stems(body))) / len(terms) if terms else 1.0)
+            else:
+                missing.append(heading)
+                scores.append(0.0)
+        for line in request.overview.splitlines():
+            if match := _OVERVIEW_GAP.match(line.strip()):
+                missing.append(match.group(1))
+                scores.append(0.0)
+        confidence = round(sum(scores) / len(scores), 2) if scores else 0.0
+        return Verdict(
+            is_complete=True,
+            recommend_more_iterations=False,
+            missing_aspects=missing,
+            weak_evidence_areas=[],
+            overall_confidence=confidence,
+        )
+
+

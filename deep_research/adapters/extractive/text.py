@@ -1,0 +1,241 @@
+"""Text tools of the no-model mode, all pure: stems, question facets, quotable units
+(sentences, bullets and table rows of a passage) and the summary's sections."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from functools import partial
+from typing import cast
+
+import Stemmer
+
+from deep_research.core.citations import TRAILING, strip_trailing
+from deep_research.core.memory import estimate_tokens
+
+_STOP_TEXT = """a an the and or but nor of to in on at by for with from into onto about as than
+then is are was were be been being do does did doing have has had can could should would will
+shall may might must how what why when where which who whom whose whether it its they them their
+this that these those there here i we you our your my me us he she his her not no so if also very
+more most some any each every all both such only own same just s t get gets use used using
+between vs versus"""
+STOPWORDS = frozenset(_STOP_TEXT.split())
+_WH = frozenset({"how", "what", "why", "when", "where", "which", "who", "whom", "whose"})
+_AUX = frozenset(
+    {"does", "do", "did", "is", "are", "was", "were", "can", "could", "should", "would", "will"}
+)
+_COPULA = frozenset({"is", "are", "was", "were"})
+_DETERMINERS = frozenset({"the", "a", "an", "our", "your", "their", "its", "this", "these"})
+_WORD = re.compile(r"[a-z0-9]+")
+_CLAUSE = re.compile(
+    r"\s*;\s*|(?:,\s*(?:and|or|but)?|\s(?:and|or|but))\s+(?=(?:how|what|why|when|where|which|who)\b)",
+    re.I,
+)
+_CONJ = re.compile(r"\s(?:and|or|vs\.?|versus)\s", re.I)
+_COMPARE = re.compile(r"^(?:compare(?:\s+and\s+contrast)?|contrast)\s+", re.I)
+_PRONOUN = re.compile(r"\b(it|they|them|its|their)\b", re.I)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Za-z0-9`\"(\[*_])")
+_ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|no|fig)\.|\b[A-Z]\.)$", re.I)
+_BULLET = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
+_TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
+UNIT_WORDS = 60
+
+
+# --- text helpers -------------------------------------------------------------------
+
+
+def stems(text: str) -> list[str]:
+    """Lower-cased, stemmed content words (Snowball English); stopwords dropped."""
+    words = [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+    # A stemmer per call: PyStemmer objects are not safe to share between threads.
+    return cast(list[str], Stemmer.Stemmer("english").stemWords(words))
+
+
+def idf_weights(docs: Sequence[set[str]]) -> dict[str, float]:
+    df = Counter(t for doc in docs for t in doc)
+    n = len(docs)
+    return {t: math.log(1 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+
+
+def weighted_coverage(
+    query: Iterable[str], found: set[str], idf: dict[str, float], n: int
+) -> float:
+    """The idf-weighted share of query terms in ``found``; terms no doc has weigh most."""
+    weight = {t: idf.get(t, math.log(1 + (n + 0.5) / 0.5)) for t in query}
+    total = sum(weight.values())
+    return sum(w for t, w in weight.items() if t in found) / total if total else 0.0
+
+
+def line_key(line: str) -> str:
+    """A line's identity for de-duplication: its words, without bullet or markers."""
+    return " ".join(_WORD.findall(strip_trailing(line).lower()))
+
+
+# --- question facets --------------------------------------------------------------
+
+
+def facets(question: str, max_facets: int) -> list[str]:
+    """The question itself, then its parts (questions, clauses, list items), self-contained."""
+    text = " ".join(question.split())
+    found: list[str] = [text.rstrip(" ?.!")]
+    subject: str | None = None
+    for sentence in re.split(r"(?<=[?!.])\s+", text):
+        for clause in _CLAUSE.split(sentence):
+            clause = clause.strip(" ,;?.!")
+            if not clause:
+                continue
+            if subject is None:
+                subject = _subject(clause)
+            elif subject:
+                clause = _PRONOUN.sub(partial(_replace, subject), clause, 1)
+            found += _expand(clause)
+    kept: list[str] = []
+    seen: set[tuple[str, ...]] = set()
+    for index, facet in enumerate(found):
+        key = tuple(_WORD.findall(facet.lower()))
+        if stems(facet) and key not in seen:
+            seen.add(key)
+            first = facet.split(" ", 1)[0].lower()
+            fragment = index > 0 and first in _WH | _AUX
+            kept.append(facet[:1].upper() + facet[1:] if fragment else facet)
+    return kept[: max(0, max_facets)]
+
+
+def _replace(subject: str, pronoun: re.Match[str]) -> str:
+    return f"{subject}'s" if pronoun.group(1).lower() in ("its", "their") else subject
+
+
+def _subject(clause: str) -> str:
+    """The main subject of a 'how does X …' / 'what is X' clause, or '' if none is evident."""
+    words = clause.split()
+    start = 2 if len(words) > 2 and words[0].lower() in _WH and words[1].lower() in _AUX else 0
+    if start == 0 and not (len(words) > 1 and words[0].lower() in _AUX):
+        return ""
+    start = max(start, 1)
+    rest = words[start:]
+    if words[start - 1].lower() in _COPULA and words[0].lower() in ("what", "which", "who"):
+        return " ".join(rest[:6])
+    take = 2 if len(rest) > 1 and rest[0].lower() in _DETERMINERS else 1
+    while take < len(rest) and rest[take][:1].isupper():
+        take += 1
+    return " ".join(rest[:take]).strip(",")
+
+
+def _expand(clause: str) -> list[str]:
+    """Distribute a coordinated list: 'how does X plan, schedule and budget a run' gives
+    'how does X plan a run', '… schedule a run', '… budget a run'. Otherwise the clause."""
+    compare = _COMPARE.match(clause)
+    body = clause[compare.end() :] if compare else clause
+    conj = _CONJ.search(body)
+    if conj is None:
+        return [clause]
+    left = body[: conj.start()].rstrip(", ")
+    right = body[conj.end() :].split()
+    parts = [p.split() for p in left.split(", ")]
+    if not right or not parts[0] or any(not p or len(p) > 4 for p in parts[1:]):
+        return [clause]
+    head = parts[0]
+    if "between" in (w.lower() for w in head[-4:]):
+        return [clause]
+    if len(parts) > 1:
+        k = len(parts[-1])
+    else:
+        k = 2 if len(right) > 1 and right[0].lower() in _DETERMINERS else 1
+    first = len(head) - k
+    if k == 2 and right[0].lower() in _DETERMINERS:
+        window = range(max(0, len(head) - 4), len(head))
+        first = max((i for i in window if head[i].lower() in _DETERMINERS), default=first)
+    if first < 0:
+        return [clause]
+    items = [head[first:], *parts[1:], right[:k]]
+    prefix = head[:first] if not compare else []
+    suffix = right[k:]
+    return [" ".join([*prefix, *item, *suffix]) for item in items]
+
+
+# --- quotable units -----------------------------------------------------------------
+
+
+def quotable_units(text: str) -> list[str]:
+    """Sentences, bullets and table rows of a markdown passage, markup stripped."""
+    units: list[str] = []
+    para: list[str] = []
+    fenced = False
+
+    def flush() -> None:
+        pieces: list[str] = []
+        for piece in _SENTENCE.split(" ".join(para)) if para else []:
+            if pieces and _ABBREVIATION.search(pieces[-1]):
+                pieces[-1] += " " + piece  # "e.g. foo" does not end a sentence
+            else:
+                pieces.append(piece)
+        units.extend(pieces)
+        para.clear()
+
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith(("```", "~~~")):
+            flush()
+            fenced = not fenced
+        elif fenced or not line or line.startswith("#") or _TABLE_RULE.match(line):
+            flush()
+        elif line.startswith("|"):
+            flush()
+            units.append(" — ".join(c.strip() for c in line.strip("|").split("|") if c.strip()))
+        elif bullet := _BULLET.match(line):
+            flush()
+            para.append(line[bullet.end() :])
+        else:
+            para.append(line.lstrip("> ").strip())
+    flush()
+    # Too few distinct words (a table row like "x — yes — yes") says nothing quotable.
+    return [_clip(" ".join(u.split())) for u in units if len(set(stems(u))) > 2 and u[-1] != ":"]
+
+
+def _clip(unit: str) -> str:
+    words = unit.split()
+    return unit if len(words) <= UNIT_WORDS else " ".join(words[:UNIT_WORDS]) + " …"
+
+
+# --- summary sections ---------------------------------------------------------------
+
+
+def sections(summary: str) -> list[tuple[str, list[str]]]:
+    """``### heading`` sections of a summary with their non-blank lines ('' heads a preamble)."""
+    found: list[tuple[str, list[str]]] = []
+    for line in summary.splitlines():
+        if line.startswith("### "):
+            found.append((line[4:].strip(), []))
+        elif line.strip():
+            if not found:
+                found.append(("", []))
+            found[-1][1].append(line.rstrip())
+    return found
+
+
+def render_sections(parts: Sequence[tuple[str, list[str]]]) -> str:
+    return "\n\n".join("\n".join(([f"### {h}"] if h else []) + lines) for h, lines in parts).strip()
+
+
+def lines_within(lines: list[str], max_tokens: int) -> list[str]:
+    """Whole lines while they fit; at least the first, clipped between words, markers kept."""
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        used += estimate_tokens(line) + 1
+        if used <= max_tokens:
+            kept.append(line)
+        elif not kept:
+            markers = TRAILING.search(line)
+            tail = markers.group(0) if markers else ""
+            words = line[: len(line) - len(tail)].split()
+            while len(words) > 3 and estimate_tokens(" ".join(words) + tail) + 2 > max_tokens:
+                words.pop()
+            kept.append(" ".join(words).removesuffix(" …") + " …" + tail)
+        else:
+            break
+    return kept
+
+

@@ -25,7 +25,6 @@ from deep_research.app.kb_cli import kb_app
 from deep_research.app.sessions_cli import sessions_app
 from deep_research.app.wiring import (
     Built,
-    SourcePolicy,
     build,
     job_spec,
     open_default_kb,
@@ -42,7 +41,7 @@ from deep_research.core.errors import (
     UsageError,
 )
 from deep_research.core.guard import BudgetGuard, call_cost_estimate
-from deep_research.core.models import Limits, SessionState
+from deep_research.core.models import Limits, SessionState, SourcePolicy
 from deep_research.core.orchestrator import ResearchOrchestrator
 from deep_research.core.ports import JobEvent
 from deep_research.core.report import build_report

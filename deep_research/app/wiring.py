@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Literal
 
 import openai
 from langchain_openai import ChatOpenAI
@@ -37,8 +36,16 @@ from deep_research.adapters.web.deep_research import DeepResearchExecutor
 from deep_research.adapters.web.openai_jobs import JobSpec, ResponsesJobs
 from deep_research.app.config import Settings
 from deep_research.core.budget import Price, PriceBook
-from deep_research.core.errors import KBMissing, KnowledgeBaseError
-from deep_research.core.models import ChatRole, RunSpec, SourceHint
+from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
+from deep_research.core.guard import BudgetGuard, call_cost_estimate
+from deep_research.core.models import (
+    ChatRole,
+    Limits,
+    RunSpec,
+    SessionState,
+    SourceHint,
+    SourcePolicy,
+)
 from deep_research.core.orchestrator import Engine, RunConfig
 from deep_research.core.ports import BranchExecutor, JobControl
 from deep_research.kb.search import search
@@ -47,7 +54,6 @@ from deep_research.persistence.cache import ResultCache
 
 log = logging.getLogger(__name__)
 
-SourcePolicy = Literal["auto", "kb_only", "web_only"]
 ALLOWED: dict[SourcePolicy, tuple[SourceHint, ...]] = {
     "auto": ("web", "internal", "mixed"),
     "kb_only": ("internal",),
@@ -195,6 +201,87 @@ def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> S
 
 def price_book(settings: Settings) -> PriceBook:
     return PriceBook({m: Price(*figures) for m, figures in settings.prices.items()})
+
+
+def api_key(settings: Settings) -> str:
+    """The key a client sends; a local server without one gets a placeholder."""
+    key = settings.openai_api_key
+    return key.get_secret_value() if key else "not-needed"
+
+
+def final_reserve_tokens(settings: Settings) -> int:
+    """Tokens kept back for the final report: its prompt (two summaries and the frame) and
+    its reply."""
+    return settings.summary_max_tokens * 2 + 2000 + settings.max_tokens_per_call
+
+
+def final_reserve_usd(settings: Settings, prices: PriceBook) -> float:
+    """Kept back from the budget so the final report can always be written."""
+    return call_cost_estimate(
+        settings.synthesizer_model,
+        settings.summary_max_tokens * 2 + 2000,
+        settings.max_tokens_per_call,
+        prices,
+    )
+
+
+def check_token_limit(settings: Settings, limits: Limits) -> None:
+    reserve = final_reserve_tokens(settings)
+    if limits.max_total_tokens <= reserve:
+        raise UsageError(
+            f"the token limit of {limits.max_total_tokens:,} leaves nothing to research: "
+            f"{reserve:,} tokens are kept for the final report (2 × "
+            f"DEEP_RESEARCH_SUMMARY_MAX_TOKENS + 2,000 + DEEP_RESEARCH_MAX_TOKENS_PER_CALL); "
+            "raise --max-tokens"
+        )
+
+
+def guard_for(settings: Settings, state: SessionState) -> BudgetGuard:
+    """The session's budget guard, with the final report's share kept back."""
+    prices = price_book(settings)
+    return BudgetGuard(
+        state,
+        state.limits,
+        prices=prices,
+        final_reserve_usd=final_reserve_usd(settings, prices),
+        # An extractive run spends no tokens: nothing to keep back.
+        final_reserve_tokens=0 if state.mode == "extractive" else final_reserve_tokens(settings),
+    )
+
+
+def build_run(
+    settings: Settings,
+    policy: SourcePolicy,
+    *,
+    spec: JobSpec | None,
+    on_info: Callable[[str], None],
+) -> Built:
+    """Everything a run needs: its knowledge base (ingested first in extractive mode when it
+    is empty) and its engine."""
+    extractive = not settings.has_model
+    kb = knowledge_base(settings, policy, extractive=extractive, on_info=on_info)
+    return build(settings, policy, kb, extractive=extractive, spec=spec)
+
+
+def knowledge_base(
+    settings: Settings, policy: SourcePolicy, *, extractive: bool, on_info: Callable[[str], None]
+) -> KBStore | None:
+    """The KB for this run; extractive with no KB yet: ingest ``kb/`` first and say so."""
+    if policy == "web_only":
+        return None
+    kb = open_default_kb(settings)
+    if kb is not None or not extractive:
+        return kb
+    root = settings.kb_path
+    if not root.is_dir():
+        return None
+    from deep_research.kb.ingest import ingest
+
+    on_info(f"knowledge base {settings.kb_name!r} is empty: ingesting {root}/ first")
+    store = open_kb(settings, create=True)
+    summary = ingest(store, root)
+    on_info(f"ingested {summary.chunks} chunks from {root}/ in {summary.seconds:.1f}s")
+    return store
 
 
 _ADD_KB = "add one with `deep-research kb ingest DIR`"

@@ -14,6 +14,8 @@ from pydantic import AliasChoices, BaseModel, Field
 
 NodeStatus = Literal["pending", "running", "done", "failed", "blocked", "cancelled"]
 SourceHint = Literal["web", "internal", "mixed"]
+SourcePolicy = Literal["auto", "kb_only", "web_only"]
+"""Which sources a run may use: ``--kb-only``, ``--web-only``, or whatever exists."""
 Role = Literal["planner", "branch", "summarizer", "synthesizer", "judge", "deep_research", "embed"]
 StopReason = Literal[
     "complete",
@@ -231,7 +233,7 @@ class SessionState(BaseModel):
     stop_reason: StopReason | None = None
     stop_detail: str = ""
     mode: Literal["llm", "extractive"] = "llm"
-    source_policy: Literal["auto", "kb_only", "web_only"] = "auto"
+    source_policy: SourcePolicy = "auto"
     iteration: int = 0
     phase: Literal["plan", "execute", "replan", "finished"] = "plan"
     nodes: dict[str, ResearchNode] = Field(default_factory=dict)

@@ -1,0 +1,374 @@
+"""Start, resume, cancel and inspect research runs: the one way every front-end does it.
+
+The CLI (and the MCP server and HTTP API after it) parse their input into ``RunOptions``,
+call these functions and present what they return; none of them builds an engine, a guard
+or a session itself. A run's choices are its ``RunSpec``, saved with the session, so a
+resume from any front-end repeats them exactly.
+
+A run goes through the same steps whoever starts it::
+
+    prepared = prepare(settings, question, options)   # validated; nothing spent or saved
+    estimate(prepared); await check_models(prepared)    # before anything is spent
+    with start(prepared, on_info) as run:               # session created and locked
+        outcome = await execute(run, on_event)          # researched, report written
+
+and a resume replaces the first and third steps with ``reopen``, which loads the session
+inside its lock (never a stale snapshot) and replays its ``RunSpec``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+from deep_research.app.config import Settings
+from deep_research.core.errors import ConfigError, SessionLocked, UsageError
+from deep_research.core.models import Limits, SessionState, SourcePolicy, Usage
+from deep_research.persistence.sessions import SessionStore, SessionSummary
+
+if TYPE_CHECKING:
+    from deep_research.adapters.web.openai_jobs import JobSpec
+    from deep_research.app.preflight import Estimate
+    from deep_research.app.wiring import Built
+    from deep_research.core.orchestrator import Listener
+    from deep_research.core.ports import CancelOutcome
+
+MAX_QUESTION_CHARS = 4000
+
+Info = Callable[[str], None]
+"""Where a step says what it does (ingesting the KB first, …): one line each."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What a front-end may choose for a new run; None leaves the setting as configured."""
+
+    max_parallel: int | None = None
+    max_iterations: int | None = None
+    max_cost_usd: float | None = None
+    max_total_tokens: int | None = None
+    max_runtime_seconds: float | None = None
+    chat_model: str | None = None
+    """One model for every chat role; the role options below take precedence."""
+    planner_model: str | None = None
+    branch_model: str | None = None
+    web_model: str | None = None
+    web_effort: str | None = None
+    kb_name: str | None = None
+    kb_only: bool = False
+    web_only: bool = False
+
+
+@dataclass(frozen=True)
+class BudgetOverrides:
+    """What a resume may change: the budget (and, separately, ``max_parallel``)."""
+
+    max_iterations: int | None = None
+    max_cost_usd: float | None = None
+    max_total_tokens: int | None = None
+    max_runtime_seconds: float | None = None
+
+    def given(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A run's settings and choices, validated, before anything is spent or saved."""
+
+    settings: Settings
+    policy: SourcePolicy
+    limits: Limits
+    spec: JobSpec | None
+    question: str = ""
+
+    @property
+    def extractive(self) -> bool:
+        return not self.settings.has_model
+
+
+@dataclass
+class Run:
+    """A session held under its lock, with the engine that researches it."""
+
+    store: SessionStore
+    state: SessionState
+    prepared: Prepared
+    built: Built
+    final_text: str | None = field(default=None, init=False)
+
+
+def clean_question(question: str) -> str:
+    question = " ".join(question.split())
+    if not question:
+        raise UsageError("the question is empty")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise UsageError(
+            f"the question is {len(question):,} characters; the limit is {MAX_QUESTION_CHARS:,} "
+            "(put background material in the knowledge base instead)"
+        )
+    return question
+
+
+def limits_of(settings: Settings) -> Limits:
+    return Limits(
+        max_iterations=settings.max_iterations,
+        max_total_tokens=settings.max_total_tokens,
+        max_cost_usd=settings.max_cost_usd,
+        max_runtime_seconds=settings.max_runtime_seconds,
+    )
+
+
+def prepare(settings: Settings, question: str, options: RunOptions) -> Prepared:
+    """A new run's settings (``options`` over ``settings``), validated; nothing is saved."""
+    from deep_research.app import wiring
+
+    question = clean_question(question)
+    if options.kb_only and options.web_only:
+        raise UsageError("--kb-only and --web-only exclude each other")
+    chat = options.chat_model
+    settings = settings.with_overrides(
+        max_parallel_branches=options.max_parallel,
+        max_iterations=options.max_iterations,
+        max_cost_usd=options.max_cost_usd,
+        max_total_tokens=options.max_total_tokens,
+        max_runtime_seconds=options.max_runtime_seconds,
+        planner_model=options.planner_model or chat,
+        branch_model=options.branch_model or chat,
+        summarizer_model=chat,
+        synthesizer_model=chat,
+        judge_model=chat,
+        web_model=options.web_model,
+        web_reasoning_effort=options.web_effort,
+        kb_name=options.kb_name,
+    )
+    policy: SourcePolicy = (
+        "kb_only" if options.kb_only else "web_only" if options.web_only else "auto"
+    )
+    if not settings.has_model:
+        if options.web_only:
+            raise ConfigError("web research needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
+        policy = "kb_only"
+    limits = limits_of(settings)
+    if settings.has_model:
+        wiring.check_token_limit(settings, limits)
+    spec = None if policy == "kb_only" else wiring.job_spec(settings)
+    return Prepared(settings, policy, limits, spec, question)
+
+
+def estimate(prepared: Prepared) -> Estimate:
+    """The run's worst case, from prices alone: spends nothing, contacts nobody."""
+    from deep_research.app import preflight, wiring
+
+    settings = prepared.settings
+    prices = wiring.price_book(settings)
+    reserve = wiring.final_reserve_usd(settings, prices)
+    return preflight.estimate(settings, prepared.spec, prices, reserve)
+
+
+async def check_models(prepared: Prepared) -> list[str]:
+    """Before anything is spent: every model is priced, served and not shut down.
+
+    Raises ``ConfigError`` naming the setting to change; returns warnings (a shutdown
+    within 30 days)."""
+    import openai
+
+    from deep_research.app import preflight, wiring
+
+    settings = prepared.settings
+    refs = preflight.configured_models(settings, prepared.spec)
+    preflight.check_prices(settings, refs, wiring.price_book(settings))
+    async with openai.AsyncOpenAI(
+        api_key=wiring.api_key(settings),
+        base_url=settings.openai_base_url,
+        timeout=min(30.0, settings.request_timeout_seconds),
+        max_retries=1,
+    ) as client:
+        return await preflight.check_live_models(settings, client, refs, today=date.today())
+
+
+@contextmanager
+def start(prepared: Prepared, on_info: Info) -> Iterator[Run]:
+    """Build the engine, then create the session and hold its lock while the caller runs
+    it. A setup error (no KB, bad model) saves nothing."""
+    from deep_research.app import wiring
+
+    settings = prepared.settings
+    built = wiring.build_run(settings, prepared.policy, spec=prepared.spec, on_info=on_info)
+    store = SessionStore(settings.sessions_dir)
+    state = store.create(
+        prepared.question,
+        mode="extractive" if prepared.extractive else "llm",
+        source_policy=prepared.policy,
+        limits=prepared.limits,
+        run_spec=wiring.run_spec(settings, prepared.spec),
+    )
+    with store.lock(state.session_id):
+        yield Run(store, state, prepared, built)
+
+
+@contextmanager
+def reopen(
+    settings: Settings,
+    session_id: str,
+    budget: BudgetOverrides,
+    *,
+    max_parallel: int | None,
+    retry_cancelled: bool,
+    on_info: Info,
+) -> Iterator[Run]:
+    """A saved session, loaded inside its lock, with its ``RunSpec`` replayed over today's
+    settings; only ``budget`` and ``max_parallel`` override it."""
+    from deep_research.app import wiring
+    from deep_research.core.tree import ResearchTree
+
+    store = SessionStore(settings.sessions_dir)
+    session_id = store.resolve(session_id)
+    # Loaded inside the lock: a resume that finished meanwhile is never overwritten by a
+    # stale snapshot (whose done nodes would run, and be paid for, again).
+    with store.lock(session_id):
+        state = store.load(session_id)
+        settings = wiring.replay(settings, state.run_spec, max_parallel=max_parallel)
+        state.limits = state.limits.model_copy(update=budget.given())
+        if state.mode == "llm" and not settings.has_model:
+            raise ConfigError("this session needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
+        extractive = state.mode == "extractive"
+        if not extractive:
+            wiring.check_token_limit(settings, state.limits)
+        policy = state.source_policy
+        spec = None if policy == "kb_only" or extractive else wiring.job_spec(settings)
+        state.run_spec = wiring.run_spec(settings, spec)
+        if retry_cancelled and ResearchTree(state.nodes).retry_cancelled():
+            state.phase = "execute"  # research them now, whatever phase the run had reached
+        prepared = Prepared(settings, policy, state.limits, spec, state.question)
+        built = wiring.build_run(settings, policy, spec=spec, on_info=on_info)
+        yield Run(store, state, prepared, built)
+
+
+async def execute(run: Run, on_event: Listener) -> SessionState:
+    """Research the session until it stops, then write its report. Ctrl-C (cancellation)
+    saves it as interrupted and re-raises."""
+    from deep_research.app import wiring
+    from deep_research.core.orchestrator import ResearchOrchestrator
+    from deep_research.core.report import build_report
+    from deep_research.persistence.sessions import Checkpointer
+
+    state, built = run.state, run.built
+    guard = wiring.guard_for(run.prepared.settings, state)
+    for notice in built.notices:
+        on_event(notice)
+    orchestrator = ResearchOrchestrator(
+        state, built.engine, Checkpointer(run.store), guard, built.config, on_event=on_event
+    )
+    async with built.resources:
+        await orchestrator.run()
+    run.final_text = orchestrator.final_text
+    markdown = build_report(state, orchestrator.final_text)
+    state.report_path = str(run.store.write_report(state.session_id, markdown))
+    run.store.save(state)
+    return state
+
+
+def save_interrupted(run: Run) -> int:
+    """Save a run stopped by Ctrl-C; the number of research jobs still running remotely."""
+    run.store.save(run.state)
+    return sum(len(n.remote_jobs) for n in run.state.nodes.values())
+
+
+# --- sessions -------------------------------------------------------------------------
+
+
+def list_sessions(settings: Settings) -> list[SessionSummary]:
+    return SessionStore(settings.sessions_dir).list()
+
+
+def status(settings: Settings, session_id: str) -> SessionState:
+    return SessionStore(settings.sessions_dir).load(session_id)
+
+
+def report_path(settings: Settings, session_id: str) -> str | None:
+    store = SessionStore(settings.sessions_dir)
+    path = store.path(store.resolve(session_id)) / "report.md"
+    return str(path) if path.exists() else None
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    session_id: str
+    jobs: list[tuple[str, str, CancelOutcome]]
+    """(node id, job id, outcome) for each research job the session had in flight."""
+    recorded: bool
+    """The cancelled nodes were recorded now; False when another process runs the session
+    (it records them when it next polls their jobs)."""
+
+
+async def cancel(settings: Settings, session_id: str) -> CancelResult:
+    """Cancel a session's research jobs at the provider, also while another process runs
+    it; cancelled nodes are recorded as such and not researched again by ``resume``
+    (unless asked)."""
+    store = SessionStore(settings.sessions_dir)
+    state = store.load(session_id)
+    owned = [(n.id, name, jid) for n in state.nodes.values() for name, jid in n.remote_jobs.items()]
+    if not owned:
+        return CancelResult(state.session_id, [], recorded=True)
+    if not settings.has_model:
+        raise ConfigError(
+            "cancelling jobs needs the provider: set OPENAI_API_KEY or OPENAI_BASE_URL"
+        )
+    import openai
+
+    from deep_research.adapters.web.openai_jobs import ResponsesJobs
+    from deep_research.app import wiring
+
+    async with openai.AsyncOpenAI(
+        api_key=wiring.api_key(settings),
+        base_url=settings.openai_base_url,
+        timeout=settings.request_timeout_seconds,
+        max_retries=settings.max_retries,
+    ) as client:
+        jobs = ResponsesJobs(client)
+        outcomes = list(await asyncio.gather(*(jobs.cancel(jid) for _, _, jid in owned)))
+    recorded = _record_cancels(settings, store, state.session_id, owned, outcomes)
+    rows = [(nid, jid, o) for (nid, _, jid), o in zip(owned, outcomes, strict=True)]
+    return CancelResult(state.session_id, rows, recorded)
+
+
+def _record_cancels(
+    settings: Settings,
+    store: SessionStore,
+    session_id: str,
+    owned: list[tuple[str, str, str]],
+    outcomes: list[CancelOutcome],
+) -> bool:
+    """Record cancelled nodes (and their jobs' usage) unless another process drives the
+    session — that process sees the cancels on its next poll and records them itself."""
+    from deep_research.app import wiring
+    from deep_research.core.tree import ResearchTree
+
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(store.lock(session_id))
+        except SessionLocked:
+            return False
+        state = store.load(session_id)  # fresh, under the lock
+        tree = ResearchTree(state.nodes)
+        guard = wiring.guard_for(settings, state)
+        model = state.run_spec.web_model or "unknown"
+        for (nid, name, jid), outcome in zip(owned, outcomes, strict=True):
+            node = state.nodes[nid]
+            if outcome.status != "cancelled" or node.remote_jobs.get(name) != jid:
+                continue  # unreachable or finished: the id stays for resume to read
+            guard.record(
+                "deep_research",
+                model,
+                outcome.usage or Usage(),
+                node_id=nid,
+                usage_unknown=outcome.usage is None,
+            )
+            tree.cancel(node, "cancelled by the user (deep-research sessions cancel)")
+        store.save(state)
+    return True

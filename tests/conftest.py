@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,37 @@ import pytest
 from langchain_openai import ChatOpenAI
 
 from tests.fake_openai import FakeOpenAI
+from tests.fakes import tracked_rigs
+
+pytest_plugins = ["pytester"]
+
+# --- scripted fakes (tests/fakes.py) --------------------------------------------------------
+# Every Rig built during a test is checked once the test has passed: a scripted step that
+# nothing used fails it (unless the test called `rig.allow_leftovers(reason)`). A test that
+# failed or xfailed is not checked again: its own failure says more.
+
+CALL_REPORT = pytest.StashKey[pytest.TestReport]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call":
+        item.stash[CALL_REPORT] = report
+    return report
+
+
+@pytest.fixture(autouse=True)
+def rigs_use_up_their_scripts(request: pytest.FixtureRequest) -> Iterator[None]:
+    with tracked_rigs() as rigs:
+        yield
+    call = request.node.stash.get(CALL_REPORT, None)
+    if call is not None and call.passed:
+        for rig in rigs:
+            rig.check_at_teardown()
+
 
 # --- fake OpenAI server (tests/fake_openai.py) --------------------------------------------
 # Every client below is built per test and closed at teardown: an HTTP pool belongs to

@@ -1,9 +1,16 @@
-"""Small scripted fakes of the orchestrator's ports: they record calls and refuse surprises."""
+"""Small scripted fakes of the orchestrator's ports: they record calls and refuse surprises.
+
+A surprise either way fails the test: a call past the end of a script at once, a scripted
+step never used at teardown. Every ``Rig`` registers itself with ``tracked_rigs`` (opened
+for each test by an autouse fixture in ``conftest.py``), which then checks all of them; a
+test that means to leave steps unused says so with ``rig.allow_leftovers(reason)``.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -108,6 +115,9 @@ class Script(Generic[T]):
         assert self.replies, f"unexpected extra call to the {self.name}"
         return self.replies.pop(0)
 
+    def leftovers(self) -> list[str]:
+        return [f"{self.name} reply never asked for: {reply!r}" for reply in self.replies]
+
 
 @dataclass
 class FakePlanner:
@@ -118,15 +128,20 @@ class FakePlanner:
     async def plan(self, request: PlanRequest, meter: Meter) -> Plan:
         self.requests.append(request)
         meter.record("planner", "gpt-4.1", self.usage)
-        reply = Script("planner", self.plans).pop()
+        reply = self.script().pop()
         if isinstance(reply, Exception):
             raise reply
         return reply
 
+    def script(self) -> Script[Plan | Exception]:
+        return Script("planner", self.plans)
+
 
 @dataclass
 class FakeExecutor:
-    """Answers each node with notes citing one URL; ``fail`` / ``raise_for`` script errors."""
+    """Answers each node with notes citing one URL; ``fail`` / ``raise_for`` script errors.
+
+    A scripted error or gate is a step: one whose node never ran is left over."""
 
     fail: dict[str, str] = field(default_factory=dict)
     raise_for: dict[str, BaseException] = field(default_factory=dict)
@@ -135,6 +150,7 @@ class FakeExecutor:
     model: str = "gpt-4.1-mini"
     tasks: list[BranchTask] = field(default_factory=list)
     started: dict[str, asyncio.Event] = field(default_factory=dict)
+    fired: set[str] = field(default_factory=set)
 
     async def run(
         self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
@@ -144,9 +160,11 @@ class FakeExecutor:
         if task.node_id in self.gate:
             await self.gate[task.node_id].wait()
         if task.node_id in self.raise_for:
+            self.fired.add(task.node_id)
             raise self.raise_for[task.node_id]
         meter.record("branch", self.model, self.usage)
         if task.node_id in self.fail:
+            self.fired.add(task.node_id)
             raise BranchError(self.fail[task.node_id])
         url = f"https://example.org/{task.node_id}"
         citation = Citation(kind="web", url=url, title=f"Page {task.node_id}", locator=url)
@@ -154,6 +172,17 @@ class FakeExecutor:
 
     def ran(self) -> list[str]:
         return [t.node_id for t in self.tasks]
+
+    def leftovers(self) -> list[str]:
+        errors: dict[str, object] = {**self.fail, **self.raise_for}
+        left = [
+            f"executor error for {n} never raised: {e!r}"
+            for n, e in errors.items()
+            if n not in self.fired
+        ]
+        return left + [
+            f"executor gate for {n} never reached" for n in self.gate if n not in self.started
+        ]
 
 
 @dataclass
@@ -186,10 +215,13 @@ class FakeJudge:
     async def judge(self, request: JudgeRequest, meter: Meter) -> Verdict:
         self.requests.append(request)
         meter.record("judge", "gpt-4.1", Usage(input_tokens=10, output_tokens=10))
-        reply = Script("judge", self.verdicts).pop()
+        reply = self.script().pop()
         if isinstance(reply, Exception):
             raise reply
         return reply
+
+    def script(self) -> Script[Verdict | Exception]:
+        return Script("judge", self.verdicts)
 
 
 class MemorySaver:
@@ -219,6 +251,11 @@ class Rig:
     synthesizer: FakeSynthesizer = field(default_factory=FakeSynthesizer)
     saver: MemorySaver = field(default_factory=MemorySaver)
     jobs: JobControl | None = None
+    leftovers_allowed: str | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if _tracking:
+            _tracking[-1].append(self)
 
     def orchestrator(
         self,
@@ -235,9 +272,44 @@ class Rig:
         guard = BudgetGuard(state, state.limits, final_reserve_usd=final_reserve_usd, **kwargs)
         return ResearchOrchestrator(state, engine, self.saver, guard, config or RunConfig())
 
+    def leftovers(self) -> list[str]:
+        """Every scripted step nothing asked for."""
+        left = self.planner.script().leftovers() + self.judge.script().leftovers()
+        if isinstance(self.executor, FakeExecutor):
+            left += self.executor.leftovers()
+        return left
+
+    def allow_leftovers(self, reason: str) -> None:
+        """This test leaves steps unused on purpose; at least one must be left."""
+        assert reason.strip(), "say why the script is not used up"
+        self.leftovers_allowed = reason
+
     def assert_scripts_consumed(self) -> None:
-        assert not self.planner.plans, f"planner replies left: {self.planner.plans}"
-        assert not self.judge.verdicts, f"judge replies left: {self.judge.verdicts}"
+        left = self.leftovers()
+        assert not left, "scripted steps left over:\n" + "\n".join(left)
+
+    def check_at_teardown(self) -> None:
+        """What the autouse fixture asserts of every rig once its test has passed."""
+        if self.leftovers_allowed is None:
+            self.assert_scripts_consumed()
+        else:
+            assert self.leftovers(), (
+                f"allow_leftovers({self.leftovers_allowed!r}), but every step was used"
+            )
+
+
+_tracking: list[list[Rig]] = []
+
+
+@contextmanager
+def tracked_rigs() -> Iterator[list[Rig]]:
+    """Collects every ``Rig`` built inside the block (innermost block only)."""
+    rigs: list[Rig] = []
+    _tracking.append(rigs)
+    try:
+        yield rigs
+    finally:
+        _tracking.remove(rigs)
 
 
 def new_state(question: str = "What is the question?", **limits: float) -> SessionState:

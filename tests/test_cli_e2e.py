@@ -69,16 +69,17 @@ def test_repeated_question_is_served_from_the_cache(
 
 
 @pytest.mark.parametrize(
-    ("flags", "reason"),
+    ("flags", "reason", "t2", "said"),
     [
         # A $4.00 worst case per job: t1 fits in $4.90, t2 no longer does once t1 spent ~$0.8.
-        (["--max-cost", "4.9"], "cost_limit"),
-        (["--max-tokens", "24000"], "token_limit"),  # 22,000 of it kept for the report
-        (["--max-iterations", "1"], "max_iterations"),
+        (["--max-cost", "4.9"], "cost_limit", "pending", "the cost limit was reached"),
+        # 22,000 of it kept for the report: t1's job alone uses up the rest.
+        (["--max-tokens", "24000"], "token_limit", "pending", "the token budget was used up"),
+        (["--max-iterations", "1"], "max_iterations", "done", "the iteration limit was reached"),
     ],
 )
 def test_each_budget_stops_the_run_with_a_report(
-    env: dict[str, str], fake_openai: FakeOpenAI, flags: list[str], reason: str
+    env: dict[str, str], fake_openai: FakeOpenAI, flags: list[str], reason: str, t2: str, said: str
 ) -> None:
     world = ResearchWorld(
         plans=[[plan_task("t1"), plan_task("t2", "t1")]], verdicts=[verdict(False, "more")]
@@ -92,9 +93,24 @@ def test_each_budget_stops_the_run_with_a_report(
     data = run_json(env, QUESTION, *flags)
     assert data["stop_reason"] == reason
     assert data["status"] == "stopped"
-    nodes = session_state(env, data["session_id"])["nodes"]
+    state = session_state(env, data["session_id"])
+    nodes = state["nodes"]
+    # Real work happened before the stop, and was paid for on the ledger.
     assert nodes["t1"]["status"] == "done", "it researched before stopping"
+    t1_spend = [e for e in state["ledger"] if e["node_id"] == "t1"]
+    [job] = [e for e in t1_spend if e["role"] == "deep_research"]
+    assert job["usage"]["input_tokens"] == 300_000
+    assert job["cost_usd"] > 0.5
+    assert nodes["t1"]["cost_usd"] == pytest.approx(sum(e["cost_usd"] for e in t1_spend))
+    # Each budget stops at its own point: cost and tokens before t2 is even submitted.
+    assert nodes["t2"]["status"] == t2
+    assert world.calls["deep_research"] == (2 if t2 == "done" else 1)
+    spent = sum(e["cost_usd"] for e in state["ledger"])
+    assert spent == pytest.approx(data["usage"]["cost_usd"])
+    if reason == "cost_limit":
+        assert spent <= 4.9
     report = Path(data["report_path"]).read_text()
+    assert said in report
     assert "## Coverage and limitations" in report
 
 

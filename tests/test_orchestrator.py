@@ -42,7 +42,6 @@ async def test_full_loop_replans_from_gaps_and_completes() -> None:
     orch = rig.orchestrator(state)
     await orch.run()
 
-    rig.assert_scripts_consumed()
     assert state.stop_reason == "complete"
     assert state.status == "complete"
     assert state.iteration == 2
@@ -79,7 +78,7 @@ async def test_failed_branch_blocks_dependents_and_the_run_goes_on() -> None:
     assert state.nodes["a"].status == "failed"
     assert state.nodes["b"].status == "blocked"
     assert state.nodes["c"].status == "done"
-    assert rig.executor.ran() == ["a", "c"] or rig.executor.ran() == ["c", "a"]
+    assert sorted(rig.executor.ran()) == ["a", "c"], "b never ran"
     report = build_report(state, orch.final_text)
     assert "**Failed:** What about a? — provider said no" in report
     assert "**Blocked:** What about b?" in report
@@ -138,7 +137,6 @@ async def test_iteration_limit_stops_after_the_last_judged_round() -> None:
     state = new_state(max_iterations=2)
     orch = rig.orchestrator(state)
     await orch.run()
-    rig.assert_scripts_consumed()
     assert state.stop_reason == "max_iterations"
     assert state.phase == "replan"
     assert "**Missing:** y" in build_report(state, orch.final_text)
@@ -155,6 +153,7 @@ async def test_time_limit_cancels_in_flight_work_and_requeues_it() -> None:
     orch = rig.orchestrator(state)
     await orch.run()
     assert state.stop_reason == "time_limit"
+    assert rig.executor.ran() == ["slow"], "the limit struck while the branch was running"
     assert state.nodes["slow"].status == "pending"
     assert "time limit" in build_report(state, orch.final_text)
 
@@ -177,26 +176,33 @@ async def test_interrupt_saves_and_requeues_running_nodes() -> None:
 
 
 async def test_resume_never_reruns_done_nodes_and_takes_a_new_budget() -> None:
-    executor = FakeExecutor(raise_for={"b": BudgetExhausted("out of money")})
+    # As in test_cost_limit_reached_starts_nothing_new: a's spend leaves b no room in $0.001.
+    executor = FakeExecutor()
     rig = Rig(
         planner=FakePlanner([plan(task("a", priority=9), task("b", "a"))]),
         executor=executor,
         judge=FakeJudge([verdict(True)]),
     )
-    state = new_state()
+    state = new_state(max_cost_usd=0.001)
     await rig.orchestrator(state).run()
     assert state.stop_reason == "cost_limit"
+    assert executor.ran() == ["a"]
+
+    same_budget = rig.saver.last()
+    await rig.orchestrator(same_budget).run()
+    assert same_budget.stop_reason == "cost_limit", "the spend so far still counts"
+    assert executor.ran() == ["a"]
 
     resumed = rig.saver.last()
     resumed.limits.max_cost_usd = 10.0
-    executor.raise_for.clear()
     orch = rig.orchestrator(resumed)
     await orch.run()
-    rig.assert_scripts_consumed()
-    assert executor.ran() == ["a", "b", "b"][: len(executor.ran())]
-    assert executor.ran().count("a") == 1, "done nodes are never re-run"
+    assert executor.ran() == ["a", "b"], "done nodes are never re-run"
+    b_task = executor.tasks[1]
+    assert [f.node_id for f in b_task.dependencies] == ["a"], "b builds on a's saved notes"
     assert resumed.stop_reason == "complete"
-    assert resumed.nodes["b"].status == "done"
+    assert {n.id: n.status for n in resumed.nodes.values()} == {"a": "done", "b": "done"}
+    assert len(rig.planner.requests) == 1, "the resume continued the plan, not a new one"
 
 
 async def test_remote_job_ids_are_saved_before_the_branch_waits() -> None:
@@ -277,7 +283,8 @@ async def test_summary_is_capped_and_folded_in_bounded_batches() -> None:
     state = new_state()
     config = RunConfig(max_nodes_per_plan=12, summary_cap_tokens=200, max_parallel=12)
     await rig.orchestrator(state, config=config).run()
-    assert len(state.summarized) == 12
+    folded = [d.node_id for batch in rig.summarizer.calls for d in batch]
+    assert sorted(folded) == sorted(state.summarized) == sorted(t.id for t in tasks)
     assert max(len(batch) for batch in rig.summarizer.calls) <= 4
     assert len(state.summary) <= 200 * 4 + 2
 
@@ -354,6 +361,7 @@ async def test_a_time_limit_cancels_remote_jobs_after_the_branches_unwound(
 
     assert state.stop_reason == "time_limit"
     assert sorted(jobs.calls) == [("resp_a", []), ("resp_b", [])], "no branch still running"
+    assert sorted(state.nodes) == ["a", "b"]
     for node in state.nodes.values():
         assert node.status == "pending"
         assert bool(node.remote_jobs) is kept
@@ -400,3 +408,81 @@ async def test_a_failed_summary_keeps_the_newest_findings_when_at_its_cap() -> N
     assert "Finding about a" in state.summary, "the newest notes survive the cap"
     assert state.summary.startswith("Old finding.")
     assert estimate_tokens(state.summary) <= cap + 1
+
+
+# --- the scripted fakes themselves ----------------------------------------------------------
+
+RIG_TESTS = """
+import asyncio
+
+from tests.fakes import FakeExecutor, FakeJudge, FakePlanner, Rig, new_state, plan, task, verdict
+
+
+def rig(plans=1, verdicts=1, **executor):
+    plans = [plan(task(f"t{i}")) for i in range(plans)]
+    return Rig(FakePlanner(plans), FakeExecutor(**executor), FakeJudge([verdict(True)] * verdicts))
+
+
+def run(rig):
+    asyncio.run(rig.orchestrator(new_state()).run())
+
+
+def test_a_judge_reply_left_over():
+    run(rig(verdicts=2))
+
+
+def test_an_executor_error_for_a_node_never_planned():
+    run(rig(fail={"zz": "boom"}))
+
+
+def test_leftovers_allowed_with_a_reason():
+    r = rig(plans=2)
+    r.allow_leftovers("the judge approves the first round: no second plan")
+    run(r)
+
+
+def test_leftovers_allowed_but_none_left():
+    r = rig()
+    r.allow_leftovers("stale")
+    run(r)
+
+
+def test_every_step_used():
+    run(rig())
+
+
+def test_a_failing_test_is_not_reported_twice():
+    rig(verdicts=3)
+    assert False, "the test's own failure"
+"""
+
+
+def test_a_scripted_step_left_over_fails_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        "from tests.conftest import pytest_runtest_makereport, rigs_use_up_their_scripts"
+    )
+    pytester.makepyfile(test_rigs=RIG_TESTS)
+    recorded = pytester.inline_run("-p", "no:asyncio", "-p", "no:cacheprovider")
+    failures = {
+        (report.nodeid.rpartition("::")[2], report.when): report.longreprtext
+        for report in recorded.getreports("pytest_runtest_logreport")
+        if report.failed
+    }
+    assert sorted(failures) == [
+        ("test_a_failing_test_is_not_reported_twice", "call"),
+        ("test_a_judge_reply_left_over", "teardown"),
+        ("test_an_executor_error_for_a_node_never_planned", "teardown"),
+        ("test_leftovers_allowed_but_none_left", "teardown"),
+    ]
+    assert (
+        "judge reply never asked for: Verdict("
+        in failures[("test_a_judge_reply_left_over", "teardown")]
+    )
+    assert (
+        "executor error for zz never raised: 'boom'"
+        in failures[("test_an_executor_error_for_a_node_never_planned", "teardown")]
+    )
+    assert (
+        "allow_leftovers('stale'), but every step was used"
+        in failures[("test_leftovers_allowed_but_none_left", "teardown")]
+    )

@@ -24,6 +24,9 @@ from deep_research.persistence.sessions import (
     SessionStore,
     new_session_id,
 )
+from tests.clirun import run_json
+from tests.fake_openai import FakeOpenAI
+from tests.world import ResearchWorld, plan_task, verdict
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -127,23 +130,37 @@ def test_saving_an_unknown_session_is_a_session_error(store: SessionStore) -> No
 
 
 def test_saved_state_contains_no_secrets(
-    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+    env: dict[str, str], fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    secret = "sk-proj-TESTSECRET0123456789abcdefABCDEF"
-    monkeypatch.setenv("OPENAI_API_KEY", secret)
-    monkeypatch.setenv("DEEP_RESEARCH_HOME", str(store.root.parent))
+    canary = "LEAKCANARY7f3a9c"  # also catches a key cut short or partly masked
+    secret = f"sk-proj-{canary}0123456789abcdefABCDEF"
+    env = {**env, "OPENAI_API_KEY": secret}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     settings = load_settings()
     assert settings.openai_api_key is not None
     assert settings.openai_api_key.get_secret_value() == secret  # the key really is loaded
-    state = store.create("q")
-    state.nodes["t1"] = ResearchNode(id="t1", question="sub", notes="n", status="done")
-    state.ledger.append(make_entry("branch", settings.branch_model, Usage(input_tokens=10)))
-    store.save(state)
-    store.write_report(state.session_id, "# Report\n")
-    for path in store.path(state.session_id).iterdir():
-        text = path.read_text(encoding="utf-8")
-        assert secret not in text
-        assert not re.search(r"sk-[A-Za-z0-9_-]{16,}", text)
+    assert settings.home == Path(env["DEEP_RESEARCH_HOME"])
+
+    # A run stopped by its iteration limit, then a resume: Settings -> the real clients,
+    # SessionStore and Checkpointer, the web results into the cache, the report.
+    ResearchWorld(
+        plans=[[plan_task("t1")], [plan_task("t2", "t1")]],
+        verdicts=[verdict(False, "more"), verdict(True)],
+    ).install(fake_openai)
+    first = run_json(env, "How do deletes work?", "--max-iterations", "1")
+    assert first["stop_reason"] == "max_iterations"
+    done = run_json(env, "resume", first["session_id"], "--max-iterations", "2")
+    assert done["status"] == "complete"
+    assert fake_openai.count("/v1/responses", "POST") == 2
+    assert all(r.authorized for r in fake_openai.requests), "the key went out with each call"
+
+    files = {p: p.read_bytes() for p in settings.home.rglob("*") if p.is_file()}
+    session = settings.sessions_dir / first["session_id"]
+    assert {session / "state.json", session / "report.md"} <= set(files)
+    cached = [data for p, data in files.items() if settings.cache_dir in p.parents]
+    assert any(b"Claim number 1" in data for data in cached), "the web results were cached"
+    assert [str(p) for p, data in files.items() if canary.encode() in data] == []
 
 
 # --- resolution ---------------------------------------------------------------------

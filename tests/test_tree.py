@@ -92,7 +92,7 @@ def test_duplicate_ids_and_clashes_with_existing_nodes_are_renamed() -> None:
     )
     assert len(set(added)) == 2
     assert "t1" not in added
-    assert all(i.action == "repaired" for i in issues)
+    assert [(i.task_id, i.action) for i in issues] == [("t1", "repaired")] * 2
     assert {tree.nodes[i].question for i in added} == {"new one", "and another"}
 
 
@@ -116,7 +116,7 @@ def test_dependency_on_a_dropped_task_is_removed() -> None:
     )
     assert added == ["b"]
     assert tree.nodes["b"].depends_on == []
-    assert issues
+    assert [(i.task_id, i.action) for i in issues] == [("gone", "dropped"), ("b", "repaired")]
 
 
 def test_hostile_plan_is_capped_and_sources_forced_by_policy() -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from deep_research.adapters.prices import PriceTable
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import Citation, Limits, Plan, PlannedTask, SessionState
 from deep_research.core.orchestrator import Engine, ResearchOrchestrator, RunConfig
@@ -111,7 +112,9 @@ async def run_once(
         (saver.root / state.session_id).mkdir(exist_ok=True)
         saver = Checkpointer(saver)
     config = RunConfig(max_parallel=parallel, max_nodes_per_plan=len(tasks), max_depth=3)
-    orch = ResearchOrchestrator(state, engine, saver, BudgetGuard(state, state.limits), config)  # type: ignore[arg-type]
+    orch = ResearchOrchestrator(
+        state, engine, saver, BudgetGuard(state, state.limits, prices=PriceTable()), config
+    )  # type: ignore[arg-type]
     start = time.perf_counter()
     await orch.run()
     wall = time.perf_counter() - start

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from deep_research.adapters.prices import PriceTable
 from deep_research.app.config import Settings
 from deep_research.app.wiring import build
 from deep_research.core.guard import BudgetGuard
@@ -61,7 +62,11 @@ async def largest_prompt(n: int, home: Path) -> int:
             limits=Limits(max_iterations=1, max_cost_usd=1000),
         )
         orch = ResearchOrchestrator(
-            state, built.engine, MemorySaver(), BudgetGuard(state, state.limits), built.config
+            state,
+            built.engine,
+            MemorySaver(),
+            BudgetGuard(state, state.limits, prices=PriceTable()),
+            built.config,
         )
         async with built.resources:
             await orch.run()

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from deep_research.adapters.prices import PriceTable
 from deep_research.core.errors import BranchError
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import (
@@ -269,7 +270,13 @@ class Rig:
             self.planner, self.executor, self.summarizer, self.synthesizer, self.judge, self.jobs
         )
         kwargs = {"clock": clock} if clock else {}
-        guard = BudgetGuard(state, state.limits, final_reserve_usd=final_reserve_usd, **kwargs)
+        guard = BudgetGuard(
+            state,
+            state.limits,
+            prices=PriceTable(),
+            final_reserve_usd=final_reserve_usd,
+            **kwargs,
+        )
         return ResearchOrchestrator(state, engine, self.saver, guard, config or RunConfig())
 
     def leftovers(self) -> list[str]:

@@ -2,14 +2,11 @@ from __future__ import annotations
 
 import pytest
 
+from deep_research.adapters.prices import Price, PriceTable, cost_of, price_for
 from deep_research.core.budget import (
     WEB_BASE_INPUT_TOKENS,
     WEB_INPUT_TOKENS_PER_TOOL_CALL,
-    Price,
-    PriceBook,
-    cost_of,
     make_entry,
-    price_for,
     totals,
     web_job_worst_case,
     web_job_worst_usage,
@@ -17,7 +14,7 @@ from deep_research.core.budget import (
 from deep_research.core.models import Usage
 
 M = 1_000_000
-BOOK = PriceBook()
+BOOK = PriceTable()
 
 
 @pytest.mark.parametrize(
@@ -69,7 +66,7 @@ def test_unknown_models_have_no_price(model: str) -> None:
 
 
 def test_unpriced_lists_each_unknown_model_once() -> None:
-    book = PriceBook({"my-model": Price(1.0, 0.1, 4.0)})
+    book = PriceTable({"my-model": Price(1.0, 0.1, 4.0)})
     models = ["gpt-5.5", "llama3.1:8b", "my-model", "llama3.1:8b", "gpt-6.2-sol"]
     assert book.unpriced(models) == ["llama3.1:8b", "gpt-6.2-sol"]
 
@@ -96,7 +93,7 @@ def test_web_searches_cost_ten_dollars_a_thousand() -> None:
 def test_cached_count_above_input_never_gives_a_discount() -> None:
     usage = Usage(input_tokens=1000, cached_input_tokens=5000)
     assert cost_of("gpt-5.5", usage) == pytest.approx(1000 * 0.50 / M)
-    book = PriceBook({"mine": Price(2.0, 0.5, 8.0)})
+    book = PriceTable({"mine": Price(2.0, 0.5, 8.0)})
     assert book.cost("mine", usage) == pytest.approx(1000 * 0.50 / M)
 
 
@@ -110,7 +107,7 @@ def test_embeddings_bill_input_only() -> None:
 
 
 def test_an_override_wins_over_genai_prices_and_ignores_tiers() -> None:
-    book = PriceBook({"OpenAI/GPT-5.5": Price(1.0, 0.1, 2.0), "local-llm": Price(0.5, 0.5, 1.0)})
+    book = PriceTable({"OpenAI/GPT-5.5": Price(1.0, 0.1, 2.0), "local-llm": Price(0.5, 0.5, 1.0)})
     usage = Usage(
         input_tokens=400_000, cached_input_tokens=100_000, output_tokens=50_000, web_search_calls=3
     )
@@ -160,7 +157,7 @@ def test_worst_case_uses_the_default_context_model_and_the_book() -> None:
     assert usage.input_tokens == 17 * WEB_BASE_INPUT_TOKENS + WEB_INPUT_TOKENS_PER_TOOL_CALL * 136
     worst = web_job_worst_case(BOOK, "gpt-5.5", max_tool_calls=16, max_output_tokens=32_000)
     assert worst == pytest.approx(BOOK.cost("gpt-5.5", usage))
-    book = PriceBook({"gpt-5.5": Price(0.0, 0.0, 0.0)})
+    book = PriceTable({"gpt-5.5": Price(0.0, 0.0, 0.0)})
     free = web_job_worst_case(book, "gpt-5.5", max_tool_calls=16, max_output_tokens=32_000)
     assert free == pytest.approx(0.16)  # the searches alone
 
@@ -193,8 +190,8 @@ def test_worst_case_covers_a_realistic_run() -> None:
 
 def test_make_entry_computes_cost_and_a_cache_hit_is_free() -> None:
     usage = Usage(input_tokens=10_000, output_tokens=2_000)
-    paid = make_entry("branch", "gpt-6-luna", usage, node_id="t1")
-    hit = make_entry("branch", "gpt-6-luna", usage, node_id="t1", cached=True)
+    paid = make_entry("branch", "gpt-6-luna", usage, node_id="t1", prices=BOOK)
+    hit = make_entry("branch", "gpt-6-luna", usage, node_id="t1", cached=True, prices=BOOK)
     assert paid.cost_usd == pytest.approx(cost_of("gpt-6-luna", usage))
     assert paid.cost_usd > 0
     assert hit.cost_usd == 0.0
@@ -203,23 +200,30 @@ def test_make_entry_computes_cost_and_a_cache_hit_is_free() -> None:
 
 
 def test_make_entry_uses_the_given_book() -> None:
-    book = PriceBook({"my-model": Price(10.0, 1.0, 20.0)})
+    book = PriceTable({"my-model": Price(10.0, 1.0, 20.0)})
     entry = make_entry("branch", "my-model", Usage(input_tokens=M), prices=book, usage_unknown=True)
     assert entry.cost_usd == pytest.approx(10.0)
     assert entry.usage_unknown
-    assert make_entry("branch", "my-model", Usage(input_tokens=M)).cost_usd == 0.0
+    assert make_entry("branch", "my-model", Usage(input_tokens=M), prices=BOOK).cost_usd == 0.0
 
 
 def test_totals_sum_by_role_and_node() -> None:
     entries = [
-        make_entry("planner", "gpt-6-sol", Usage(input_tokens=1000, output_tokens=500)),
-        make_entry("branch", "gpt-6-luna", Usage(input_tokens=2000, output_tokens=100), "t1"),
-        make_entry("branch", "gpt-6-luna", Usage(input_tokens=3000, output_tokens=100), "t2"),
+        make_entry(
+            "planner", "gpt-6-sol", Usage(input_tokens=1000, output_tokens=500), prices=BOOK
+        ),
+        make_entry(
+            "branch", "gpt-6-luna", Usage(input_tokens=2000, output_tokens=100), "t1", prices=BOOK
+        ),
+        make_entry(
+            "branch", "gpt-6-luna", Usage(input_tokens=3000, output_tokens=100), "t2", prices=BOOK
+        ),
         make_entry(
             "deep_research",
             "gpt-5.5",
             Usage(input_tokens=50_000, output_tokens=8_000, web_search_calls=5),
             "t1",
+            prices=BOOK,
         ),
     ]
     result = totals(entries)
@@ -236,8 +240,8 @@ def test_totals_leave_cache_hits_out_of_spent_tokens() -> None:
     usage = Usage(input_tokens=1000, output_tokens=100)
     result = totals(
         [
-            make_entry("branch", "gpt-6-luna", usage, "t1"),
-            make_entry("branch", "gpt-6-luna", usage, "t2", cached=True),
+            make_entry("branch", "gpt-6-luna", usage, "t1", prices=BOOK),
+            make_entry("branch", "gpt-6-luna", usage, "t2", cached=True, prices=BOOK),
         ]
     )
     assert result.usage.total_tokens == 1100

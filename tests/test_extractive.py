@@ -18,6 +18,7 @@ from deep_research.adapters.extractive.roles import (
 from deep_research.adapters.extractive.text import facets
 from deep_research.adapters.kb_branch import KBExecutor
 from deep_research.adapters.llm.branch import Passage
+from deep_research.adapters.prices import PriceTable
 from deep_research.app.wiring import extractive_engine
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.memory import estimate_tokens
@@ -330,7 +331,10 @@ async def test_an_extractive_run_writes_a_report_whose_citations_resolve() -> No
     retriever = FixedRetriever(HITS)
     engine = extractive_engine(KBExecutor(retriever, ExtractiveWriter(), k=4))
     saver = MemorySaver()
-    guard, config = BudgetGuard(state, state.limits), RunConfig(allowed_sources=("internal",))
+    guard, config = (
+        BudgetGuard(state, state.limits, prices=PriceTable()),
+        RunConfig(allowed_sources=("internal",)),
+    )
     orch = ResearchOrchestrator(state, engine, saver, guard, config)
     await orch.run()
 

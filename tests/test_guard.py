@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from deep_research.core.budget import Price, PriceBook
+from deep_research.adapters.prices import Price, PriceTable
 from deep_research.core.guard import BudgetGuard, call_cost_estimate
 from deep_research.core.models import Limits, ResearchNode, SessionState, Usage
 from deep_research.core.orchestrator import RunConfig
@@ -14,12 +14,12 @@ from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobH
 from tests.fakes import FakeJudge, FakePlanner, Rig, new_state, plan, task, verdict
 
 
-def guard(max_cost: float = 5.0, prices: PriceBook | None = None, **limits: float) -> BudgetGuard:
+def guard(max_cost: float = 5.0, prices: PriceTable | None = None, **limits: float) -> BudgetGuard:
     state = SessionState(
         session_id="a" * 12, question="q?", limits=Limits(max_cost_usd=max_cost, **limits)
     )
     state.nodes["n1"] = ResearchNode(id="n1", question="q?")
-    return BudgetGuard(state, state.limits, prices=prices)
+    return BudgetGuard(state, state.limits, prices=prices or PriceTable())
 
 
 def test_usage_is_priced_and_lands_on_the_node() -> None:
@@ -41,7 +41,7 @@ def test_a_current_web_model_is_not_free() -> None:
 
 
 def test_recording_uses_the_guards_price_book() -> None:
-    g = guard(prices=PriceBook({"my-model": Price(10.0, 1.0, 20.0), "gpt-5.5": Price(1, 1, 1)}))
+    g = guard(prices=PriceTable({"my-model": Price(10.0, 1.0, 20.0), "gpt-5.5": Price(1, 1, 1)}))
     g.meter("n1").record("branch", "my-model", Usage(input_tokens=100_000, output_tokens=50_000))
     g.meter("n1").record("deep_research", "openai/gpt-5.5", Usage(input_tokens=1_000_000))
     assert [e.cost_usd for e in g.state.ledger] == pytest.approx([2.0, 1.0])
@@ -57,10 +57,12 @@ def test_a_job_without_reported_usage_is_marked_on_the_ledger() -> None:
 
 
 def test_call_cost_estimate_prices_with_the_given_book() -> None:
-    assert call_cost_estimate("gpt-6-sol", 10_000, 16_000) == pytest.approx(0.02 + 0.16)
-    book = PriceBook({"gpt-6-sol": Price(1.0, 0.1, 1.0)})
+    assert call_cost_estimate("gpt-6-sol", 10_000, 16_000, PriceTable()) == pytest.approx(
+        0.02 + 0.16
+    )
+    book = PriceTable({"gpt-6-sol": Price(1.0, 0.1, 1.0)})
     assert call_cost_estimate("gpt-6-sol", 10_000, 16_000, book) == pytest.approx(0.026)
-    assert call_cost_estimate("llama3.1:8b", 10_000, 16_000) == 0.0
+    assert call_cost_estimate("llama3.1:8b", 10_000, 16_000, PriceTable()) == 0.0
 
 
 async def test_a_reservation_that_cannot_fit_with_nothing_in_flight_is_refused() -> None:

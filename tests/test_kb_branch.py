@@ -9,6 +9,7 @@ import pytest
 
 from deep_research.adapters.kb_branch import FALLBACK_NOTE, KBExecutor
 from deep_research.adapters.llm.branch import Passage
+from deep_research.adapters.prices import PriceTable
 from deep_research.app.wiring import extractive_engine
 from deep_research.core.errors import BranchError, KnowledgeBaseError
 from deep_research.core.guard import BudgetGuard
@@ -115,7 +116,10 @@ async def test_a_knowledge_base_failure_mid_run_fails_nodes_not_the_run() -> Non
     state = SessionState(session_id="s1", question="How are deletes handled and why?")
     retriever = BrokenRetriever()
     engine = extractive_engine(KBExecutor(retriever, ScriptedWriter("unused"), k=4))
-    guard, config = BudgetGuard(state, state.limits), RunConfig(allowed_sources=("internal",))
+    guard, config = (
+        BudgetGuard(state, state.limits, prices=PriceTable()),
+        RunConfig(allowed_sources=("internal",)),
+    )
 
     class Saver:
         async def save(self, state: SessionState) -> None:

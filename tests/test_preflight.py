@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.openai_jobs import JobSpec
 from deep_research.app.config import Settings
 from deep_research.app.preflight import check_prices, configured_models, estimate
 from deep_research.app.wiring import job_spec, price_book
-from deep_research.core.budget import PriceBook
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import Usage
 
@@ -41,14 +41,14 @@ def test_a_price_override_or_an_explicit_allowance_lets_it_run(tmp_path: Path) -
 def test_an_unpriced_local_model_counts_zero_as_before(tmp_path: Path) -> None:
     s = settings(tmp_path, openai_base_url="http://127.0.0.1:11434/v1", planner_model="llama3.1")
     check_prices(s, configured_models(s, job_spec(s)), price_book(s))
-    assert PriceBook().cost("llama3.1", Usage(input_tokens=1000, output_tokens=1000)) == 0.0
+    assert PriceTable().cost("llama3.1", Usage(input_tokens=1000, output_tokens=1000)) == 0.0
 
 
 def test_every_default_model_is_live_and_priced(tmp_path: Path) -> None:
     s = settings(tmp_path)
     refs = configured_models(s, job_spec(s))
     assert {r.model for r in refs} == {"gpt-6-sol", "gpt-6-luna", "gpt-5.5"}
-    assert PriceBook().unpriced(r.model for r in refs) == []
+    assert PriceTable().unpriced(r.model for r in refs) == []
     check_prices(s, refs, price_book(s))
 
 

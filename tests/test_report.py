@@ -59,12 +59,17 @@ def test_sessions_saved_with_snippets_still_load() -> None:
 
 
 def test_the_footer_says_when_part_of_the_spend_is_unknown() -> None:
+    from deep_research.adapters.prices import PriceTable
     from deep_research.core.budget import make_entry
     from deep_research.core.models import SessionState, Usage
     from deep_research.core.report import build_report
 
     state = SessionState(session_id="abcdabcdabcd", question="q?")
-    state.ledger.append(make_entry("planner", "gpt-6-sol", Usage(input_tokens=10)))
+    state.ledger.append(
+        make_entry("planner", "gpt-6-sol", Usage(input_tokens=10), prices=PriceTable())
+    )
     assert "spend is unknown" not in build_report(state, "body")
-    state.ledger.append(make_entry("deep_research", "gpt-5.5", Usage(), usage_unknown=True))
+    state.ledger.append(
+        make_entry("deep_research", "gpt-5.5", Usage(), usage_unknown=True, prices=PriceTable())
+    )
     assert "1 cancelled or failed research job(s) reported no usage" in build_report(state, "b")

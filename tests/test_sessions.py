@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from deep_research.adapters.prices import PriceTable
 from deep_research.app.config import load_settings
 from deep_research.core.budget import make_entry
 from deep_research.core.errors import SessionError, SessionLocked
@@ -256,8 +257,16 @@ def test_list_is_newest_first_with_figures(store: SessionStore) -> None:
         "t3": ResearchNode(id="t3", question="c", status="done"),
     }
     new.ledger = [
-        make_entry("planner", "gpt-4.1", Usage(input_tokens=1000, output_tokens=100)),
-        make_entry("branch", "gpt-4.1-mini", Usage(input_tokens=5000, output_tokens=500), "t1"),
+        make_entry(
+            "planner", "gpt-4.1", Usage(input_tokens=1000, output_tokens=100), prices=PriceTable()
+        ),
+        make_entry(
+            "branch",
+            "gpt-4.1-mini",
+            Usage(input_tokens=5000, output_tokens=500),
+            "t1",
+            prices=PriceTable(),
+        ),
     ]
     new.sources = {"S1": Citation(ref="S1", kind="web", url="https://example.com")}
     new.status = "complete"

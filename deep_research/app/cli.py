@@ -32,7 +32,7 @@ from deep_research.app.wiring import (
     replay,
     run_spec,
 )
-from deep_research.core.budget import PriceBook, totals
+from deep_research.core.budget import totals
 from deep_research.core.errors import (
     EXIT_DECLINED,
     EXIT_INTERRUPTED,
@@ -43,7 +43,7 @@ from deep_research.core.errors import (
 from deep_research.core.guard import BudgetGuard, call_cost_estimate
 from deep_research.core.models import Limits, SessionState, SourcePolicy
 from deep_research.core.orchestrator import ResearchOrchestrator
-from deep_research.core.ports import JobEvent
+from deep_research.core.ports import JobEvent, PriceBook
 from deep_research.core.report import build_report
 from deep_research.core.tree import ResearchTree
 from deep_research.kb.ingest import ingest

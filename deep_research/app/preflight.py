@@ -12,9 +12,10 @@ from datetime import date
 import openai
 
 from deep_research.adapters.llm.lifecycle import CacheLookups, ModelRef, check_models
+from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.openai_jobs import JobSpec
 from deep_research.app.config import Settings
-from deep_research.core.budget import PriceBook, web_job_worst_case
+from deep_research.core.budget import web_job_worst_case
 from deep_research.core.errors import ConfigError
 from deep_research.core.guard import call_cost_estimate
 from deep_research.persistence.cache import ResultCache
@@ -35,7 +36,7 @@ def configured_models(settings: Settings, spec: JobSpec | None) -> list[ModelRef
     return refs
 
 
-def check_prices(settings: Settings, refs: list[ModelRef], prices: PriceBook) -> None:
+def check_prices(settings: Settings, refs: list[ModelRef], prices: PriceTable) -> None:
     """On OpenAI's own API every model must have a price, or ``--max-cost`` would not bind.
 
     Elsewhere (a local server) an unpriced model counts $0, as its tokens cost nothing."""
@@ -115,7 +116,7 @@ class Estimate:
 
 
 def estimate(
-    settings: Settings, spec: JobSpec | None, prices: PriceBook, final_reserve_usd: float
+    settings: Settings, spec: JobSpec | None, prices: PriceTable, final_reserve_usd: float
 ) -> Estimate:
     per_job = 0.0
     if spec is not None:

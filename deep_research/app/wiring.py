@@ -31,11 +31,11 @@ from deep_research.adapters.llm.params import model_params
 from deep_research.adapters.llm.planning import LLMPlanner
 from deep_research.adapters.llm.summary import LLMSummarizer
 from deep_research.adapters.llm.synthesis import LLMSynthesizer
+from deep_research.adapters.prices import Price, PriceTable
 from deep_research.adapters.router import RoutingExecutor, Unavailable
 from deep_research.adapters.web.deep_research import DeepResearchExecutor
 from deep_research.adapters.web.openai_jobs import JobSpec, ResponsesJobs
 from deep_research.app.config import Settings
-from deep_research.core.budget import Price, PriceBook
 from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
 from deep_research.core.guard import BudgetGuard, call_cost_estimate
 from deep_research.core.models import (
@@ -199,8 +199,8 @@ def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> S
     return replayed.with_overrides(max_parallel_branches=max_parallel)
 
 
-def price_book(settings: Settings) -> PriceBook:
-    return PriceBook({m: Price(*figures) for m, figures in settings.prices.items()})
+def price_book(settings: Settings) -> PriceTable:
+    return PriceTable({m: Price(*figures) for m, figures in settings.prices.items()})
 
 
 def api_key(settings: Settings) -> str:
@@ -215,7 +215,7 @@ def final_reserve_tokens(settings: Settings) -> int:
     return settings.summary_max_tokens * 2 + 2000 + settings.max_tokens_per_call
 
 
-def final_reserve_usd(settings: Settings, prices: PriceBook) -> float:
+def final_reserve_usd(settings: Settings, prices: PriceTable) -> float:
     """Kept back from the budget so the final report can always be written."""
     return call_cost_estimate(
         settings.synthesizer_model,

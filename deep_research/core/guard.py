@@ -16,8 +16,9 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from deep_research.core.budget import PriceBook, make_entry
+from deep_research.core.budget import make_entry
 from deep_research.core.models import Limits, Role, SessionState, StopReason, Usage
+from deep_research.core.ports import PriceBook
 
 
 class BudgetGuard:
@@ -26,14 +27,14 @@ class BudgetGuard:
         state: SessionState,
         limits: Limits,
         *,
-        prices: PriceBook | None = None,
+        prices: PriceBook,
         final_reserve_usd: float = 0.0,
         final_reserve_tokens: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.state = state
         self.limits = limits
-        self.prices = prices or PriceBook()
+        self.prices = prices
         self.final_reserve_usd = final_reserve_usd
         self.final_reserve_tokens = final_reserve_tokens
         self._clock = clock
@@ -151,8 +152,7 @@ class NodeMeter:
 
 
 def call_cost_estimate(
-    model: str, input_tokens: int, output_tokens: int, prices: PriceBook | None = None
+    model: str, input_tokens: int, output_tokens: int, prices: PriceBook
 ) -> float:
     """Worst-case USD of one chat call: nothing cached (0 for models without a known price)."""
-    book = prices or PriceBook()
-    return book.cost(model, Usage(input_tokens=input_tokens, output_tokens=output_tokens))
+    return prices.cost(model, Usage(input_tokens=input_tokens, output_tokens=output_tokens))

@@ -186,3 +186,10 @@ class JudgeRequest:
 
 class Judge(Protocol):
     async def judge(self, request: JudgeRequest, meter: Meter) -> Verdict: ...
+
+
+class PriceBook(Protocol):
+    """What a call costs, in USD (``adapters.prices`` reads genai-prices and the user's
+    overrides)."""
+
+    def cost(self, model: str, usage: Usage) -> float: ...

@@ -30,6 +30,7 @@ import openai
 from openai.types.responses import Response
 from pydantic import BaseModel, ValidationError
 
+from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.openai_jobs import (
     PENDING,
     JobGone,
@@ -39,7 +40,7 @@ from deep_research.adapters.web.openai_jobs import (
     Transient,
 )
 from deep_research.adapters.web.output import confidence, extract_report, usage_of
-from deep_research.core.budget import PriceBook, web_job_worst_case
+from deep_research.core.budget import web_job_worst_case
 from deep_research.core.errors import BranchError, BudgetExhausted, JobCancelled
 from deep_research.core.models import Citation, Usage
 from deep_research.core.ports import (
@@ -48,6 +49,7 @@ from deep_research.core.ports import (
     Finding,
     JobEvent,
     Meter,
+    PriceBook,
     RemoteJobHook,
 )
 
@@ -97,7 +99,7 @@ class DeepResearchExecutor:
     ) -> None:
         self._jobs = ResponsesJobs(client, retry_base_seconds=min(poll_seconds, 0.5))
         self.spec = spec
-        self._prices = prices or PriceBook()
+        self._prices = prices or PriceTable()
         self._max_wait = max_wait_seconds
         self._poll = poll_seconds
         self._max_backoff = max_backoff_seconds

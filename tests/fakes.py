@@ -77,6 +77,8 @@ class RecordingMeter:
 
     budget: float = 100.0
     reserved: float = 0.0
+    token_budget: int = 10_000_000
+    reserved_tokens: int = 0
     records: list[tuple[Role, str, Usage, bool]] = field(default_factory=list)
     unknown: int = 0
 
@@ -95,14 +97,19 @@ class RecordingMeter:
     def remaining_usd(self) -> float:
         return self.budget - self.reserved
 
-    async def reserve(self, amount_usd: float) -> bool:
-        if amount_usd > self.remaining_usd():
+    def remaining_tokens(self) -> int:
+        return self.token_budget - self.reserved_tokens
+
+    async def reserve(self, amount_usd: float, tokens: int = 0) -> bool:
+        if amount_usd > self.remaining_usd() or tokens > self.remaining_tokens():
             return False
         self.reserved += amount_usd
+        self.reserved_tokens += tokens
         return True
 
-    def release(self, amount_usd: float) -> None:
+    def release(self, amount_usd: float, tokens: int = 0) -> None:
         self.reserved -= amount_usd
+        self.reserved_tokens -= tokens
 
 
 class Script(Generic[T]):

@@ -73,8 +73,9 @@ def test_repeated_question_is_served_from_the_cache(
     [
         # A $4.00 worst case per job: t1 fits in $4.90, t2 no longer does once t1 spent ~$0.8.
         (["--max-cost", "4.9"], "cost_limit", "pending", "the cost limit was reached"),
-        # 22,000 of it kept for the report: t1's job alone uses up the rest.
-        (["--max-tokens", "24000"], "token_limit", "pending", "the token budget was used up"),
+        # 22,000 kept for the report; a web job reserves its worst case, 1,222,000 tokens:
+        # t1's fits, and after its ~300,000 are spent t2's no longer does.
+        (["--max-tokens", "1400000"], "token_limit", "pending", "the token budget was used up"),
         (["--max-iterations", "1"], "max_iterations", "done", "the iteration limit was reached"),
     ],
 )

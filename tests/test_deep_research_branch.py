@@ -259,6 +259,18 @@ async def test_budget_refused_sends_nothing(
     assert meter.records == []
 
 
+async def test_a_job_that_could_overshoot_the_token_limit_sends_nothing(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    ex, _ = executor(client)
+    meter, hook = RecordingMeter(token_budget=100_000), Hook(fake_openai)
+    with pytest.raises(BudgetExhausted, match=r"up to [\d,]+ tokens; 100,000 left") as refused:
+        await ex.run(TASK, meter, hook)
+    assert refused.value.reason == "token_limit"
+    assert fake_openai.requests == []
+    assert (meter.reserved, meter.reserved_tokens) == (0.0, 0)
+
+
 async def test_reattach_polls_the_saved_job(
     fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:

@@ -50,10 +50,13 @@ class NoUsage:
     def remaining_usd(self) -> float:
         return 0.0
 
-    async def reserve(self, amount_usd: float) -> bool:
+    def remaining_tokens(self) -> int:
+        return 0
+
+    async def reserve(self, amount_usd: float, tokens: int = 0) -> bool:
         return False
 
-    def release(self, amount_usd: float) -> None:
+    def release(self, amount_usd: float, tokens: int = 0) -> None:
         raise AssertionError("nothing was reserved")
 
 

@@ -91,6 +91,29 @@ async def test_a_waiting_reservation_is_refused_once_the_spend_leaves_no_room() 
     assert not await second
 
 
+async def test_tokens_are_reserved_like_dollars() -> None:
+    g = guard(max_cost=100.0, max_total_tokens=1_000_000)
+    assert not await g.reserve(0.0, tokens=1_200_000), "a job that could overshoot never starts"
+    assert await g.reserve(1.0, tokens=600_000)
+    second = asyncio.ensure_future(g.reserve(1.0, tokens=600_000))
+    await asyncio.sleep(0)
+    assert not second.done(), "both in flight could overshoot the limit: the second waits"
+    g.meter("n1").record("deep_research", "gpt-5.5", Usage(input_tokens=150_000))
+    g.release(1.0, tokens=600_000)  # the first used 150,000 of its 600,000
+    assert await second
+    assert g.remaining_tokens() == 1_000_000 - 150_000 - 600_000
+
+
+async def test_a_waiting_token_reservation_is_refused_once_spend_leaves_no_room() -> None:
+    g = guard(max_cost=100.0, max_total_tokens=1_000_000)
+    assert await g.reserve(0.0, tokens=600_000)
+    second = asyncio.ensure_future(g.reserve(0.0, tokens=600_000))
+    await asyncio.sleep(0)
+    g.meter("n1").record("deep_research", "gpt-5.5", Usage(input_tokens=500_000))
+    g.release(0.0, tokens=600_000)
+    assert not await second
+
+
 def test_reservations_alone_never_stop_the_run() -> None:
     g = guard(max_cost=4.0)
     g._reserved_usd = 4.0  # all of it held by work in flight

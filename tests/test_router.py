@@ -38,10 +38,13 @@ class NoMeter:
     def remaining_usd(self) -> float:
         return 0.0
 
-    async def reserve(self, amount_usd: float) -> bool:
+    def remaining_tokens(self) -> int:
+        return 0
+
+    async def reserve(self, amount_usd: float, tokens: int = 0) -> bool:
         return False
 
-    def release(self, amount_usd: float) -> None:
+    def release(self, amount_usd: float, tokens: int = 0) -> None:
         pass
 
 

@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     max_parallel_branches: int = Field(default=4, ge=1, le=64)
     # Room for a reasoning model's hidden reasoning as well as the visible reply.
     max_tokens_per_call: int = Field(default=16_000, ge=256, le=200_000)
-    max_total_tokens: int = Field(default=2_000_000, ge=1000)
+    max_total_tokens: int = Field(default=5_000_000, ge=1000)
     max_runtime_seconds: float = Field(default=3600.0, gt=0)
     max_cost_usd: float = Field(default=20.0, gt=0)
     summary_max_tokens: int = Field(default=2000, ge=200, le=50_000)

@@ -2,9 +2,10 @@
 
 Invariants:
 - every model call's usage lands in ``state.ledger`` and on its node, priced at record time;
-- ``remaining_usd`` is net of the spend so far, of reservations held by calls in flight,
-  and of a reserve kept for the final synthesis — so work never starts that the budget
-  could not cover and the report can always be written;
+- ``remaining_usd`` and ``remaining_tokens`` are net of the spend so far, of reservations
+  held by calls in flight, and of a reserve kept for the final synthesis — so work never
+  starts that the budget could not cover, no limit is overshot by work in flight, and the
+  report can always be written;
 - limits are checked before anything new starts (``stop_reason``); nothing here cancels;
 - a reservation that does not fit waits while other reservations are held (their work may
   cost far less than its worst case); it is refused only when nothing is left to free.
@@ -40,6 +41,7 @@ class BudgetGuard:
         self._clock = clock
         self._started = clock()
         self._reserved_usd = 0.0
+        self._reserved_tokens = 0
         self._freed = asyncio.Event()
         self.spent_usd = sum(e.cost_usd for e in state.ledger)
         self.spent_tokens = sum(e.usage.total_tokens for e in state.ledger if not e.cached)
@@ -97,27 +99,37 @@ class BudgetGuard:
     def _unspent(self) -> float:
         return self.limits.max_cost_usd - self.spent_usd - self.final_reserve_usd
 
+    def remaining_tokens(self) -> int:
+        """Tokens new work may still claim: net of spend, reservations and the final reserve."""
+        return self._unspent_tokens() - self._reserved_tokens
+
+    def _unspent_tokens(self) -> int:
+        return self.limits.max_total_tokens - self.spent_tokens - self.final_reserve_tokens
+
     def stop_reason(self) -> StopReason | None:
         """Why nothing new may start now, or None. The final synthesis is already reserved."""
         if self.elapsed >= self.limits.max_runtime_seconds:
             return "time_limit"
-        if self.spent_tokens >= self.limits.max_total_tokens - self.final_reserve_tokens:
+        if self._unspent_tokens() <= 0:
             return "token_limit"
         if self._unspent() <= 0:  # reservations are not spend: in-flight work may cost less
             return "cost_limit"
         return None
 
-    async def reserve(self, amount_usd: float) -> bool:
-        while amount_usd > self.remaining_usd():
-            if self._reserved_usd <= 0 or amount_usd > self._unspent():
+    async def reserve(self, amount_usd: float, tokens: int = 0) -> bool:
+        while amount_usd > self.remaining_usd() or tokens > self.remaining_tokens():
+            in_flight = self._reserved_usd > 0 or self._reserved_tokens > 0
+            if not in_flight or amount_usd > self._unspent() or tokens > self._unspent_tokens():
                 return False  # nothing in flight could free enough
             self._freed.clear()
             await self._freed.wait()
         self._reserved_usd += amount_usd
+        self._reserved_tokens += tokens
         return True
 
-    def release(self, amount_usd: float) -> None:
+    def release(self, amount_usd: float, tokens: int = 0) -> None:
         self._reserved_usd = max(0.0, self._reserved_usd - amount_usd)
+        self._reserved_tokens = max(0, self._reserved_tokens - tokens)
         self._freed.set()
 
 
@@ -144,11 +156,14 @@ class NodeMeter:
     def remaining_usd(self) -> float:
         return self._guard.remaining_usd()
 
-    async def reserve(self, amount_usd: float) -> bool:
-        return await self._guard.reserve(amount_usd)
+    def remaining_tokens(self) -> int:
+        return self._guard.remaining_tokens()
 
-    def release(self, amount_usd: float) -> None:
-        self._guard.release(amount_usd)
+    async def reserve(self, amount_usd: float, tokens: int = 0) -> bool:
+        return await self._guard.reserve(amount_usd, tokens)
+
+    def release(self, amount_usd: float, tokens: int = 0) -> None:
+        self._guard.release(amount_usd, tokens)
 
 
 def call_cost_estimate(

@@ -183,7 +183,7 @@ class Limits(BaseModel):
     """The run's hard limits, saved with the session (a resume may raise them)."""
 
     max_iterations: int = 3
-    max_total_tokens: int = 2_000_000
+    max_total_tokens: int = 5_000_000
     max_cost_usd: float = 20.0
     max_runtime_seconds: float = 3600.0
 

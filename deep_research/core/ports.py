@@ -39,12 +39,17 @@ class Meter(Protocol):
         """What the cost budget has left, net of work already in flight."""
         ...
 
-    async def reserve(self, amount_usd: float) -> bool:
-        """Claim part of the budget for a call about to start. Waits while reservations of
-        work in flight could still free enough; False when it cannot fit even then."""
+    def remaining_tokens(self) -> int:
+        """What the token budget has left, net of work already in flight."""
         ...
 
-    def release(self, amount_usd: float) -> None:
+    async def reserve(self, amount_usd: float, tokens: int = 0) -> bool:
+        """Claim part of the budget (dollars and tokens) for a call about to start. Waits
+        while reservations of work in flight could still free enough; False when it cannot
+        fit even then."""
+        ...
+
+    def release(self, amount_usd: float, tokens: int = 0) -> None:
         """Give back a reservation once the call's real usage is recorded (or it failed)."""
         ...
 

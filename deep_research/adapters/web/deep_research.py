@@ -13,8 +13,9 @@ Invariants (money first):
   the provider confirmed a terminal status or the cancel.
 - Every wait is bounded: the whole job by ``max_wait_seconds``, each request by the SDK's
   timeout, a cancel by a few seconds. Polls back off up to ``max_backoff_seconds``.
-- The worst-case cost is reserved before dispatch and released afterwards, whatever happens;
-  the job's real usage is recorded from its final reply (unknown usage is flagged, not $0).
+- The worst-case cost and tokens are reserved before dispatch and released afterwards,
+  whatever happens; the job's real usage is recorded from its final reply (unknown usage
+  is flagged, not $0).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from deep_research.adapters.web.openai_jobs import (
     Transient,
 )
 from deep_research.adapters.web.output import confidence, extract_report, usage_of
-from deep_research.core.budget import web_job_worst_case
+from deep_research.core.budget import web_job_worst_case, web_job_worst_usage
 from deep_research.core.errors import BranchError, BudgetExhausted, JobCancelled
 from deep_research.core.models import Citation, Usage
 from deep_research.core.ports import (
@@ -116,6 +117,12 @@ class DeepResearchExecutor:
             max_output_tokens=self.spec.max_output_tokens,
         )
 
+    def worst_case_tokens(self) -> int:
+        return web_job_worst_usage(
+            max_tool_calls=self.spec.max_tool_calls,
+            max_output_tokens=self.spec.max_output_tokens,
+        ).total_tokens
+
     async def run(
         self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
     ) -> BranchResult:
@@ -124,8 +131,14 @@ class DeepResearchExecutor:
         key = f"{self.spec.cache_key()}\n{developer}\n\n{user}"
         report = await self._cached(key, meter)
         if report is None:
-            worst = self.worst_case_usd()
-            if not await meter.reserve(worst):
+            worst, tokens = self.worst_case_usd(), self.worst_case_tokens()
+            if not await meter.reserve(worst, tokens):
+                if tokens > meter.remaining_tokens():
+                    raise BudgetExhausted(
+                        f"a web research job may use up to {tokens:,} tokens; "
+                        f"{max(0, meter.remaining_tokens()):,} left",
+                        "token_limit",
+                    )
                 raise BudgetExhausted(
                     f"a web research job needs up to ${worst:.2f}; "
                     f"${meter.remaining_usd():.2f} left"
@@ -138,7 +151,7 @@ class DeepResearchExecutor:
                     await on_remote_job(JOB_NAME, None)  # a terminal status: nothing to re-read
                     raise
             finally:
-                meter.release(worst)
+                meter.release(worst, tokens)
             if self._cache is not None:
                 await self._cache.set(CACHE_TOOL, self.spec.model, key, report.model_dump_json())
             await on_remote_job(JOB_NAME, None)  # terminal and its result kept: forget the id

@@ -99,7 +99,8 @@ class Run:
     state: SessionState
     prepared: Prepared
     built: Built
-    final_text: str | None = field(default=None, init=False)
+    report_markdown: str | None = field(default=None, init=False)
+    """The report, once ``execute`` has written it."""
 
 
 def clean_question(question: str) -> str:
@@ -266,9 +267,8 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
     )
     async with built.resources:
         await orchestrator.run()
-    run.final_text = orchestrator.final_text
-    markdown = build_report(state, orchestrator.final_text)
-    state.report_path = str(run.store.write_report(state.session_id, markdown))
+    run.report_markdown = build_report(state, orchestrator.final_text)
+    state.report_path = str(run.store.write_report(state.session_id, run.report_markdown))
     run.store.save(state)
     return state
 

@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Annotated
 
-import openai
 import typer
 
-from deep_research.adapters.web.openai_jobs import ResponsesJobs
-from deep_research.app import render
+from deep_research.app import render, service
 from deep_research.app.cli_common import JsonOpt, print_json, run_summary
-from deep_research.app.config import Settings, load_settings
-from deep_research.app.wiring import price_book
-from deep_research.core.errors import ConfigError, ProviderError, SessionLocked
-from deep_research.core.guard import BudgetGuard
-from deep_research.core.models import Usage
-from deep_research.core.ports import CancelOutcome
-from deep_research.core.tree import ResearchTree
-from deep_research.persistence.sessions import SessionStore
+from deep_research.app.config import load_settings
+from deep_research.core.errors import ProviderError
 
 sessions_app = typer.Typer(
     help="Past runs: list them, show one, cancel its research jobs.", no_args_is_help=True
@@ -32,7 +23,7 @@ def sessions_list(
     limit: Annotated[int, typer.Option("--limit", "-n", help="Show at most N sessions.")] = 50,
 ) -> None:
     """Past runs, newest first."""
-    rows = SessionStore(load_settings().sessions_dir).list()[:limit]
+    rows = service.list_sessions(load_settings())[:limit]
     if as_json:
         print_json([row.model_dump(mode="json") for row in rows])
     elif not rows:
@@ -47,10 +38,9 @@ def sessions_show(
     as_json: JsonOpt = False,
 ) -> None:
     """One run: its tree, status, spend and report path."""
-    store = SessionStore(load_settings().sessions_dir)
-    state = store.load(session_id)
-    report = store.path(state.session_id) / "report.md"
-    report_path = str(report) if report.exists() else None
+    settings = load_settings()
+    state = service.status(settings, session_id)
+    report_path = service.report_path(settings, state.session_id)
     if as_json:
         data = run_summary(state) | {
             "question": state.question,
@@ -92,83 +82,24 @@ def sessions_cancel(
 
     Prints one line per job: cancelled, already finished, or unreachable. Cancelled nodes
     are recorded as such; `resume` does not research them again unless --retry-cancelled."""
-    settings = load_settings()
-    store = SessionStore(settings.sessions_dir)
-    state = store.load(session_id)
-    owned = [(n.id, name, jid) for n in state.nodes.values() for name, jid in n.remote_jobs.items()]
-    if not owned:
-        if as_json:
-            print_json({"session_id": state.session_id, "jobs": []})
-        else:
-            render.info(f"session {state.session_id} has no research jobs in flight")
-        return
-    if not settings.has_model:
-        raise ConfigError(
-            "cancelling jobs needs the provider: set OPENAI_API_KEY or OPENAI_BASE_URL"
-        )
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-
-    async def cancel_all() -> list[CancelOutcome]:
-        async with openai.AsyncOpenAI(
-            api_key=key or "not-needed",
-            base_url=settings.openai_base_url,
-            timeout=settings.request_timeout_seconds,
-            max_retries=settings.max_retries,
-        ) as client:
-            jobs = ResponsesJobs(client)
-            return list(await asyncio.gather(*(jobs.cancel(jid) for _, _, jid in owned)))
-
-    outcomes = asyncio.run(cancel_all())
-    recorded = _record_cancels(settings, store, state.session_id, owned, outcomes)
+    result = asyncio.run(service.cancel(load_settings(), session_id))
     rows = [
         {"node": nid, "job_id": jid, "status": o.status, "detail": o.detail}
-        for (nid, _, jid), o in zip(owned, outcomes, strict=True)
+        for nid, jid, o in result.jobs
     ]
     if as_json:
-        print_json({"session_id": state.session_id, "recorded": recorded, "jobs": rows})
+        print_json({"session_id": result.session_id, "recorded": result.recorded, "jobs": rows})
+    elif not rows:
+        render.info(f"session {result.session_id} has no research jobs in flight")
     else:
         for row in rows:
             detail = f" ({row['detail']})" if row["detail"] else ""
             status = str(row["status"]).replace("_", " ")
             render.out.print(f"{row['node']}  {row['job_id']}  {status}{detail}", highlight=False)
-        if not recorded:
+        if not result.recorded:
             render.info(
                 "the session is being run by another process: it records the cancelled "
                 "nodes when it next polls their jobs"
             )
-    if any(o.status == "unreachable" for o in outcomes):
+    if any(o.status == "unreachable" for _, _, o in result.jobs):
         raise typer.Exit(ProviderError.exit_code)
-
-
-def _record_cancels(
-    settings: Settings,
-    store: SessionStore,
-    session_id: str,
-    owned: list[tuple[str, str, str]],
-    outcomes: list[CancelOutcome],
-) -> bool:
-    """Record cancelled nodes (and their jobs' usage) unless another process drives the
-    session — that process sees the cancels on its next poll and records them itself."""
-    with contextlib.ExitStack() as stack:
-        try:
-            stack.enter_context(store.lock(session_id))
-        except SessionLocked:
-            return False
-        state = store.load(session_id)  # fresh, under the lock
-        tree = ResearchTree(state.nodes)
-        guard = BudgetGuard(state, state.limits, prices=price_book(settings))
-        model = state.run_spec.web_model or "unknown"
-        for (nid, name, jid), outcome in zip(owned, outcomes, strict=True):
-            node = state.nodes[nid]
-            if outcome.status != "cancelled" or node.remote_jobs.get(name) != jid:
-                continue  # unreachable or finished: the id stays for resume to read
-            guard.record(
-                "deep_research",
-                model,
-                outcome.usage or Usage(),
-                node_id=nid,
-                usage_unknown=outcome.usage is None,
-            )
-            tree.cancel(node, "cancelled by the user (deep-research sessions cancel)")
-        store.save(state)
-    return True

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from deep_research.app.config import Settings
 from deep_research.app.kb_cli import kb_app
-from deep_research.core.errors import KnowledgeBaseError
+from deep_research.core.errors import KBMissing, UsageError
 from deep_research.kb import store as store_module
 from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
 
@@ -65,7 +65,9 @@ def test_search_json_and_text(runner: CliRunner) -> None:
     hits = json.loads(result.stdout)
     assert len(hits) == 1
     hit = hits[0]
+    assert hit["root"] == "kb"
     assert hit["source"] == "ops/deploy.md"
+    assert hit["locator"] == "kb/ops/deploy.md#Deploy > Rollback:4-8"
     assert hit["heading"] == "Deploy > Rollback"
     assert hit["lines"] == [4, 8]
     assert "Run the rollback script twice." in hit["text"]
@@ -80,7 +82,7 @@ def test_search_json_and_text(runner: CliRunner) -> None:
     assert {h["source"] for h in json.loads(by_path.stdout)} == {"ops/deploy.md"}
 
     text = runner.invoke(kb_app, ["search", "rollback"])
-    assert "ops/deploy.md#Deploy > Rollback" in text.stdout
+    assert "kb/ops/deploy.md#Deploy > Rollback" in text.stdout
     assert "lines 4-8" in text.stdout
 
 
@@ -111,4 +113,25 @@ def test_stats_list_and_rm(runner: CliRunner) -> None:
 def test_missing_kb_raises_the_typed_error(runner: CliRunner) -> None:
     for args in (["search", "x"], ["stats"], ["rm", "ghost", "--yes"]):
         result = runner.invoke(kb_app, args)
-        assert isinstance(result.exception, KnowledgeBaseError), args
+        assert isinstance(result.exception, KBMissing), args
+
+
+def test_ingest_as_names_the_folder_and_two_folders_each_keep_their_intro(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    other = tmp_path / "handbook"
+    other.mkdir()
+    (other / "intro.md").write_text("# Intro\n\nThe other handbook.\n", encoding="utf-8")
+    first = json.loads(runner.invoke(kb_app, ["ingest", "kb", "--json"]).stdout)
+    second = runner.invoke(kb_app, ["ingest", str(other), "--as", "team-notes", "--json"])
+    assert second.exit_code == 0, second.output
+    assert (first["root_name"], json.loads(second.stdout)["root_name"]) == ("kb", "team-notes")
+    args = ["search", "handbook", "--mode", "bm25", "--json"]
+    hits = json.loads(runner.invoke(kb_app, args).stdout)
+    assert {(h["root"], h["source"]) for h in hits} == {
+        ("kb", "intro.md"),
+        ("team-notes", "intro.md"),
+    }
+    bad = runner.invoke(kb_app, ["ingest", str(other), "--as", "a/b"])
+    assert bad.exit_code != 0
+    assert isinstance(bad.exception, UsageError)

@@ -13,7 +13,7 @@ from deep_research.kb import ingest as ingest_module
 from deep_research.kb.chunking import Chunk
 from deep_research.kb.embeddings import HashEmbeddings
 from deep_research.kb.ingest import ingest
-from deep_research.kb.search import search
+from deep_research.kb.search import resolve_locator, search
 from deep_research.kb.store import KBStore, open_kb
 
 
@@ -172,3 +172,136 @@ def test_missing_root_is_a_usage_error(store: KBStore, tmp_path: Path) -> None:
 
     with pytest.raises(UsageError):
         ingest(store, tmp_path / "nope")
+
+
+# --- roots: a file is known by its folder's name and its path in it ---------------------
+
+
+def two_roots(tmp_path: Path) -> tuple[Path, Path]:
+    docs, notes = tmp_path / "docs", tmp_path / "notes"
+    for root, word in ((docs, "Dahlias"), (notes, "Nasturtiums")):
+        (root / "sub").mkdir(parents=True, exist_ok=True)
+        (root / "README.md").write_text(f"# Readme\n\n{word} bloom in summer.\n", encoding="utf-8")
+        (root / "sub" / f"{word.lower()}.md").write_text(f"# {word}\n\n{word} facts.\n")
+    return docs, notes
+
+
+def test_two_roots_with_the_same_relative_path_are_both_kept(
+    store: KBStore, tmp_path: Path
+) -> None:
+    docs, notes = two_roots(tmp_path)
+    assert ingest(store, docs).added == ["README.md", "sub/dahlias.md"]
+    second = ingest(store, notes)
+    assert second.added == ["README.md", "sub/nasturtiums.md"]
+    assert second.removed == []
+    assert store.count() == 4
+
+    hits = search(store, "bloom summer", k=5, mode="bm25")
+    assert {(h.root, h.source) for h in hits} == {("docs", "README.md"), ("notes", "README.md")}
+    for hit in hits:
+        assert hit.locator == f"{hit.root}/README.md#Readme:1-3"
+        assert resolve_locator(store, hit.locator) == hit.text
+    assert {resolve_locator(store, h.locator).split()[-4] for h in hits} == {
+        "Dahlias",
+        "Nasturtiums",
+    }
+    # A path filter matches in the root, or with the root's name in front.
+    assert {h.root for h in search(store, "bloom", path_glob="notes/*", mode="bm25")} == {"notes"}
+    assert len(search(store, "bloom", path_glob="README.md", mode="bm25")) == 2
+
+
+def test_reingesting_a_root_is_incremental_and_removes_only_its_own_files(
+    store: KBStore, tmp_path: Path
+) -> None:
+    docs, notes = two_roots(tmp_path)
+    ingest(store, docs)
+    ingest(store, notes)
+    again = ingest(store, docs)
+    assert again.unchanged == ["README.md", "sub/dahlias.md"]
+    assert again.added == again.updated == again.removed == []
+    assert again.chunks == 0
+
+    (docs / "README.md").unlink()
+    report = ingest(store, docs)
+    assert report.removed == ["README.md"]
+    assert {(h.root, h.source) for h in search(store, "bloom", k=5, mode="bm25")} == {
+        ("notes", "README.md")
+    }
+    assert store.count() == 3
+    # Ingesting the notes again finds everything of theirs still there.
+    assert ingest(store, notes).unchanged == ["README.md", "sub/nasturtiums.md"]
+
+
+def test_a_name_taken_by_another_folder_is_refused_until_given_another(
+    store: KBStore, tmp_path: Path
+) -> None:
+    from deep_research.core.errors import UsageError
+
+    first, second = tmp_path / "a" / "docs", tmp_path / "b" / "docs"
+    for root in (first, second):
+        root.mkdir(parents=True)
+        (root / "x.md").write_text(f"# X\n\nFrom {root.parent.name}.\n", encoding="utf-8")
+    ingest(store, first)
+    with pytest.raises(UsageError, match=r"already has a root named 'docs'.*--as"):
+        ingest(store, second)
+    assert ingest(store, second, name="docs-b").added == ["x.md"]
+    assert {h.root for h in search(store, "from", k=5, mode="bm25")} == {"docs", "docs-b"}
+    with pytest.raises(UsageError, match="invalid root name"):
+        ingest(store, second, name="a/b")
+
+
+def test_a_moved_folder_keeps_its_name_and_its_unchanged_files(
+    store: KBStore, docs: Path, tmp_path: Path
+) -> None:
+    ingest(store, docs)
+    moved = tmp_path / "elsewhere" / "docs"
+    moved.parent.mkdir()
+    docs.rename(moved)
+    report = ingest(store, moved)
+    assert report.unchanged == ["a.md", "sub/b.markdown"]
+    assert report.added == report.removed == []
+
+
+def test_a_new_token_cap_chunks_unchanged_files_again(
+    settings: Settings, docs: Path, tmp_path: Path
+) -> None:
+    long_text = "# Long\n\n" + "\n".join(f"Line {i} about figs and dates." for i in range(60))
+    (docs / "long.md").write_text(long_text + "\n", encoding="utf-8")
+    store = open_kb(settings, "cap", embeddings=HashEmbeddings(), create=True)
+    before = ingest(store, docs).total_chunks
+    smaller = open_kb(settings.with_overrides(chunk_tokens=32), "cap", embeddings=HashEmbeddings())
+    report = ingest(smaller, docs)
+    assert report.updated == ["a.md", "long.md", "sub/b.markdown"]
+    assert report.unchanged == []
+    assert report.total_chunks > before
+    assert ingest(smaller, docs).unchanged == ["a.md", "long.md", "sub/b.markdown"]
+
+
+# --- a lost manifest ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["deleted", "garbage"])
+def test_a_lost_manifest_is_rebuilt_from_the_chunks_and_gone_files_are_dropped(
+    store: KBStore, tmp_path: Path, damage: str
+) -> None:
+    docs, notes = two_roots(tmp_path)
+    ingest(store, docs)
+    ingest(store, notes)
+    manifest = store.directory / "manifest.json"
+    if damage == "deleted":
+        manifest.unlink()
+    else:
+        manifest.write_text('{"schema_version": 2, "roots": {"docs": [', encoding="utf-8")
+    (docs / "sub" / "dahlias.md").unlink()
+
+    report = ingest(store, docs)
+    assert report.removed == ["sub/dahlias.md"]
+    assert report.updated == ["README.md"]  # re-read: its hash was lost with the manifest
+    assert search(store, "dahlias facts", k=5, mode="bm25")[0].source != "sub/dahlias.md"
+    assert store.count() == 3
+    # The other root's files are still searchable, and its next ingest settles them.
+    assert len(search(store, "nasturtiums", k=5, mode="bm25")) == 2
+    (notes / "sub" / "nasturtiums.md").unlink()
+    assert ingest(store, notes).removed == ["sub/nasturtiums.md"]
+    assert store.count() == 2
+    assert store.stats().files == 2

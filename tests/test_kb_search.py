@@ -82,6 +82,7 @@ def test_filters_by_path_glob_and_tags(store: KBStore) -> None:
 
     assert found(path_glob="guides/*") == {"guides/vehicles.md", "guides/cooking.md"}
     assert found(path_glob="guides") == {"guides/vehicles.md", "guides/cooking.md"}
+    assert found(path_glob="docs/guides") == {"guides/vehicles.md", "guides/cooking.md"}
     assert found(path_glob="*.md", tags=["Food"]) == {"guides/cooking.md"}
     assert found(tags=["food", "kitchen"]) == {"guides/cooking.md"}
     assert found(tags=["food", "transport"]) == set()
@@ -98,14 +99,17 @@ def test_locators_resolve_back_to_the_exact_text(store: KBStore) -> None:
     for hit in hits:
         assert resolve_locator(store, hit.locator) == hit.text
     preamble = next(h for h in hits if h.source == "preamble.md" and not h.heading)
-    assert preamble.locator == "preamble.md:1-1"
+    assert preamble.locator == "docs/preamble.md:1-1"  # the root folder's name comes first
     vehicles = next(h for h in hits if h.source == "guides/vehicles.md")
-    assert vehicles.locator == "guides/vehicles.md#Vehicles:4-6"  # front matter counted
+    assert vehicles.locator == "docs/guides/vehicles.md#Vehicles:4-6"  # front matter counted
+    # A locator without the root still resolves: only one file has that path.
+    assert resolve_locator(store, "guides/vehicles.md#Vehicles:4-6") == vehicles.text
 
 
 def test_unknown_and_malformed_locators(store: KBStore) -> None:
-    with pytest.raises(KnowledgeBaseError):
-        resolve_locator(store, "parts.md#Parts:90-99")
+    for locator in ("docs/parts.md#Parts:90-99", "notes/parts.md#Parts:3-3", "parts.md#No:3-3"):
+        with pytest.raises(KnowledgeBaseError, match="is not in knowledge base"):
+            resolve_locator(store, locator)
     with pytest.raises(UsageError):
         resolve_locator(store, "no range here")
 

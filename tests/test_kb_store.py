@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from deep_research.app.config import Settings
-from deep_research.core.errors import KnowledgeBaseError, UsageError
+from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
 from deep_research.kb.embeddings import HashEmbeddings
 from deep_research.kb.ingest import ingest
+from deep_research.kb.lexical import LexicalDoc, LexicalIndex
 from deep_research.kb.search import search
-from deep_research.kb.store import list_kbs, open_kb, remove_kb
+from deep_research.kb.store import LEXICAL_FILE, list_kbs, open_kb, remove_kb
 
 
 @pytest.fixture
@@ -36,12 +37,38 @@ def docs(tmp_path: Path) -> Path:
     return root
 
 
-def test_missing_kb_is_an_error_unless_created(settings: Settings) -> None:
-    with pytest.raises(KnowledgeBaseError, match="not found"):
+def test_missing_kb_is_its_own_error_unless_created(settings: Settings) -> None:
+    with pytest.raises(KBMissing, match="not found"):
         open_kb(settings, "nope", embeddings=HashEmbeddings())
+    assert issubclass(KBMissing, KnowledgeBaseError)
+    assert KBMissing.exit_code == 7
     assert list_kbs(settings) == []
     open_kb(settings, "nope", embeddings=HashEmbeddings(), create=True)
     assert list_kbs(settings) == ["nope"]
+    with pytest.raises(KBMissing):
+        remove_kb(settings, "other")
+
+
+def not_missing(error: pytest.ExceptionInfo[KnowledgeBaseError]) -> bool:
+    return not isinstance(error.value, KBMissing)
+
+
+def test_an_unreadable_store_is_a_kb_error_with_its_cause_not_a_missing_kb(
+    settings: Settings,
+) -> None:
+    chroma = settings.kb_dir / "broken" / "chroma"
+    chroma.mkdir(parents=True)
+    (chroma / "chroma.sqlite3").write_bytes(b"not a database " * 100)
+    with pytest.raises(KnowledgeBaseError, match="file is not a database") as error:
+        open_kb(settings, "broken", embeddings=HashEmbeddings())
+    assert not_missing(error)
+
+
+def test_an_unreachable_chroma_server_is_a_kb_error_not_a_missing_kb(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path, chroma_host="127.0.0.1", chroma_port=_free_port())
+    with pytest.raises(KnowledgeBaseError, match="cannot reach Chroma") as error:
+        open_kb(settings, "shared", embeddings=HashEmbeddings())
+    assert not_missing(error)
 
 
 def test_reopen_sees_the_same_chunks_and_stats(settings: Settings, docs: Path) -> None:
@@ -56,8 +83,9 @@ def test_reopen_sees_the_same_chunks_and_stats(settings: Settings, docs: Path) -
 
 def test_a_different_embedding_model_is_refused_with_a_hint(settings: Settings, docs: Path) -> None:
     ingest(open_kb(settings, "main", embeddings=HashEmbeddings(), create=True), docs)
-    with pytest.raises(KnowledgeBaseError, match=r"hash:256.*hash:64.*kb rm main"):
+    with pytest.raises(KnowledgeBaseError, match=r"hash:256.*hash:64.*kb rm main") as error:
         open_kb(settings, "main", embeddings=HashEmbeddings(64))
+    assert not_missing(error)
     with pytest.raises(KnowledgeBaseError):
         open_kb(settings, "main", embeddings=HashEmbeddings(64), create=True)
 
@@ -89,7 +117,7 @@ def test_lexical_index_is_persisted_and_follows_the_generation(
 ) -> None:
     store = open_kb(settings, "main", embeddings=HashEmbeddings(), create=True)
     ingest(store, docs)
-    assert (settings.kb_dir / "main" / "bm25" / "catalog.json").is_file()
+    assert (settings.kb_dir / "main" / LEXICAL_FILE).is_file()
     generation = store.generation
     fresh = open_kb(settings, "main", embeddings=HashEmbeddings())
     assert fresh.lexical().generation == generation
@@ -100,6 +128,90 @@ def test_lexical_index_is_persisted_and_follows_the_generation(
     # Another open store notices the new generation and picks up the new chunk.
     assert fresh.lexical().size == 3
     assert [h.source for h in search(fresh, "grapes", k=1, mode="bm25")] == ["c.md"]
+    # A damaged index file is rebuilt, never an error.
+    (settings.kb_dir / "main" / LEXICAL_FILE).write_bytes(b"PK\x03\x04 torn")
+    again = open_kb(settings, "main", embeddings=HashEmbeddings())
+    assert [h.source for h in search(again, "grapes", k=1, mode="bm25")] == ["c.md"]
+
+
+SWAPPER = """
+import sys
+from pathlib import Path
+from deep_research.kb.lexical import LexicalDoc, LexicalIndex
+
+def index(n):
+    docs = [LexicalDoc(f"c{i}", "r", f"s{i}.md", (), f"word{i} shared") for i in range(n)]
+    return LexicalIndex.build("g", docs)
+
+small, large = index(40), index(400)
+for i in range(int(sys.argv[2])):
+    (small if i % 2 else large).save(Path(sys.argv[1]))
+"""
+
+
+def test_a_reader_never_sees_half_of_an_index_being_swapped_by_another_process(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / LEXICAL_FILE
+    docs = [LexicalDoc(f"c{i}", "r", f"s{i}.md", (), f"word{i} shared") for i in range(40)]
+    LexicalIndex.build("g", docs).save(path)
+    writer = subprocess.Popen([sys.executable, "-c", SWAPPER, str(path), "400"])
+    loads: list[tuple[int, int, int]] = []
+    missing = 0
+    while writer.poll() is None:
+        index = LexicalIndex.load(path, "g")
+        if index is None or index.retriever is None:
+            missing += 1
+            continue
+        hits = index.search("shared", 1000)
+        loads.append((len(index.ids), int(index.retriever.scores["num_docs"]), len(hits)))
+    assert writer.returncode == 0
+    assert len(loads) > 20, "the writer finished before the reader could race it"
+    assert missing == 0  # the file is always there, whole
+    assert {size for size, _, _ in loads} <= {40, 400}
+    assert all(size == num_docs == hits for size, num_docs, hits in loads)
+    assert not list(tmp_path.glob(".*tmp")), "no temporary file is left behind"
+
+
+HOLDER = """
+import sys
+from pathlib import Path
+from deep_research.app.config import Settings
+from deep_research.kb.embeddings import HashEmbeddings
+from deep_research.kb.store import open_kb
+
+store = open_kb(Settings(home=Path(sys.argv[1]), chroma_host=None), "main",
+                embeddings=HashEmbeddings())
+with store.write_lock():
+    print("locked", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_kb_rm_is_refused_while_another_process_holds_the_write_lock(
+    settings: Settings, docs: Path
+) -> None:
+    ingest(open_kb(settings, "main", embeddings=HashEmbeddings(), create=True), docs)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(settings.home)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdin is not None
+    assert holder.stdout is not None
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(KnowledgeBaseError, match="being written by another process"):
+            remove_kb(settings, "main")
+        assert list_kbs(settings) == ["main"]
+        assert open_kb(settings, "main", embeddings=HashEmbeddings()).count() == 2
+    finally:
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    remove_kb(settings, "main")
+    assert list_kbs(settings) == []
 
 
 # --- a shared Chroma server (chromadb.HttpClient) ----------------------------------------
@@ -149,6 +261,8 @@ def test_a_chroma_server_is_used_when_a_host_is_set(
     assert not (settings.kb_dir / "shared" / "chroma").exists()
     hit = search(store, "bananas", k=1)[0]
     assert hit.source == "b.md"
+    filtered = search(store, "bananas", k=2, mode="dense", path_glob="docs/a.md")
+    assert [h.source for h in filtered] == ["a.md"]  # the filter reaches the server
     assert list_kbs(settings) == ["shared"]
     with pytest.raises(KnowledgeBaseError, match="re-ingest"):
         open_kb(settings, "shared", embeddings=HashEmbeddings(64))

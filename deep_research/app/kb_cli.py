@@ -19,10 +19,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from deep_research.app.config import load_settings
-from deep_research.core.errors import KnowledgeBaseError, UsageError
-from deep_research.kb.ingest import IngestReport, ingest
+from deep_research.core.errors import KBMissing, UsageError
+from deep_research.kb.chunking import make_anchor
+from deep_research.kb.ingest import IngestReport, check_root_name, ingest
 from deep_research.kb.search import Hit, Mode, search
-from deep_research.kb.store import list_kbs, open_kb, remove_kb
+from deep_research.kb.store import KBStore, list_kbs, open_kb, remove_kb
 
 SNIPPET_CHARS = 240
 
@@ -52,13 +53,26 @@ def ingest_command(
         Path | None, typer.Argument(help="Folder of markdown files (default: settings.kb_path).")
     ] = None,
     kb: KbOpt = None,
+    root_name: Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            help="The name of this folder in the KB and in citations (default: its own name).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Index the markdown files under PATH (incremental: unchanged files are skipped)."""
+    """Index the markdown files under PATH (incremental: unchanged files are skipped).
+
+    A KB can hold several folders; each is known by its name, so `docs/README.md` and
+    `notes/README.md` are two files, and re-ingesting one folder never touches another.
+    """
     settings = load_settings()
     root = path or settings.kb_path
     if not root.is_dir():  # before creating anything
         raise UsageError(f"not a directory: {root}")
+    if root_name is not None:
+        check_root_name(root_name)
     store = open_kb(settings, kb, create=True)
     columns = (
         TextColumn("[progress.description]{task.description}"),
@@ -72,7 +86,7 @@ def ingest_command(
         def progress(done: int, total: int, current: str) -> None:
             bar.update(task, completed=done, total=total, description=current or "ingesting")
 
-        report = ingest(store, root, progress=progress)
+        report = ingest(store, root, name=root_name, progress=progress)
     if as_json:
         _print_json(report.summary())
     else:
@@ -80,7 +94,8 @@ def ingest_command(
 
 
 def _print_report(report: IngestReport) -> None:
-    table = Table(title=f"kb {report.kb!r} <- {report.root}", show_header=False)
+    title = f"kb {report.kb!r} <- {report.root} (as {report.root_name!r})"
+    table = Table(title=title, show_header=False)
     table.add_column("what")
     table.add_column("count", justify="right")
     for label, count in (
@@ -102,6 +117,7 @@ def _print_report(report: IngestReport) -> None:
 
 def _hit_json(hit: Hit) -> dict[str, object]:
     return {
+        "root": hit.root,
         "source": hit.source,
         "heading": hit.heading,
         "lines": [hit.start_line, hit.end_line],
@@ -130,6 +146,7 @@ def search_command(
     settings = load_settings()
     store = open_kb(settings, kb)
     hits = search(store, query, k=k, mode=mode, mmr=mmr, path_glob=path, tags=tag)
+    _warn_if_legacy(store)
     if as_json:
         _print_json([_hit_json(hit) for hit in hits])
         return
@@ -138,7 +155,7 @@ def search_command(
         console.print("no matches")
         return
     for rank, hit in enumerate(hits, start=1):
-        anchor = f"{hit.source}#{hit.heading}" if hit.heading else hit.source
+        anchor = make_anchor(hit.root, hit.source, hit.heading)
         console.print(
             f"[bold]{rank}. {_escape(anchor)}[/bold]  "
             f"lines {hit.start_line}-{hit.end_line}  score {hit.score:.4f}"
@@ -147,6 +164,17 @@ def search_command(
         if len(snippet) > SNIPPET_CHARS:
             snippet = snippet[: SNIPPET_CHARS - 1] + "…"
         console.print(f"   {snippet}", markup=False)
+
+
+def _warn_if_legacy(store: KBStore) -> None:
+    legacy = store.lexical().legacy_chunks
+    if legacy:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"note: {legacy} chunks of knowledge base {store.name!r} predate token-exact "
+            "sizing and folder names (some are cut short for the embedding model); "
+            "re-run `deep-research kb ingest <folder>` for each folder to upgrade them",
+            markup=False,
+        )
 
 
 def _escape(text: str) -> str:
@@ -169,6 +197,8 @@ def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     table.add_row("location", stats.location)
     table.add_row("files", str(stats.files))
     table.add_row("chunks", str(stats.chunks))
+    if stats.legacy_chunks:
+        table.add_row("from an older version", f"{stats.legacy_chunks} (re-ingest to upgrade)")
     table.add_row("embedding model", stats.embedding_model)
     table.add_row("size on disk", f"{stats.size_bytes / 1_000_000:.1f} MB")
     _out().print(table)
@@ -196,11 +226,12 @@ def rm_command(
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Delete a knowledge base (its index only; your markdown files are not touched)."""
+    """Delete a knowledge base (its index only; your markdown files are not touched).
+    Refused while another process is ingesting into it."""
     settings = load_settings()
     target = name or settings.kb_name
     if target not in list_kbs(settings):
-        raise KnowledgeBaseError(f"knowledge base {target!r} not found")
+        raise KBMissing(f"knowledge base {target!r} not found")
     if not yes and not typer.confirm(f"delete knowledge base {target!r}?", err=True):
         raise typer.Abort()
     remove_kb(settings, target)

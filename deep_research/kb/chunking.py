@@ -1,66 +1,77 @@
 """Markdown -> chunks. Pure: no I/O, no LangChain, no Chroma.
 
+Sizes are counted by a `TokenCounter` the caller passes in: the embedding model's own
+tokenizer when it has one (see `NamedEmbeddings.count_tokens`), else `estimate_tokens`.
+Counts are assumed to add up over lines and over whitespace-separated words, which is
+exact for WordPiece tokenizers (BERT splits on whitespace and around CJK characters).
+
 Invariants:
 - line numbers are 1-based in the original file, front matter counted;
 - a chunk's ``text`` is exactly its lines ``start_line..end_line`` joined by "\\n"
-  (one exception: a line longer than the token cap is cut into word-aligned pieces,
-  each its own chunk with ``start_line == end_line``);
-- a fenced code block or a table is never cut; one larger than the cap is a chunk alone;
+  (one exception: a line longer than the token cap is cut into word-aligned pieces that
+  overlap and together cover the line, each its own chunk with ``start_line ==
+  end_line``, ``piece`` set and its ``column``; a run of text with no whitespace, such as
+  CJK prose, is cut between characters);
+- ``indexed_text`` (title, heading path, text) fits ``max_tokens`` by the counter, except
+  when a title plus heading path take over half the cap (the text still gets half);
+- a fenced code block or a table is never cut unless it alone is over the cap; then it
+  is cut between lines (and a line over the cap into pieces), each part within the cap;
 - chunks never span two sections (a heading starts a new chunk), except that a heading
   with no body of its own is carried into the next section's first chunk;
-- a chunk id depends on (source, heading path, ordinal under that heading path), so ids
-  are stable across runs and an edited section keeps its ids (its content hash changes).
+- a chunk id depends on (root, source, heading path, ordinal under that heading path), so
+  ids are stable across runs and an edited section keeps its ids (its content hash changes).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
-import yaml
+from deep_research.kb.markdown import (
+    HEADING_SEPARATOR,
+    Block,
+    MetaValue,
+    parse_blocks,
+    split_front_matter,
+    split_sections,
+    tags_of,
+)
 
-MetaValue = str | int | float | bool
 UnitKind = Literal["heading", "line", "block", "piece"]
 
-HEADING_SEPARATOR = " > "
+# Scripts written without spaces, where a tokenizer spends about a token per character:
+# Hangul Jamo, CJK radicals to ideographs (kana included), Hangul syllables, CJK
+# compatibility ideographs, fullwidth forms, and the supplementary ideograph planes.
+_WIDE = re.compile(
+    "[\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0003134f]"
+)
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-_FENCE_OPEN = re.compile(r"^\s*(`{3,}|~{3,})(.*)$")
-_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
-_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
-_NOT_SETEXT_TEXT = re.compile(r"^\s*([-*+>|]|\d+[.)])")
-_FM_OPEN = "---"
-# The libyaml loader when available: ten times faster, same safe subset.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_FM_CLOSE = ("---", "...")
+TokenCounter = Callable[[Sequence[str]], list[int]]
+"""Tokens in each text, special tokens excluded; one call per batch of texts."""
 
 
 def estimate_tokens(text: str) -> int:
-    """About four characters a token: close enough for English and code, and offline."""
-    return estimate_tokens_for_chars(len(text))
+    """An offline guess for models without a local tokenizer: a token per four characters
+    of alphabetic text or code, one per CJK character. Counts the text plus a line break,
+    so the estimates of some lines add up to at least the estimate of their join."""
+    wide = len(_WIDE.findall(text))
+    return (len(text) - wide + 4) // 4 + wide
 
 
-def estimate_tokens_for_chars(chars: int) -> int:
-    return (chars + 3) // 4
-
-
-@dataclass(frozen=True)
-class FrontMatter:
-    meta: Mapping[str, MetaValue | list[str]]
-    body: str
-    body_start_line: int
-    """1-based line of the original text where ``body`` begins."""
+def estimate_token_counts(texts: Sequence[str]) -> list[int]:
+    """`estimate_tokens` as a `TokenCounter`."""
+    return [estimate_tokens(text) for text in texts]
 
 
 @dataclass(frozen=True)
 class Chunk:
     id: str
     source: str
+    """The file's path relative to its root folder."""
     heading: str
     start_line: int
     end_line: int
@@ -72,170 +83,59 @@ class Chunk:
     """Position of the chunk in its file (0-based)."""
     meta: tuple[tuple[str, MetaValue], ...] = ()
     """Other front matter scalars (dates, author …), lists joined by ", "."""
+    root: str = ""
+    """The name of the folder the file was ingested from ("" in KBs from before roots)."""
+    piece: bool = False
+    """A word-aligned piece of one over-long line, not the whole line."""
+    column: int = 0
+    """For a piece: where its text starts in the line (pieces overlap and cover the line)."""
 
     @property
     def indexed_text(self) -> str:
         """What the rankers see: title and heading path give a chunk its context."""
-        context = [part for part in (self.title, self.heading) if part]
-        return "\n".join([*context, self.text]) if context else self.text
+        return indexed_text(self.title, self.heading, self.text)
 
     @property
     def locator(self) -> str:
-        return make_locator(self.source, self.heading, self.start_line, self.end_line)
+        return make_locator(self.root, self.source, self.heading, self.start_line, self.end_line)
 
 
-def make_locator(source: str, heading: str, start_line: int, end_line: int) -> str:
-    """``path#heading:start-end`` (``path:start-end`` for text before the first heading)."""
-    anchor = f"{source}#{heading}" if heading else source
-    return f"{anchor}:{start_line}-{end_line}"
+def indexed_text(title: str, heading: str, text: str) -> str:
+    context = [part for part in (_own_title(title, heading), heading) if part]
+    return "\n".join([*context, text]) if context else text
+
+
+def _own_title(title: str, heading: str) -> str:
+    """The title, unless the heading path already starts with it (a document's H1 is
+    usually its title): said once, it leaves more of the model's window to the text."""
+    if heading == title or heading.startswith(title + HEADING_SEPARATOR):
+        return ""
+    return title
+
+
+def document_key(root: str, source: str) -> str:
+    """``root/path``: one file of the KB (a bare ``path`` in KBs from before roots)."""
+    return f"{root}/{source}" if root else source
+
+
+def make_anchor(root: str, source: str, heading: str) -> str:
+    key = document_key(root, source)
+    return f"{key}#{heading}" if heading else key
+
+
+def make_locator(root: str, source: str, heading: str, start_line: int, end_line: int) -> str:
+    """``root/path#heading:start-end`` (``root/path:start-end`` before the first heading)."""
+    return f"{make_anchor(root, source, heading)}:{start_line}-{end_line}"
 
 
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def chunk_id(source: str, heading: str, ordinal: int) -> str:
-    return hashlib.sha256(f"{source}\x00{heading}\x00{ordinal}".encode()).hexdigest()[:32]
-
-
-# --- front matter ---------------------------------------------------------------------
-
-
-def _meta_value(value: object) -> MetaValue | list[str] | None:
-    if isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, dt.date | dt.datetime):
-        return value.isoformat()
-    if isinstance(value, list | tuple):
-        items = [_meta_value(item) for item in value]
-        return [str(item) for item in items if item is not None and not isinstance(item, list)]
-    return None  # nested mappings and other YAML objects are not kept
-
-
-def split_front_matter(text: str) -> FrontMatter:
-    """YAML front matter between a leading ``---`` line and ``---``/``...``.
-
-    Anything that is not a well-formed YAML mapping is left in the body untouched.
-    """
-    lines = text.split("\n")
-    if not lines or lines[0].rstrip() != _FM_OPEN:
-        return FrontMatter({}, text, 1)
-    for index in range(1, len(lines)):
-        if lines[index].rstrip() in _FM_CLOSE:
-            break
-    else:
-        return FrontMatter({}, text, 1)
-    try:
-        loaded = yaml.load("\n".join(lines[1:index]), Loader=_YAML_LOADER)
-    except yaml.YAMLError:
-        return FrontMatter({}, text, 1)
-    if loaded is None:
-        loaded = {}
-    if not isinstance(loaded, dict):
-        return FrontMatter({}, text, 1)
-    meta: dict[str, MetaValue | list[str]] = {}
-    for key, value in loaded.items():
-        converted = _meta_value(value)
-        if converted is not None:
-            meta[str(key)] = converted
-    return FrontMatter(meta, "\n".join(lines[index + 1 :]), index + 2)
-
-
-def _tags(meta: Mapping[str, MetaValue | list[str]]) -> tuple[str, ...]:
-    raw = meta.get("tags", [])
-    items = raw if isinstance(raw, list) else re.split(r"[,\s]+", str(raw))
-    seen: dict[str, None] = {}
-    for item in items:
-        tag = item.strip().lstrip("#").lower()
-        if tag:
-            seen[tag] = None
-    return tuple(seen)
-
-
-# --- blocks ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Block:
-    kind: Literal["heading", "text", "code", "table"]
-    start: int
-    end: int  # exclusive, 0-based indexes into the body lines
-    level: int = 0
-    title: str = ""
-
-
-def _fence_end(lines: list[str], start: int, fence: str) -> int:
-    """Index after the closing fence; an unclosed fence runs to the end of the text."""
-    char, size = fence[0], len(fence)
-    for index in range(start + 1, len(lines)):
-        stripped = lines[index].strip()
-        if stripped and set(stripped) == {char} and len(stripped) >= size:
-            return index + 1
-    return len(lines)
-
-
-def _is_table_start(lines: list[str], index: int) -> bool:
-    return (
-        "|" in lines[index]
-        and index + 1 < len(lines)
-        and "-" in lines[index + 1]
-        and bool(_TABLE_SEP.match(lines[index + 1]))
-    )
-
-
-def _starts_block(lines: list[str], index: int) -> bool:
-    line = lines[index]
-    return (
-        not line.strip()
-        or bool(_ATX.match(line))
-        or bool(_FENCE_OPEN.match(line))
-        or _is_table_start(lines, index)
-    )
-
-
-def _blocks(lines: list[str]) -> Iterator[_Block]:
-    index, count = 0, len(lines)
-    while index < count:
-        line = lines[index]
-        if not line.strip():
-            index += 1
-            continue
-        fence = _FENCE_OPEN.match(line)
-        if fence and not (fence.group(1)[0] == "`" and "`" in fence.group(2)):
-            end = _fence_end(lines, index, fence.group(1))
-            yield _Block("code", index, end)
-            index = end
-            continue
-        atx = _ATX.match(line)
-        if atx:
-            yield _Block(
-                "heading", index, index + 1, len(atx.group(1)), (atx.group(2) or "").strip()
-            )
-            index += 1
-            continue
-        if _is_table_start(lines, index):
-            end = index + 2
-            while end < count and lines[end].strip() and "|" in lines[end]:
-                end += 1
-            yield _Block("table", index, end)
-            index = end
-            continue
-        previous_blank = index == 0 or not lines[index - 1].strip()
-        if (
-            previous_blank
-            and index + 1 < count
-            and _SETEXT.match(lines[index + 1])
-            and not _NOT_SETEXT_TEXT.match(line)
-        ):
-            level = 1 if lines[index + 1].strip()[0] == "=" else 2
-            yield _Block("heading", index, index + 2, level, line.strip())
-            index += 2
-            continue
-        end = index + 1
-        while end < count and not _starts_block(lines, end):
-            end += 1
-        yield _Block("text", index, end)
-        index = end
+def chunk_id(root: str, source: str, heading: str, ordinal: int) -> str:
+    # Without a root, the ids of KBs from before roots (so tests and old KBs agree).
+    key = f"{root}\x00{source}" if root else source
+    return hashlib.sha256(f"{key}\x00{heading}\x00{ordinal}".encode()).hexdigest()[:32]
 
 
 # --- units and packing ----------------------------------------------------------------
@@ -248,52 +148,127 @@ class _Unit:
     end: int  # exclusive line index
     tokens: int
     text: str = ""  # only for pieces: the exact substring of the line
+    column: int = 0  # only for pieces: where the text starts in the line
 
 
-def _pieces(line: str, index: int, max_tokens: int, overlap_tokens: int) -> Iterator[_Unit]:
-    """Word-aligned windows over one over-long line; a word longer than a window is cut."""
-    words = [m.span() for m in re.finditer(rf"\S{{1,{max_tokens * 4}}}", line)]
+def _atoms(line: str, count: TokenCounter, max_tokens: int) -> list[tuple[int, int, int]]:
+    """(start, end, tokens) of the words of a line; a word over the cap goes char by char."""
+    words = [m.span() for m in re.finditer(r"\S+", line)]
+    atoms: list[tuple[int, int, int]] = []
+    for (a, b), tokens in zip(words, count([line[a:b] for a, b in words]), strict=True):
+        if tokens <= max_tokens:
+            atoms.append((a, b, tokens))
+        else:
+            chars = count(list(line[a:b]))
+            atoms.extend((i, i + 1, chars[i - a]) for i in range(a, b))
+    return atoms
 
-    def tokens(first: int, last: int) -> int:
-        return estimate_tokens_for_chars(words[last][1] - words[first][0])
 
+def _pieces(
+    line: str, index: int, max_tokens: int, overlap_tokens: int, count: TokenCounter
+) -> list[_Unit]:
+    """Windows of at most ``max_tokens`` over one over-long line, overlapping by whole words.
+
+    The windows are as few as the cap allows and of about equal size: no short tail piece
+    (a weak chunk, and embedding cost grows faster than length).
+    """
+    atoms = _atoms(line, count, max_tokens)
+    # prefix[i] = tokens of atoms[:i]: a window's size is a difference of two prefixes
+    prefix = [0]
+    for _, _, atom_tokens in atoms:
+        prefix.append(prefix[-1] + atom_tokens)
+    step = max(max_tokens - overlap_tokens, 1)
+    windows = max(1, -(-(prefix[-1] - overlap_tokens) // step))
+    even = -(-(prefix[-1] + (windows - 1) * overlap_tokens) // windows)
+    pieces = _windows(line, index, atoms, prefix, min(even, max_tokens), overlap_tokens)
+    if len(pieces) > windows:  # word boundaries did not allow even windows
+        pieces = _windows(line, index, atoms, prefix, max_tokens, overlap_tokens)
+    return pieces
+
+
+def _windows(
+    line: str,
+    index: int,
+    atoms: list[tuple[int, int, int]],
+    prefix: list[int],
+    size: int,
+    overlap_tokens: int,
+) -> list[_Unit]:
+    def tokens(first: int, end: int) -> int:
+        return prefix[end] - prefix[first]
+
+    pieces: list[_Unit] = []
     start = 0
-    while start < len(words):
+    while start < len(atoms):
         end = start + 1
-        while end < len(words) and tokens(start, end) <= max_tokens:
+        while end < len(atoms) and tokens(start, end + 1) <= size:
             end += 1
-        yield _Unit(
-            "piece",
-            index,
-            index + 1,
-            tokens(start, end - 1),
-            line[words[start][0] : words[end - 1][1]],
+        # The first piece starts the line and the last ends it, whitespace and all, so
+        # the pieces together hold the whole line.
+        column = 0 if start == 0 else atoms[start][0]
+        stop = len(line) if end >= len(atoms) else atoms[end - 1][1]
+        pieces.append(
+            _Unit("piece", index, index + 1, tokens(start, end), line[column:stop], column)
         )
-        if end >= len(words):
-            return
+        if end >= len(atoms):
+            return pieces
         back = end
-        while back - 1 > start and tokens(back - 1, end - 1) <= overlap_tokens:
+        while back - 1 > start and tokens(back - 1, end) <= overlap_tokens:
             back -= 1
         start = back
+    return pieces
 
 
-def _units(lines: list[str], blocks: list[_Block], max_tokens: int, overlap: int) -> list[_Unit]:
+def _units(
+    lines: list[str],
+    line_tokens: list[int],
+    blocks: list[Block],
+    max_tokens: int,
+    overlap: int,
+    count: TokenCounter,
+) -> list[_Unit]:
     units: list[_Unit] = []
     for block in blocks:
-        if block.kind == "heading":
-            text = "\n".join(lines[block.start : block.end])
-            units.append(_Unit("heading", block.start, block.end, estimate_tokens(text)))
-        elif block.kind in ("code", "table"):
-            text = "\n".join(lines[block.start : block.end])
-            units.append(_Unit("block", block.start, block.end, estimate_tokens(text)))
-        else:
-            for index in range(block.start, block.end):
-                tokens = estimate_tokens(lines[index]) + 1
-                if tokens > max_tokens:
-                    units.extend(_pieces(lines[index], index, max_tokens, overlap))
-                else:
-                    units.append(_Unit("line", index, index + 1, tokens))
+        tokens = sum(line_tokens[block.start : block.end])
+        if block.kind == "heading" or (block.kind != "text" and tokens <= max_tokens):
+            kind: UnitKind = "heading" if block.kind == "heading" else "block"
+            units.append(_Unit(kind, block.start, block.end, tokens))
+            continue
+        if block.kind != "text":
+            units.extend(_block_parts(lines, line_tokens, block, max_tokens, overlap, count))
+            continue
+        for index in range(block.start, block.end):
+            if line_tokens[index] > max_tokens:
+                units.extend(_pieces(lines[index], index, max_tokens, overlap, count))
+            else:
+                units.append(_Unit("line", index, index + 1, line_tokens[index]))
     return units
+
+
+def _block_parts(
+    lines: list[str],
+    line_tokens: list[int],
+    block: Block,
+    max_tokens: int,
+    overlap: int,
+    count: TokenCounter,
+) -> Iterator[_Unit]:
+    """An oversized code block or table, cut between lines into runs within the cap."""
+    first, used = block.start, 0
+    for index in range(block.start, block.end):
+        tokens = line_tokens[index]
+        if used + tokens <= max_tokens:
+            used += tokens
+            continue
+        if index > first:
+            yield _Unit("block", first, index, used)
+        if tokens > max_tokens:
+            yield from _pieces(lines[index], index, max_tokens, overlap, count)
+            first, used = index + 1, 0
+        else:
+            first, used = index, tokens
+    if block.end > first:
+        yield _Unit("block", first, block.end, used)
 
 
 def _overlap_tail(current: list[_Unit], overlap_tokens: int) -> list[_Unit]:
@@ -332,94 +307,90 @@ def _pack(units: list[_Unit], max_tokens: int, overlap_tokens: int) -> list[list
     return groups
 
 
-def _sections(blocks: list[_Block]) -> Iterator[tuple[str, list[_Block]]]:
-    """(heading path, blocks) per section; text before the first heading has path ''."""
-    stack: list[tuple[int, str]] = []
-    path = ""
-    current: list[_Block] = []
-    for block in blocks:
-        if block.kind == "heading":
-            if current:
-                yield path, current
-            while stack and stack[-1][0] >= block.level:
-                stack.pop()
-            stack.append((block.level, block.title))
-            path = HEADING_SEPARATOR.join(title for _, title in stack if title)
-            current = [block]
-        else:
-            current.append(block)
-    if current:
-        yield path, current
+def chunk_markdown(
+    text: str,
+    source: str,
+    *,
+    max_tokens: int,
+    overlap_tokens: int,
+    count_tokens: TokenCounter = estimate_token_counts,
+    root: str = "",
+) -> list[Chunk]:
+    """Split one markdown document into chunks (see the module docstring).
 
-
-def chunk_markdown(text: str, source: str, *, max_tokens: int, overlap_tokens: int) -> list[Chunk]:
-    """Split one markdown document into chunks (see the module docstring)."""
+    ``count_tokens`` is called once for the document's lines, title and heading paths,
+    and once more per over-long line.
+    """
     if max_tokens < 1 or overlap_tokens < 0:
         raise ValueError("max_tokens must be >= 1 and overlap_tokens >= 0")
-    overlap_tokens = min(overlap_tokens, max_tokens // 2)
     front = split_front_matter(text.replace("\r\n", "\n"))
     lines = front.body.split("\n")
-    blocks = list(_blocks(lines))
+    blocks = list(parse_blocks(lines))
     first_h1 = next((b.title for b in blocks if b.kind == "heading" and b.level == 1), "")
     title_value = front.meta.get("title")
     title = str(title_value) if title_value and not isinstance(title_value, list) else ""
     title = title or first_h1 or PurePosixPath(source).stem
-    tags = _tags(front.meta)
+    tags = tags_of(front.meta)
     meta = tuple(
         (key, ", ".join(value) if isinstance(value, list) else value)
         for key, value in sorted(front.meta.items())
         if key not in ("title", "tags")
     )
     offset = front.body_start_line
+    sections = list(split_sections(blocks))
+    headings = list(dict.fromkeys(heading for heading, _ in sections if heading))
+    counts = count_tokens([*lines, title, *headings])
+    line_tokens = counts[: len(lines)]
+    title_tokens = counts[len(lines)]
+    heading_tokens = dict(zip(headings, counts[len(lines) + 1 :], strict=True))
+
+    def budget(heading: str) -> int:
+        """What the text may use once the title and heading path are counted."""
+        context = heading_tokens.get(heading, 0) + (
+            title_tokens if _own_title(title, heading) else 0
+        )
+        return max(max_tokens - context, max_tokens // 2, 1)
 
     chunks: list[Chunk] = []
     ordinals: dict[str, int] = {}
-    carried: list[_Unit] = []  # a heading with no body of its own
-    carried_heading = ""
-    for heading, section in _sections(blocks):
-        units = carried + _units(lines, section, max_tokens, overlap_tokens)
-        if all(unit.kind == "heading" for unit in units):
-            carried, carried_heading = units, heading
-            continue
-        carried = []
-        for group in _pack(units, max_tokens, overlap_tokens):
-            first, last = group[0], group[-1]
-            body = first.text if first.kind == "piece" else "\n".join(lines[first.start : last.end])
-            ordinal = ordinals.get(heading, 0)
-            ordinals[heading] = ordinal + 1
-            chunks.append(
-                Chunk(
-                    id=chunk_id(source, heading, ordinal),
-                    source=source,
-                    heading=heading,
-                    start_line=first.start + offset,
-                    end_line=last.end - 1 + offset,
-                    text=body,
-                    content_hash=content_hash(body),
-                    title=title,
-                    tags=tags,
-                    ordinal=len(chunks),
-                    meta=meta,
-                )
-            )
-    if carried:
-        # Only headings left at the end of the document: still worth a chunk.
-        heading_path = carried_heading
-        body = "\n".join(lines[carried[0].start : carried[-1].end])
-        ordinal = ordinals.get(heading_path, 0)
+
+    def emit(heading: str, first: _Unit, last: _Unit) -> None:
+        piece = first.kind == "piece"
+        body = first.text if piece else "\n".join(lines[first.start : last.end])
+        ordinal = ordinals.get(heading, 0)
+        ordinals[heading] = ordinal + 1
         chunks.append(
             Chunk(
-                id=chunk_id(source, heading_path, ordinal),
+                id=chunk_id(root, source, heading, ordinal),
                 source=source,
-                heading=heading_path,
-                start_line=carried[0].start + offset,
-                end_line=carried[-1].end - 1 + offset,
+                heading=heading,
+                start_line=first.start + offset,
+                end_line=last.end - 1 + offset,
                 text=body,
                 content_hash=content_hash(body),
                 title=title,
                 tags=tags,
                 ordinal=len(chunks),
                 meta=meta,
+                root=root,
+                piece=piece,
+                column=first.column,
             )
         )
+
+    carried: list[_Unit] = []  # a heading with no body of its own
+    carried_heading = ""
+    for heading, section in sections:
+        cap = budget(heading)
+        overlap = min(overlap_tokens, cap // 2)
+        units = carried + _units(lines, line_tokens, section, cap, overlap, count_tokens)
+        if all(unit.kind == "heading" for unit in units):
+            carried, carried_heading = units, heading
+            continue
+        carried = []
+        for group in _pack(units, cap, overlap):
+            emit(heading, group[0], group[-1])
+    if carried:
+        # Only headings left at the end of the document: still worth a chunk.
+        emit(carried_heading, carried[0], carried[-1])
     return chunks

@@ -2,7 +2,9 @@
 
 A Chroma collection is only searchable with the model that filled it, so every
 embedder carries a `model_id` that the store records next to the collection and
-checks on reopen. Four kinds:
+checks on reopen. An embedder also says how long a text it reads whole
+(`max_input_tokens`) and counts tokens its own way (`count_tokens`), so chunks are
+sized to fit it. Four kinds:
 
 - `OnnxEmbeddings` (default, "local"): all-MiniLM-L6-v2 as int8 ONNX shipped in
   `kb/assets/`, run by onnxruntime + tokenizers; no torch, no network.
@@ -31,6 +33,7 @@ import numpy.typing as npt
 from langchain_core.embeddings import Embeddings
 
 from deep_research.core.errors import ConfigError, KnowledgeBaseError
+from deep_research.kb.chunking import estimate_token_counts
 
 if TYPE_CHECKING:
     from onnxruntime import InferenceSession  # type: ignore[import-untyped]
@@ -53,12 +56,54 @@ class NamedEmbeddings(Embeddings):
     def model_id(self) -> str:
         """E.g. `local:<model>@<sha256[:8]>`, `openai:text-embedding-3-small`, `hash:256`."""
 
+    @property
+    def max_input_tokens(self) -> int | None:
+        """Tokens of one text the model reads (special tokens excluded); the rest is cut.
+        None: no limit that chunks need to respect."""
+        return None
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens in each text as this model counts them (an estimate when it has no
+        local tokenizer)."""
+        return estimate_token_counts(texts)
+
 
 def _normalize_rows(matrix: FloatMatrix) -> FloatMatrix:
     # The epsilon keeps an empty text's zero vector at zero instead of NaN.
     norms = np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12
     normalized: FloatMatrix = (matrix / norms).astype(np.float32)
     return normalized
+
+
+@cache
+def _counting_tokenizer(path: Path) -> Tokenizer:
+    """The model's tokenizer with no truncation and no padding: for measuring texts."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def _count_with(path: Path, texts: Sequence[str]) -> list[int]:
+    if not texts:
+        return []
+    encodings = _counting_tokenizer(path).encode_batch_fast(list(texts), add_special_tokens=False)
+    return [len(encoding.ids) for encoding in encodings]
+
+
+def _max_length(model_dir: Path, default: int | None) -> int | None:
+    """``max_length`` from the artifact's config.json (read without loading the model)."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise KnowledgeBaseError(
+            f"embedding model not found at {model_dir} (expected config.json); "
+            "reinstall the package or set DEEP_RESEARCH_EMBEDDING_PROVIDER=openai"
+        ) from None
+    value = config.get("max_length", default)
+    return None if value is None else int(value)
 
 
 # --- static (model2vec-style) ---------------------------------------------------------
@@ -131,6 +176,13 @@ class StaticEmbeddings(NamedEmbeddings):
     @property
     def dimensions(self) -> int:
         return int(self._model.vectors.shape[1])
+
+    @property
+    def max_input_tokens(self) -> int | None:
+        return _max_length(self.model_dir, 512)  # no special tokens: see encode
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return _count_with(self.model_dir / "tokenizer.json", texts)
 
     def encode(self, texts: Sequence[str]) -> FloatMatrix:
         """Embed texts as a float32 matrix (one row per text)."""
@@ -224,6 +276,16 @@ class OnnxEmbeddings(NamedEmbeddings):
     @property
     def dimensions(self) -> int:
         return int(self._model.session.get_outputs()[0].shape[-1])
+
+    @property
+    def max_input_tokens(self) -> int | None:
+        window = _max_length(self.model_dir, 256)
+        assert window is not None
+        tokenizer = _counting_tokenizer(self.model_dir / "tokenizer.json")
+        return window - tokenizer.num_special_tokens_to_add(False)  # [CLS] and [SEP]
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return _count_with(self.model_dir / "tokenizer.json", texts)
 
     def encode(self, texts: Sequence[str]) -> FloatMatrix:
         """Embed texts as a float32 matrix (one row per text, in the order given)."""

@@ -7,6 +7,11 @@ So an interrupted run never loses chunks that were already indexed, and the next
 re-does exactly the files whose entries are still pending (chunk ids are stable, so
 re-writing them is idempotent). Files gone from disk are removed at the end of an
 ingest of the same root. A bad file is skipped with a reason and never stops the run.
+
+Roots: a file is known by (root name, path under the root), so two folders can both hold
+a ``README.md``. An ingest reads one root and only ever adds, updates or removes files of
+that root. A file is unchanged when both its bytes and the chunker (model, token cap,
+overlap, `CHUNKER_VERSION`) are the same as last time; otherwise it is chunked again.
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from deep_research.app.config import Settings
 from deep_research.core.errors import UsageError
 from deep_research.kb.chunking import Chunk, chunk_markdown
-from deep_research.kb.manifest import FileEntry, Manifest
+from deep_research.kb.embeddings import NamedEmbeddings
+from deep_research.kb.manifest import FileEntry, Manifest, RootEntry, root_name
 from deep_research.kb.store import KBStore
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -42,6 +49,7 @@ class SkippedFile(BaseModel):
 class IngestReport(BaseModel):
     kb: str
     root: str
+    root_name: str = Field(default="", description="what the KB calls the root")
     added: list[str] = Field(default_factory=list)
     updated: list[str] = Field(default_factory=list)
     unchanged: list[str] = Field(default_factory=list)
@@ -56,6 +64,7 @@ class IngestReport(BaseModel):
         return {
             "kb": self.kb,
             "root": self.root,
+            "root_name": self.root_name,
             "added": len(self.added),
             "updated": len(self.updated),
             "unchanged": len(self.unchanged),
@@ -163,6 +172,60 @@ def _decode(data: bytes) -> str:
 
 # --- the run --------------------------------------------------------------------------
 
+CHUNKER_VERSION = 2
+"""Part of every file's chunking signature: bump it when chunking changes its output."""
+
+
+@dataclass(frozen=True)
+class ChunkSizing:
+    max_tokens: int
+    overlap_tokens: int
+    signature: str
+    """Recorded per file: a file chunked under another signature is chunked again."""
+
+
+def chunk_sizing(settings: Settings, embeddings: NamedEmbeddings) -> ChunkSizing:
+    """``chunk_tokens``, capped by what the embedding model reads of one text."""
+    window = embeddings.max_input_tokens
+    cap = settings.chunk_tokens if window is None else min(settings.chunk_tokens, window)
+    overlap = settings.chunk_overlap_tokens
+    signature = f"{CHUNKER_VERSION}:{embeddings.model_id}:{cap}:{overlap}"
+    return ChunkSizing(cap, overlap, signature)
+
+
+def check_root_name(name: str) -> str:
+    if not name or "/" in name or name in (".", "..") or name != name.strip():
+        raise UsageError(f"invalid root name {name!r}: use a folder-like name without '/'")
+    return name
+
+
+def _bind_root(manifest: Manifest, kb: str, name: str, path: Path) -> tuple[RootEntry, bool]:
+    """The manifest's entry for root ``name``, now at ``path``; True if the entry changed.
+
+    A name already used by another folder that still exists is refused: its files would
+    be removed as "gone". A folder that moved keeps its name (and its unchanged files).
+    """
+    entry = manifest.roots.get(name)
+    changed = entry is None or entry.path != str(path)
+    if entry is None:
+        entry = manifest.roots[name] = RootEntry(path=str(path))
+    elif entry.path != str(path) and entry.path and Path(entry.path).is_dir():
+        raise UsageError(
+            f"knowledge base {kb!r} already has a root named {name!r} ({entry.path}); "
+            f"give this folder another name: deep-research kb ingest {path} --as NAME"
+        )
+    entry.path = str(path)
+    # Chunks from before roots whose manifest was lost: adopted by the first root ingested,
+    # which re-reads the files it has and deletes the rest.
+    orphans = manifest.roots.pop("", None)
+    if orphans is not None:
+        changed = True
+        for source, orphan in orphans.files.items():
+            own = entry.files.get(source)
+            ids = [*(own.chunk_ids if own else []), *orphan.chunk_ids]
+            entry.files[source] = FileEntry(hash=None, chunk_ids=list(dict.fromkeys(ids)))
+    return entry, changed
+
 
 @dataclass(frozen=True)
 class _Pending:
@@ -174,8 +237,16 @@ class _Pending:
 
 
 class _Batch:
-    def __init__(self, store: KBStore, manifest: Manifest, root: str, report: IngestReport):
+    def __init__(
+        self,
+        store: KBStore,
+        manifest: Manifest,
+        root: RootEntry,
+        signature: str,
+        report: IngestReport,
+    ) -> None:
         self.store, self.manifest, self.root, self.report = store, manifest, root, report
+        self.signature = signature
         self.items: list[_Pending] = []
         self.size = 0
 
@@ -188,10 +259,10 @@ class _Batch:
     def flush(self) -> None:
         if not self.items:
             return
-        files = self.manifest.files
+        files = self.root.files
         for item in self.items:
             ids = dict.fromkeys([*item.old_ids, *(c.id for c in item.chunks)])
-            files[item.source] = FileEntry(root=self.root, hash=None, chunk_ids=list(ids))
+            files[item.source] = FileEntry(hash=None, chunk_ids=list(ids))
         self.store.save_manifest(self.manifest)
         self.store.upsert([c for item in self.items for c in item.chunks])
         stale = [
@@ -200,7 +271,7 @@ class _Batch:
         self.store.delete(stale)
         for item in self.items:
             files[item.source] = FileEntry(
-                root=self.root, hash=item.digest, chunk_ids=[c.id for c in item.chunks]
+                hash=item.digest, chunk_ids=[c.id for c in item.chunks], chunking=self.signature
             )
             (self.report.added if item.is_new else self.report.updated).append(item.source)
             self.report.chunks += len(item.chunks)
@@ -208,71 +279,65 @@ class _Batch:
         self.items, self.size = [], 0
 
 
-def _drop(store: KBStore, manifest: Manifest, sources: list[str]) -> None:
-    """Delete the chunks of files that are gone, then forget them."""
-    if not sources:
-        return
-    store.delete([cid for s in sources for cid in manifest.files[s].chunk_ids])
+def _drop(store: KBStore, manifest: Manifest, root: RootEntry, sources: list[str]) -> None:
+    """Delete the chunks of this root's files that are gone, then forget them."""
+    store.delete([cid for s in sources for cid in root.files[s].chunk_ids])
     for source in sources:
-        del manifest.files[source]
+        del root.files[source]
     store.save_manifest(manifest)
 
 
-def ingest(store: KBStore, root: Path, *, progress: Progress | None = None) -> IngestReport:
-    """Bring the KB in line with the markdown files under ``root``."""
+def ingest(
+    store: KBStore, root: Path, *, name: str | None = None, progress: Progress | None = None
+) -> IngestReport:
+    """Bring the KB in line with the markdown files under ``root``, known in the KB as
+    ``name`` (default: the folder's name). Files of other roots are never touched."""
     started = time.perf_counter()
     if not root.is_dir():
         raise UsageError(f"not a directory: {root}")
-    root_key = str(root.resolve())
-    settings = store.settings
-    report = IngestReport(kb=store.name, root=str(root))
+    path = root.resolve()
+    name = check_root_name(name or root_name(path))
+    sizing = chunk_sizing(store.settings, store.embeddings)
+    report = IngestReport(kb=store.name, root=str(root), root_name=name)
     with store.write_lock():
         manifest = store.load_manifest()
+        known, rebound = _bind_root(manifest, store.name, name, path)
         files, report.skipped = walk_markdown(root)
-        batch = _Batch(store, manifest, root_key, report)
+        batch = _Batch(store, manifest, known, sizing.signature, report)
         seen: set[str] = set()
         bad: list[str] = []
-        moved = False  # unchanged files now claimed by this root
         total = len(files)
         if progress:
             progress(0, total, "")
-        for done, (source, path) in enumerate(files, start=1):
+        for done, (source, file) in enumerate(files, start=1):
             seen.add(source)
-            entry = manifest.files.get(source)
-            outcome = _read(path, settings.max_file_bytes)
-            if isinstance(outcome, _Read) and entry and entry.hash == outcome.digest:
+            entry = known.files.get(source)
+            outcome = _read(file, store.settings.max_file_bytes)
+            if (
+                isinstance(outcome, _Read)
+                and entry
+                and entry.hash == outcome.digest
+                and entry.chunking == sizing.signature
+            ):
                 report.unchanged.append(source)
-                if entry.root != root_key:
-                    entry.root, moved = root_key, True
             else:
-                reason = outcome if isinstance(outcome, str) else None
-                chunks: list[Chunk] = []
-                if isinstance(outcome, _Read):
-                    try:
-                        text = _decode(outcome.data)
-                        chunks = chunk_markdown(
-                            text,
-                            source,
-                            max_tokens=settings.chunk_tokens,
-                            overlap_tokens=settings.chunk_overlap_tokens,
-                        )
-                        reason = None if chunks else "empty (no content)"
-                    except ValueError as exc:
-                        reason = str(exc)
-                if reason is not None or not isinstance(outcome, _Read):
-                    report.skipped.append(SkippedFile(path=source, reason=str(reason)))
+                chunks = _chunks(outcome, source, name, sizing, store)
+                if isinstance(chunks, str):
+                    report.skipped.append(SkippedFile(path=source, reason=chunks))
                     if entry is not None:
                         bad.append(source)  # its old chunks no longer describe the file
                 else:
+                    assert isinstance(outcome, _Read)
                     old = tuple(entry.chunk_ids) if entry else ()
                     batch.add(_Pending(source, outcome.digest, chunks, old, entry is None))
             if progress:
                 progress(done, total, source)
         batch.flush()
-        gone = [s for s, e in manifest.files.items() if e.root == root_key and s not in seen]
+        gone = [source for source in known.files if source not in seen]
         report.removed = sorted(gone + bad)
-        _drop(store, manifest, report.removed)
-        if moved and not report.removed:
+        if report.removed:
+            _drop(store, manifest, known, report.removed)
+        elif rebound:
             store.save_manifest(manifest)
         if report.added or report.updated or report.removed:
             store.lexical()  # rebuild now, so the first search is fast
@@ -281,3 +346,24 @@ def ingest(store: KBStore, root: Path, *, progress: Progress | None = None) -> I
     report.updated.sort()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _chunks(
+    outcome: _Read | str, source: str, root: str, sizing: ChunkSizing, store: KBStore
+) -> list[Chunk] | str:
+    """The file's chunks, or the reason to skip it."""
+    if isinstance(outcome, str):
+        return outcome
+    try:
+        text = _decode(outcome.data)
+    except ValueError as exc:
+        return str(exc)
+    chunks = chunk_markdown(
+        text,
+        source,
+        max_tokens=sizing.max_tokens,
+        overlap_tokens=sizing.overlap_tokens,
+        count_tokens=store.embeddings.count_tokens,
+        root=root,
+    )
+    return chunks or "empty (no content)"

@@ -1,43 +1,97 @@
 """The local bookkeeping of a KB: what was ingested (manifest.json) and a generation token.
 
-Both are written atomically (temp file + fsync + ``os.replace``). The generation
-changes before every write to the chunks, so anything derived from them (the BM25
-index) can tell whether it is current.
+A KB holds files from one or more roots (folders), each under a name (by default the
+folder's own name): ``roots[name].files[relative path]``. So ``docs/README.md`` and
+``notes/README.md`` are two documents, and a re-ingest of one root never touches the
+files of another.
+
+Both files are written atomically (temp file + fsync + ``os.replace``). The generation
+changes before and after every write to the chunks, so anything derived from them (the
+BM25 index) can tell whether it is current.
+
+Version 1 manifests (one flat ``files`` map keyed by relative path, from before roots)
+are migrated on load: each file goes under the name of the folder it was ingested from,
+and is marked as chunked by an older chunker, so the next ingest of that root re-chunks it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from pydantic import BaseModel, Field, ValidationError
 
 from deep_research.core.errors import KnowledgeBaseError
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 MANIFEST_FILE = "manifest.json"
 GENERATION_FILE = "generation"
 
 
 class FileEntry(BaseModel):
-    root: str
     hash: str | None = Field(description="None while the file's chunks are being written")
     chunk_ids: list[str] = Field(default_factory=list)
+    chunking: str = Field(default="", description="the chunker that made chunk_ids")
+
+
+class RootEntry(BaseModel):
+    path: str = Field(default="", description="the folder last ingested under this name")
+    files: dict[str, FileEntry] = Field(default_factory=dict)
 
 
 class Manifest(BaseModel):
     schema_version: int = MANIFEST_VERSION
     embedding_model: str = ""
-    files: dict[str, FileEntry] = Field(default_factory=dict)
+    roots: dict[str, RootEntry] = Field(default_factory=dict)
+
+    @property
+    def file_count(self) -> int:
+        """Files whose chunks are complete."""
+        return sum(1 for root in self.roots.values() for entry in root.files.values() if entry.hash)
 
 
-def atomic_write(path: Path, text: str) -> None:
+class _V1File(BaseModel):
+    root: str
+    hash: str | None
+    chunk_ids: list[str] = Field(default_factory=list)
+
+
+class _V1Manifest(BaseModel):
+    schema_version: int
+    embedding_model: str = ""
+    files: dict[str, _V1File] = Field(default_factory=dict)
+
+
+def root_name(path: PurePath) -> str:
+    """The default name of a root: its folder's name ("root" for ``/``)."""
+    return path.name or "root"
+
+
+def _migrate_v1(old: _V1Manifest) -> Manifest:
+    manifest = Manifest(embedding_model=old.embedding_model)
+    names: dict[str, str] = {}  # folder -> name
+    for source, entry in old.files.items():
+        name = names.get(entry.root)
+        if name is None:
+            base = root_name(PurePath(entry.root))
+            name, n = base, 1
+            while name in manifest.roots:
+                n += 1
+                name = f"{base}-{n}"
+            names[entry.root] = name
+            manifest.roots[name] = RootEntry(path=entry.root)
+        manifest.roots[name].files[source] = FileEntry(hash=entry.hash, chunk_ids=entry.chunk_ids)
+    return manifest
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with open(tmp, "wb") as handle:
+            handle.write(data.encode("utf-8") if isinstance(data, str) else data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -45,22 +99,30 @@ def atomic_write(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def load_manifest(directory: Path, model_id: str) -> Manifest:
+def load_manifest(directory: Path) -> Manifest | None:
+    """The manifest; None when it is missing or unreadable (the caller reconciles)."""
     path = directory / MANIFEST_FILE
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return Manifest(embedding_model=model_id)
+        return None
     except OSError as exc:
         raise KnowledgeBaseError(f"cannot read {path}: {exc}") from exc
     try:
-        manifest = Manifest.model_validate_json(text)
-    except ValidationError:
-        # Bookkeeping only: an unreadable manifest costs a full re-ingest, nothing more.
-        return Manifest(embedding_model=model_id)
-    if manifest.schema_version != MANIFEST_VERSION:
-        return Manifest(embedding_model=model_id)
-    return manifest
+        loaded = json.loads(text)
+        version = loaded.get("schema_version") if isinstance(loaded, dict) else None
+        if version == MANIFEST_VERSION:
+            return Manifest.model_validate(loaded)
+        if version == 1:
+            return _migrate_v1(_V1Manifest.model_validate(loaded))
+    except (ValueError, ValidationError):
+        return None  # torn or hand-edited: rebuilt from the chunks
+    if isinstance(version, int) and version > MANIFEST_VERSION:
+        raise KnowledgeBaseError(
+            f"{path} was written by a newer deep-research (manifest version {version}); "
+            "upgrade deep-research to change this knowledge base"
+        )
+    return None
 
 
 def save_manifest(directory: Path, manifest: Manifest) -> None:

@@ -7,11 +7,18 @@ score(d) = sum_r w_r / (RRF_K + rank_r(d)), ranks 1-based. The constants below a
 defaults (measured best on BEIR SciFact with the default embedder, see bench/kb.py);
 every one of them is also a parameter of `search`.
 MMR (optional) re-orders the fused candidates for diversity using the dense vectors.
+
+A hit's locator, ``root/path#heading:start-end``, names the folder it was ingested from,
+the file in it, its heading path and its lines; `resolve_locator` turns one back into the
+exact text. Locators from before roots (``path#heading:start-end``) still resolve when
+exactly one file has that path, and any locator resolves by its lines even after the file
+was chunked differently (a new token cap), as long as the file itself did not change.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -20,8 +27,8 @@ import numpy as np
 import numpy.typing as npt
 
 from deep_research.core.errors import KnowledgeBaseError, UsageError
-from deep_research.kb.chunking import make_locator
-from deep_research.kb.store import KBStore
+from deep_research.kb.chunking import document_key, make_anchor, make_locator
+from deep_research.kb.store import KBStore, StoredChunk
 
 Mode = Literal["hybrid", "dense", "bm25"]
 FusionMethod = Literal["rrf", "weighted"]
@@ -56,6 +63,7 @@ class Fusion:
 class Hit:
     chunk_id: str
     source: str
+    """The file's path in its root folder."""
     heading: str
     start_line: int
     end_line: int
@@ -63,11 +71,13 @@ class Hit:
     text: str
     title: str = ""
     tags: tuple[str, ...] = ()
+    root: str = ""
+    """The name of the root folder ("" for chunks from before roots)."""
 
     @property
     def locator(self) -> str:
-        """``path#heading:start-end``: what a citation stores; see `resolve_locator`."""
-        return make_locator(self.source, self.heading, self.start_line, self.end_line)
+        """``root/path#heading:start-end``: what a citation stores; see `resolve_locator`."""
+        return make_locator(self.root, self.source, self.heading, self.start_line, self.end_line)
 
 
 def fuse(rankings: Sequence[tuple[Ranking, float]], fusion: Fusion = Fusion()) -> Ranking:
@@ -159,12 +169,13 @@ def search(
         raise UsageError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
     fusion = fusion or Fusion()
     lexical = store.lexical()
-    allowed = lexical.sources_matching(path_glob, tags)
+    allowed = lexical.documents_matching(path_glob, tags)
     if allowed is not None and not allowed:
         return []
+    allowed_ids = None if allowed is None else lexical.chunk_ids(allowed)
     n = max(candidates, k * 4 if mmr else k)
     vector = store.embeddings.embed_query(query) if mode != "bm25" or mmr else None
-    dense = store.dense(vector, n, allowed) if vector is not None and mode != "bm25" else []
+    dense = store.dense(vector, n, allowed_ids) if vector is not None and mode != "bm25" else []
     lexical_hits = lexical.search(query, n, allowed) if mode != "dense" else []
     if mode == "hybrid":
         ranked = fuse([(dense, fusion.dense_weight), (lexical_hits, fusion.bm25_weight)], fusion)
@@ -191,26 +202,93 @@ def search(
                 text=chunk.text,
                 title=chunk.title,
                 tags=chunk.tags,
+                root=chunk.root,
             )
         )
     return hits
 
 
 def resolve_locator(store: KBStore, locator: str) -> str:
-    """The exact text a locator (``path#heading:start-end``) points at."""
+    """The exact text a locator (``root/path#heading:start-end``) points at."""
     match = _LOCATOR.match(locator)
     if match is None:
-        raise UsageError(f"not a KB locator: {locator!r} (expected path#heading:start-end)")
-    start, end = int(match["start"]), int(match["end"])
-    found = store.find({"$and": [{"start_line": start}, {"end_line": end}]})
-    texts = [
-        c.text
-        for c in sorted(found, key=lambda c: c.ordinal)
-        if make_locator(c.source, c.heading, c.start_line, c.end_line) == locator
-    ]
-    if not texts:
+        raise UsageError(f"not a KB locator: {locator!r} (expected root/path#heading:start-end)")
+    anchor, start, end = match["anchor"], int(match["start"]), int(match["end"])
+    # The file part ends at some "#" (headings and file names may hold one too).
+    keys = [anchor, *(anchor[:i] for i, char in enumerate(anchor) if char == "#")]
+    found = store.find(
+        {
+            "$and": [
+                {"$or": [{"doc": {"$in": keys}}, {"source": {"$in": keys}}]},
+                {"start_line": {"$lte": end}},
+                {"end_line": {"$gte": start}},
+            ]
+        }
+    )
+
+    def named(chunk: StoredChunk, *, with_root: bool) -> bool:
+        root = chunk.root if with_root else ""
+        return make_anchor(root, chunk.source, chunk.heading) == anchor
+
+    with_root = any(named(c, with_root=True) for c in found)
+    documents = sorted({c.document for c in found if named(c, with_root=with_root)})
+    if len(documents) > 1:
+        choices = ", ".join(document_key(root, source) for root, source in documents)
         raise KnowledgeBaseError(
-            f"{locator!r} is not in knowledge base {store.name!r} (re-ingested since?)"
+            f"{locator!r} is ambiguous in knowledge base {store.name!r}: files of several "
+            f"roots have that path ({choices}); cite it with its root"
         )
-    # Several chunks share a locator only when one over-long line was cut in pieces.
-    return "\n".join(texts)
+    if documents:
+        chunks = [c for c in found if c.document == documents[0]]
+        exact = [
+            c
+            for c in chunks
+            if (c.start_line, c.end_line) == (start, end) and named(c, with_root=with_root)
+        ]
+        if exact:
+            # Several chunks share a locator only when one over-long line was cut in pieces.
+            return "\n".join(c.text for c in sorted(exact, key=lambda c: c.ordinal))
+        opening = any(c.start_line <= start and named(c, with_root=with_root) for c in chunks)
+        text = _lines(chunks, start, end) if opening else None
+        if text is not None:
+            return text
+    raise KnowledgeBaseError(
+        f"{locator!r} is not in knowledge base {store.name!r} (re-ingested since?)"
+    )
+
+
+def _lines(chunks: Sequence[StoredChunk], start: int, end: int) -> str | None:
+    """Lines ``start..end`` of one file rebuilt from the chunks that hold them: a chunk's
+    text is exactly its lines, the pieces of a cut line cover it, and a line no chunk
+    holds is blank. None when the range does not start and end on text, or a cut line
+    cannot be joined back (pieces from before they recorded their column)."""
+    lines: dict[int, str] = {}
+    cut: dict[int, list[StoredChunk]] = {}
+    # Older chunks did not flag pieces: several one-line chunks on a line are pieces.
+    single = Counter(c.start_line for c in chunks if c.start_line == c.end_line)
+    for chunk in chunks:
+        if chunk.piece or (chunk.start_line == chunk.end_line and single[chunk.start_line] > 1):
+            cut.setdefault(chunk.start_line, []).append(chunk)
+            continue
+        for offset, line in enumerate(chunk.text.split("\n")):
+            lines[chunk.start_line + offset] = line
+    for number, pieces in cut.items():
+        joined = _join_pieces(pieces) if all(p.piece for p in pieces) else None
+        if joined is not None:
+            lines[number] = joined
+    if start not in lines or end not in lines:
+        return None
+    if any(start <= n <= end and n not in lines for n in cut):
+        return None
+    return "\n".join(lines.get(n, "") for n in range(start, end + 1))
+
+
+def _join_pieces(pieces: Sequence[StoredChunk]) -> str | None:
+    """The line that overlapping pieces cut from it cover, or None if they leave a gap."""
+    line = ""
+    for piece in sorted(pieces, key=lambda p: (p.column, p.ordinal)):
+        if piece.column > len(line):
+            return None
+        if piece.column + len(piece.text) > len(line):
+            line = line[: piece.column] + piece.text  # the overlap is the same text
+    return line

@@ -1,15 +1,23 @@
-"""Named knowledge bases: a Chroma collection (via langchain-chroma) plus local files.
+"""Named knowledge bases: a Chroma collection plus local files.
 
 Layout of ``settings.kb_dir / <name>``::
 
     chroma/         the embedded PersistentClient (absent when a Chroma server is used)
-    manifest.json   what was ingested: file -> (hash, chunk ids)      (see manifest.py)
-    generation      a token that changes whenever the chunks change  (see manifest.py)
-    bm25/           the lexical index, derived from the chunks (see lexical.py)
+    manifest.json   what was ingested: root -> file -> (hash, chunk ids)  (see manifest.py)
+    generation      a token that changes whenever the chunks change      (see manifest.py)
+    bm25.npz        the lexical index, derived from the chunks           (see lexical.py)
+    .lock           held by the one process that writes (ingest, rm)
+
+Chunks are written through langchain-chroma's public API (``add_texts``, ``delete``);
+reads (search, locators, the BM25 rebuild) go to the chromadb collection directly.
+A chunk's stored document is its ``indexed_text`` (title, heading path, text), which is
+what the embedding model and BM25 both see; ``text_start`` in its metadata marks where
+the chunk's own text begins. Chunks written before roots existed have no ``root`` and no
+``text_start`` (their document is the bare text); they read back with root "".
 
 Invariants: a collection records the embedding model that filled it and is only
-opened with that model; every write to Chroma is preceded by a generation change, so
-a derived index can never be mistaken for current after the chunks moved on.
+opened with that model; every write to Chroma is preceded and followed by a generation
+change, so a derived index can never be mistaken for current after the chunks moved on.
 All methods are synchronous; async callers use ``asyncio.to_thread``.
 """
 
@@ -20,13 +28,14 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import chromadb
+import httpx
 from chromadb.api import ClientAPI
 from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import ChromaError, NotFoundError
@@ -34,15 +43,26 @@ from langchain_chroma import Chroma
 
 from deep_research.app.config import Settings
 from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
-from deep_research.kb.chunking import Chunk, MetaValue
+from deep_research.kb.chunking import Chunk, document_key, indexed_text
 from deep_research.kb.embeddings import NamedEmbeddings, make_embeddings
 from deep_research.kb.lexical import LexicalDoc, LexicalIndex
-from deep_research.kb.manifest import Manifest, load_manifest, read_generation, save_manifest
+from deep_research.kb.manifest import (
+    FileEntry,
+    Manifest,
+    RootEntry,
+    bump_generation,
+    load_manifest,
+    read_generation,
+    save_manifest,
+)
 
 KB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 META_MODEL = "embedding_model"
 META_NAME = "kb_name"
+LEXICAL_FILE = "bm25.npz"
 _PAGE = 2000
+# What a Chroma server that went away raises from a call (chromadb talks httpx).
+_UNREACHABLE = (ValueError, OSError, httpx.HTTPError)
 
 
 @dataclass(frozen=True)
@@ -53,11 +73,14 @@ class KBStats:
     chunks: int
     embedding_model: str
     size_bytes: int
+    legacy_chunks: int = 0
+    """Chunks from before roots and token-exact sizes: a re-ingest upgrades them."""
 
 
 @dataclass(frozen=True)
 class StoredChunk:
     id: str
+    root: str
     source: str
     heading: str
     start_line: int
@@ -66,6 +89,12 @@ class StoredChunk:
     title: str
     tags: tuple[str, ...]
     ordinal: int
+    piece: bool = False
+    column: int = 0
+
+    @property
+    def document(self) -> tuple[str, str]:
+        return (self.root, self.source)
 
 
 def _check_name(name: str) -> str:
@@ -87,6 +116,8 @@ def _store_errors(action: str) -> Iterator[None]:
         yield
     except ChromaError as exc:
         raise KnowledgeBaseError(f"{action} failed: {exc}") from exc
+    except _UNREACHABLE as exc:
+        raise KnowledgeBaseError(f"{action} failed: {exc or type(exc).__name__}") from exc
 
 
 def _client(settings: Settings, directory: Path, *, create: bool) -> ClientAPI:
@@ -96,7 +127,7 @@ def _client(settings: Settings, directory: Path, *, create: bool) -> ClientAPI:
             return chromadb.HttpClient(
                 host=settings.chroma_host, port=settings.chroma_port, settings=chroma_settings
             )
-        except (ValueError, ChromaError, OSError) as exc:
+        except (ChromaError, *_UNREACHABLE) as exc:
             raise KnowledgeBaseError(
                 f"cannot reach Chroma at {settings.chroma_host}:{settings.chroma_port}: {exc}"
             ) from exc
@@ -110,14 +141,20 @@ def _client(settings: Settings, directory: Path, *, create: bool) -> ClientAPI:
 
 def _chroma_metadata(chunk: Chunk) -> dict[str, Any]:
     meta: dict[str, Any] = {
+        "root": chunk.root,
         "source": chunk.source,
+        "doc": document_key(chunk.root, chunk.source),
         "heading": chunk.heading,
         "start_line": chunk.start_line,
         "end_line": chunk.end_line,
         "content_hash": chunk.content_hash,
         "title": chunk.title,
         "ordinal": chunk.ordinal,
+        "text_start": len(chunk.indexed_text) - len(chunk.text),
     }
+    if chunk.piece:
+        meta["piece"] = True
+        meta["column"] = chunk.column
     if chunk.tags:  # Chroma rejects empty lists
         meta["tags"] = list(chunk.tags)
     for key, value in chunk.meta:
@@ -125,19 +162,44 @@ def _chroma_metadata(chunk: Chunk) -> dict[str, Any]:
     return meta
 
 
-def _stored(chunk_id: str, text: str, meta: dict[str, MetaValue | list[str]]) -> StoredChunk:
+def _stored(chunk_id: str, document: str, meta: Mapping[str, Any]) -> StoredChunk:
     tags = meta.get("tags") or []
     return StoredChunk(
         id=chunk_id,
+        root=str(meta.get("root", "")),
         source=str(meta["source"]),
         heading=str(meta.get("heading", "")),
-        start_line=int(meta["start_line"]),  # type: ignore[arg-type]
-        end_line=int(meta["end_line"]),  # type: ignore[arg-type]
-        text=text,
+        start_line=int(meta["start_line"]),
+        end_line=int(meta["end_line"]),
+        text=document[int(meta.get("text_start", 0)) :],
         title=str(meta.get("title", "")),
         tags=tuple(str(t) for t in tags) if isinstance(tags, list) else (),
-        ordinal=int(meta.get("ordinal", 0)),  # type: ignore[arg-type]
+        ordinal=int(meta.get("ordinal", 0)),
+        piece=bool(meta.get("piece", False)),
+        column=int(meta.get("column", 0)),
     )
+
+
+def _rows(got: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    for cid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
+        yield cid, doc or "", meta or {}
+
+
+@contextmanager
+def _exclusive(directory: Path, name: str, guard: threading.Lock) -> Iterator[None]:
+    """One writer per KB, across threads and processes (flock on ``<dir>/.lock``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with guard, open(directory / ".lock", "a+b") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise KnowledgeBaseError(
+                f"knowledge base {name!r} is being written by another process"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 class KBStore:
@@ -150,6 +212,7 @@ class KBStore:
         embeddings: NamedEmbeddings,
         client: ClientAPI,
         vectorstore: Chroma,
+        collection: Any,
     ) -> None:
         self.settings = settings
         self.name = name
@@ -157,13 +220,12 @@ class KBStore:
         self.directory = settings.kb_dir / name
         self.client = client
         self.vectorstore = vectorstore
+        """Writes: langchain-chroma's public API."""
+        self.collection = collection
+        """Reads: the chromadb collection itself."""
         self._lock = threading.RLock()
         self._write_lock = threading.Lock()
         self._lexical: LexicalIndex | None = None
-
-    @property
-    def collection(self) -> Any:
-        return self.vectorstore._collection
 
     @property
     def location(self) -> str:
@@ -174,23 +236,35 @@ class KBStore:
     @contextmanager
     def write_lock(self) -> Iterator[None]:
         """One writer at a time, across threads and processes."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with self._write_lock, open(self.directory / ".lock", "a+b") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise KnowledgeBaseError(
-                    f"knowledge base {self.name!r} is being written by another process"
-                ) from None
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with _exclusive(self.directory, self.name, self._write_lock):
+            yield
 
     # --- manifest and generation --------------------------------------------------------
 
     def load_manifest(self) -> Manifest:
-        return load_manifest(self.directory, self.embeddings.model_id)
+        """The manifest; a lost or unreadable one is rebuilt from the chunks' metadata.
+
+        The rebuilt entries have no hash, so the next ingest of each root re-reads its
+        files and deletes the chunks of files that are gone: no chunk stays searchable
+        for ever just because the bookkeeping was lost. Chunks from before roots (no
+        ``root`` in their metadata) go under root "", which the next ingest adopts.
+        """
+        manifest = load_manifest(self.directory)
+        if manifest is not None:
+            return manifest
+        rebuilt = Manifest(embedding_model=self.embeddings.model_id)
+        offset = 0
+        while True:
+            with _store_errors("reading chunks"):
+                got = self.collection.get(include=["metadatas"], limit=_PAGE, offset=offset)
+            for cid, meta in zip(got["ids"], got["metadatas"], strict=True):
+                root = str((meta or {}).get("root", ""))
+                source = str((meta or {}).get("source", ""))
+                files = rebuilt.roots.setdefault(root, RootEntry()).files
+                files.setdefault(source, FileEntry(hash=None)).chunk_ids.append(cid)
+            if len(got["ids"]) < _PAGE:
+                return rebuilt
+            offset += _PAGE
 
     def save_manifest(self, manifest: Manifest) -> None:
         save_manifest(self.directory, manifest)
@@ -201,28 +275,39 @@ class KBStore:
 
     # --- chunks -------------------------------------------------------------------------
 
+    def _step(self) -> int:
+        return max(1, self.client.get_max_batch_size())
+
+    @contextmanager
+    def _changing(self, action: str) -> Iterator[None]:
+        """A write to the chunks, bracketed by generation changes (see the module doc)."""
+        bump_generation(self.directory)
+        try:
+            with _store_errors(action):
+                yield
+        finally:
+            bump_generation(self.directory)
+
     def upsert(self, chunks: Sequence[Chunk]) -> None:
         if not chunks:
             return
-        vectors = self.embeddings.embed_documents([c.indexed_text for c in chunks])
-        step = max(1, self.client.get_max_batch_size())
-        with _store_errors("writing chunks"):
+        step = self._step()
+        with self._changing("writing chunks"):
             for start in range(0, len(chunks), step):
                 batch = chunks[start : start + step]
-                self.collection.upsert(
-                    ids=[c.id for c in batch],
-                    embeddings=vectors[start : start + step],
-                    documents=[c.text for c in batch],
+                self.vectorstore.add_texts(
+                    texts=[c.indexed_text for c in batch],
                     metadatas=[_chroma_metadata(c) for c in batch],
+                    ids=[c.id for c in batch],
                 )
 
     def delete(self, ids: Sequence[str]) -> None:
         if not ids:
             return
-        step = max(1, self.client.get_max_batch_size())
-        with _store_errors("deleting chunks"):
+        step = self._step()
+        with self._changing("deleting chunks"):
             for start in range(0, len(ids), step):
-                self.collection.delete(ids=list(ids[start : start + step]))
+                self.vectorstore.delete(ids=list(ids[start : start + step]))
 
     def count(self) -> int:
         with _store_errors("counting chunks"):
@@ -233,18 +318,12 @@ class KBStore:
             return {}
         with _store_errors("reading chunks"):
             got = self.collection.get(ids=list(ids), include=["documents", "metadatas"])
-        return {
-            cid: _stored(cid, doc or "", meta or {})
-            for cid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
-        }
+        return {cid: _stored(cid, doc, meta) for cid, doc, meta in _rows(got)}
 
     def find(self, where: dict[str, Any]) -> list[StoredChunk]:
         with _store_errors("reading chunks"):
             got = self.collection.get(where=where, include=["documents", "metadatas"])
-        return [
-            _stored(cid, doc or "", meta or {})
-            for cid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
-        ]
+        return [_stored(cid, doc, meta) for cid, doc, meta in _rows(got)]
 
     def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
         if not ids:
@@ -254,17 +333,18 @@ class KBStore:
         return {cid: list(vec) for cid, vec in zip(got["ids"], got["embeddings"], strict=True)}
 
     def dense(
-        self, vector: list[float], n: int, allowed_sources: set[str] | None = None
+        self, vector: list[float], n: int, allowed_ids: Sequence[str] | None = None
     ) -> list[tuple[str, float]]:
-        """Up to ``n`` (chunk id, cosine similarity) pairs, best first."""
-        if n < 1 or allowed_sources == set():
+        """Up to ``n`` (chunk id, cosine similarity) pairs, best first; only among
+        ``allowed_ids`` when given."""
+        if n < 1 or (allowed_ids is not None and not allowed_ids):
             return []
-        where: dict[str, Any] | None = None
-        if allowed_sources is not None:
-            where = {"source": {"$in": sorted(allowed_sources)}}
         with _store_errors("searching"):
             got = self.collection.query(
-                query_embeddings=[vector], n_results=n, where=where, include=["distances"]
+                query_embeddings=[vector],
+                n_results=n,
+                ids=None if allowed_ids is None else list(allowed_ids),
+                include=["distances"],
             )
         return [
             (cid, 1.0 - float(d)) for cid, d in zip(got["ids"][0], got["distances"][0], strict=True)
@@ -277,10 +357,12 @@ class KBStore:
                 got = self.collection.get(
                     include=["documents", "metadatas"], limit=_PAGE, offset=offset
                 )
-            for cid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
-                chunk = _stored(cid, doc or "", meta or {})
-                context = [p for p in (chunk.title, chunk.heading) if p]
-                yield LexicalDoc(cid, chunk.source, chunk.tags, "\n".join([*context, chunk.text]))
+            for cid, doc, meta in _rows(got):
+                chunk = _stored(cid, doc, meta)
+                # New chunks store their indexed text; older ones only the bare text.
+                legacy = "text_start" not in meta
+                text = indexed_text(chunk.title, chunk.heading, doc) if legacy else doc
+                yield LexicalDoc(cid, chunk.root, chunk.source, chunk.tags, text)
             if len(got["ids"]) < _PAGE:
                 return
             offset += _PAGE
@@ -291,11 +373,13 @@ class KBStore:
             generation = self.generation
             if self._lexical is not None and self._lexical.generation == generation:
                 return self._lexical
-            directory = self.directory / "bm25"
-            index = LexicalIndex.load(directory, generation)
+            path = self.directory / LEXICAL_FILE
+            index = LexicalIndex.load(path, generation)
             if index is None:
                 index = LexicalIndex.build(generation, list(self.iter_lexical_docs()))
-                index.save(directory)
+                if self.generation == generation:  # else a writer moved on: don't publish
+                    index.save(path)
+                shutil.rmtree(self.directory / "bm25", ignore_errors=True)  # pre-npz layout
             self._lexical = index
             return index
 
@@ -313,10 +397,11 @@ class KBStore:
         return KBStats(
             name=self.name,
             location=self.location,
-            files=sum(1 for entry in manifest.files.values() if entry.hash),
+            files=manifest.file_count,
             chunks=self.count(),
             embedding_model=self.embeddings.model_id,
             size_bytes=size,
+            legacy_chunks=self.lexical().legacy_chunks,
         )
 
 
@@ -340,7 +425,11 @@ def open_kb(
     embeddings: NamedEmbeddings | None = None,
     create: bool = False,
 ) -> KBStore:
-    """Open a named KB (``settings.kb_name`` by default); KnowledgeBaseError if missing."""
+    """Open a named KB (``settings.kb_name`` by default).
+
+    KBMissing when it does not exist (and ``create`` is false); KnowledgeBaseError with
+    the real cause for everything else (model mismatch, server unreachable, bad store).
+    """
     name = _check_name(name or settings.kb_name)
     embeddings = embeddings or make_embeddings(settings)
     model_id = embeddings.model_id  # before creating anything: loading the model may fail
@@ -351,7 +440,7 @@ def open_kb(
         existing = client.get_collection(cname, embedding_function=None)
     except NotFoundError:
         existing = None
-    except (ChromaError, ValueError) as exc:
+    except (ChromaError, *_UNREACHABLE) as exc:
         raise KnowledgeBaseError(f"cannot open knowledge base {name!r}: {exc}") from exc
     if existing is None and not create:
         raise _not_found(name)
@@ -368,7 +457,10 @@ def open_kb(
             collection_metadata={META_MODEL: model_id, META_NAME: name},
             collection_configuration={"hnsw": {"space": "cosine"}},
         )
-    return KBStore(settings, name, embeddings, client, vectorstore)
+        collection = existing
+        if collection is None:
+            collection = client.get_collection(cname, embedding_function=None)
+    return KBStore(settings, name, embeddings, client, vectorstore, collection)
 
 
 def list_kbs(settings: Settings) -> list[str]:
@@ -400,22 +492,34 @@ def _forget_persistent_client(path: Path) -> None:
         system.stop()
 
 
+_REMOVE_GUARD = threading.Lock()
+
+
 def remove_kb(settings: Settings, name: str) -> None:
-    """Delete a KB: its collection and its local files. KnowledgeBaseError if missing."""
+    """Delete a KB: its collection and its local files, under its write lock (so never
+    in the middle of an ingest). KBMissing if there is no such KB."""
     name = _check_name(name)
     directory = settings.kb_dir / name
+    client: ClientAPI | None = None
     if settings.chroma_host:
         client = _client(settings, directory, create=False)
         try:
-            client.delete_collection(collection_name(name))
+            client.get_collection(collection_name(name), embedding_function=None)
         except NotFoundError:
-            if not directory.exists():
-                raise KnowledgeBaseError(f"knowledge base {name!r} not found") from None
-        except ChromaError as exc:
-            raise KnowledgeBaseError(f"removing knowledge base {name!r} failed: {exc}") from exc
+            if not directory.is_dir():
+                raise KBMissing(f"knowledge base {name!r} not found") from None
+        except (ChromaError, *_UNREACHABLE) as exc:
+            raise KnowledgeBaseError(f"cannot reach knowledge base {name!r}: {exc}") from exc
     elif not (directory / "chroma").is_dir():
-        raise KnowledgeBaseError(f"knowledge base {name!r} not found")
-    else:
-        _forget_persistent_client(directory / "chroma")
-    if directory.exists():
-        shutil.rmtree(directory)
+        raise KBMissing(f"knowledge base {name!r} not found")
+    with _exclusive(directory, name, _REMOVE_GUARD):
+        if client is not None:
+            try:
+                client.delete_collection(collection_name(name))
+            except NotFoundError:
+                pass  # only the local files were left
+            except (ChromaError, *_UNREACHABLE) as exc:
+                raise KnowledgeBaseError(f"removing knowledge base {name!r} failed: {exc}") from exc
+        else:
+            _forget_persistent_client(directory / "chroma")
+        shutil.rmtree(directory)  # the lock file too: we hold it until we return

@@ -1,0 +1,40 @@
+"""Rank passages held in memory against a query, the way the knowledge base ranks chunks.
+
+BM25 (the KB's own tokenizer, stemmer and parameters) and dense cosine similarity (the
+embedder given), fused exactly as ``kb.search`` fuses them (``fuse``, weighted min-max by
+default). Nothing is stored: a web branch ranks the passages of the pages it read without
+a Chroma collection per branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from deep_research.kb.lexical import LexicalDoc, LexicalIndex
+from deep_research.kb.search import Fusion, Ranking, fuse
+
+
+DEFAULT_FUSION = Fusion()
+
+
+def rank(
+    query: str, passages: Sequence[str], embedder: Embeddings, fusion: Fusion = DEFAULT_FUSION
+) -> list[tuple[int, float]]:
+    """(index into ``passages``, fused score) for every passage, best first."""
+    if not passages:
+        return []
+    ids = [str(i) for i in range(len(passages))]
+    docs = [LexicalDoc(id=i, root="", source=i, tags=(), text=p) for i, p in zip(ids, passages, strict=True)]
+    lexical = LexicalIndex.build("", docs).search(query, len(docs))
+    vectors = np.asarray(embedder.embed_documents(list(passages)), dtype=float)
+    target = np.asarray(embedder.embed_query(query), dtype=float)
+    norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(target) or 1.0)
+    cosine = (vectors @ target) / np.where(norms == 0, 1.0, norms)
+    dense: Ranking = sorted(
+        ((ids[i], float(score)) for i, score in enumerate(cosine)), key=lambda x: -x[1]
+    )
+    fused = fuse([(dense, fusion.dense_weight), (lexical, fusion.bm25_weight)], fusion)
+    return [(int(cid), score) for cid, score in fused]

@@ -16,7 +16,6 @@ from langchain_core.embeddings import Embeddings
 from deep_research.kb.lexical import LexicalDoc, LexicalIndex
 from deep_research.kb.search import Fusion, Ranking, fuse
 
-
 DEFAULT_FUSION = Fusion()
 
 
@@ -27,7 +26,10 @@ def rank(
     if not passages:
         return []
     ids = [str(i) for i in range(len(passages))]
-    docs = [LexicalDoc(id=i, root="", source=i, tags=(), text=p) for i, p in zip(ids, passages, strict=True)]
+    docs = [
+        LexicalDoc(id=i, root="", source=i, tags=(), text=p)
+        for i, p in zip(ids, passages, strict=True)
+    ]
     lexical = LexicalIndex.build("", docs).search(query, len(docs))
     vectors = np.asarray(embedder.embed_documents(list(passages)), dtype=float)
     target = np.asarray(embedder.embed_query(query), dtype=float)

@@ -10,6 +10,7 @@ from deep_research.core.citations import (
     keep_cited,
     register,
     renumber,
+    sentence_of,
     sentences,
     shift,
     strip_trailing,
@@ -171,3 +172,11 @@ def test_shift_and_strip_trailing() -> None:
     assert shift(r"a [1] b [2] c \[2024\]", 3) == r"a [4] b [5] c \[2024\]"
     assert strip_trailing("A line. [S1][S2] ") == "A line."
     assert strip_trailing("Year \\[2024\\]") == "Year \\[2024\\]"
+
+
+def test_the_claim_of_a_marker_is_its_sentence_without_markers() -> None:
+    notes = "- Raft uses timeouts [1][2]. Paxos differs [2].\nA third [3]!"
+    assert sentence_of(notes, 1) == "Raft uses timeouts."
+    assert sentence_of(notes, 2) == "Raft uses timeouts.", "the first sentence citing it"
+    assert sentence_of(notes, 3) == "A third!"
+    assert sentence_of(notes, 4) == ""

@@ -104,6 +104,8 @@ class LiveView:
 
 def job_state(event: JobEvent) -> str:
     """``in_progress 12m05s · 41 polls``: a long job, visibly alive."""
+    if not event.job_id:  # not a remote job: a branch saying what it does
+        return event.status
     minutes, seconds = divmod(int(event.elapsed_seconds), 60)
     took = f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
     return f"{event.status} {took} · {event.polls} polls"

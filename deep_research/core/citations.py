@@ -94,6 +94,19 @@ def has_session_marker(text: str) -> bool:
     return SESSION.search(text) is not None
 
 
+_CLAIM_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def sentence_of(text: str, number: int) -> str:
+    """The sentence of ``text`` that cites local marker ``[number]``, without its markers:
+    the claim that citation supports. Empty when no sentence cites it."""
+    for sentence in _CLAIM_END.split(text):
+        if any(int(m.group(1)) == number for m in LOCAL.finditer(sentence)):
+            claim = " ".join(LOCAL.sub("", sentence).split()).lstrip("-*> ").strip()
+            return re.sub(r"\s+([.,;:!?])", r"\1", claim)
+    return ""
+
+
 # --- the session registry and the report --------------------------------------------
 
 

@@ -16,7 +16,9 @@ NodeStatus = Literal["pending", "running", "done", "failed", "blocked", "cancell
 SourceHint = Literal["web", "internal", "mixed"]
 SourcePolicy = Literal["auto", "kb_only", "web_only"]
 """Which sources a run may use: ``--kb-only``, ``--web-only``, or whatever exists."""
-Role = Literal["planner", "branch", "summarizer", "synthesizer", "judge", "deep_research", "embed"]
+Role = Literal[
+    "planner", "branch", "summarizer", "synthesizer", "judge", "deep_research", "search", "embed"
+]
 StopReason = Literal[
     "complete",
     "max_iterations",
@@ -81,6 +83,9 @@ class Citation(BaseModel):
         description="verbatim source text (a KB chunk); empty when the provider returns none",
     )
     claim: str = Field(default="", description="the report sentence this source is cited for")
+    accessed_at: datetime | None = Field(
+        default=None, description="when the page was read (search-and-read web branches)"
+    )
 
 
 class ResearchNode(BaseModel):
@@ -147,6 +152,12 @@ class Verdict(BaseModel):
         description="Claims resting on thin, single or contradictory sources."
     )
     overall_confidence: float = Field(description="0.0-1.0 confidence in the draft.")
+
+
+class SearchQueries(BaseModel):
+    queries: list[str] = Field(
+        description="1-3 web search queries, each a few keywords, different from those tried"
+    )
 
 
 class BranchNotes(BaseModel):

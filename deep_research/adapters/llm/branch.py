@@ -23,6 +23,8 @@ class Passage:
 class LLMEvidenceWriter:
     model: ChatModel
     max_words: int = 400
+    evidence_source: str = "the user's knowledge base"
+    """What the passages are excerpts of, as the prompt tells the model."""
 
     async def write(
         self,
@@ -38,6 +40,7 @@ class LLMEvidenceWriter:
         deps = "\n\n".join(f"### {d.question}\n{d.notes}" for d in dependencies)
         messages = load_prompt("branch").messages(
             max_words=self.max_words,
+            evidence_source=self.evidence_source,
             root_question=root_question,
             question=question,
             dependencies=deps or "(none)",

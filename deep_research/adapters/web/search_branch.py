@@ -1,0 +1,258 @@
+"""Search-and-read web research: a branch executor that works with any chat model, or none.
+
+For one sub-question: write 1-3 search queries (the branch model; with no model, the
+question itself), search, read the most promising pages concurrently, split them into
+passages and rank those against the sub-question the way the knowledge base ranks chunks
+(``kb.rank``), then write notes citing passages by number (the branch model; with no model,
+the best passages quoted verbatim). When the model judges the evidence thin, one more round
+of searching is allowed (``extra_rounds``).
+
+Every citation carries the page's url and title, the time it was read, the claim it
+supports and the verbatim passage it rests on (``quote``): two passages of one page stay two
+citations (``citations.identity``), and every claim can be checked against the exact text.
+
+Failures stay small: a page that cannot be read is skipped and said (the live view shows
+why); a search provider that fails, or no readable page at all, fails the branch with a
+one-line reason and the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from deep_research.adapters.kb_branch import EvidenceWriter
+from deep_research.adapters.llm.branch import Passage
+from deep_research.core.citations import escape_literal, keep_cited, sentence_of
+from deep_research.core.errors import BranchError
+from deep_research.core.models import Citation, Usage
+from deep_research.core.ports import (
+    BranchResult,
+    BranchTask,
+    Finding,
+    JobEvent,
+    Meter,
+    RemoteJobHook,
+)
+
+THIN_EVIDENCE = 0.5
+"""Below this confidence the notes are thin: search once more, if a round is left."""
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    url: str
+    title: str
+    snippet: str = ""
+
+
+@dataclass(frozen=True)
+class SearchResults:
+    hits: list[SearchHit]
+    cached: bool = False
+    """Served from the result cache: no fee."""
+
+
+class Searcher(Protocol):
+    """A web search provider (duckduckgo, searxng, tavily, …)."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def search(self, query: str, max_results: int) -> SearchResults:
+        """Raises ``BranchError`` with a one-line reason when the provider fails."""
+        ...
+
+
+@dataclass(frozen=True)
+class Page:
+    url: str
+    """Where the text was read, after redirects."""
+    title: str
+    text: str
+    """The page's main text, as markdown."""
+    fetched_at: datetime
+
+
+class Reader(Protocol):
+    async def read(self, url: str) -> Page:
+        """Raises ``PageSkipped`` (a ``BranchError``) with the reason a page is not read."""
+        ...
+
+
+class QueryWriter(Protocol):
+    async def queries(
+        self,
+        root_question: str,
+        question: str,
+        dependencies: Sequence[Finding],
+        tried: Sequence[str],
+        max_queries: int,
+        meter: Meter,
+    ) -> list[str]: ...
+
+
+Ranker = Callable[[str, Sequence[str]], list[tuple[int, float]]]
+"""(query, passages) -> (index, score) for each passage, best first (``kb.rank``)."""
+Splitter = Callable[[str], list[str]]
+"""A page's text -> its passages."""
+
+
+@dataclass(frozen=True)
+class SearchLimits:
+    max_queries: int = 3
+    results_per_query: int = 5
+    pages_per_round: int = 4
+    passages: int = 8
+    """Ranked passages the notes are written from."""
+    extra_rounds: int = 1
+
+
+@dataclass(frozen=True)
+class WebPassage:
+    page: Page
+    text: str
+
+
+@dataclass
+class _Round:
+    tried: list[str] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    evidence: list[WebPassage] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SearchReadExecutor:
+    searcher: Searcher
+    reader: Reader
+    rank: Ranker
+    split: Splitter
+    writer: EvidenceWriter | None
+    """The branch model's notes writer; None: quote the best passages verbatim."""
+    query_writer: QueryWriter | None
+    limits: SearchLimits = SearchLimits()
+    model: str = ""
+
+    async def run(
+        self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
+    ) -> BranchResult:
+        state = _Round()
+        for round_number in range(1 + self.limits.extra_rounds):
+            queries = await self._queries(task, state.tried, meter)
+            fresh = [q for q in queries if q not in state.tried]
+            if not fresh:
+                break
+            state.tried += fresh
+            await self._search_and_read(task, fresh, state, meter)
+            best = self._best(task.question, state.evidence)
+            if not best:
+                continue
+            result = await self._write(task, best, meter)
+            last = round_number == self.limits.extra_rounds
+            if self.writer is None or result.confidence >= THIN_EVIDENCE or last:
+                return result
+            _say(task, f"evidence thin ({result.confidence:.2f}): searching once more")
+        if not state.evidence:
+            raise BranchError(
+                f"no readable page found for: {'; '.join(state.tried) or task.question}"
+            )
+        return await self._write(task, self._best(task.question, state.evidence), meter)
+
+    async def _queries(self, task: BranchTask, tried: list[str], meter: Meter) -> list[str]:
+        if self.query_writer is None:
+            return [task.question]
+        found = await self.query_writer.queries(
+            task.root_question,
+            task.question,
+            task.dependencies,
+            tried,
+            self.limits.max_queries,
+            meter,
+        )
+        return [" ".join(q.split()) for q in found if q.strip()][: self.limits.max_queries]
+
+    async def _search_and_read(
+        self, task: BranchTask, queries: list[str], state: _Round, meter: Meter
+    ) -> None:
+        results = await asyncio.gather(
+            *(self.searcher.search(q, self.limits.results_per_query) for q in queries)
+        )
+        for outcome in results:
+            meter.record(
+                "search",
+                f"search:{self.searcher.name}",
+                Usage(web_search_calls=1),
+                cached=outcome.cached,
+            )
+        urls = [hit.url for outcome in results for hit in outcome.hits]
+        picked = [u for u in dict.fromkeys(urls) if u not in state.seen]
+        picked = picked[: self.limits.pages_per_round]
+        state.seen.update(picked)
+        _say(
+            task,
+            f"searched {len(queries)} quer{'y' if len(queries) == 1 else 'ies'}; "
+            f"reading {len(picked)} page(s)",
+        )
+        pages = await asyncio.gather(*(self.reader.read(u) for u in picked), return_exceptions=True)
+        for url, page in zip(picked, pages, strict=True):
+            if isinstance(page, BranchError):
+                _say(task, f"skipped {url}: {page}")
+                continue
+            if isinstance(page, BaseException):
+                raise page
+            state.evidence += [WebPassage(page, text) for text in self.split(page.text)]
+
+    def _best(self, question: str, evidence: list[WebPassage]) -> list[WebPassage]:
+        ranked = self.rank(question, [p.text for p in evidence])
+        return [evidence[i] for i, _ in ranked[: self.limits.passages]]
+
+    async def _write(self, task: BranchTask, best: list[WebPassage], meter: Meter) -> BranchResult:
+        researched_by = f"search ({self.searcher.name}) + {self.model or 'no model'}"
+        if self.writer is None:
+            return quote_passages(best, researched_by)
+        passages = [Passage(label=f"{p.page.title} — {p.page.url}", text=p.text) for p in best]
+        notes = await self.writer.write(
+            task.root_question, task.question, passages, task.dependencies, meter
+        )
+        text, used = keep_cited(notes.notes, len(best))
+        if not used:
+            return quote_passages(best[:3], researched_by)
+        citations = [
+            citation_of(best[index], claim=sentence_of(text, number))
+            for number, index in enumerate(used, start=1)
+        ]
+        return BranchResult(text, tuple(citations), notes.confidence, researched_by)
+
+
+def citation_of(passage: WebPassage, claim: str = "") -> Citation:
+    page = passage.page
+    return Citation(
+        kind="web",
+        url=page.url,
+        title=page.title,
+        locator=page.url,
+        quote=passage.text,
+        claim=claim,
+        accessed_at=page.fetched_at,
+    )
+
+
+def quote_passages(best: Sequence[WebPassage], researched_by: str) -> BranchResult:
+    """Notes that are the best passages themselves, verbatim, each citing its page."""
+    lines = [f"> {escape_literal(' '.join(p.text.split()))} [{n}]" for n, p in enumerate(best, 1)]
+    note = "_The best passages of the pages read, quoted verbatim._"
+    return BranchResult(
+        "\n\n".join([note, *lines]),
+        tuple(citation_of(p) for p in best),
+        confidence=0.3,
+        researched_by=researched_by,
+    )
+
+
+def _say(task: BranchTask, note: str) -> None:
+    """A line in the live view: what the branch is searching and reading, what it skipped."""
+    if task.on_event is not None:
+        task.on_event(JobEvent(task.node_id, "", "search", "searching", 0, 0.0, note))

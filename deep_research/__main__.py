@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import sys
 
-from deep_research.app.config import unreadable_dotenv
-
 
 def main() -> None:
     try:
         from deep_research.app.cli import main as cli_main
     except UnicodeDecodeError as exc:
+        from deep_research.app.config import unreadable_dotenv
+
         error = unreadable_dotenv(exc)
         sys.stderr.write(f"error: {error}\n")
         raise SystemExit(error.exit_code) from None

@@ -6,30 +6,37 @@ deep-research sessions list|show    past runs
 deep-research kb ingest|search|...  the markdown knowledge base
 
 The commands only parse, call ``app.service`` and print: the MCP server and the HTTP API
-run research through the same service.
+run research through the same service. Each command imports what it uses in its body, so
+`--help`, `--version` and `sessions list` never load pydantic models, Chroma or LangChain.
 """
 
 from __future__ import annotations
 
-import asyncio
+import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
-from deep_research.app import render, service
-from deep_research.app.cli_common import JsonOpt, print_json, run_summary
-from deep_research.app.config import load_settings
+from deep_research.app.cli_common import JsonOpt, print_json
 from deep_research.app.kb_cli import kb_app
 from deep_research.app.sessions_cli import sessions_app
-from deep_research.core.budget import totals
-from deep_research.core.errors import EXIT_DECLINED, EXIT_INTERRUPTED, DeepResearchError
+from deep_research.core.errors import (
+    EXIT_BUG,
+    EXIT_DECLINED,
+    EXIT_INTERRUPTED,
+    DeepResearchError,
+    UsageError,
+)
 
 if TYPE_CHECKING:
+    from deep_research.app import service
     from deep_research.core.ports import JobEvent
 
 _debug = False
+_ROOT_OPTIONS = ("--help", "-h", "--version", "--install-completion", "--show-completion")
 
 
 class DefaultToRun(TyperGroup):
@@ -40,7 +47,7 @@ class DefaultToRun(TyperGroup):
         for index, arg in enumerate(args):
             if arg == "--debug":
                 continue
-            if arg not in self.commands and arg not in ("--help", "-h"):
+            if arg not in self.commands and arg not in _ROOT_OPTIONS:
                 args = [*args[:index], "run", *args[index:]]
             break
         return super().parse_args(ctx, args)
@@ -52,11 +59,29 @@ class DefaultToRun(TyperGroup):
         except DeepResearchError as exc:
             if _debug:
                 raise
+            from deep_research.app import render
+
             render.error(str(exc))
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
+            from deep_research.app import render
+
             render.error("interrupted")
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise  # click's own: usage errors, --help, an answered "no"
+        except Exception as exc:
+            if _debug:
+                raise
+            from deep_research.app import render
+            from deep_research.app.crash import scrub, write_crash_log
+
+            log = write_crash_log(exc)
+            render.error(
+                scrub(f"unexpected {type(exc).__name__}: {exc}")
+                + f" (a bug: the traceback is in {log}; --debug shows it here)"
+            )
+            raise typer.Exit(EXIT_BUG) from None
 
 
 app = typer.Typer(
@@ -64,22 +89,41 @@ app = typer.Typer(
     help="Research a hard question with a tree of sub-questions, on the web (OpenAI Deep "
     "Research) and in your markdown knowledge base, and write a cited report.",
     epilog=(
-        'Examples:  deep-research "How do vector databases handle deletes?"  ·  '
-        "deep-research resume 7f3c --max-cost 10  ·  deep-research sessions list  ·  "
-        "deep-research kb ingest kb/. With no OPENAI_API_KEY / OPENAI_BASE_URL, runs are "
-        "extractive over the knowledge base. Settings: see README (DEEP_RESEARCH_*)."
+        "\b\nExamples:\n"
+        '  deep-research "How do vector databases handle deletes?"\n'
+        "  deep-research - < question.txt\n"
+        "  deep-research resume 7f3c --max-cost 10\n"
+        "  deep-research sessions list\n"
+        "  deep-research kb ingest kb/\n\n"
+        "With no OPENAI_API_KEY / OPENAI_BASE_URL, runs are extractive over the knowledge "
+        "base. Settings: DEEP_RESEARCH_* (see the README)."
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    # Plain help, like git's: rich's help renderer loads markdown-it and doubles the start.
+    rich_markup_mode=None,
 )
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(kb_app, name="kb")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"deep-research {version('deep-research')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version."
+        ),
+    ] = False,
 ) -> None:
     global _debug
     _debug = debug
@@ -100,7 +144,13 @@ TimeOpt = Annotated[float | None, typer.Option("--max-runtime", help="Time limit
 
 @app.command()
 def run(
-    question: Annotated[str, typer.Argument(help="The research question.")],
+    question: Annotated[
+        str | None, typer.Argument(help="The research question; - reads it from stdin.")
+    ] = None,
+    question_file: Annotated[
+        Path | None,
+        typer.Option("--question-file", help="Read the question from this file.", dir_okay=False),
+    ] = None,
     max_parallel: ParallelOpt = None,
     max_iterations: IterOpt = None,
     max_cost: CostOpt = None,
@@ -138,6 +188,10 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Research QUESTION and write a cited report (the default command)."""
+    from deep_research.app import render, service
+    from deep_research.app.config import load_settings
+
+    question = _read_question(question, question_file)
     options = service.RunOptions(
         max_parallel=max_parallel,
         max_iterations=max_iterations,
@@ -187,6 +241,9 @@ def resume(
     The run's choices (models, efforts, web job, knowledge base) are the ones it started
     with. Research jobs still running at the provider (after Ctrl-C or a crash) are
     re-attached by their saved ids, never submitted again."""
+    from deep_research.app import service
+    from deep_research.app.config import load_settings
+
     budget = service.BudgetOverrides(
         max_iterations=max_iterations,
         max_cost_usd=max_cost,
@@ -208,10 +265,31 @@ def resume(
         _drive(run, as_json=as_json)
 
 
+def _read_question(question: str | None, question_file: Path | None) -> str:
+    """The question as given: an argument, ``-`` for stdin, or ``--question-file``."""
+    if (question is None) == (question_file is None):
+        raise UsageError("give the question as an argument, as - (stdin), or --question-file")
+    if question_file is not None:
+        try:
+            return question_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read the question from {question_file}: {exc}") from None
+    if question == "-":
+        try:
+            return sys.stdin.read()
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"the question on stdin is not UTF-8 text: {exc}") from None
+    return question or ""
+
+
 def _preflight(
     prepared: service.Prepared, *, estimate_only: bool, yes: bool, as_json: bool
 ) -> None:
     """Before anything is spent: the estimate (and exit, or ask), known prices, live models."""
+    import asyncio
+
+    from deep_research.app import render, service
+
     worst = service.estimate(prepared)
     if estimate_only:
         if as_json:
@@ -231,6 +309,12 @@ def _preflight(
 
 def _drive(run: service.Run, *, as_json: bool) -> None:
     """Research a session held under its lock, showing progress; then the report."""
+    import asyncio
+
+    from deep_research.app import render, service
+    from deep_research.app.cli_common import run_summary
+    from deep_research.core.budget import totals
+
     state = run.state
     show_live = not as_json and render.err.is_terminal
     with render.live_view(state, enabled=show_live) as view:
@@ -261,6 +345,8 @@ def _drive(run: service.Run, *, as_json: bool) -> None:
 
 
 def _info(as_json: bool) -> service.Info:
+    from deep_research.app import render
+
     return _quiet if as_json else render.info
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from deep_research.core.budget import totals
-from deep_research.core.models import SessionState
+if TYPE_CHECKING:
+    from deep_research.core.models import SessionState
 
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print one JSON object on stdout, nothing else.")
@@ -17,6 +17,8 @@ JsonOpt = Annotated[
 
 
 def run_summary(state: SessionState) -> dict[str, Any]:
+    from deep_research.core.budget import totals
+
     spend = totals(state.ledger)
     return {
         "session_id": state.session_id,

@@ -9,6 +9,7 @@ Secrets are ``SecretStr`` and are never written to sessions, logs or caches.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,11 +22,41 @@ EmbeddingProvider = Literal["local", "local-fast", "openai"]
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 
 
-def default_home() -> Path:
-    """A per-user data directory (XDG on Linux, the usual places elsewhere)."""
+def _legacy_home() -> Path:
+    """Where versions before platformdirs kept their data, on every platform."""
     xdg = os.environ.get("XDG_DATA_HOME")
     base = Path(xdg) if xdg else Path.home() / ".local" / "share"
     return base / "deep-research"
+
+
+_said_legacy = False
+
+
+def default_home() -> Path:
+    """The per-user data directory (``platformdirs``: XDG on Linux, ``~/Library/Application
+    Support`` on macOS, ``%LOCALAPPDATA%`` on Windows). A data directory left where earlier
+    versions put it keeps being used, and the run says so once."""
+    global _said_legacy
+    from platformdirs import user_data_dir
+
+    home = Path(user_data_dir("deep-research", appauthor=False))
+    legacy = _legacy_home()
+    if legacy != home and legacy.is_dir() and not home.exists():
+        if not _said_legacy:
+            _said_legacy = True
+            sys.stderr.write(
+                f"note: using the data directory of earlier versions, {legacy} "
+                f"(move it to {home}, or set DEEP_RESEARCH_HOME)\n"
+            )
+        return legacy
+    return home
+
+
+def data_home() -> Path:
+    """The data directory without reading every setting: ``DEEP_RESEARCH_HOME`` or the
+    default (for crash logs, which must be written even when the settings are invalid)."""
+    given = os.environ.get("DEEP_RESEARCH_HOME")
+    return Path(given).expanduser() if given else default_home()
 
 
 class Settings(BaseSettings):
@@ -155,6 +186,11 @@ class Settings(BaseSettings):
     chunk_overlap_tokens: int = Field(default=40, ge=0, le=2000)
     max_file_bytes: int = Field(default=5_000_000, ge=1)
     retrieval_k: int = Field(default=8, ge=1, le=100)
+
+    @field_validator("home")
+    @classmethod
+    def _expand_user(cls, value: Path) -> Path:
+        return value.expanduser()  # `DEEP_RESEARCH_HOME=~/research` in a .env
 
     @field_validator("openai_base_url")
     @classmethod

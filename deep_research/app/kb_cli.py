@@ -11,19 +11,19 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from deep_research.app.config import load_settings
 from deep_research.core.errors import KBMissing, UsageError
-from deep_research.kb.chunking import make_anchor
-from deep_research.kb.ingest import IngestReport, check_root_name, ingest
-from deep_research.kb.search import Hit, Mode, search
-from deep_research.kb.store import KBStore, list_kbs, open_kb, remove_kb
+from deep_research.kb.modes import Mode
+
+if TYPE_CHECKING:  # imported inside the commands: Chroma and numpy load in seconds
+    from deep_research.kb.ingest import IngestReport
+    from deep_research.kb.search import Hit
+    from deep_research.kb.store import KBStore
 
 SNIPPET_CHARS = 240
 
@@ -31,6 +31,7 @@ kb_app = typer.Typer(
     help="The markdown knowledge base: ingest, search, stats, list, rm.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 KbOpt = Annotated[
@@ -67,6 +68,10 @@ def ingest_command(
     A KB can hold several folders; each is known by its name, so `docs/README.md` and
     `notes/README.md` are two files, and re-ingesting one folder never touches another.
     """
+    from deep_research.app.config import load_settings
+    from deep_research.kb.ingest import check_root_name, ingest
+    from deep_research.kb.store import open_kb
+
     settings = load_settings()
     root = path or settings.kb_path
     if not root.is_dir():  # before creating anything
@@ -74,6 +79,14 @@ def ingest_command(
     if root_name is not None:
         check_root_name(root_name)
     store = open_kb(settings, kb, create=True)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     columns = (
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -143,6 +156,11 @@ def search_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Search the knowledge base; prints ranked chunks with their source and lines."""
+    from deep_research.app.config import load_settings
+    from deep_research.kb.chunking import make_anchor
+    from deep_research.kb.search import search
+    from deep_research.kb.store import open_kb
+
     settings = load_settings()
     store = open_kb(settings, kb)
     hits = search(store, query, k=k, mode=mode, mmr=mmr, path_glob=path, tags=tag)
@@ -186,6 +204,9 @@ def _escape(text: str) -> str:
 @kb_app.command("stats")
 def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """Files, chunks, embedding model and size on disk of a knowledge base."""
+    from deep_research.app.config import load_settings
+    from deep_research.kb.store import open_kb
+
     settings = load_settings()
     stats = open_kb(settings, kb).stats()
     if as_json:
@@ -207,6 +228,9 @@ def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
 @kb_app.command("list")
 def list_command(as_json: JsonOpt = False) -> None:
     """The named knowledge bases."""
+    from deep_research.app.config import load_settings
+    from deep_research.kb.store import list_kbs
+
     settings = load_settings()
     names = list_kbs(settings)
     if as_json:
@@ -228,6 +252,9 @@ def rm_command(
 ) -> None:
     """Delete a knowledge base (its index only; your markdown files are not touched).
     Refused while another process is ingesting into it."""
+    from deep_research.app.config import load_settings
+    from deep_research.kb.store import list_kbs, remove_kb
+
     settings = load_settings()
     target = name or settings.kb_name
     if target not in list_kbs(settings):

@@ -1,19 +1,19 @@
-"""`deep-research sessions list|show|cancel`: past runs, and their research jobs."""
+"""`deep-research sessions list|show|cancel`: past runs, and their research jobs.
+
+Each command imports what it uses in its body (see ``cli``)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
 
-from deep_research.app import render, service
-from deep_research.app.cli_common import JsonOpt, print_json, run_summary
-from deep_research.app.config import load_settings
-from deep_research.core.errors import ProviderError
+from deep_research.app.cli_common import JsonOpt, print_json
 
 sessions_app = typer.Typer(
-    help="Past runs: list them, show one, cancel its research jobs.", no_args_is_help=True
+    help="Past runs: list them, show one, cancel its research jobs.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 
@@ -23,6 +23,9 @@ def sessions_list(
     limit: Annotated[int, typer.Option("--limit", "-n", help="Show at most N sessions.")] = 50,
 ) -> None:
     """Past runs, newest first."""
+    from deep_research.app import render, service
+    from deep_research.app.config import load_settings
+
     rows = service.list_sessions(load_settings())[:limit]
     if as_json:
         print_json([row.model_dump(mode="json") for row in rows])
@@ -38,6 +41,10 @@ def sessions_show(
     as_json: JsonOpt = False,
 ) -> None:
     """One run: its tree, status, spend and report path."""
+    from deep_research.app import render, service
+    from deep_research.app.cli_common import run_summary
+    from deep_research.app.config import load_settings
+
     settings = load_settings()
     state = service.status(settings, session_id)
     report_path = service.report_path(settings, state.session_id)
@@ -82,6 +89,12 @@ def sessions_cancel(
 
     Prints one line per job: cancelled, already finished, or unreachable. Cancelled nodes
     are recorded as such; `resume` does not research them again unless --retry-cancelled."""
+    import asyncio
+
+    from deep_research.app import render, service
+    from deep_research.app.config import load_settings
+    from deep_research.core.errors import ProviderError
+
     result = asyncio.run(service.cancel(load_settings(), session_id))
     rows = [
         {"node": nid, "job_id": jid, "status": o.status, "detail": o.detail}

@@ -13,7 +13,8 @@
     │   └── JobCancelled              -  its remote job was cancelled: the node is ``cancelled``
     └── BudgetExhausted               -  work the budget cannot cover: the run stops, never exits
 
-Ctrl-C exits with 130 after the session is saved; declining an expensive run exits with 10.
+Ctrl-C exits with 130 after the session is saved; declining an expensive run exits with 10;
+any other exception is a bug: one line naming its crash log, exit 70.
 """
 
 from __future__ import annotations
@@ -78,3 +79,5 @@ class BudgetExhausted(DeepResearchError):
 EXIT_INTERRUPTED = 130
 EXIT_DECLINED = 10
 """The user answered no when asked to confirm an expensive run (nothing was spent)."""
+EXIT_BUG = 70
+"""An exception that is not one of ours: a bug. Its traceback goes to a crash log."""

@@ -28,12 +28,11 @@ import numpy.typing as npt
 
 from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.kb.chunking import document_key, make_anchor, make_locator
+from deep_research.kb.modes import MODES, Mode
 from deep_research.kb.store import KBStore, StoredChunk
 
-Mode = Literal["hybrid", "dense", "bm25"]
 FusionMethod = Literal["rrf", "weighted"]
 Normalization = Literal["zscore", "minmax"]
-MODES: tuple[Mode, ...] = ("hybrid", "dense", "bm25")
 
 FUSION_METHOD: FusionMethod = "weighted"
 NORMALIZATION: Normalization = "minmax"

@@ -1,0 +1,138 @@
+"""An instant CLI: what `--help`, `--version` and `sessions` load, and the small commands
+around the question (stdin, a file, the version, a crash log). Not timed: bench/startup.py
+measures."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deep_research.app import service
+from deep_research.persistence.sessions import SessionStore
+from tests.clirun import cli
+
+REPO = Path(__file__).resolve().parents[1]
+HEAVY = ("openai", "langchain", "chromadb", "genai_prices", "mcp", "trafilatura")
+PROBE = """
+import json, sys
+sys.argv = ["deep-research", *json.loads(sys.argv[1])]
+from deep_research.__main__ import main
+try:
+    main()
+except SystemExit:
+    pass
+loaded = sorted({m.split(".")[0] for m in sys.modules})
+sys.stderr.write("\\nLOADED " + json.dumps(loaded) + "\\n")
+"""
+
+
+def loaded_by(args: list[str], home: Path) -> set[str]:
+    env = {
+        **os.environ,
+        "DEEP_RESEARCH_HOME": str(home),
+        "PYTHONPATH": str(REPO),
+        "OPENAI_API_KEY": "sk-not-used",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=home.parent,
+    )
+    line = done.stderr.rsplit("LOADED ", 1)[1]
+    return set(json.loads(line))
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    state = SessionStore(path / "sessions").create("What is in the store?")
+    (path / "session-id").write_text(state.session_id)
+    return path
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["--version"], ["sessions", "list"], ["sessions", "show", "SESSION"]],
+)
+def test_light_commands_load_no_heavy_library(home: Path, args: list[str]) -> None:
+    session_id = (home / "session-id").read_text()
+    loaded = loaded_by([session_id if a == "SESSION" else a for a in args], home)
+    assert "typer" in loaded, "the probe ran the CLI"
+    assert sorted(m for m in loaded if m.startswith(HEAVY)) == []
+
+
+def test_the_probe_sees_heavy_libraries_when_a_command_loads_them(home: Path) -> None:
+    assert "chromadb" in loaded_by(["kb", "list"], home), "the check is not vacuous"
+
+
+def test_version(tmp_path: Path) -> None:
+    code, out, _ = cli({"DEEP_RESEARCH_HOME": str(tmp_path)}, "--version")
+    assert code == 0
+    assert out.startswith("deep-research 0.")
+
+
+def test_the_question_from_stdin_or_a_file(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from deep_research.app.cli import app
+
+    no_model = {k: v for k, v in env.items() if not k.startswith("OPENAI_")}
+    asked: list[str] = []
+    real_prepare = service.prepare
+
+    def prepare(settings, question, options):  # type: ignore[no-untyped-def]
+        asked.append(question)
+        return real_prepare(settings, question, options)
+
+    monkeypatch.setattr(service, "prepare", prepare)
+    result = CliRunner().invoke(app, ["-", "--estimate"], env=no_model, input="From stdin?\n")
+    assert result.exit_code == 0, result.stderr
+    question_file = tmp_path / "q.txt"
+    question_file.write_text("From a file?\n", encoding="utf-8")
+    code, _, err = cli(no_model, "--question-file", str(question_file), "--estimate")
+    assert code == 0, err
+    assert asked == ["From stdin?\n", "From a file?\n"]
+
+    code, _, err = cli(no_model, "both?", "--question-file", str(question_file))
+    assert code == 2
+    assert "as an argument, as - (stdin), or --question-file" in err
+    (tmp_path / "bad.txt").write_bytes(b"\xff\xfe\x00binary")
+    code, _, err = cli(no_model, "--question-file", str(tmp_path / "bad.txt"))
+    assert code == 2
+    assert "cannot read the question" in err
+
+
+def test_an_unexpected_exception_is_one_line_naming_its_crash_log(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = env["OPENAI_API_KEY"]
+
+    def broken(*_args: object) -> None:
+        raise RuntimeError(f"something impossible happened with {secret}")
+
+    monkeypatch.setattr(service, "prepare", broken)
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    code, out, err = cli(env, "What is a question?")
+    assert code == 70
+    assert out == ""
+    [line] = err.strip().splitlines()
+    assert line.startswith("error: unexpected RuntimeError")
+    assert secret not in err
+    logs = list((Path(env["DEEP_RESEARCH_HOME"]) / "logs").glob("crash-*.log"))
+    assert len(logs) == 1
+    assert str(logs[0]) in line
+    text = logs[0].read_text()
+    assert "Traceback" in text
+    assert "broken" in text
+    assert secret not in text
+    assert "<OPENAI_API_KEY>" in text

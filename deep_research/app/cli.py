@@ -103,8 +103,14 @@ app = typer.Typer(
     # Plain help, like git's: rich's help renderer loads markdown-it and doubles the start.
     rich_markup_mode=None,
 )
+cache_app = typer.Typer(
+    help="The result cache (web reports, model lookups).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(kb_app, name="kb")
+app.add_typer(cache_app, name="cache")
 
 
 def _print_version(value: bool) -> None:
@@ -263,6 +269,47 @@ def resume(
         if not run.prepared.extractive:
             _preflight(run.prepared, estimate_only=False, yes=True, as_json=as_json)
         _drive(run, as_json=as_json)
+
+
+@cache_app.command("clear")
+def cache_clear(as_json: JsonOpt = False) -> None:
+    """Empty the cache: repeated questions are researched (and paid for) again."""
+    from deep_research.app import render, service
+    from deep_research.app.config import load_settings
+
+    freed = service.clear_cache(load_settings())
+    if as_json:
+        print_json({"freed_bytes": freed})
+    else:
+        render.info(f"cache cleared ({freed / 1_000_000:.1f} MB)")
+
+
+@app.command()
+def doctor(as_json: JsonOpt = False) -> None:
+    """Check the set-up: versions, data directory, settings (secrets masked), models, knowledge
+    bases, price data. Exits 1 when something needs attention."""
+    import asyncio
+
+    from deep_research.app import render, service
+    from deep_research.app.config import load_settings
+
+    report = asyncio.run(service.doctor(load_settings()))
+    if as_json:
+        print_json(report)
+    else:
+        for key in ("version", "python", "data_dir", "sessions", "price_data"):
+            render.out.print(f"{key:>16}: {report[key]}", highlight=False)
+        for kb in report["knowledge_bases"]:
+            line = f"{kb['name']} ({kb['files']} files, {kb['chunks']} chunks)"
+            render.out.print(f"{'knowledge base':>16}: {line}", highlight=False)
+        for warning in report.get("model_warnings", []):
+            render.warn(warning)
+        for name, value in report["settings"].items():
+            render.out.print(f"{name:>32} = {value}", highlight=False)
+        for problem in report["problems"]:
+            render.error(problem)
+    if report["problems"]:
+        raise typer.Exit(1)
 
 
 def _read_question(question: str | None, question_file: Path | None) -> str:

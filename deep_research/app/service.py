@@ -22,7 +22,7 @@ import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
 
 from deep_research.app.config import Settings
@@ -294,6 +294,97 @@ def report_path(settings: Settings, session_id: str) -> str | None:
     store = SessionStore(settings.sessions_dir)
     path = store.path(store.resolve(session_id)) / "report.md"
     return str(path) if path.exists() else None
+
+
+def remove_session(settings: Settings, session_id: str) -> str:
+    """Delete a session (refused while a process runs it); its full id."""
+    return SessionStore(settings.sessions_dir).remove(session_id)
+
+
+def prune_sessions(
+    settings: Settings, older_than: timedelta, *, dry_run: bool = False
+) -> tuple[list[SessionSummary], list[str]]:
+    """Delete the sessions unchanged for longer than ``older_than``; (removed, running)."""
+    return SessionStore(settings.sessions_dir).prune(older_than, dry_run=dry_run)
+
+
+def clear_cache(settings: Settings) -> int:
+    """Empty the result and model-lookup cache; the bytes it held."""
+    import shutil
+
+    root = settings.cache_dir
+    if not root.exists():
+        return 0
+    held = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    shutil.rmtree(root)
+    return held
+
+
+async def doctor(settings: Settings) -> dict[str, Any]:
+    """What a user checks when something is off: versions, the data directory, the
+    effective settings (secrets masked), the models' lifecycle, the knowledge bases and the
+    price data. Problems are listed, never raised."""
+    import sys
+    from importlib.metadata import version
+
+    from deep_research.core.errors import DeepResearchError
+
+    problems: list[str] = []
+    secrets = {"openai_api_key"}
+    shown = {
+        name: ("set" if value else "not set") if name in secrets else value
+        for name, value in settings.model_dump(mode="json").items()
+    }
+    report: dict[str, Any] = {
+        "version": version("deep-research"),
+        "python": sys.version.split()[0],
+        "data_dir": str(settings.home),
+        "sessions": len(list_sessions(settings)),
+        "settings": shown,
+        "price_data": f"genai-prices {version('genai-prices')}",
+    }
+    if settings.has_model:
+        try:
+            prepared = prepare(settings, "doctor", RunOptions())
+            report["model_warnings"] = await check_models(prepared)
+            problems += await _unreachable_models(prepared)
+        except DeepResearchError as exc:
+            problems.append(f"models: {exc}")
+    else:
+        report["model_warnings"] = []
+        problems.append("no model configured (OPENAI_API_KEY / OPENAI_BASE_URL): extractive only")
+    from deep_research.kb.store import list_kbs, open_kb
+
+    kbs: list[dict[str, Any]] = []
+    for name in list_kbs(settings):
+        try:
+            stats = open_kb(settings, name).stats()
+            kbs.append({"name": name, "files": stats.files, "chunks": stats.chunks})
+        except DeepResearchError as exc:
+            problems.append(f"knowledge base {name!r}: {exc}")
+    report["knowledge_bases"] = kbs
+    report["problems"] = problems
+    return report
+
+
+async def _unreachable_models(prepared: Prepared) -> list[str]:
+    """A run goes on when models cannot be looked up; the doctor says so."""
+    import openai
+
+    from deep_research.adapters.llm.lifecycle import lookup_models
+    from deep_research.app import preflight, wiring
+
+    settings = prepared.settings
+    models = sorted({ref.model for ref in preflight.configured_models(settings, prepared.spec)})
+    async with openai.AsyncOpenAI(
+        api_key=wiring.api_key(settings), base_url=settings.openai_base_url, max_retries=0
+    ) as client:
+        statuses = await lookup_models(client, models, cache=None)
+        server = str(client.base_url)
+    unknown = [model for model, status in statuses.items() if status.known is None]
+    if not unknown:
+        return []
+    return [f"could not look up {', '.join(unknown)} at {server}: is the server reachable?"]
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,16 @@ Each command imports what it uses in its body (see ``cli``)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated
 
 import typer
 
 from deep_research.app.cli_common import JsonOpt, print_json
+from deep_research.core.errors import EXIT_DECLINED
 
 sessions_app = typer.Typer(
-    help="Past runs: list them, show one, cancel its research jobs.",
+    help="Past runs: list, show, cancel their research jobs, rm, prune.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -116,3 +118,71 @@ def sessions_cancel(
             )
     if any(o.status == "unreachable" for _, _, o in result.jobs):
         raise typer.Exit(ProviderError.exit_code)
+
+
+@sessions_app.command("rm")
+def sessions_rm(
+    session_id: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete a session and its report. Refused while a process runs it."""
+    from deep_research.app import render, service
+    from deep_research.app.config import load_settings
+    from deep_research.core.errors import UsageError
+
+    settings = load_settings()
+    state = service.status(settings, session_id)  # an unknown id fails before any question
+    if not yes:
+        if not render.interactive():
+            raise UsageError("deleting a session needs --yes when nobody can be asked")
+        if not typer.confirm(f"delete session {state.session_id} ({state.question[:60]})?"):
+            raise typer.Exit(EXIT_DECLINED)
+    removed = service.remove_session(settings, state.session_id)
+    render.info(f"removed session {removed}")
+
+
+@sessions_app.command("prune")
+def sessions_prune(
+    older_than: Annotated[
+        str, typer.Option("--older-than", help="Age, e.g. 12h, 30d, 2w (last change).")
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would go; delete nothing.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete the sessions not changed for longer than --older-than (never a running one)."""
+    from deep_research.app import render, service
+    from deep_research.app.config import load_settings
+
+    removed, running = service.prune_sessions(
+        load_settings(), parse_age(older_than), dry_run=dry_run
+    )
+    if as_json:
+        print_json(
+            {
+                "dry_run": dry_run,
+                "removed": [row.session_id for row in removed],
+                "running": running,
+            }
+        )
+        return
+    verb = "would remove" if dry_run else "removed"
+    for row in removed:
+        render.out.print(f"{verb} {row.session_id}  {row.question[:70]}", highlight=False)
+    for session_id in running:
+        render.info(f"kept {session_id}: a process is running it")
+    render.info(f"{verb} {len(removed)} session(s)")
+
+
+_UNITS = {"h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(text: str) -> timedelta:
+    """``12h``, ``30d``, ``2w`` -> a timedelta."""
+    from deep_research.core.errors import UsageError
+
+    number, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    if not number.isdigit() or unit not in _UNITS:
+        raise UsageError(f"--older-than {text!r}: give a number and h, d or w (e.g. 30d)")
+    return timedelta(seconds=int(number) * _UNITS[unit])

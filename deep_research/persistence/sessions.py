@@ -33,11 +33,12 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -302,6 +303,42 @@ class SessionStore:
         finally:
             os.close(fd)  # closing drops a lock we may just have taken
         return False
+
+    # --- removing ----------------------------------------------------------------
+
+    def remove(self, session_id_or_prefix: str) -> str:
+        """Delete a session and its report; its id. Refused (``SessionLocked``) while a
+        process runs it. The directory is renamed away under the lock, so nobody can lock
+        or load a half-deleted session."""
+        session_id = self.resolve(session_id_or_prefix)
+        doomed = self.root / f".{session_id}.deleting"
+        with self.lock(session_id):
+            os.replace(self.path(session_id), doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return session_id
+
+    def prune(
+        self, older_than: timedelta, *, now: datetime | None = None, dry_run: bool = False
+    ) -> tuple[builtins.list[SessionSummary], builtins.list[str]]:
+        """Remove the sessions last changed more than ``older_than`` ago; (removed, skipped
+        because a process runs them). ``dry_run`` removes nothing."""
+        cutoff = (now or datetime.now(UTC)) - older_than
+        removed: builtins.list[SessionSummary] = []
+        running: builtins.list[str] = []
+        for row in self.list():
+            if row.updated_at >= cutoff:
+                continue
+            if self.is_locked(row.session_id):
+                running.append(row.session_id)
+                continue
+            if not dry_run:
+                try:
+                    self.remove(row.session_id)
+                except SessionLocked:  # started between the check and the removal
+                    running.append(row.session_id)
+                    continue
+            removed.append(row)
+        return removed, running
 
     # --- listing -----------------------------------------------------------------
 

@@ -1,0 +1,108 @@
+"""What a tool that keeps sessions and caches needs: sessions rm / prune, cache clear,
+doctor, and where the data lives."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from deep_research.app import config
+from deep_research.persistence.sessions import SessionStore
+from tests.clirun import cli
+from tests.fake_openai import FakeOpenAI
+
+
+def sessions(env: dict[str, str]) -> SessionStore:
+    return SessionStore(Path(env["DEEP_RESEARCH_HOME"]) / "sessions")
+
+
+def test_sessions_rm_deletes_one_session_and_refuses_a_running_one(env: dict[str, str]) -> None:
+    store = sessions(env)
+    keep, gone, busy = (store.create(q) for q in ("Keep?", "Gone?", "Busy?"))
+    code, _, err = cli(env, "sessions", "rm", gone.session_id[:8])
+    assert code == 2, "nobody can be asked: --yes is needed"
+    assert "--yes" in err
+    code, _, err = cli(env, "sessions", "rm", gone.session_id[:8], "--yes")
+    assert code == 0, err
+    assert f"removed session {gone.session_id}" in err
+    assert {row.session_id for row in store.list()} == {keep.session_id, busy.session_id}
+    with store.lock(busy.session_id):
+        code, _, err = cli(env, "sessions", "rm", busy.session_id, "--yes")
+    assert code == 5
+    assert "being run by another process" in err
+    assert busy.session_id in {row.session_id for row in store.list()}
+    code, _, err = cli(env, "sessions", "rm", "abcdef0123", "--yes")
+    assert code == 4
+
+
+def test_sessions_prune_removes_old_sessions_but_never_a_running_one(env: dict[str, str]) -> None:
+    store = sessions(env)
+    old, running, fresh = (store.create(q) for q in ("Old?", "Old but running?", "Fresh?"))
+    for state in (old, running):
+        state.updated_at = datetime.now(UTC) - timedelta(days=40)
+        store.write_serialized(state.session_id, SessionStore.serialize(state))
+    code, out, err = cli(env, "sessions", "prune", "--older-than", "30d", "--dry-run", "--json")
+    assert code == 0, err
+    assert set(json.loads(out)["removed"]) == {old.session_id, running.session_id}
+    assert len(store.list()) == 3, "a dry run deletes nothing"
+    with store.lock(running.session_id):
+        code, out, err = cli(env, "sessions", "prune", "--older-than", "30d", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["removed"] == [old.session_id]
+    assert data["running"] == [running.session_id]
+    assert {r.session_id for r in store.list()} == {running.session_id, fresh.session_id}
+    code, _, err = cli(env, "sessions", "prune", "--older-than", "soon")
+    assert code == 2
+    assert "30d" in err
+
+
+def test_cache_clear_empties_the_cache(env: dict[str, str]) -> None:
+    cache = Path(env["DEEP_RESEARCH_HOME"]) / "cache"
+    cache.mkdir(parents=True)
+    (cache / "cache.db").write_bytes(b"x" * 2_000_000)
+    code, out, err = cli(env, "cache", "clear", "--json")
+    assert code == 0, err
+    assert json.loads(out) == {"freed_bytes": 2_000_000}
+    assert not cache.exists()
+
+
+def test_doctor_reports_the_setup_with_secrets_masked(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    code, out, err = cli(env, "doctor", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["problems"] == []
+    assert report["settings"]["openai_api_key"] == "set"
+    assert env["OPENAI_API_KEY"] not in out
+    assert report["data_dir"] == env["DEEP_RESEARCH_HOME"]
+    assert report["price_data"].startswith("genai-prices ")
+    assert fake_openai.count("/v1/models") >= 1, "the models were looked up"
+
+
+def test_doctor_says_when_the_server_cannot_be_reached(env: dict[str, str]) -> None:
+    code, _, err = cli({**env, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, "doctor")
+    assert code == 1
+    assert "is the server reachable?" in err
+
+
+def test_the_data_dir_of_earlier_versions_is_kept_and_said_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new, legacy = tmp_path / "new" / "deep-research", tmp_path / "xdg" / "deep-research"
+    monkeypatch.setattr("platformdirs.user_data_dir", lambda *a, **k: str(new))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setattr(config, "_said_legacy", False)
+    assert config.default_home() == new, "no earlier data: the platform's directory"
+    legacy.mkdir(parents=True)
+    assert config.default_home() == legacy
+    assert config.default_home() == legacy
+    assert capsys.readouterr().err.count("data directory of earlier versions") == 1
+    new.mkdir(parents=True)
+    assert config.default_home() == new, "once the new one exists it wins"
+    monkeypatch.setenv("DEEP_RESEARCH_HOME", str(tmp_path / "mine"))
+    assert config.data_home() == tmp_path / "mine"

@@ -103,6 +103,6 @@ def test_the_data_dir_of_earlier_versions_is_kept_and_said_once(
     assert config.default_home() == legacy
     assert capsys.readouterr().err.count("data directory of earlier versions") == 1
     new.mkdir(parents=True)
-    assert config.default_home() == new, "once the new one exists it wins"
+    assert config.default_home() == legacy, "the data stays where it is"
     monkeypatch.setenv("DEEP_RESEARCH_HOME", str(tmp_path / "mine"))
     assert config.data_home() == tmp_path / "mine"

@@ -136,3 +136,49 @@ def test_an_unexpected_exception_is_one_line_naming_its_crash_log(
     assert "broken" in text
     assert secret not in text
     assert "<OPENAI_API_KEY>" in text
+
+
+def test_a_key_kept_in_dotenv_never_reaches_the_crash_line_or_log(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-dotenv-secret-value-1234"
+    (tmp_path / ".env").write_text(f"OPENAI_API_KEY={secret}\n")  # env fixture: cwd=tmp_path
+    without_key = {k: v for k, v in env.items() if k != "OPENAI_API_KEY"}
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+    def broken(*_args: object) -> None:
+        raise RuntimeError(f"failed with {secret} and sk-another-key-shaped-thing")
+
+    monkeypatch.setattr(service, "prepare", broken)
+    code, _, err = cli(without_key, "What is a question?")
+    assert code == 70
+    [log] = (Path(env["DEEP_RESEARCH_HOME"]) / "logs").glob("crash-*.log")
+    for text in (err, log.read_text()):
+        assert secret not in text
+        assert "sk-another-key-shaped-thing" not in text
+
+
+def test_a_crash_log_that_cannot_be_written_still_gives_one_line(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_args: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(service, "prepare", broken)
+    monkeypatch.setattr("tempfile.gettempdir", lambda: "/proc/no-such-dir")
+    code, _, err = cli({**env, "DEEP_RESEARCH_HOME": "/proc/nope"}, "What is a question?")
+    assert code == 70
+    [line] = err.strip().splitlines()
+    assert "no log could be written" in line
+
+
+def test_short_help_and_a_huge_question_on_stdin(env: dict[str, str]) -> None:
+    from typer.testing import CliRunner
+
+    from deep_research.app.cli import app
+
+    assert cli(env, "-h")[0] == 0
+    result = CliRunner().invoke(app, ["-"], env=env, input="x" * 1_000_000)
+    assert result.exit_code == 2
+    assert "over 64 KB" in result.stderr
+

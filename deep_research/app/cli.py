@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from deep_research.core.ports import JobEvent
 
 _debug = False
+MAX_QUESTION_BYTES = 64_000
 _ROOT_OPTIONS = ("--help", "-h", "--version", "--install-completion", "--show-completion")
 
 
@@ -77,9 +78,10 @@ class DefaultToRun(TyperGroup):
             from deep_research.app.crash import scrub, write_crash_log
 
             log = write_crash_log(exc)
+            where = f"the traceback is in {log}" if log else "no log could be written"
             render.error(
                 scrub(f"unexpected {type(exc).__name__}: {exc}")
-                + f" (a bug: the traceback is in {log}; --debug shows it here)"
+                + f" (a bug: {where}; --debug shows it here)"
             )
             raise typer.Exit(EXIT_BUG) from None
 
@@ -100,6 +102,7 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
     # Plain help, like git's: rich's help renderer loads markdown-it and doubles the start.
     rich_markup_mode=None,
 )
@@ -318,15 +321,26 @@ def _read_question(question: str | None, question_file: Path | None) -> str:
         raise UsageError("give the question as an argument, as - (stdin), or --question-file")
     if question_file is not None:
         try:
-            return question_file.read_text(encoding="utf-8")
+            with question_file.open(encoding="utf-8") as file:
+                return _bounded(file.read(MAX_QUESTION_BYTES + 1))
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read the question from {question_file}: {exc}") from None
     if question == "-":
         try:
-            return sys.stdin.read()
+            text = sys.stdin.read(MAX_QUESTION_BYTES + 1)
         except UnicodeDecodeError as exc:
             raise UsageError(f"the question on stdin is not UTF-8 text: {exc}") from None
+        return _bounded(text)
     return question or ""
+
+
+def _bounded(text: str) -> str:
+    """Never read a huge input whole: past this it is no question (service says the limit)."""
+    if len(text) > MAX_QUESTION_BYTES:
+        raise UsageError(
+            "the question is over 64 KB; put background material in the knowledge base instead"
+        )
+    return text
 
 
 def _preflight(

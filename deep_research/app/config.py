@@ -41,7 +41,7 @@ def default_home() -> Path:
 
     home = Path(user_data_dir("deep-research", appauthor=False))
     legacy = _legacy_home()
-    if legacy != home and legacy.is_dir() and not home.exists():
+    if legacy != home and legacy.is_dir():
         if not _said_legacy:
             _said_legacy = True
             sys.stderr.write(

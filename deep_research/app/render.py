@@ -14,7 +14,6 @@ from types import MappingProxyType
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.markdown import Markdown
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -151,6 +150,8 @@ def live_view(state: SessionState, *, enabled: bool) -> Iterator[LiveView]:
 
 def report(markdown: str) -> None:
     if out.is_terminal:
+        from rich.markdown import Markdown  # markdown-it: only when a report is shown
+
         out.print(Markdown(markdown))
     else:
         out.print(markdown, markup=False, highlight=False, soft_wrap=True)

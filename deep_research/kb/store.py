@@ -28,20 +28,22 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import chromadb
 import httpx
 from chromadb.api import ClientAPI
 from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import ChromaError, NotFoundError
-from langchain_chroma import Chroma
 
 from deep_research.app.config import Settings
+
+if TYPE_CHECKING:
+    from langchain_chroma import Chroma
 from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
 from deep_research.kb.chunking import Chunk, document_key, indexed_text
 from deep_research.kb.embeddings import NamedEmbeddings, make_embeddings
@@ -211,7 +213,7 @@ class KBStore:
         name: str,
         embeddings: NamedEmbeddings,
         client: ClientAPI,
-        vectorstore: Chroma,
+        vectorstore: Callable[[], Chroma],
         collection: Any,
     ) -> None:
         self.settings = settings
@@ -219,13 +221,22 @@ class KBStore:
         self.embeddings = embeddings
         self.directory = settings.kb_dir / name
         self.client = client
-        self.vectorstore = vectorstore
-        """Writes: langchain-chroma's public API."""
+        self._make_vectorstore = vectorstore
+        self._vectorstore: Chroma | None = None
         self.collection = collection
         """Reads: the chromadb collection itself."""
         self._lock = threading.RLock()
         self._write_lock = threading.Lock()
         self._lexical: LexicalIndex | None = None
+
+    @property
+    def vectorstore(self) -> Chroma:
+        """Writes: langchain-chroma's public API (loaded on the first write: it takes half a
+        second to import, and searching never needs it)."""
+        with self._lock:
+            if self._vectorstore is None:
+                self._vectorstore = self._make_vectorstore()
+            return self._vectorstore
 
     @property
     def location(self) -> str:
@@ -449,16 +460,23 @@ def open_kb(
         if stored != model_id:
             raise _mismatch(name, str(stored), model_id)
     directory.mkdir(parents=True, exist_ok=True)
-    with _store_errors("opening the knowledge base"):
-        vectorstore = Chroma(
-            collection_name=cname,
-            embedding_function=embeddings,
-            client=client,
-            collection_metadata={META_MODEL: model_id, META_NAME: name},
-            collection_configuration={"hnsw": {"space": "cosine"}},
-        )
-        collection = existing
-        if collection is None:
+
+    def vectorstore() -> Chroma:
+        from langchain_chroma import Chroma
+
+        with _store_errors("opening the knowledge base"):
+            return Chroma(
+                collection_name=cname,
+                embedding_function=embeddings,
+                client=client,
+                collection_metadata={META_MODEL: model_id, META_NAME: name},
+                collection_configuration={"hnsw": {"space": "cosine"}},
+            )
+
+    collection = existing
+    if collection is None:
+        vectorstore()  # creates the collection, with our metadata
+        with _store_errors("opening the knowledge base"):
             collection = client.get_collection(cname, embedding_function=None)
     return KBStore(settings, name, embeddings, client, vectorstore, collection)
 

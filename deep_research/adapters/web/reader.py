@@ -1,0 +1,570 @@
+"""The page reader: fetch a web page safely and politely, keep its main text as markdown.
+
+One `PageReader` per process, shared by every run in it: it holds the per-host limits (at
+most ``per_host_concurrency`` requests in flight and ``per_host_rate`` requests a second to
+one host — ``aiolimiter``'s leaky bucket, which lets a burst of up to the rate through), the
+robots.txt cache and the page cache. It belongs to the event loop that first uses it; using
+it from another loop is a bug and raises ``RuntimeError``.
+
+HTTP goes through its own ``httpx.AsyncClient`` (encode's httpx; the openai SDK has its own
+client, ``DefaultAsyncHttpxClient`` on httpx2, and nothing is shared with it) over
+`fetch_guard.GuardedTransport`, the SSRF guard, which also applies ``HTTPS_PROXY`` /
+``NO_PROXY`` and ``SSL_CERT_FILE`` when ``trust_env`` is on. Per hop: the origin's
+robots.txt (fetched once per scheme, host and port, and kept; its Crawl-delay is not read),
+a slot and a turn at the host, one GET with connect/read timeouts and a deadline
+(``page_timeout``) from request to last byte. Redirects are followed by hand, at most
+``max_redirects``, every hop checked like the first.
+
+A page is read when it is HTML, XHTML or plain text (by Content-Type, or HTML sniffed when
+none is sent), no larger than ``max_bytes`` (the body is streamed and dropped at the cap).
+trafilatura extracts the main text (markdown, tables kept; it downloads nothing), in a
+worker thread. Pages are cached by URL for the reader's lifetime (a session), and so are
+the skips that would not change on a retry.
+
+Every page not read raises `PageSkipped` (a ``BranchError``); its message is a one-line
+reason and no httpx exception reaches a caller. ``kind`` says which:
+
+    bad_url             not a URL
+    refused             not http(s), or an address the guard refuses (fetch_guard.py)
+    robots              robots.txt disallows it; or it answered 5xx or 429, or a redirect of
+                        it failed, which RFC 9309 reads as "disallow all" (a 4xx allows all)
+    not_text            a PDF, an image, any other binary
+    too_large           over ``max_bytes``
+    timeout             connect, read or the page deadline
+    network             refused connection, reset, bad TLS, unresolvable name, bad body
+    http_status         any other non-2xx answer
+    rate_limited        429 without Retry-After, Retry-After over ``max_retry_after``, or 429
+                        again after waiting once (the wait pauses the whole host)
+    too_many_redirects  more than ``max_redirects``
+    no_text             under ``min_words`` words of main text: navigation and boilerplate
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import email.utils
+import re
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from importlib import metadata
+from typing import Literal
+from urllib.robotparser import RobotFileParser
+
+import httpx
+import trafilatura
+from aiolimiter import AsyncLimiter
+
+from deep_research.adapters.web.fetch_guard import (
+    AddressRefused,
+    AllowList,
+    GuardedTransport,
+    Resolver,
+    system_resolver,
+)
+from deep_research.adapters.web.search_branch import Page
+from deep_research.core.errors import BranchError
+
+__all__ = ["Page", "PageReader", "PageSkipped", "ReaderSettings", "SkipKind", "split_passages"]
+
+SkipKind = Literal[
+    "bad_url",
+    "refused",
+    "robots",
+    "not_text",
+    "too_large",
+    "timeout",
+    "network",
+    "http_status",
+    "rate_limited",
+    "too_many_redirects",
+    "no_text",
+]
+_LASTING: frozenset[SkipKind] = frozenset(
+    {"bad_url", "refused", "robots", "not_text", "too_large", "too_many_redirects", "no_text"}
+)
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_KINDS: dict[str, Literal["html", "text"]] = {
+    "text/html": "html",
+    "application/xhtml+xml": "html",
+    "text/plain": "text",
+}
+_ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8"
+_ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309: parse at least the first 500 KiB
+_DISALLOW_ALL = ["User-agent: *", "Disallow: /"]
+
+
+def default_user_agent() -> str:
+    try:
+        return f"deep-research/{metadata.version('deep-research')}"
+    except metadata.PackageNotFoundError:
+        return "deep-research/0"
+
+
+class PageSkipped(BranchError):
+    """A page that was not read; ``str()`` is the one-line reason."""
+
+    def __init__(self, url: str, kind: SkipKind, reason: str) -> None:
+        super().__init__(reason)
+        self.url = url
+        self.kind = kind
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ReaderSettings:
+    allow: tuple[str, ...] = ()
+    """``host[:port]`` exempt from the address check (an intranet; loopback test servers)."""
+    connect_timeout: float = 5.0
+    read_timeout: float = 10.0
+    page_timeout: float = 30.0
+    """One request, from sending it to the last byte of the body."""
+    max_bytes: int = 2_000_000
+    max_redirects: int = 5
+    per_host_concurrency: int = 2
+    per_host_rate: float = 2.0
+    """Requests a second to one host (robots.txt and redirect hops count): a leaky bucket
+    that lets a burst of up to this many through, then this many a second."""
+    max_retry_after: float = 30.0
+    min_words: int = 20
+    """Less main text than this is not a page worth reading (a cookie notice, a menu)."""
+    user_agent: str = field(default_factory=default_user_agent)
+    trust_env: bool = True
+    """Honour HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, SSL_CERT_FILE and SSL_CERT_DIR."""
+
+
+class _Skip(Exception):
+    def __init__(self, kind: SkipKind, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class _Reply:
+    url: httpx.URL
+    status: int
+    headers: httpx.Headers
+    body: bytes = b""
+    kind: Literal["html", "text"] = "html"
+    encoding: str | None = None
+    """The Content-Type charset, when Python knows it; else trafilatura detects it."""
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+class _Host:
+    """One host's limits, shared by every read in the process."""
+
+    def __init__(self, concurrency: int, rate: float) -> None:
+        self.slots = asyncio.Semaphore(concurrency)
+        burst = max(1.0, rate)
+        self.rate = AsyncLimiter(burst, burst / rate)
+        self.not_before = 0.0  # loop time; a 429's Retry-After pauses the whole host
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        # Slot first, then the rate: a token is spent only when the request can go out,
+        # so requests queued behind busy slots cannot leave in a burst.
+        async with self.slots:
+            wait = self.not_before - asyncio.get_running_loop().time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            await self.rate.acquire()
+            yield
+
+
+class PageReader:
+    def __init__(
+        self, settings: ReaderSettings | None = None, *, resolve: Resolver = system_resolver
+    ) -> None:
+        self.settings = s = settings or ReaderSettings()
+        transport = GuardedTransport(AllowList.parse(s.allow), resolve, trust_env=s.trust_env)
+        self._client = httpx.AsyncClient(
+            transport=transport,
+            timeout=httpx.Timeout(s.read_timeout, connect=s.connect_timeout),
+            headers={"User-Agent": s.user_agent, "Accept": _ACCEPT},
+            follow_redirects=False,
+            trust_env=False,  # the transport applies the environment
+        )
+        self._hosts: dict[str, _Host] = {}
+        self._robots: dict[str, tuple[RobotFileParser, str]] = {}
+        self._robots_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._pages: dict[str, Page | PageSkipped] = {}
+        self._page_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def __aenter__(self) -> PageReader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def read(self, url: str) -> Page:
+        """The page's main text; raises `PageSkipped` with the reason it was not read."""
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            raise RuntimeError("a PageReader is used from the event loop that first used it")
+        try:
+            start = _checked_url(httpx.URL(url.strip()))
+        except httpx.InvalidURL as exc:
+            raise PageSkipped(url, "bad_url", f"not a valid URL: {exc}") from None
+        except _Skip as skip:
+            raise PageSkipped(url, skip.kind, skip.reason) from None
+        key = str(start)
+        async with self._page_locks[key]:
+            outcome = self._pages.get(key)
+            if outcome is None:
+                outcome = await self._outcome(url, start)
+        if isinstance(outcome, PageSkipped):
+            raise PageSkipped(url, outcome.kind, outcome.reason)
+        return outcome
+
+    async def _outcome(self, url: str, start: httpx.URL) -> Page | PageSkipped:
+        try:
+            page = await self._read(start)
+        except _Skip as skip:
+            skipped = PageSkipped(url, skip.kind, skip.reason)
+            if skip.kind in _LASTING:
+                self._pages[str(start)] = skipped
+            return skipped
+        self._pages[str(start)] = page
+        self._pages.setdefault(page.url, page)
+        return page
+
+    async def _read(self, url: httpx.URL) -> Page:
+        for _ in range(self.settings.max_redirects + 1):
+            await self._obey_robots(url)
+            reply = await self._get_page(url)
+            if reply.status not in _REDIRECTS:
+                return await _page_of(reply, self.settings.min_words)
+            url = _next_hop(reply)
+        raise _Skip("too_many_redirects", f"more than {self.settings.max_redirects} redirects")
+
+    async def _get_page(self, url: httpx.URL) -> _Reply:
+        reply = await self._request(url, page=True)
+        if reply.status == 429:
+            delay = _retry_after(reply.headers.get("retry-after"))
+            if delay is None:
+                raise _Skip("rate_limited", "HTTP 429 (too many requests) without Retry-After")
+            if delay > self.settings.max_retry_after:
+                cap = self.settings.max_retry_after
+                raise _Skip(
+                    "rate_limited", f"HTTP 429: Retry-After {delay:.0f} s is over {cap:.0f} s"
+                )
+            host = self._host(url)
+            host.not_before = max(host.not_before, asyncio.get_running_loop().time() + delay)
+            reply = await self._request(url, page=True)
+            if reply.status == 429:
+                raise _Skip("rate_limited", "HTTP 429 (too many requests) again after waiting")
+        if reply.status in _REDIRECTS or 200 <= reply.status < 300:
+            return reply
+        phrase = httpx.codes.get_reason_phrase(reply.status)
+        raise _Skip("http_status", f"HTTP {reply.status} {phrase}".strip())
+
+    async def _obey_robots(self, url: httpx.URL) -> None:
+        origin = url.copy_with(path="/robots.txt", query=None)
+        async with self._robots_locks[str(origin)]:
+            if str(origin) not in self._robots:
+                self._robots[str(origin)] = await self._fetch_robots(origin)
+        rules, unreadable = self._robots[str(origin)]
+        if not rules.can_fetch(self.settings.user_agent, str(url)):
+            raise _Skip("robots", unreadable or f"robots.txt of {url.netloc.decode()} disallows it")
+
+    async def _fetch_robots(self, origin: httpx.URL) -> tuple[RobotFileParser, str]:
+        url, answered = origin, False
+        try:
+            for _ in range(self.settings.max_redirects + 1):
+                reply = await self._request(url, page=False)
+                answered = True
+                if reply.status not in _REDIRECTS:
+                    return _robots_rules(reply)
+                url = _next_hop(reply)
+            problem = "too many redirects"
+        except _Skip as skip:
+            if not answered:
+                raise  # the host itself is refused, down or silent: say that, not "robots"
+            problem = skip.reason
+        return _rules(_DISALLOW_ALL), f"robots.txt unreadable ({problem}): the host is off limits"
+
+    async def _request(self, url: httpx.URL, *, page: bool) -> _Reply:
+        async with self._host(url).turn():
+            try:
+                async with asyncio.timeout(self.settings.page_timeout):
+                    async with self._client.stream("GET", url) as response:
+                        return await self._receive(url, response, page=page)
+            except AddressRefused as exc:
+                raise _Skip("refused", str(exc)) from exc
+            except (TimeoutError, httpx.TimeoutException) as exc:
+                raise _Skip("timeout", _timeout_reason(exc, self.settings)) from exc
+            except httpx.HTTPError as exc:
+                raise _Skip("network", _one_line(exc)) from exc
+
+    async def _receive(self, url: httpx.URL, response: httpx.Response, *, page: bool) -> _Reply:
+        reply = _Reply(url, response.status_code, response.headers)
+        if not 200 <= reply.status < 300:
+            return reply
+        if not page:
+            return replace(reply, body=await _body(response, _ROBOTS_MAX_BYTES, truncate=True))
+        kind = _text_kind(response.headers.get("content-type", ""))
+        declared = response.headers.get("content-length", "")
+        cap = self.settings.max_bytes
+        if declared.isdigit() and int(declared) > cap:
+            raise _Skip("too_large", f"{int(declared):,} bytes, over the {cap:,}-byte cap")
+        body = await _body(response, cap, truncate=False)
+        if kind is None:
+            if not re.match(rb"\s*(<!--.*?-->\s*)*<(!doctype html|html)", body[:1024], re.I | re.S):
+                raise _Skip("not_text", "no Content-Type, and the body is not HTML")
+            kind = "html"
+        encoding = _codec(response.charset_encoding)
+        return replace(reply, body=body, kind=kind, encoding=encoding, at=datetime.now(UTC))
+
+    def _host(self, url: httpx.URL) -> _Host:
+        name = url.host.lower()
+        if name not in self._hosts:
+            s = self.settings
+            self._hosts[name] = _Host(s.per_host_concurrency, s.per_host_rate)
+        return self._hosts[name]
+
+
+def _robots_rules(reply: _Reply) -> tuple[RobotFileParser, str]:
+    """RFC 9309: 2xx is obeyed, 4xx allows everything, 5xx and 429 disallow everything."""
+    if 200 <= reply.status < 300:
+        return _rules(reply.body.decode("utf-8", errors="replace").splitlines()), ""
+    if 400 <= reply.status < 500 and reply.status != 429:
+        return _rules([]), ""
+    return _rules(_DISALLOW_ALL), f"robots.txt answered HTTP {reply.status}: the host is off limits"
+
+
+def _rules(lines: list[str]) -> RobotFileParser:
+    rules = RobotFileParser()
+    rules.parse(lines)
+    return rules
+
+
+def _checked_url(url: httpx.URL) -> httpx.URL:
+    if not url.scheme:
+        raise _Skip("bad_url", "not an absolute URL")
+    if url.scheme not in ("http", "https"):
+        raise _Skip("refused", f"only http and https are fetched, not {url.scheme} URLs")
+    if not url.host:
+        raise _Skip("bad_url", "the URL names no host")
+    return url.copy_with(fragment=None)
+
+
+def _next_hop(reply: _Reply) -> httpx.URL:
+    location = reply.headers.get("location")
+    if not location:
+        raise _Skip("http_status", f"HTTP {reply.status} redirect without a Location")
+    try:
+        return _checked_url(reply.url.join(location))
+    except httpx.InvalidURL as exc:
+        raise _Skip("bad_url", f"redirected to an invalid URL: {exc}") from None
+
+
+def _text_kind(content_type: str) -> Literal["html", "text"] | None:
+    media = content_type.partition(";")[0].strip().lower()
+    if not media:
+        return None  # sniffed from the body
+    if media not in _KINDS:
+        raise _Skip("not_text", f"{media} is not HTML or text")
+    return _KINDS[media]
+
+
+async def _body(response: httpx.Response, cap: int, *, truncate: bool) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        if size + len(chunk) > cap:
+            if not truncate:
+                raise _Skip("too_large", f"over the {cap:,}-byte cap")
+            chunks.append(chunk[: cap - size])
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _codec(name: str | None) -> str | None:
+    try:
+        return codecs.lookup(name).name if name else None
+    except LookupError:
+        return None
+
+
+def _retry_after(value: str | None) -> float | None:
+    if value is None:
+        return None
+    with contextlib.suppress(ValueError):
+        return max(0.0, float(value))
+    with contextlib.suppress(TypeError, ValueError):
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    return None
+
+
+async def _page_of(reply: _Reply, min_words: int) -> Page:
+    title, text = await asyncio.to_thread(_extract, reply)
+    if len(text.split()) < min_words:
+        raise _Skip("no_text", "no main text found (only navigation or boilerplate)")
+    return Page(url=str(reply.url), title=title, text=text, fetched_at=reply.at)
+
+
+def _extract(reply: _Reply) -> tuple[str, str]:
+    encoding = reply.encoding
+    if reply.kind == "text":
+        text = reply.body.decode(encoding or "utf-8", errors="replace").strip()
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        return first[:200], text
+    document = trafilatura.extract_with_metadata(
+        reply.body.decode(encoding, errors="replace") if encoding else reply.body,
+        url=str(reply.url),
+        output_format="markdown",
+        include_tables=True,
+        include_comments=False,
+        include_links=False,
+        include_images=False,
+    )
+    if document is None or not document.text:
+        return "", ""
+    return (document.title or "").strip(), _without_front_matter(document.text)
+
+
+def _without_front_matter(text: str) -> str:
+    """trafilatura puts its metadata in a YAML header when asked for it: drop it."""
+    if text.startswith("---\n"):
+        end = text.find("\n---\n", 4)
+        if end != -1:
+            return text[end + 5 :].strip()
+    return text.strip()
+
+
+def _timeout_reason(exc: Exception, settings: ReaderSettings) -> str:
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"no connection within {settings.connect_timeout:g} s"
+    if isinstance(exc, httpx.ReadTimeout):
+        return f"no data for {settings.read_timeout:g} s"
+    if isinstance(exc, TimeoutError):
+        return f"not read within {settings.page_timeout:g} s"
+    return _one_line(exc)
+
+
+def _one_line(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# --- passages ------------------------------------------------------------------------------
+
+_HEADING = re.compile(r"#{1,6}\s")
+_STRUCTURED = re.compile(r"(```|~~~|\||[-*+]\s|\d+[.)]\s)")
+_SENTENCE_GAP = re.compile(r"(?<=[.!?])\s+")
+_LINE_GAP = re.compile(r"\n+")
+_WORD_GAP = re.compile(r"\s+")
+
+Span = tuple[int, int]
+
+
+def split_passages(text: str, max_words: int = 120) -> list[str]:
+    """A page's markdown as passages of at most ``max_words`` words, each a verbatim slice.
+
+    Blank-line separated blocks are packed together up to the limit, a fenced code block
+    counting as one block. A heading closes the passage before it and opens the next one
+    (it is kept at its head, if it fits), so a passage never straddles two sections and a
+    heading is never a passage on its own. A block over the limit is cut at sentence ends
+    (prose) or line ends (code, tables, lists), then at lines or sentences, then at words.
+    """
+    if max_words < 1:
+        raise ValueError("max_words must be at least 1")
+    passages: list[Span] = []
+    current: tuple[int, int, int, bool] | None = None  # start, end, words, has body text
+    for start, end, heading in _blocks(text):
+        words = len(text[start:end].split())
+        if heading:
+            if current is not None and current[3]:
+                passages.append(current[:2])
+                current = None
+            current = (
+                (start, end, words, False)
+                if current is None
+                else (current[0], end, current[2] + words, False)
+            )
+        elif current is not None and current[2] + words <= max_words:
+            current = (current[0], end, current[2] + words, True)
+        else:
+            if current is not None and current[3]:
+                passages.append(current[:2])
+            *done, last = _fit(text, (start, end), max_words)
+            passages += done
+            current = (*last, len(text[last[0] : last[1]].split()), True)
+    if current is not None and current[3]:
+        passages.append(current[:2])
+    return [text[a:b] for a, b in passages]
+
+
+def _blocks(text: str) -> list[tuple[int, int, bool]]:
+    """(start, end, is_heading) of each block, without the whitespace around it."""
+    blocks: list[tuple[int, int, bool]] = []
+    start = end = -1  # the open block; -1: none
+    fence = ""
+    position = 0
+    for line in text.splitlines(keepends=True):
+        line_start, position = position, position + len(line)
+        stripped = line.strip()
+        first = line_start + len(line) - len(line.lstrip())
+        last = line_start + len(line.rstrip())
+        if not fence and (not stripped or _HEADING.match(stripped)):
+            if start >= 0:
+                blocks.append((start, end, False))
+                start = -1
+            if stripped:
+                blocks.append((first, last, True))
+            continue
+        if fence:
+            fence = "" if stripped.startswith(fence) else fence
+        elif stripped.startswith(("```", "~~~")):
+            fence = stripped[:3]
+        if stripped:
+            start = first if start < 0 else start
+            end = last
+    if start >= 0:
+        blocks.append((start, end, False))
+    return blocks
+
+
+def _fit(text: str, span: Span, max_words: int, depth: int = 0) -> list[Span]:
+    """``span`` cut into pieces of at most ``max_words`` words at the coarsest boundaries."""
+    if len(text[span[0] : span[1]].split()) <= max_words:
+        return [span]
+    structured = _STRUCTURED.match(text, span[0]) is not None
+    gaps = (_LINE_GAP, _SENTENCE_GAP) if structured else (_SENTENCE_GAP, _LINE_GAP)
+    gap = (*gaps, _WORD_GAP)[depth]
+    pieces = [
+        part for unit in _cut(text, span, gap) for part in _fit(text, unit, max_words, depth + 1)
+    ]
+    packed: list[Span] = []
+    for piece in pieces:
+        if packed and len(text[packed[-1][0] : piece[1]].split()) <= max_words:
+            packed[-1] = (packed[-1][0], piece[1])
+        else:
+            packed.append(piece)
+    return packed
+
+
+def _cut(text: str, span: Span, gap: re.Pattern[str]) -> list[Span]:
+    units: list[Span] = []
+    start = span[0]
+    for match in gap.finditer(text, span[0], span[1]):
+        if match.start() > start:
+            units.append((start, match.start()))
+        start = match.end()
+    if start < span[1]:
+        units.append((start, span[1]))
+    return units

@@ -1,0 +1,284 @@
+"""What every provider shares: the typed failure, the outcome with its fee, the per-process
+rate limits, and `WebSearch`, which puts cache, limit and Retry-After around a provider's API.
+
+Invariants:
+- A search either returns a `SearchOutcome` or raises `SearchFailed`; no httpx, ddgs or
+  JSON exception reaches a caller. ``str(SearchFailed)`` is one line: ``"<provider>: why"``.
+- One token bucket per provider name in a `RateLimits`, built once per process (per event
+  loop) and shared by every search of that provider. No bursts: requests leave at least
+  ``1 / rate`` seconds apart, so a server counting any one-second window sees at most
+  ``rate`` of them (one more only at the window's exact edges).
+- A 429 with ``Retry-After`` pauses the whole provider for that long, once, and only when
+  it is at most ``max_retry_after``; the second 429 fails the search.
+- Cache keys are (provider, normalised query); values hold hits only (url, title, snippet),
+  never a key, a header or a base URL. Empty results are not cached: an empty answer from
+  DuckDuckGo may be its rate limiting in disguise.
+- A network search reports its provider's per-request fee; a cache hit and a failure cost 0
+  (the paid APIs bill successful requests only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from aiolimiter import AsyncLimiter
+
+from deep_research.adapters.web.search_branch import SearchHit, SearchResults
+from deep_research.core.errors import BranchError
+
+FailKind = Literal[
+    "auth", "quota", "rate_limited", "unavailable", "timeout", "network", "bad_response", "refused"
+]
+# One table: which failures may pass if the same search is tried again later.
+RETRYABLE: Mapping[FailKind, bool] = {
+    "auth": False,  # the key was refused (401/403; Brave: 422 SUBSCRIPTION_TOKEN_INVALID)
+    "quota": False,  # out of credit or over the plan (402; Tavily 432/433)
+    "rate_limited": True,  # 429 without a usable Retry-After, or again after waiting
+    "unavailable": True,  # 5xx
+    "timeout": True,  # no complete answer in time
+    "network": True,  # refused connection, reset, unresolvable name
+    "bad_response": False,  # not JSON, or JSON of another shape
+    "refused": False,  # any other 4xx (a bad request; SearXNG without JSON output)
+}
+_CACHE_SCHEMA = 1
+
+
+class SearchFailed(BranchError):
+    """A search that failed; ``str()`` is the one-line reason, ``kind`` says which."""
+
+    def __init__(self, provider: str, kind: FailKind, reason: str) -> None:
+        super().__init__(f"{provider}: {reason}")
+        self.provider = provider
+        self.kind = kind
+
+    @property
+    def retryable(self) -> bool:
+        return RETRYABLE[self.kind]
+
+
+class RetryAfter(Exception):
+    """A provider API answered 429; ``seconds`` is its Retry-After, None when absent."""
+
+    def __init__(self, seconds: float | None) -> None:
+        super().__init__(f"rate limited, retry after {seconds}")
+        self.seconds = seconds
+
+
+@dataclass(frozen=True)
+class SearchOutcome(SearchResults):
+    fee_usd: float = 0.0
+    """What this search cost at the provider (0 for a cache hit): put it on the ledger."""
+
+
+class SearchApi(Protocol):
+    """One provider's wire protocol: a single request, no cache, no limit."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def max_per_request(self) -> int:
+        """The most results one request may ask for."""
+        ...
+
+    async def fetch(self, query: str, max_results: int) -> list[SearchHit]:
+        """Raises `SearchFailed`, or `RetryAfter` on a 429."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class ResultStore(Protocol):
+    """The result cache (``persistence.cache.ResultCache``)."""
+
+    async def get(self, tool: str, model: str, query: str) -> str | None: ...
+
+    async def set(self, tool: str, model: str, query: str, value: str) -> None: ...
+
+
+def normalize(query: str) -> str:
+    """The cache's spelling of a query: casefolded, every run of whitespace one space."""
+    return " ".join(query.casefold().split())
+
+
+class RateLimits:
+    """One token bucket per provider name, shared by every search of it in the process.
+
+    Build one in the composition root and pass it to every provider. It belongs to the event
+    loop that first uses it (aiolimiter's buckets do); another loop gets ``RuntimeError``.
+    """
+
+    def __init__(self, per_second: Mapping[str, float], default: float = 1.0) -> None:
+        for name, rate in {**per_second, "": default}.items():
+            if not (rate > 0 and math.isfinite(rate)):
+                raise ValueError(f"rate for {name or 'the default'} must be > 0, got {rate}")
+        self._rates = dict(per_second)
+        self._default = default
+        self._buckets: dict[str, AsyncLimiter] = {}
+        self._paused_until: dict[str, float] = {}  # loop time
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def rate(self, name: str) -> float:
+        """Requests a second allowed to ``name``."""
+        return self._rates.get(name, self._default)
+
+    async def acquire(self, name: str) -> None:
+        """Wait for ``name``'s turn: past any pause, then a token from its bucket."""
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            raise RuntimeError("RateLimits is used from another event loop than its first")
+        bucket = self._buckets.get(name)
+        if bucket is None:
+            # max_rate 1: no burst, one request per 1/rate seconds.
+            bucket = self._buckets[name] = AsyncLimiter(1, 1 / self.rate(name))
+        while True:
+            wait = self._paused_until.get(name, 0.0) - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            await bucket.acquire()
+            if self._paused_until.get(name, 0.0) <= loop.time():
+                return
+            # A 429 paused the provider while this task queued for a token: wait again.
+
+    def pause(self, name: str, seconds: float) -> None:
+        """Hold every search of ``name`` for ``seconds`` (a 429's Retry-After)."""
+        until = asyncio.get_running_loop().time() + seconds
+        self._paused_until[name] = max(self._paused_until.get(name, 0.0), until)
+
+
+class WebSearch:
+    """A provider API behind the result cache, its rate limit and Retry-After handling.
+
+    Implements ``search_branch.Searcher``: ``search`` returns a `SearchOutcome` (hits,
+    ``cached``, ``fee_usd``) or raises `SearchFailed`.
+    """
+
+    def __init__(
+        self,
+        api: SearchApi,
+        *,
+        limits: RateLimits,
+        cache: ResultStore | None = None,
+        price_usd: float = 0.0,
+        max_retry_after: float = 30.0,
+    ) -> None:
+        if price_usd < 0:
+            raise ValueError(f"price_usd must be >= 0, got {price_usd}")
+        self.api = api
+        self.limits = limits
+        self.cache = cache
+        self.price_usd = price_usd
+        self.max_retry_after = max_retry_after
+
+    @property
+    def name(self) -> str:
+        return self.api.name
+
+    async def __aenter__(self) -> WebSearch:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.api.aclose()
+
+    async def search(self, query: str, max_results: int) -> SearchOutcome:
+        if max_results < 1:
+            raise ValueError(f"max_results must be >= 1, got {max_results}")
+        query = " ".join(query.split())
+        if not query:
+            raise ValueError("an empty search query")
+        max_results = min(max_results, self.api.max_per_request)
+        cached = await self._cached(query, max_results)
+        if cached is not None:
+            return SearchOutcome(hits=cached, cached=True, fee_usd=0.0)
+        hits = _dedupe(await self._fetch(query, max_results))[:max_results]
+        if hits and self.cache is not None:
+            await self.cache.set(*self._key(query), _dump(hits, max_results))
+        return SearchOutcome(hits=hits, cached=False, fee_usd=self.price_usd)
+
+    async def _fetch(self, query: str, max_results: int) -> list[SearchHit]:
+        waited: float | None = None
+        while True:
+            await self.limits.acquire(self.name)
+            try:
+                return await self.api.fetch(query, max_results)
+            except RetryAfter as limited:
+                seconds = limited.seconds
+            if waited is not None:
+                raise SearchFailed(
+                    self.name,
+                    "rate_limited",
+                    f"rate limited again (HTTP 429) after waiting {waited:g}s as asked",
+                )
+            if seconds is None:
+                raise SearchFailed(
+                    self.name, "rate_limited", "rate limited (HTTP 429, no Retry-After)"
+                )
+            if seconds > self.max_retry_after:
+                raise SearchFailed(
+                    self.name,
+                    "rate_limited",
+                    f"rate limited (HTTP 429): Retry-After {seconds:g}s is over the "
+                    f"{self.max_retry_after:g}s this tool waits",
+                )
+            self.limits.pause(self.name, seconds)
+            waited = seconds
+
+    def _key(self, query: str) -> tuple[str, str, str]:
+        return f"web_search@v{_CACHE_SCHEMA}", self.name, normalize(query)
+
+    async def _cached(self, query: str, max_results: int) -> list[SearchHit] | None:
+        if self.cache is None:
+            return None
+        text = await self.cache.get(*self._key(query))
+        if text is None:
+            return None
+        stored = _load(text)
+        if stored is None:
+            return None  # another schema or a damaged value: a miss, rewritten below
+        asked, hits = stored
+        # Asked for at least as many, or got fewer than asked (all there were): it answers.
+        if asked >= max_results or len(hits) < asked:
+            return hits[:max_results]
+        return None
+
+
+def _dedupe(hits: list[SearchHit]) -> list[SearchHit]:
+    seen: set[str] = set()
+    kept = []
+    for hit in hits:
+        if hit.url not in seen:
+            seen.add(hit.url)
+            kept.append(hit)
+    return kept
+
+
+def _dump(hits: list[SearchHit], asked: int) -> str:
+    rows = [{"url": h.url, "title": h.title, "snippet": h.snippet} for h in hits]
+    return json.dumps({"schema": _CACHE_SCHEMA, "asked": asked, "hits": rows})
+
+
+def _load(text: str) -> tuple[int, list[SearchHit]] | None:
+    try:
+        data = json.loads(text)
+        if data["schema"] != _CACHE_SCHEMA:
+            return None
+        asked = data["asked"]
+        rows = data["hits"]
+        hits = [SearchHit(url=r["url"], title=r["title"], snippet=r["snippet"]) for r in rows]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(asked, int) or not all(
+        isinstance(v, str) for h in hits for v in (h.url, h.title, h.snippet)
+    ):
+        return None
+    return asked, hits

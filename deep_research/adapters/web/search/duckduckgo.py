@@ -1,0 +1,112 @@
+"""DuckDuckGo through the ``ddgs`` library (no key), ``backend="duckduckgo"`` only.
+
+``DDGS().text(query, region=…, safesearch=…, max_results=…, backend=…)`` is synchronous,
+so it runs in a worker thread under a deadline; it returns dicts with ``title``, ``href``
+and ``body``. What it raises (ddgs 9.16, checked in its source 2026-11-23), and what that
+becomes here:
+
+    RatelimitException   rate_limited   (kept by ddgs for its rate-limit signal)
+    TimeoutException     timeout        (a request timed out)
+    DDGSException        "No results found." -> no hits; anything else -> network
+                         (ddgs wraps every engine failure, connection errors included)
+
+``backend="auto"`` would also query Bing, Google, Brave, Yandex and others; ``duckduckgo``
+asks DuckDuckGo's HTML endpoint alone. ddgs 9.16 cannot tell "nothing matched" from
+DuckDuckGo's rate-limit page (both give "No results found."), which is why empty results
+are never cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any, Protocol
+
+from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
+
+from deep_research.adapters.web.search.base import SearchFailed
+from deep_research.adapters.web.search.http_api import hit
+from deep_research.adapters.web.search_branch import SearchHit
+
+_NO_RESULTS = "No results found."
+_USERINFO = re.compile(r"//[^/@\s]*@")  # a proxy URL's credentials (DDGS_PROXY)
+
+
+class DdgsClient(Protocol):
+    """What is used of ``ddgs.DDGS``."""
+
+    def text(self, query: str, **kwargs: Any) -> list[dict[str, Any]]: ...
+
+
+class DuckDuckGo:
+    name = "duckduckgo"
+    max_per_request = 20
+
+    def __init__(
+        self,
+        client: DdgsClient | None = None,
+        *,
+        timeout: float = 5.0,
+        deadline: float = 15.0,
+        region: str = "us-en",
+        safesearch: str = "moderate",
+    ) -> None:
+        self.timeout = timeout
+        """ddgs' own timeout for one HTTP request."""
+        self.deadline = deadline
+        """The most one search may take here, ddgs' internal waits included."""
+        self.region = region
+        self.safesearch = safesearch
+        self._client = client
+
+    async def aclose(self) -> None:
+        pass  # ddgs holds no connection between calls that needs closing
+
+    async def fetch(self, query: str, max_results: int) -> list[SearchHit]:
+        client = self._client or self._default_client()
+        try:
+            # On expiry the worker thread runs on until ddgs' own timeout ends it: a thread
+            # cannot be cancelled, only no longer waited for.
+            async with asyncio.timeout(self.deadline):
+                found = await asyncio.to_thread(
+                    client.text,
+                    query,
+                    region=self.region,
+                    safesearch=self.safesearch,
+                    max_results=max_results,
+                    backend="duckduckgo",
+                )
+        except TimeoutError:
+            raise SearchFailed(
+                self.name, "timeout", f"no answer within {self.deadline:g}s"
+            ) from None
+        except RatelimitException:
+            raise SearchFailed(
+                self.name, "rate_limited", "DuckDuckGo is rate limiting this address"
+            ) from None
+        except TimeoutException:
+            raise SearchFailed(self.name, "timeout", "DuckDuckGo did not answer in time") from None
+        except DDGSException as exc:
+            if str(exc) == _NO_RESULTS:
+                return []
+            raise SearchFailed(self.name, "network", f"search failed ({_one_line(exc)})") from None
+        if not isinstance(found, list):
+            raise SearchFailed(self.name, "bad_response", "ddgs returned no list of results")
+        hits = [
+            hit(row.get("href"), row.get("title"), row.get("body"))
+            for row in found
+            if isinstance(row, dict)
+        ]
+        return [h for h in hits if h is not None][:max_results]
+
+    def _default_client(self) -> DdgsClient:
+        from ddgs import DDGS  # loads ddgs' engines only when DuckDuckGo is really used
+
+        self._client = DDGS(timeout=max(1, round(self.timeout)))
+        return self._client
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = _USERINFO.sub("//", text)
+    return text if len(text) <= 120 else text[:119] + "…"

@@ -96,7 +96,7 @@ async def test_tokens_are_reserved_like_dollars() -> None:
     assert not await g.reserve(0.0, tokens=1_200_000), "a job that could overshoot never starts"
     assert await g.reserve(1.0, tokens=600_000)
     second = asyncio.ensure_future(g.reserve(1.0, tokens=600_000))
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # a yield: let it find the tokens held and start waiting
     assert not second.done(), "both in flight could overshoot the limit: the second waits"
     g.meter("n1").record("deep_research", "gpt-5.5", Usage(input_tokens=150_000))
     g.release(1.0, tokens=600_000)  # the first used 150,000 of its 600,000

@@ -63,7 +63,7 @@ def _home() -> Path:
         from deep_research.app.config import load_settings
 
         return load_settings().home
-    except Exception:
+    except Exception:  # the settings may be what crashed: fall back to the environment
         from deep_research.app.config import data_home
 
         return data_home()

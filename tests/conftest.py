@@ -95,7 +95,9 @@ async def chat_openai(fake_openai: FakeOpenAI) -> AsyncIterator[Callable[..., Ch
 
 # --- CLI runs (tests/clirun.py) -------------------------------------------------------------
 # Each run gets its own DEEP_RESEARCH_HOME and working directory (so no `.env` is read), and
-# talks to the fake server with a key that tests check never reaches the disk.
+# talks to the fake server with a key that tests check never reaches the disk. The fake
+# server stands in for OpenAI's API, so its web branches are research jobs, as they are there
+# (any other base URL would choose search-and-read).
 
 
 @pytest.fixture
@@ -110,4 +112,5 @@ def env(tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
         "OPENAI_API_KEY": "sk-test-secret-value",
         "DEEP_RESEARCH_DEEP_RESEARCH_POLL_SECONDS": "0.01",
         "DEEP_RESEARCH_MAX_RETRIES": "1",
+        "DEEP_RESEARCH_WEB_ENGINE": "openai",
     }

@@ -17,7 +17,7 @@ from deep_research.adapters.web.search_branch import (
     SearchResults,
 )
 from deep_research.core.citations import identity
-from deep_research.core.errors import BranchError
+from deep_research.core.errors import BranchError, BudgetExhausted
 from deep_research.core.models import BranchNotes
 from deep_research.core.ports import BranchTask, Finding, JobEvent, Meter
 from deep_research.kb.embeddings import OnnxEmbeddings
@@ -58,11 +58,13 @@ class FakeSearcher:
     fail: str = ""
     queries: list[str] = field(default_factory=list)
     name: str = "searxng"
+    price_usd: float = 0.0
+    fail_queries: tuple[str, ...] = ()
 
     async def search(self, query: str, max_results: int) -> SearchResults:
         self.queries.append(query)
-        if self.fail:
-            raise BranchError(self.fail)
+        if self.fail or query in self.fail_queries:
+            raise BranchError(self.fail or f"searxng: HTTP 502 for {query!r}")
         urls = self.results[query][:max_results]
         return SearchResults([SearchHit(u, f"title of {u}") for u in urls], cached=self.cached)
 
@@ -252,3 +254,48 @@ async def test_a_cached_search_is_recorded_as_free() -> None:
     meter = RecordingMeter()
     await executor(searcher, FakeReader()).run(task(), meter, nothing)
     assert [r[3] for r in meter.records] == [True]
+
+
+async def test_searches_are_booked_under_their_provider_and_their_fee_reserved_first() -> None:
+    searcher = FakeSearcher(
+        {"raft election": [RAFT], "paxos leader": [PAXOS]}, name="tavily", price_usd=0.008
+    )
+    meter = RecordingMeter()
+    queries = ScriptedQueries([["raft election", "paxos leader"]])
+    await executor(searcher, FakeReader(), query_writer=queries).run(task(), meter, nothing)
+    assert [(r[0], r[1], r[2].web_search_calls) for r in meter.records] == [
+        ("search", "search:tavily", 1),
+        ("search", "search:tavily", 1),
+    ]
+    assert meter.reserved == pytest.approx(0.0)  # released once booked
+
+
+async def test_searches_the_budget_cannot_pay_for_are_not_made() -> None:
+    searcher = FakeSearcher({"How does Raft elect a leader?": [RAFT]}, price_usd=0.008)
+    meter = RecordingMeter(budget=0.005)
+    with pytest.raises(BudgetExhausted, match="searches"):
+        await executor(searcher, FakeReader()).run(task(), meter, nothing)
+    assert searcher.queries == []
+
+
+async def test_one_failed_query_of_several_is_said_and_the_others_are_used() -> None:
+    searcher = FakeSearcher({"raft election": [RAFT]}, fail_queries=("paxos leader",))
+    events: list[JobEvent] = []
+    queries = ScriptedQueries([["raft election", "paxos leader"]])
+    result = await executor(searcher, FakeReader(), query_writer=queries).run(
+        task(events), RecordingMeter(), nothing
+    )
+    assert {c.url for c in result.citations} == {RAFT}
+    assert any("a search failed: searxng: HTTP 502" in e.note for e in events)
+
+
+async def test_a_failed_extra_round_keeps_the_notes_of_the_first() -> None:
+    thin = BranchNotes(notes="Raft uses timeouts [1].", confidence=0.2, used_evidence=[1])
+    searcher = FakeSearcher({"raft election": [RAFT]}, fail_queries=("raft timeouts",))
+    writer = ScriptedWriter([thin])
+    queries = ScriptedQueries([["raft election"], ["raft timeouts"]])
+    result = await executor(searcher, FakeReader(), writer=writer, query_writer=queries).run(
+        task(), RecordingMeter(), nothing
+    )
+    assert result.notes == "Raft uses timeouts [1]."
+    assert writer.replies == []  # written once, not again after the failed round

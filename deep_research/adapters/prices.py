@@ -9,6 +9,9 @@ Invariants:
 - ``Usage.cached_input_tokens`` is a subset of ``Usage.input_tokens`` and
   ``Usage.reasoning_tokens`` a subset of ``Usage.output_tokens`` (OpenAI's
   accounting), so neither is billed twice.
+- A web search provider of the search-and-read engine is booked as the model
+  ``search:<provider>`` (``search_model``): its ``web_search_calls`` at that provider's
+  per-request fee (``search_fees``), and nothing else.
 - A model we have no price for costs only its web-search fees here (a local Ollama/vLLM
   model), but its tokens still count against the token limit: callers meter tokens
   separately, and decide whether an unpriced model on OpenAI's own API is an error
@@ -32,6 +35,12 @@ if TYPE_CHECKING:
 _PER_TOKEN = 1 / 1_000_000
 PROVIDER_ID = "openai"
 WEB_SEARCH_USD_PER_CALL = 0.01  # $10 per 1,000 searches
+SEARCH_PREFIX = "search:"
+
+
+def search_model(provider: str) -> str:
+    """The ledger's name for searches of ``provider`` (``search:tavily``)."""
+    return SEARCH_PREFIX + provider
 
 
 @dataclass(frozen=True)
@@ -76,13 +85,21 @@ def _per_mtok(value: object) -> float | None:
 class PriceTable:
     """What a call costs: the user's overrides first, then genai-prices' data."""
 
-    def __init__(self, overrides: Mapping[str, Price] | None = None) -> None:
+    def __init__(
+        self,
+        overrides: Mapping[str, Price] | None = None,
+        search_fees: Mapping[str, float] | None = None,
+    ) -> None:
+        self.search_fees = dict(search_fees or {})
+        """USD per request by search provider name."""
         self.overrides: dict[str, Price] = {
             base_name(model): price for model, price in (overrides or {}).items()
         }
 
     def knows(self, model: str) -> bool:
         """True when ``model`` has an override or genai-prices prices it."""
+        if model.startswith(SEARCH_PREFIX):
+            return model.removeprefix(SEARCH_PREFIX) in self.search_fees
         name = base_name(model)
         return name in self.overrides or _model_price(name) is not None
 
@@ -113,6 +130,9 @@ class PriceTable:
         genai-prices applies long-context tiers (gpt-5.5 above 272k input tokens: 2x input,
         1.5x output) to the usage as given, so a sum of calls is priced at the tier of the sum.
         """
+        if model.startswith(SEARCH_PREFIX):
+            fee = self.search_fees.get(model.removeprefix(SEARCH_PREFIX), 0.0)
+            return usage.web_search_calls * fee
         name = base_name(model)
         # Clamp: a provider reporting more cached than total input must not yield a
         # negative uncached count (and so a discount).

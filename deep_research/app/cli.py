@@ -182,6 +182,21 @@ def run(
         str | None,
         typer.Option("--web-effort", help="Its reasoning effort: low, medium, high, xhigh."),
     ] = None,
+    web_engine: Annotated[
+        str | None,
+        typer.Option(
+            "--web-engine",
+            help="How the web is researched: openai (research jobs), search (search and read "
+            "pages with any model, or none), auto (openai on OpenAI's API, else search).",
+        ),
+    ] = None,
+    search_provider: Annotated[
+        str | None,
+        typer.Option(
+            "--search-provider",
+            help="For --web-engine search: duckduckgo (default), searxng, tavily, brave, exa.",
+        ),
+    ] = None,
     kb: Annotated[str | None, typer.Option("--kb", help="Knowledge base name.")] = None,
     kb_only: Annotated[
         bool, typer.Option("--kb-only", help="Research only the knowledge base.")
@@ -215,15 +230,18 @@ def run(
         kb_name=kb,
         kb_only=kb_only,
         web_only=web_only,
+        web_engine=web_engine,
+        search_provider=search_provider,
     )
     prepared = service.prepare(load_settings(), question, options)
-    if estimate_only and prepared.extractive:
+    free = prepared.extractive and prepared.engine is None
+    if estimate_only and free:
         if as_json:
             print_json({"run_worst_usd": 0.0, "mode": "extractive"})
         else:
             render.out.print("no model is configured: an extractive run costs nothing")
         return
-    if estimate_only or not prepared.extractive:
+    if estimate_only or not free:
         _preflight(prepared, estimate_only=estimate_only, yes=yes, as_json=as_json)
     with service.start(prepared, _info(as_json)) as run:
         _drive(run, as_json=as_json)
@@ -359,8 +377,9 @@ def _preflight(
             for line in worst.lines():
                 render.out.print(line, highlight=False)
         raise typer.Exit(0)
-    for warning in asyncio.run(service.check_models(prepared)):
-        render.warn(warning)
+    if not prepared.extractive:  # with no model, only a paid search provider costs
+        for warning in asyncio.run(service.check_models(prepared)):
+            render.warn(warning)
     too_much = worst.run_worst_usd > prepared.settings.confirm_above_usd
     if too_much and not yes and not as_json and render.interactive():
         render.info("\n".join(worst.lines()))

@@ -8,12 +8,20 @@ Secrets are ``SecretStr`` and are never written to sessions, logs or caches.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from deep_research.core.errors import ConfigError
@@ -161,6 +169,38 @@ class Settings(BaseSettings):
         ),
     )
 
+    # --- web research by search and read (any model, or none) --------------------
+    web_engine: Literal["auto", "openai", "search"] = "auto"
+    """openai: research jobs; search: search-and-read with the branch model; auto: openai
+    on OpenAI's own API, search on any other server (README "Web research")."""
+    search_provider: Literal["duckduckgo", "searxng", "tavily", "brave", "exa"] = "duckduckgo"
+    searxng_url: str | None = None
+    tavily_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("TAVILY_API_KEY", "tavily_api_key")
+    )
+    brave_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("BRAVE_API_KEY", "brave_api_key")
+    )
+    exa_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("EXA_API_KEY", "exa_api_key")
+    )
+    search_prices: dict[str, float] = Field(default_factory=dict)
+    """USD per search request by provider, over the list prices, e.g. '{"tavily": 0.005}'."""
+    search_rate_per_second: dict[str, float] = Field(default_factory=dict)
+    """Searches a second by provider, over the defaults, e.g. '{"brave": 20}'."""
+    search_max_queries: int = Field(default=3, ge=1, le=10)
+    search_results_per_query: int = Field(default=5, ge=1, le=10)
+    search_pages_per_round: int = Field(default=4, ge=1, le=20)
+    search_passages: int = Field(default=8, ge=1, le=50)
+    search_extra_rounds: int = Field(default=1, ge=0, le=5)
+    search_timeout_seconds: float = Field(default=15.0, gt=0, le=300)
+    fetch_allow: str = ""
+    """host[:port] list (comma-separated) the address check lets through: an intranet."""
+    fetch_per_host_concurrency: int = Field(default=2, ge=1, le=32)
+    fetch_per_host_rate: float = Field(default=2.0, gt=0, le=100)
+    fetch_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
+    fetch_max_bytes: int = Field(default=2_000_000, ge=10_000, le=100_000_000)
+
     # --- prices and spending ----------------------------------------------------
     prices: dict[str, tuple[float, float, float]] = Field(default_factory=dict)
     """USD per 1M tokens (input, cached input, output) by model: adds or overrides
@@ -192,10 +232,33 @@ class Settings(BaseSettings):
     def _expand_user(cls, value: Path) -> Path:
         return value.expanduser()  # `DEEP_RESEARCH_HOME=~/research` in a .env
 
-    @field_validator("openai_base_url")
+    @field_validator("openai_base_url", "searxng_url")
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value or None
+
+    @field_validator("search_prices", "search_rate_per_second")
+    @classmethod
+    def _known_providers(cls, value: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+        known = get_args(cls.model_fields["search_provider"].annotation)
+        rate = info.field_name == "search_rate_per_second"
+        for name, figure in value.items():
+            if name not in known:
+                raise ValueError(f"unknown search provider {name!r}: one of {', '.join(known)}")
+            if not math.isfinite(figure) or figure < 0 or (rate and figure == 0):
+                raise ValueError(
+                    f"the figure for {name!r} must be a finite number {'>' if rate else '>='} 0"
+                )
+        return value
+
+    @field_validator("fetch_allow")
+    @classmethod
+    def _host_list(cls, value: str) -> str:
+        for entry in filter(None, (e.strip() for e in value.split(","))):
+            host, _, port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+            if not host or (port and not port.isdigit()) or "/" in entry:
+                raise ValueError(f"{entry!r} is not host or host:port")
+        return value
 
     @field_validator("prices")
     @classmethod
@@ -218,6 +281,14 @@ class Settings(BaseSettings):
         """True when some model endpoint is configured (a key, a base URL, or both)."""
         key = self.openai_api_key.get_secret_value() if self.openai_api_key else ""
         return bool(key or self.openai_base_url)
+
+    @property
+    def fetch_allow_list(self) -> tuple[str, ...]:
+        return tuple(filter(None, (e.strip() for e in self.fetch_allow.split(","))))
+
+    def search_key(self, provider: str) -> SecretStr | None:
+        key: SecretStr | None = getattr(self, f"{provider}_api_key", None)
+        return key
 
     @property
     def sessions_dir(self) -> Path:

@@ -12,12 +12,13 @@ from datetime import date
 import openai
 
 from deep_research.adapters.llm.lifecycle import CacheLookups, ModelRef, check_models
-from deep_research.adapters.prices import PriceTable
+from deep_research.adapters.prices import PriceTable, search_model
 from deep_research.adapters.web.openai_jobs import JobSpec
 from deep_research.app.config import Settings
 from deep_research.core.budget import web_job_worst_case
 from deep_research.core.errors import ConfigError
 from deep_research.core.guard import call_cost_estimate
+from deep_research.core.models import Usage, WebEngine
 from deep_research.persistence.cache import ResultCache
 
 CHAT_ROLES = ("planner", "synthesizer", "judge", "branch", "summarizer")
@@ -116,9 +117,24 @@ class Estimate:
 
 
 def estimate(
-    settings: Settings, spec: JobSpec | None, prices: PriceTable, final_reserve_usd: float
+    settings: Settings,
+    spec: JobSpec | None,
+    prices: PriceTable,
+    final_reserve_usd: float,
+    *,
+    engine: WebEngine | None = None,
 ) -> Estimate:
+    prompt = settings.summary_max_tokens * 2 + 2000
+    chat = max(
+        call_cost_estimate(
+            getattr(settings, f"{role}_model"), prompt, settings.max_tokens_per_call, prices
+        )
+        if settings.has_model
+        else 0.0
+        for role in CHAT_ROLES
+    )
     per_job = 0.0
+    web = spec.describe() if spec is not None else None
     if spec is not None:
         per_job = web_job_worst_case(
             prices,
@@ -126,17 +142,19 @@ def estimate(
             max_tool_calls=spec.max_tool_calls,
             max_output_tokens=spec.max_output_tokens,
         )
-    prompt = settings.summary_max_tokens * 2 + 2000
-    chat = max(
-        call_cost_estimate(
-            getattr(settings, f"{role}_model"), prompt, settings.max_tokens_per_call, prices
-        )
-        for role in CHAT_ROLES
-    )
+    elif engine == "search":
+        provider = settings.search_provider
+        rounds = 1 + settings.search_extra_rounds
+        searches = rounds * settings.search_max_queries
+        fee = prices.cost(search_model(provider), Usage(web_search_calls=searches))
+        # Each round: its queries and its notes, both by the branch model.
+        calls = 2 * rounds if settings.has_model else 0
+        per_job = fee + calls * chat
+        web = f"search and read via {provider}, up to {searches} searches"
     spendable = max(0.0, settings.max_cost_usd - final_reserve_usd)
     parallel = settings.max_parallel_branches
     return Estimate(
-        web_model=spec.describe() if spec is not None else None,
+        web_model=web,
         per_job_usd=per_job,
         parallel=parallel,
         parallel_usd=per_job * parallel,

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError, SessionLocked, UsageError
-from deep_research.core.models import Limits, SessionState, SourcePolicy, Usage
+from deep_research.core.models import Limits, SessionState, SourcePolicy, Usage, WebEngine
 from deep_research.persistence.sessions import SessionStore, SessionSummary
 
 if TYPE_CHECKING:
@@ -61,6 +61,9 @@ class RunOptions:
     kb_name: str | None = None
     kb_only: bool = False
     web_only: bool = False
+    web_engine: str | None = None
+    """openai | search | auto; None: DEEP_RESEARCH_WEB_ENGINE."""
+    search_provider: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,8 @@ class Prepared:
     limits: Limits
     spec: JobSpec | None
     question: str = ""
+    engine: WebEngine | None = None
+    """How web branches are researched; None: the run does not search the web."""
 
     @property
     def extractive(self) -> bool:
@@ -146,19 +151,27 @@ def prepare(settings: Settings, question: str, options: RunOptions) -> Prepared:
         web_model=options.web_model,
         web_reasoning_effort=options.web_effort,
         kb_name=options.kb_name,
+        web_engine=options.web_engine,
+        search_provider=options.search_provider,
     )
     policy: SourcePolicy = (
         "kb_only" if options.kb_only else "web_only" if options.web_only else "auto"
     )
     if not settings.has_model:
-        if options.web_only:
-            raise ConfigError("web research needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
-        policy = "kb_only"
+        # Only an explicit search engine researches the web with no model: it quotes pages.
+        if settings.web_engine != "search":
+            if options.web_only:
+                raise ConfigError(
+                    "web research needs a model (set OPENAI_API_KEY or OPENAI_BASE_URL), or "
+                    "--web-engine search to quote web pages without one"
+                )
+            policy = "kb_only"
     limits = limits_of(settings)
     if settings.has_model:
         wiring.check_token_limit(settings, limits)
-    spec = None if policy == "kb_only" else wiring.job_spec(settings)
-    return Prepared(settings, policy, limits, spec, question)
+    engine = wiring.web_engine(settings, policy)
+    spec = wiring.job_spec(settings) if engine == "openai" else None
+    return Prepared(settings, policy, limits, spec, question, engine)
 
 
 def estimate(prepared: Prepared) -> Estimate:
@@ -168,7 +181,7 @@ def estimate(prepared: Prepared) -> Estimate:
     settings = prepared.settings
     prices = wiring.price_book(settings)
     reserve = wiring.final_reserve_usd(settings, prices)
-    return preflight.estimate(settings, prepared.spec, prices, reserve)
+    return preflight.estimate(settings, prepared.spec, prices, reserve, engine=prepared.engine)
 
 
 async def check_models(prepared: Prepared) -> list[str]:
@@ -199,14 +212,16 @@ def start(prepared: Prepared, on_info: Info) -> Iterator[Run]:
     from deep_research.app import wiring
 
     settings = prepared.settings
-    built = wiring.build_run(settings, prepared.policy, spec=prepared.spec, on_info=on_info)
+    built = wiring.build_run(
+        settings, prepared.policy, spec=prepared.spec, engine=prepared.engine, on_info=on_info
+    )
     store = SessionStore(settings.sessions_dir)
     state = store.create(
         prepared.question,
         mode="extractive" if prepared.extractive else "llm",
         source_policy=prepared.policy,
         limits=prepared.limits,
-        run_spec=wiring.run_spec(settings, prepared.spec),
+        run_spec=wiring.run_spec(settings, prepared.spec, prepared.engine),
     )
     with store.lock(state.session_id):
         yield Run(store, state, prepared, built)
@@ -241,12 +256,15 @@ def reopen(
         if not extractive:
             wiring.check_token_limit(settings, state.limits)
         policy = state.source_policy
-        spec = None if policy == "kb_only" or extractive else wiring.job_spec(settings)
-        state.run_spec = wiring.run_spec(settings, spec)
+        engine = state.run_spec.web_engine if policy != "kb_only" else None
+        if engine is None and state.run_spec.web_model and policy != "kb_only":
+            engine = "openai"  # saved before the choice existed
+        spec = wiring.job_spec(settings) if engine == "openai" else None
+        state.run_spec = wiring.run_spec(settings, spec, engine)
         if retry_cancelled and ResearchTree(state.nodes).retry_cancelled():
             state.phase = "execute"  # research them now, whatever phase the run had reached
-        prepared = Prepared(settings, policy, state.limits, spec, state.question)
-        built = wiring.build_run(settings, policy, spec=spec, on_info=on_info)
+        prepared = Prepared(settings, policy, state.limits, spec, state.question, engine)
+        built = wiring.build_run(settings, policy, spec=spec, engine=engine, on_info=on_info)
         yield Run(store, state, prepared, built)
 
 

@@ -36,7 +36,7 @@ from deep_research.adapters.router import RoutingExecutor, Unavailable
 from deep_research.adapters.web.deep_research import DeepResearchExecutor
 from deep_research.adapters.web.openai_jobs import JobSpec, ResponsesJobs
 from deep_research.app.config import Settings
-from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
+from deep_research.core.errors import ConfigError, KBMissing, KnowledgeBaseError, UsageError
 from deep_research.core.guard import BudgetGuard, call_cost_estimate
 from deep_research.core.models import (
     ChatRole,
@@ -45,6 +45,7 @@ from deep_research.core.models import (
     SessionState,
     SourceHint,
     SourcePolicy,
+    WebEngine,
 )
 from deep_research.core.orchestrator import Engine, RunConfig
 from deep_research.core.ports import BranchExecutor, JobControl
@@ -139,6 +140,19 @@ def open_default_kb(settings: Settings) -> KBStore | None:
         return None
 
 
+def web_engine(settings: Settings, policy: SourcePolicy) -> WebEngine | None:
+    """How this run researches the web; None: it does not (``--kb-only``, or no model and no
+    explicit ``--web-engine search``). ``auto`` picks OpenAI research jobs on OpenAI's own
+    API, the one server known to run them, and search-and-read on any other."""
+    if policy == "kb_only":
+        return None
+    if settings.web_engine != "auto":
+        return settings.web_engine
+    if not settings.has_model:
+        return None
+    return "openai" if settings.on_openai else "search"
+
+
 def job_spec(settings: Settings) -> JobSpec:
     summary = settings.web_reasoning_summary
     return JobSpec(
@@ -150,7 +164,7 @@ def job_spec(settings: Settings) -> JobSpec:
     )
 
 
-def run_spec(settings: Settings, spec: JobSpec | None) -> RunSpec:
+def run_spec(settings: Settings, spec: JobSpec | None, engine: WebEngine | None) -> RunSpec:
     """What a session records of its run's choices, so a resume repeats them exactly."""
     web = (
         {
@@ -168,6 +182,8 @@ def run_spec(settings: Settings, spec: JobSpec | None) -> RunSpec:
         efforts={role: getattr(settings, f"{role}_reasoning_effort") for role in CHAT_ROLES},
         kb_name=settings.kb_name,
         max_parallel=settings.max_parallel_branches,
+        web_engine=engine,
+        search_provider=settings.search_provider if engine == "search" else "",
     )
 
 
@@ -183,6 +199,12 @@ def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> S
         values["kb_name"] = saved.kb_name
     if saved.max_parallel:
         values["max_parallel_branches"] = saved.max_parallel
+    if saved.web_engine is not None:
+        values["web_engine"] = saved.web_engine
+    elif saved.web_model:
+        values["web_engine"] = "openai"  # saved before the choice existed: research jobs
+    if saved.search_provider:
+        values["search_provider"] = saved.search_provider
     if saved.web_model:
         values |= {
             "web_model": saved.web_model,
@@ -199,8 +221,17 @@ def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> S
     return replayed.with_overrides(max_parallel_branches=max_parallel)
 
 
+def search_fees(settings: Settings) -> dict[str, float]:
+    """USD per request of every search provider: list prices, then the user's."""
+    from deep_research.adapters.web.search import DEFAULTS
+
+    return {name: d.price_usd for name, d in DEFAULTS.items()} | settings.search_prices
+
+
 def price_book(settings: Settings) -> PriceTable:
-    return PriceTable({m: Price(*figures) for m, figures in settings.prices.items()})
+    return PriceTable(
+        {m: Price(*figures) for m, figures in settings.prices.items()}, search_fees(settings)
+    )
 
 
 def api_key(settings: Settings) -> str:
@@ -254,13 +285,14 @@ def build_run(
     policy: SourcePolicy,
     *,
     spec: JobSpec | None,
+    engine: WebEngine | None,
     on_info: Callable[[str], None],
 ) -> Built:
     """Everything a run needs: its knowledge base (ingested first in extractive mode when it
     is empty) and its engine."""
     extractive = not settings.has_model
     kb = knowledge_base(settings, policy, extractive=extractive, on_info=on_info)
-    return build(settings, policy, kb, extractive=extractive, spec=spec)
+    return build(settings, policy, kb, extractive=extractive, spec=spec, engine=engine)
 
 
 def knowledge_base(
@@ -294,80 +326,158 @@ def build(
     *,
     extractive: bool,
     spec: JobSpec | None = None,
+    engine: WebEngine | None = None,
 ) -> Built:
-    """The engine for one run: the LLM chains, or the extractive stand-ins (no model)."""
-    config = run_config(settings, policy)
-    internal: BranchExecutor
-    if extractive:
-        if kb is None:
-            raise KnowledgeBaseError(
-                "no model is configured and there is no knowledge base: set OPENAI_API_KEY "
-                "or OPENAI_BASE_URL, or run `deep-research kb ingest`"
-            )
-        config = run_config(settings, "kb_only")
-        executor = KBExecutor(StoreRetriever(kb), ExtractiveWriter(), settings.retrieval_k)
-        return Built(extractive_engine(executor), config, ["extractive mode: no model configured"])
-
-    notices: list[str] = []
+    """The engine for one run: the LLM chains, or the extractive stand-ins (no model), with
+    the knowledge base and the web engine the run may use."""
     kb_name = repr(settings.kb_name)
     if kb is None and policy == "kb_only":
+        if extractive:
+            raise KnowledgeBaseError(
+                "no model is configured and there is no knowledge base: set OPENAI_API_KEY "
+                "or OPENAI_BASE_URL, run `deep-research kb ingest`, or search the web "
+                "without a model: --web-engine search"
+            )
         raise KBMissing(f"--kb-only, but there is no knowledge base {kb_name}: {_ADD_KB}")
+    notices: list[str] = ["extractive mode: no model configured"] if extractive else []
     if kb is None and policy == "auto":
         # Never offer the planner a source that would fail every node that used it.
-        config = run_config(settings, "web_only")
+        policy = "web_only"
         notices.append(f"no knowledge base {kb_name}: researching the web only ({_ADD_KB})")
+    config = run_config(settings, policy)
     resources = AsyncExitStack()
-    prices = price_book(settings)
-    http = openai.DefaultAsyncHttpxClient()
-    resources.push_async_callback(http.aclose)
-    summarizer = chat_model(settings, "summarizer", http)
+    http: openai.DefaultAsyncHttpxClient | None = None
+    if not extractive:
+        http = openai.DefaultAsyncHttpxClient()
+        resources.push_async_callback(http.aclose)
+    cache = ResultCache(settings.cache_dir)
+    resources.callback(cache.close)
+
+    def chat(role: ChatRole) -> ChatModel:
+        assert http is not None
+        return chat_model(settings, role, http)
+
+    internal: BranchExecutor
     if kb is None:
-        internal = Unavailable(
-            f"no knowledge base {settings.kb_name!r}: run `deep-research kb ingest` first"
-        )
+        internal = Unavailable(f"no knowledge base {kb_name}: run `deep-research kb ingest` first")
+    elif policy == "web_only":
+        internal = Unavailable("knowledge-base research is off (--web-only)")
     else:
-        writer = LLMEvidenceWriter(chat_model(settings, "branch", http))
+        writer = ExtractiveWriter() if extractive else LLMEvidenceWriter(chat("branch"))
         internal = KBExecutor(StoreRetriever(kb), writer, settings.retrieval_k)
+
     web: BranchExecutor
     jobs: JobControl | None = None
-    if policy == "kb_only":
-        web = Unavailable("web research is off (--kb-only)")
+    if engine is None:
+        web = Unavailable(
+            "web research is off (--kb-only)"
+            if policy == "kb_only"
+            else "web research needs a model, or --web-engine search"
+        )
+    elif engine == "search":
+        web = search_executor(settings, None if extractive else chat("branch"), cache, resources)
+        quoted = " (pages quoted verbatim)" if extractive else ""
+        notices.append(f"web research: search and read via {settings.search_provider}{quoted}")
     else:
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         client = openai.AsyncOpenAI(
-            api_key=key or "not-needed",
+            api_key=api_key(settings),
             base_url=settings.openai_base_url,
             max_retries=settings.max_retries,
             timeout=settings.request_timeout_seconds,
             http_client=http,
         )
-        cache = ResultCache(settings.cache_dir)
-        resources.callback(cache.close)
         web = DeepResearchExecutor(
             client,
             spec=spec or job_spec(settings),
-            prices=prices,
+            prices=price_book(settings),
             max_wait_seconds=settings.web_max_wait_seconds,
             poll_seconds=settings.web_poll_seconds,
-            compressor=LLMCompressor(summarizer),
+            compressor=LLMCompressor(chat("summarizer")),
             cache=cache,
         )
         jobs = ResponsesJobs(client)
-    if policy == "web_only":
-        internal = Unavailable("knowledge-base research is off (--web-only)")
-    engine = Engine(
-        planner=LLMPlanner(chat_model(settings, "planner", http)),
-        executor=RoutingExecutor(web=web, internal=internal),
-        summarizer=LLMSummarizer(summarizer),
-        synthesizer=LLMSynthesizer(chat_model(settings, "synthesizer", http)),
-        judge=LLMJudge(chat_model(settings, "judge", http)),
+
+    executor = RoutingExecutor(web=web, internal=internal)
+    if extractive:
+        hint: SourceHint = "mixed" if policy == "auto" else "web" if engine else "internal"
+        return Built(extractive_engine(executor, hint), config, notices, resources)
+    engine_ = Engine(
+        planner=LLMPlanner(chat("planner")),
+        executor=executor,
+        summarizer=LLMSummarizer(chat("summarizer")),
+        synthesizer=LLMSynthesizer(chat("synthesizer")),
+        judge=LLMJudge(chat("judge")),
         jobs=jobs,
     )
-    return Built(engine, config, notices, resources)
-def extractive_engine(executor: BranchExecutor) -> Engine:
-    """The no-model engine; ``executor`` is the KB one (``KBExecutor(..., ExtractiveWriter())``)."""
+    return Built(engine_, config, notices, resources)
+
+
+def search_executor(
+    settings: Settings, branch: ChatModel | None, cache: ResultCache, resources: AsyncExitStack
+) -> BranchExecutor:
+    """The search-and-read executor: the configured provider under the process's rate
+    limits, the process's page reader, the KB's ranking; notes by ``branch`` (None: the
+    best passages quoted)."""
+    from deep_research.adapters.llm.queries import LLMQueryWriter
+    from deep_research.adapters.web.reader import ReaderSettings, split_passages
+    from deep_research.adapters.web.search import make_provider
+    from deep_research.adapters.web.search_branch import SearchLimits, SearchReadExecutor
+    from deep_research.adapters.web.shared import SharedRateLimits, SharedReader
+    from deep_research.kb.embeddings import make_embeddings
+    from deep_research.kb.rank import rank
+
+    name = settings.search_provider
+    if name == "searxng" and not settings.searxng_url:
+        raise ConfigError(
+            "the searxng search provider needs its server: set DEEP_RESEARCH_SEARXNG_URL "
+            "(e.g. http://localhost:8080)"
+        )
+    limits = SharedRateLimits(settings.search_rate_per_second)
+    resources.callback(limits.release)
+    searcher = make_provider(
+        name,
+        limits=limits,
+        cache=cache,
+        api_key=settings.search_key(name),
+        base_url=settings.searxng_url if name == "searxng" else None,
+        price_usd=search_fees(settings)[name],
+        timeout=settings.search_timeout_seconds,
+    )
+    resources.push_async_callback(searcher.aclose)
+    reader = SharedReader(
+        ReaderSettings(
+            allow=settings.fetch_allow_list,
+            page_timeout=settings.fetch_timeout_seconds,
+            max_bytes=settings.fetch_max_bytes,
+            per_host_concurrency=settings.fetch_per_host_concurrency,
+            per_host_rate=settings.fetch_per_host_rate,
+        )
+    )
+    resources.push_async_callback(reader.aclose)
+    embedder = make_embeddings(settings)
+    return SearchReadExecutor(
+        searcher,
+        reader,
+        rank=lambda query, passages: rank(query, passages, embedder),
+        split=split_passages,
+        writer=LLMEvidenceWriter(branch) if branch else None,
+        query_writer=LLMQueryWriter(branch) if branch else None,
+        limits=SearchLimits(
+            max_queries=settings.search_max_queries,
+            results_per_query=settings.search_results_per_query,
+            pages_per_round=settings.search_pages_per_round,
+            passages=settings.search_passages,
+            extra_rounds=settings.search_extra_rounds,
+        ),
+        model=branch.model if branch else "",
+    )
+
+
+def extractive_engine(executor: BranchExecutor, source_hint: SourceHint = "internal") -> Engine:
+    """The no-model engine: ``executor`` quotes passages (``KBExecutor(..., ExtractiveWriter())``,
+    or a search executor with no writer); the planner sends every facet to ``source_hint``."""
     return Engine(
-        planner=ExtractivePlanner(),
+        planner=ExtractivePlanner(source_hint),
         executor=executor,
         summarizer=ExtractiveSummarizer(),
         synthesizer=ExtractiveSynthesizer(),

@@ -31,6 +31,8 @@ StopReason = Literal[
 ]
 RunStatus = Literal["running", "complete", "stopped", "failed", "interrupted"]
 ChatRole = Literal["planner", "synthesizer", "judge", "branch", "summarizer"]
+WebEngine = Literal["openai", "search"]
+"""How web branches are researched: OpenAI research jobs, or search-and-read (any model)."""
 
 
 def utcnow() -> datetime:
@@ -216,6 +218,10 @@ class RunSpec(BaseModel):
     """Each role's reasoning effort (None: the model's default)."""
     kb_name: str = ""
     max_parallel: int = 0
+    web_engine: WebEngine | None = None
+    """None: a session from before the choice existed (its web branches were OpenAI jobs),
+    or a run with no web research."""
+    search_provider: str = ""
 
 
 class LedgerEntry(BaseModel):

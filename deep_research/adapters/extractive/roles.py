@@ -34,7 +34,7 @@ from deep_research.adapters.llm.branch import Passage
 from deep_research.core import memory
 from deep_research.core.citations import has_session_marker
 from deep_research.core.memory import estimate_tokens
-from deep_research.core.models import BranchNotes, Plan, PlannedTask, Verdict
+from deep_research.core.models import BranchNotes, Plan, PlannedTask, SourceHint, Verdict
 from deep_research.core.ports import (
     Finding,
     JudgeRequest,
@@ -55,9 +55,12 @@ NO_NEW = "_Answered by the passages quoted above._"
 NO_EVIDENCE = "_No cited evidence._"
 
 
-
 class ExtractivePlanner:
-    """One plan of independent KB facets; no replanning (extractive runs one iteration)."""
+    """One plan of independent facets, each researched at ``source_hint`` (the KB, the web by
+    search-and-read, or both); no replanning (extractive runs one iteration)."""
+
+    def __init__(self, source_hint: SourceHint = "internal") -> None:
+        self.source_hint: SourceHint = source_hint
 
     async def plan(self, request: PlanRequest, meter: Meter) -> Plan:
         if request.gaps is not None:
@@ -70,14 +73,16 @@ class ExtractivePlanner:
                 depends_on=[],
                 parallelizable=True,
                 priority=max(0, 11 - i),
-                source_hint="internal",
+                source_hint=self.source_hint,
                 parent_id=None,
             )
             for i, q in enumerate(found, start=1)
         ]
-        return Plan(rationale="The question and its parts, each searched in the KB.", tasks=tasks)
-
-
+        where = {"internal": "the KB", "web": "the web", "mixed": "the KB and the web"}
+        return Plan(
+            rationale=f"The question and its parts, each searched in {where[self.source_hint]}.",
+            tasks=tasks,
+        )
 
 
 class ExtractiveWriter:
@@ -227,5 +232,3 @@ class ExtractiveJudge:
             weak_evidence_areas=[],
             overall_confidence=confidence,
         )
-
-

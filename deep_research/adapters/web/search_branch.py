@@ -26,8 +26,9 @@ from typing import Protocol
 
 from deep_research.adapters.kb_branch import EvidenceWriter
 from deep_research.adapters.llm.branch import Passage
+from deep_research.adapters.prices import search_model
 from deep_research.core.citations import escape_literal, keep_cited, sentence_of
-from deep_research.core.errors import BranchError
+from deep_research.core.errors import BranchError, BudgetExhausted
 from deep_research.core.models import Citation, Usage
 from deep_research.core.ports import (
     BranchResult,
@@ -61,6 +62,11 @@ class Searcher(Protocol):
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def price_usd(self) -> float:
+        """What one search costs at the provider (a cache hit costs nothing)."""
+        ...
 
     async def search(self, query: str, max_results: int) -> SearchResults:
         """Raises ``BranchError`` with a one-line reason when the provider fails."""
@@ -140,26 +146,31 @@ class SearchReadExecutor:
         self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
     ) -> BranchResult:
         state = _Round()
+        written: BranchResult | None = None
         for round_number in range(1 + self.limits.extra_rounds):
             queries = await self._queries(task, state.tried, meter)
             fresh = [q for q in queries if q not in state.tried]
             if not fresh:
                 break
             state.tried += fresh
-            await self._search_and_read(task, fresh, state, meter)
-            best = self._best(task.question, state.evidence)
+            try:
+                await self._search_and_read(task, fresh, state, meter)
+            except BranchError as exc:
+                if written is None:
+                    raise
+                _say(task, f"the extra search failed, keeping the notes so far: {exc}")
+                break
+            best = await self._best(task.question, state.evidence)
             if not best:
                 continue
-            result = await self._write(task, best, meter)
+            written = await self._write(task, best, meter)
             last = round_number == self.limits.extra_rounds
-            if self.writer is None or result.confidence >= THIN_EVIDENCE or last:
-                return result
-            _say(task, f"evidence thin ({result.confidence:.2f}): searching once more")
-        if not state.evidence:
-            raise BranchError(
-                f"no readable page found for: {'; '.join(state.tried) or task.question}"
-            )
-        return await self._write(task, self._best(task.question, state.evidence), meter)
+            if self.writer is None or written.confidence >= THIN_EVIDENCE or last:
+                return written
+            _say(task, f"evidence thin ({written.confidence:.2f}): searching once more")
+        if written is not None:
+            return written
+        raise BranchError(f"no readable page found for: {'; '.join(state.tried) or task.question}")
 
     async def _queries(self, task: BranchTask, tried: list[str], meter: Meter) -> list[str]:
         if self.query_writer is None:
@@ -177,16 +188,7 @@ class SearchReadExecutor:
     async def _search_and_read(
         self, task: BranchTask, queries: list[str], state: _Round, meter: Meter
     ) -> None:
-        results = await asyncio.gather(
-            *(self.searcher.search(q, self.limits.results_per_query) for q in queries)
-        )
-        for outcome in results:
-            meter.record(
-                "search",
-                f"search:{self.searcher.name}",
-                Usage(web_search_calls=1),
-                cached=outcome.cached,
-            )
+        results = await self._search(task, queries, meter)
         urls = [hit.url for outcome in results for hit in outcome.hits]
         picked = [u for u in dict.fromkeys(urls) if u not in state.seen]
         picked = picked[: self.limits.pages_per_round]
@@ -205,8 +207,42 @@ class SearchReadExecutor:
                 raise page
             state.evidence += [WebPassage(page, text) for text in self.split(page.text)]
 
-    def _best(self, question: str, evidence: list[WebPassage]) -> list[WebPassage]:
-        ranked = self.rank(question, [p.text for p in evidence])
+    async def _search(
+        self, task: BranchTask, queries: list[str], meter: Meter
+    ) -> list[SearchResults]:
+        """Every query at once, its fee reserved first and booked under the provider."""
+        fees = self.searcher.price_usd * len(queries)
+        if fees > 0 and not await meter.reserve(fees):
+            raise BudgetExhausted(
+                f"{len(queries)} {self.searcher.name} searches (${fees:.3f}) do not fit in "
+                f"what the budget has left (${meter.remaining_usd():.3f})"
+            )
+        try:
+            results = await asyncio.gather(
+                *(self.searcher.search(q, self.limits.results_per_query) for q in queries),
+                return_exceptions=True,
+            )
+            model = search_model(self.searcher.name)
+            for outcome in results:
+                if isinstance(outcome, SearchResults):
+                    meter.record("search", model, Usage(web_search_calls=1), cached=outcome.cached)
+        finally:
+            if fees > 0:
+                meter.release(fees)
+        found = [r for r in results if isinstance(r, SearchResults)]
+        failed = [r for r in results if isinstance(r, BaseException)]
+        for error in failed:
+            if not isinstance(error, BranchError):
+                raise error
+        if not found:
+            raise failed[0]
+        for error in failed:
+            _say(task, f"a search failed: {error}")
+        return found
+
+    async def _best(self, question: str, evidence: list[WebPassage]) -> list[WebPassage]:
+        """The passages to write from: ranked off the event loop (embedding is CPU work)."""
+        ranked = await asyncio.to_thread(self.rank, question, [p.text for p in evidence])
         return [evidence[i] for i, _ in ranked[: self.limits.passages]]
 
     async def _write(self, task: BranchTask, best: list[WebPassage], meter: Meter) -> BranchResult:

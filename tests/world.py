@@ -53,6 +53,8 @@ class ResearchWorld:
     report_words: int = 400
     summary_tokens: int = 1500
     notes_words: int = 300
+    queries: dict[str, list[str]] = field(default_factory=dict)
+    """Search queries by sub-question (the search-and-read engine); else the question."""
     calls: dict[str, int] = field(default_factory=dict)
 
     def install(self, fake: Any) -> None:
@@ -72,6 +74,13 @@ class ResearchWorld:
         if req.schema_name == "Verdict":
             self._count("judge")
             return self.verdicts.pop(0) if self.verdicts else verdict(True)
+        if req.schema_name == "SearchQueries":
+            self._count("queries")
+            question = req.text.split("Sub-question:", 1)[1].split("Findings", 1)[0].strip()
+            return {"queries": self.queries.get(question, [question])}
+        if req.schema_name == "BranchNotes" and "excerpts of web pages" in system:
+            self._count("branch")
+            return self._web_notes(req.text)
         if req.schema_name == "BranchNotes":
             self._count("branch")
             return {
@@ -90,6 +99,23 @@ class ResearchWorld:
             body = self._echo(req.text.split("Sources cited", 1)[0], _SESSION, 3000)
             return f"## Answer\n\n{body}"
         return None
+
+    @staticmethod
+    def _web_notes(text: str) -> dict[str, Any]:
+        """Notes on the first two passages, each claim made of its passage's own words."""
+        evidence = text.split("Evidence passages:", 1)[1]
+        blocks = re.split(r"^\[(\d+)\] .*$", evidence, flags=re.MULTILINE)[1:]
+        passages = dict(zip(blocks[::2], blocks[1::2], strict=True))
+        claims = []
+        for number in list(passages)[:2]:
+            plain = re.sub(r"\\(.)", r"\1", passages[number])  # markdown escapes
+            words = re.findall(r"\w+", plain)[:8]
+            claims.append(f"The page says that {' '.join(words)} [{number}].")
+        return {
+            "notes": " ".join(claims) or "The pages say nothing on this.",
+            "confidence": 0.8 if claims else 0.1,
+            "used_evidence": [int(n) for n in list(passages)[:2]],
+        }
 
     @staticmethod
     def _echo(text: str, marker: re.Pattern[str], max_chars: int) -> str:

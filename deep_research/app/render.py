@@ -220,7 +220,7 @@ class Progress:
             return
         if message.note:
             info(f"{message.node_id}: {message.note}")
-        if self._last.get(message.node_id) != message.status:
+        if message.job_id and self._last.get(message.node_id) != message.status:
             self._last[message.node_id] = message.status
             info(f"{message.node_id}: research job {message.job_id} {job_state(message)}")
 

@@ -157,15 +157,14 @@ def prepare(settings: Settings, question: str, options: RunOptions) -> Prepared:
     policy: SourcePolicy = (
         "kb_only" if options.kb_only else "web_only" if options.web_only else "auto"
     )
-    if not settings.has_model:
-        # Only an explicit search engine researches the web with no model: it quotes pages.
-        if settings.web_engine != "search":
-            if options.web_only:
-                raise ConfigError(
-                    "web research needs a model (set OPENAI_API_KEY or OPENAI_BASE_URL), or "
-                    "--web-engine search to quote web pages without one"
-                )
-            policy = "kb_only"
+    # With no model only an explicit search engine researches the web: it quotes pages.
+    if not settings.has_model and settings.web_engine != "search":
+        if options.web_only:
+            raise ConfigError(
+                "web research needs a model (set OPENAI_API_KEY or OPENAI_BASE_URL), or "
+                "--web-engine search to quote web pages without one"
+            )
+        policy = "kb_only"
     limits = limits_of(settings)
     if settings.has_model:
         wiring.check_token_limit(settings, limits)

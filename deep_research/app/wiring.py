@@ -460,7 +460,7 @@ def search_executor(
         reader,
         rank=lambda query, passages: rank(query, passages, embedder),
         split=split_passages,
-        writer=LLMEvidenceWriter(branch) if branch else None,
+        writer=LLMEvidenceWriter(branch, evidence_source="web pages") if branch else None,
         query_writer=LLMQueryWriter(branch) if branch else None,
         limits=SearchLimits(
             max_queries=settings.search_max_queries,

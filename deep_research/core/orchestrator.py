@@ -327,9 +327,7 @@ class ResearchOrchestrator:
             self.tree.requeue(node)
             raise
         else:
-            notes, citations = register(
-                self.state.sources, result.notes, result.citations
-            )
+            notes, citations = register(self.state.sources, result.notes, result.citations)
             node.notes, node.citations = notes, citations
             node.researched_by = result.researched_by
             node.confidence = min(1.0, max(0.0, result.confidence))

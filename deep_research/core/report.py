@@ -41,10 +41,15 @@ def build_report(state: SessionState, body: str | None) -> str:
 
     parts = [f"# {state.question}", _status_line(state)]
     if state.mode == "extractive":
+        searched = state.run_spec.web_engine == "search"
         parts.append(
             "> **Extractive mode:** no language model was configured, so this report is built "
-            "from the best knowledge-base passages, quoted with citations. "
-            "Web research was skipped."
+            "from the best passages "
+            + (
+                "of the knowledge base and of the web pages read, quoted with citations."
+                if searched
+                else "of the knowledge base, quoted with citations. Web research was skipped."
+            )
         )
     parts.append(body_text.strip())
     parts.append(_limitations(state, nodes))
@@ -91,7 +96,9 @@ def _limitations(state: SessionState, nodes: list[ResearchNode]) -> str:
         elif node.status in ("pending", "running"):
             why = (
                 "skipped: no model configured"
-                if state.mode == "extractive" and node.source_hint == "web"
+                if state.mode == "extractive"
+                and node.source_hint == "web"
+                and state.run_spec.web_engine != "search"
                 else "not researched before the run stopped"
             )
             lines.append(f"- **Not researched:** {node.question} — {why}")
@@ -165,9 +172,18 @@ def _footer(state: SessionState) -> str:
         if unknown
         else ""
     )
+    spec = state.run_spec
+    engine = (
+        f"search and read via {spec.search_provider}"
+        if spec.web_engine == "search"
+        else f"OpenAI research jobs ({spec.web_model})"
+        if spec.web_model and state.source_policy != "kb_only"
+        else ""
+    )
     return (
         "---\n\n"
-        f"_Spend: ${spend.cost_usd:.4f} · {usage.input_tokens:,} input tokens "
+        + (f"_Web research: {engine}._\n\n" if engine else "")
+        + f"_Spend: ${spend.cost_usd:.4f} · {usage.input_tokens:,} input tokens "
         f"({usage.cached_input_tokens:,} cached) · {usage.output_tokens:,} output tokens · "
         f"{usage.web_search_calls} web searches"
         + (f" · by role: {roles}" if roles else "")

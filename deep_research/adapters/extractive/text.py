@@ -237,5 +237,3 @@ def lines_within(lines: list[str], max_tokens: int) -> list[str]:
         else:
             break
     return kept
-
-

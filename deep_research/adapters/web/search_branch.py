@@ -195,8 +195,8 @@ class SearchReadExecutor:
         state.seen.update(picked)
         _say(
             task,
-            f"searched {len(queries)} quer{'y' if len(queries) == 1 else 'ies'}; "
-            f"reading {len(picked)} page(s)",
+            f"searched {'; '.join(repr(q) for q in queries)}: reading {len(picked)} page(s)",
+            status=f"reading {len(picked)} page(s)",
         )
         pages = await asyncio.gather(*(self.reader.read(u) for u in picked), return_exceptions=True)
         for url, page in zip(picked, pages, strict=True):
@@ -288,7 +288,8 @@ def quote_passages(best: Sequence[WebPassage], researched_by: str) -> BranchResu
     )
 
 
-def _say(task: BranchTask, note: str) -> None:
-    """A line in the live view: what the branch is searching and reading, what it skipped."""
+def _say(task: BranchTask, note: str, status: str = "searching") -> None:
+    """A line in the live view: what the branch is searching and reading, what it skipped;
+    ``status`` is what its row shows meanwhile."""
     if task.on_event is not None:
-        task.on_event(JobEvent(task.node_id, "", "search", "searching", 0, 0.0, note))
+        task.on_event(JobEvent(task.node_id, "", "search", status, 0, 0.0, note))

@@ -1,0 +1,140 @@
+"""Choosing the web engine, saving it with the session and replaying it; search fees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deep_research.adapters.prices import PriceTable, search_model
+from deep_research.adapters.web.search import DEFAULTS
+from deep_research.app import service, wiring
+from deep_research.app.config import Settings
+from deep_research.core.errors import ConfigError
+from deep_research.core.models import RunSpec, Usage
+
+
+@pytest.fixture
+def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    monkeypatch.chdir(tmp_path)
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    return Settings(home=tmp_path / "home", _env_file=None)  # type: ignore[call-arg]
+
+
+def with_(settings: Settings, **values: Any) -> Settings:
+    return settings.with_overrides(**values)
+
+
+@pytest.mark.parametrize(
+    ("values", "policy", "engine"),
+    [
+        ({"openai_api_key": "sk-x"}, "auto", "openai"),  # OpenAI's own API runs research jobs
+        (
+            {"openai_api_key": "sk-x", "openai_base_url": "https://api.openai.com/v1"},
+            "auto",
+            "openai",
+        ),
+        ({"openai_base_url": "http://localhost:11434/v1"}, "auto", "search"),  # Ollama
+        (
+            {"openai_base_url": "http://localhost:11434/v1", "web_engine": "openai"},
+            "auto",
+            "openai",
+        ),
+        ({"openai_api_key": "sk-x", "web_engine": "search"}, "web_only", "search"),
+        ({"openai_api_key": "sk-x"}, "kb_only", None),
+        ({}, "auto", None),  # no model: the knowledge base only, no network
+        ({"web_engine": "search"}, "auto", "search"),  # ...unless search is asked for
+    ],
+)
+def test_the_engine_follows_the_server_unless_chosen(
+    settings: Settings, values: dict[str, Any], policy: Any, engine: str | None
+) -> None:
+    assert wiring.web_engine(with_(settings, **values), policy) == engine
+
+
+def test_a_run_saves_its_engine_and_a_resume_replays_it(settings: Settings) -> None:
+    local = with_(settings, openai_base_url="http://localhost:11434/v1", search_provider="brave")
+    prepared = service.prepare(local, "How does Raft elect a leader?", service.RunOptions())
+    assert prepared.engine == "search"
+    assert prepared.spec is None, "no research job is specified"
+    saved = wiring.run_spec(prepared.settings, prepared.spec, prepared.engine)
+    assert (saved.web_engine, saved.search_provider) == ("search", "brave")
+    # Today's environment says otherwise; the session's choice wins.
+    today = with_(settings, openai_api_key="sk-x", web_engine="openai")
+    replayed = wiring.replay(today, saved, max_parallel=None)
+    assert (replayed.web_engine, replayed.search_provider) == ("search", "brave")
+
+
+def test_a_session_saved_before_the_choice_keeps_its_research_jobs(settings: Settings) -> None:
+    old = RunSpec(web_model="gpt-5.5", web_reasoning_effort="high")
+    today = with_(settings, openai_base_url="http://localhost:11434/v1")
+    assert wiring.replay(today, old, max_parallel=None).web_engine == "openai"
+
+
+def test_the_flags_choose_engine_and_provider(settings: Settings) -> None:
+    options = service.RunOptions(web_engine="search", search_provider="exa")
+    prepared = service.prepare(with_(settings, openai_api_key="sk-x"), "q?", options)
+    assert (prepared.engine, prepared.settings.search_provider) == ("search", "exa")
+
+
+def test_search_fees_are_list_prices_unless_overridden(settings: Settings) -> None:
+    book = wiring.price_book(with_(settings, search_prices={"tavily": 0.005}))
+    assert book.cost(search_model("tavily"), Usage(web_search_calls=4)) == pytest.approx(0.02)
+    assert book.cost(search_model("brave"), Usage(web_search_calls=2)) == pytest.approx(
+        2 * DEFAULTS["brave"].price_usd
+    )
+    assert book.cost(search_model("duckduckgo"), Usage(web_search_calls=9)) == 0
+    assert book.knows(search_model("exa"))
+    assert not PriceTable().knows(search_model("exa")), "a fee is known only when given"
+
+
+def test_the_estimate_prices_a_search_branch(settings: Settings) -> None:
+    paid = with_(
+        settings,
+        openai_base_url="http://localhost:11434/v1",
+        search_provider="tavily",
+        search_max_queries=2,
+        search_extra_rounds=1,
+    )
+    prepared = service.prepare(paid, "q?", service.RunOptions())
+    worst = service.estimate(prepared)
+    assert worst.web_model == "search and read via tavily, up to 4 searches"
+    # Four searches at Tavily's fee, and the branch model's calls (unpriced here: $0).
+    assert worst.per_job_usd >= 4 * DEFAULTS["tavily"].price_usd
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"search_prices": {"bing": 0.01}}, "unknown search provider 'bing'"),
+        ({"search_prices": {"tavily": -1}}, ">= 0"),
+        ({"search_rate_per_second": {"brave": 0}}, "> 0"),
+        ({"fetch_allow": "http://intranet/"}, "not host or host:port"),
+        ({"fetch_allow": "intranet:http"}, "not host or host:port"),
+        ({"search_provider": "google"}, "search_provider"),
+        ({"web_engine": "bing"}, "web_engine"),
+    ],
+)
+def test_bad_web_settings_are_one_line_errors(
+    settings: Settings, values: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        with_(settings, **values)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_allow_list_is_parsed(settings: Settings) -> None:
+    allow = with_(settings, fetch_allow=" wiki.corp , 10.0.0.5:8080,").fetch_allow_list
+    assert allow == ("wiki.corp", "10.0.0.5:8080")
+
+
+def test_search_keys_are_secrets(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TAVILY_API_KEY", "tvly-secret")
+    loaded = Settings(home=settings.home, _env_file=None)  # type: ignore[call-arg]
+    key = loaded.search_key("tavily")
+    assert key is not None
+    assert key.get_secret_value() == "tvly-secret"
+    assert "tvly-secret" not in repr(loaded)
+    assert loaded.search_key("duckduckgo") is None

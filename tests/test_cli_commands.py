@@ -81,7 +81,26 @@ def test_doctor_reports_the_setup_with_secrets_masked(
     assert env["OPENAI_API_KEY"] not in out
     assert report["data_dir"] == env["DEEP_RESEARCH_HOME"]
     assert report["price_data"].startswith("genai-prices ")
+    assert report["web_research"] == "OpenAI research jobs (gpt-5.5)"
     assert fake_openai.count("/v1/models") >= 1, "the models were looked up"
+
+
+def test_doctor_says_what_a_search_provider_lacks(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    search = {
+        **env,
+        "DEEP_RESEARCH_WEB_ENGINE": "search",
+        "DEEP_RESEARCH_SEARCH_PROVIDER": "tavily",
+    }
+    code, out, _ = cli({**search, "TAVILY_API_KEY": "tvly-secret-key"}, "doctor", "--json")
+    report = json.loads(out)
+    assert (code, report["web_research"]) == (0, "search and read via tavily")
+    assert report["settings"]["tavily_api_key"] == "set"
+    assert "tvly-secret-key" not in out
+    code, out, _ = cli(search, "doctor", "--json")
+    assert code == 1
+    assert "the tavily search provider needs TAVILY_API_KEY" in json.loads(out)["problems"][0]
 
 
 def test_doctor_says_when_the_server_cannot_be_reached(env: dict[str, str]) -> None:

@@ -318,7 +318,7 @@ def doctor(as_json: JsonOpt = False) -> None:
     if as_json:
         print_json(report)
     else:
-        for key in ("version", "python", "data_dir", "sessions", "price_data"):
+        for key in ("version", "python", "data_dir", "sessions", "price_data", "web_research"):
             render.out.print(f"{key:>16}: {report[key]}", highlight=False)
         for kb in report["knowledge_bases"]:
             line = f"{kb['name']} ({kb['files']} files, {kb['chunks']} chunks)"

@@ -347,7 +347,7 @@ async def doctor(settings: Settings) -> dict[str, Any]:
     from deep_research.core.errors import DeepResearchError
 
     problems: list[str] = []
-    secrets = {"openai_api_key"}
+    secrets = {name for name in type(settings).model_fields if name.endswith("_api_key")}
     shown = {
         name: ("set" if value else "not set") if name in secrets else value
         for name, value in settings.model_dump(mode="json").items()
@@ -370,6 +370,8 @@ async def doctor(settings: Settings) -> dict[str, Any]:
     else:
         report["model_warnings"] = []
         problems.append("no model configured (OPENAI_API_KEY / OPENAI_BASE_URL): extractive only")
+    report["web_research"], problem = _web_research(settings)
+    problems += [problem] if problem else []
     from deep_research.kb.store import list_kbs, open_kb
 
     kbs: list[dict[str, Any]] = []
@@ -382,6 +384,26 @@ async def doctor(settings: Settings) -> dict[str, Any]:
     report["knowledge_bases"] = kbs
     report["problems"] = problems
     return report
+
+
+def _web_research(settings: Settings) -> tuple[str, str | None]:
+    """How a run researches the web with these settings, and what keeps it from it."""
+    from deep_research.adapters.web.search import DEFAULTS
+    from deep_research.app import wiring
+
+    engine = wiring.web_engine(settings, "auto")
+    if engine is None:
+        return "off: no model (--web-engine search quotes pages without one)", None
+    if engine == "openai":
+        return f"OpenAI research jobs ({settings.web_model})", None
+    provider = settings.search_provider
+    shown = f"search and read via {provider}"
+    key_env = DEFAULTS[provider].key_env
+    if key_env and settings.search_key(provider) is None:
+        return shown, f"web research: the {provider} search provider needs {key_env}"
+    if provider == "searxng" and not settings.searxng_url:
+        return shown, "web research: searxng needs DEEP_RESEARCH_SEARXNG_URL"
+    return shown, None
 
 
 async def _unreachable_models(prepared: Prepared) -> list[str]:

@@ -88,8 +88,9 @@ class DefaultToRun(TyperGroup):
 
 app = typer.Typer(
     cls=DefaultToRun,
-    help="Research a hard question with a tree of sub-questions, on the web (OpenAI Deep "
-    "Research) and in your markdown knowledge base, and write a cited report.",
+    help="Research a hard question with a tree of sub-questions, on the web (OpenAI deep "
+    "research, or search-and-read with any model) and in your markdown knowledge base, and "
+    "write a cited report.",
     epilog=(
         "\b\nExamples:\n"
         '  deep-research "How do vector databases handle deletes?"\n'
@@ -169,7 +170,9 @@ def run(
         str | None, typer.Option(help="One model for every chat role (planner, branch, …).")
     ] = None,
     planner_model: Annotated[str | None, typer.Option(help="Model for planning.")] = None,
-    branch_model: Annotated[str | None, typer.Option(help="Model for KB branches.")] = None,
+    branch_model: Annotated[
+        str | None, typer.Option(help="Model for branch notes (KB and search).")
+    ] = None,
     web_model: Annotated[
         str | None,
         typer.Option(

@@ -13,6 +13,7 @@ from deep_research.app import service, wiring
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import RunSpec, Usage
+from tests.fake_openai import FakeOpenAI
 
 
 @pytest.fixture
@@ -138,3 +139,47 @@ def test_search_keys_are_secrets(settings: Settings, monkeypatch: pytest.MonkeyP
     assert key.get_secret_value() == "tvly-secret"
     assert "tvly-secret" not in repr(loaded)
     assert loaded.search_key("duckduckgo") is None
+
+
+# --- auto on a server other than OpenAI's: does it serve the web model? ----------------------
+
+
+@pytest.fixture
+def gateway(settings: Settings, fake_openai: FakeOpenAI) -> Settings:
+    """The fake server as a compatible gateway (not OpenAI's own API), engine left to auto."""
+    return with_(settings, openai_base_url=fake_openai.base_url, openai_api_key="sk-x")
+
+
+async def test_auto_runs_research_jobs_on_a_server_that_serves_the_web_model(
+    gateway: Settings, fake_openai: FakeOpenAI
+) -> None:
+    prepared = service.prepare(gateway, "q?", service.RunOptions())
+    assert prepared.engine == "search", "decided only once the server is asked"
+    chosen = await service.choose_engine(prepared)
+    assert chosen.engine == "openai"
+    assert chosen.spec is not None
+    assert chosen.spec.model == "gpt-5.5"
+    assert fake_openai.count("/v1/models") >= 1
+
+
+@pytest.mark.parametrize("serves", ["not at all", "shut down", "cannot say"])
+async def test_auto_searches_when_the_server_does_not_serve_it(
+    gateway: Settings, fake_openai: FakeOpenAI, serves: str
+) -> None:
+    if serves == "not at all":
+        fake_openai.models.pop("gpt-5.5")
+    elif serves == "shut down":
+        fake_openai.models["gpt-5.5"] = "2026-01-01"
+    else:  # vLLM, llama.cpp: no models API
+        fake_openai.retrieve_endpoint = fake_openai.list_endpoint = False
+    prepared = service.prepare(gateway, "q?", service.RunOptions())
+    chosen = await service.choose_engine(prepared)
+    assert (chosen.engine, chosen.spec) == ("search", None)
+
+
+async def test_a_chosen_engine_is_not_second_guessed(
+    gateway: Settings, fake_openai: FakeOpenAI
+) -> None:
+    prepared = service.prepare(gateway, "q?", service.RunOptions(web_engine="search"))
+    assert (await service.choose_engine(prepared)).engine == "search"
+    assert fake_openai.count("/v1/models") == 0, "nothing asked"

@@ -190,7 +190,8 @@ def run(
         typer.Option(
             "--web-engine",
             help="How the web is researched: openai (research jobs), search (search and read "
-            "pages with any model, or none), auto (openai on OpenAI's API, else search).",
+            "pages with any model, or none), auto (openai where the server serves the web "
+            "model, else search).",
         ),
     ] = None,
     search_provider: Annotated[
@@ -237,6 +238,10 @@ def run(
         search_provider=search_provider,
     )
     prepared = service.prepare(load_settings(), question, options)
+    if not prepared.extractive:
+        import asyncio
+
+        prepared = asyncio.run(service.choose_engine(prepared))
     free = prepared.extractive and prepared.engine is None
     if estimate_only and free:
         if as_json:

@@ -172,7 +172,7 @@ class Settings(BaseSettings):
     # --- web research by search and read (any model, or none) --------------------
     web_engine: Literal["auto", "openai", "search"] = "auto"
     """openai: research jobs; search: search-and-read with the branch model; auto: openai
-    on OpenAI's own API, search on any other server (README "Web research")."""
+    where the server serves the web model, search elsewhere (README "Web research")."""
     search_provider: Literal["duckduckgo", "searxng", "tavily", "brave", "exa"] = "duckduckgo"
     searxng_url: str | None = None
     tavily_api_key: SecretStr | None = Field(

@@ -8,6 +8,7 @@ resume from any front-end repeats them exactly.
 A run goes through the same steps whoever starts it::
 
     prepared = prepare(settings, question, options)   # validated; nothing spent or saved
+    prepared = await choose_engine(prepared)            # auto: does the server run jobs?
     estimate(prepared); await check_models(prepared)    # before anything is spent
     with start(prepared, on_info) as run:               # session created and locked
         outcome = await execute(run, on_event)          # researched, report written
@@ -204,6 +205,43 @@ async def check_models(prepared: Prepared) -> list[str]:
         return await preflight.check_live_models(settings, client, refs, today=date.today())
 
 
+async def choose_engine(prepared: Prepared) -> Prepared:
+    """``auto`` on a server other than OpenAI's: research jobs when the server serves the web
+    model (asked once, the answer cached for a day), search-and-read when it does not or
+    cannot say. Any other choice is returned as it is."""
+    settings = prepared.settings
+    undecided = settings.web_engine == "auto" and prepared.engine == "search"
+    if not undecided or settings.on_openai or not settings.check_models:
+        return prepared
+    import dataclasses
+
+    import openai
+
+    from deep_research.adapters.llm.lifecycle import CacheLookups, lookup_models
+    from deep_research.app import wiring
+    from deep_research.core.errors import DeepResearchError
+    from deep_research.persistence.cache import ResultCache
+
+    cache = ResultCache(settings.cache_dir)
+    try:
+        async with openai.AsyncOpenAI(
+            api_key=wiring.api_key(settings),
+            base_url=settings.openai_base_url,
+            timeout=min(30.0, settings.request_timeout_seconds),
+            max_retries=1,
+        ) as client:
+            found = await lookup_models(client, [settings.web_model], cache=CacheLookups(cache))
+    except DeepResearchError:
+        return prepared  # a refused key: the model check that follows says so
+    finally:
+        cache.close()
+    status = found[settings.web_model]
+    shut_down = status.shutdown_date is not None and status.shutdown_date <= date.today()
+    if status.known is not True or shut_down:
+        return prepared
+    return dataclasses.replace(prepared, engine="openai", spec=wiring.job_spec(settings))
+
+
 @contextmanager
 def start(prepared: Prepared, on_info: Info) -> Iterator[Run]:
     """Build the engine, then create the session and hold its lock while the caller runs
@@ -344,9 +382,11 @@ async def doctor(settings: Settings) -> dict[str, Any]:
     import sys
     from importlib.metadata import version
 
+    from deep_research.app import wiring
     from deep_research.core.errors import DeepResearchError
 
     problems: list[str] = []
+    engine = wiring.web_engine(settings, "auto")
     secrets = {name for name in type(settings).model_fields if name.endswith("_api_key")}
     shown = {
         name: ("set" if value else "not set") if name in secrets else value
@@ -362,7 +402,8 @@ async def doctor(settings: Settings) -> dict[str, Any]:
     }
     if settings.has_model:
         try:
-            prepared = prepare(settings, "doctor", RunOptions())
+            prepared = await choose_engine(prepare(settings, "doctor", RunOptions()))
+            engine = prepared.engine
             report["model_warnings"] = await check_models(prepared)
             problems += await _unreachable_models(prepared)
         except DeepResearchError as exc:
@@ -370,7 +411,7 @@ async def doctor(settings: Settings) -> dict[str, Any]:
     else:
         report["model_warnings"] = []
         problems.append("no model configured (OPENAI_API_KEY / OPENAI_BASE_URL): extractive only")
-    report["web_research"], problem = _web_research(settings)
+    report["web_research"], problem = _web_research(settings, engine)
     problems += [problem] if problem else []
     from deep_research.kb.store import list_kbs, open_kb
 
@@ -386,12 +427,10 @@ async def doctor(settings: Settings) -> dict[str, Any]:
     return report
 
 
-def _web_research(settings: Settings) -> tuple[str, str | None]:
+def _web_research(settings: Settings, engine: WebEngine | None) -> tuple[str, str | None]:
     """How a run researches the web with these settings, and what keeps it from it."""
     from deep_research.adapters.web.search import DEFAULTS
-    from deep_research.app import wiring
 
-    engine = wiring.web_engine(settings, "auto")
     if engine is None:
         return "off: no model (--web-engine search quotes pages without one)", None
     if engine == "openai":

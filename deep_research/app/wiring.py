@@ -143,7 +143,8 @@ def open_default_kb(settings: Settings) -> KBStore | None:
 def web_engine(settings: Settings, policy: SourcePolicy) -> WebEngine | None:
     """How this run researches the web; None: it does not (``--kb-only``, or no model and no
     explicit ``--web-engine search``). ``auto`` picks OpenAI research jobs on OpenAI's own
-    API, the one server known to run them, and search-and-read on any other."""
+    API and search-and-read on any other server, until ``service.choose_engine`` has asked
+    that server whether it serves the web model."""
     if policy == "kb_only":
         return None
     if settings.web_engine != "auto":

@@ -23,3 +23,9 @@ def test_the_passages_that_answer_rank_first() -> None:
 
 def test_no_passages_rank_nothing() -> None:
     assert rank("anything", [], OnnxEmbeddings()) == []
+
+
+def test_passages_of_stopwords_and_symbols_alone_rank_by_meaning_only() -> None:
+    # A page's pilcrows and rules leave BM25 no vocabulary at all; bm25s cannot index that.
+    ranked = rank("How does Raft elect a leader?", ["¶", "- - -", "the and of"], OnnxEmbeddings())
+    assert sorted(i for i, _ in ranked) == [0, 1, 2]

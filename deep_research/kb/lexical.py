@@ -106,9 +106,12 @@ class LexicalIndex:
                 document_tags.append(doc.tags)
         chunk_document = np.array([index_of[(d.root, d.source)] for d in docs], dtype=np.int32)
         retriever: bm25s.BM25 | None = None
-        if docs:
+        tokenized = _tokenize([d.text for d in docs], return_ids=True) if docs else None
+        # Texts of stopwords and symbols alone ("¶", "- - -") leave no vocabulary, which
+        # bm25s cannot index: then nothing matches lexically.
+        if isinstance(tokenized, bm25s.tokenization.Tokenized) and tokenized.vocab:
             retriever = bm25s.BM25(k1=BM25_K1, b=BM25_B)
-            retriever.index(_tokenize([d.text for d in docs], return_ids=True), show_progress=False)
+            retriever.index(tokenized, show_progress=False)
         return cls(
             generation,
             [d.id for d in docs],

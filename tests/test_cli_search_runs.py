@@ -195,3 +195,29 @@ def test_searxng_without_its_url_is_one_line_and_saves_nothing(
     assert not (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").exists() or not list(
         (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").iterdir()
     )
+
+
+def test_a_mixed_node_researches_the_knowledge_base_and_the_web(
+    search_env: dict[str, str], fake_openai: FakeOpenAI, web: FakeWeb, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "sorting.md").write_text(
+        "# Sorted lists\n\nOur services keep their price tables sorted and insert new rows "
+        "with a binary search, never by sorting the whole table again.\n"
+    )
+    code, _, err = cli(search_env, "kb", "ingest", str(notes))
+    assert code == 0, err
+    world = ResearchWorld(
+        plans=[[plan_task("m1", source="mixed", question=BISECT)]], queries=QUERIES
+    )
+    world.install(fake_openai)
+    data = run_json(search_env, QUESTION, "--web-engine", "search")
+    assert data["status"] == "complete"
+    node = session_state(search_env, data["session_id"])["nodes"]["m1"]
+    assert "**From the knowledge base**" in node["notes"]
+    assert "**From the web**" in node["notes"]
+    kinds = [c["kind"] for c in node["citations"]]
+    assert "web" in kinds
+    assert len(kinds) > kinds.count("web"), "and the knowledge base's"
+    check_quotes([c for c in node["citations"] if c["kind"] == "web"], web)

@@ -11,6 +11,7 @@ result count over its maximum, SearXNG answers 403 when JSON output is off, and 
 limit per API (``limit(api, count, per)``: at most ``count`` accepted requests in any
 ``per`` seconds) answers 429 with a whole-second Retry-After.
 
+Every routed request can be answered after ``delay`` seconds (a latency for benchmarks).
 Faults (`Fault`) are applied to the next requests of an API: any status with the API's
 error body (a message may quote the key it was sent, as some real APIs do), a slow answer,
 a truncated JSON body, JSON of another shape, a dropped connection.
@@ -126,6 +127,7 @@ class FakeSearch:
         self.corpus: dict[str, list[Doc]] = {}  # normalised query -> docs; else generated
         self.replies: dict[tuple[Api, str], Any] = {}  # (api, query) -> a whole JSON body
         self.searxng_json = True  # False: 403, as a server without json in search.formats
+        self.delay = 0.0  # seconds every routed request waits before it is answered (latency)
         self._faults: list[_Armed] = []
         self._windows: dict[Api, _Window] = {}
         self._requests: list[RecordedRequest] = []
@@ -416,6 +418,8 @@ class _Handler(BaseHTTPRequestHandler):
         if api is None or method != ("GET" if api in ("searxng", "brave") else "POST"):
             fake._fail(f"FakeSearch: no route for {method} {self.path}")
             return self._send(404, "text/plain", b"not found")
+        if fake.delay:
+            fake._stopping.wait(fake.delay)
         fault = fake._take_fault(api)
         if fault is not None and fault.kind == "slow":
             fake._stopping.wait(fault.delay)

@@ -4,11 +4,12 @@
         reader = PageReader(ReaderSettings(allow=(web.netloc,)))
         page = await reader.read(web.url("/docs/bisect.html"))
 
-It runs on 127.0.0.1 in a daemon thread and serves the real documentation pages of
-``tests/web_fixtures`` under ``/docs/``, a ``robots.txt`` (``robots``, ``robots_status``),
-and the cases a reader must survive — see `FakeWeb.ROUTES`. A request in absolute form
-(``GET http://name/path``, as a client sends it to a forward proxy) is answered as a proxy
-would, from the same routes, and logged with ``proxied=True``.
+It runs on 127.0.0.1 (or another loopback ``address``: 127.0.0.2-127.0.0.254 work on Linux
+without setup, a host per address for politeness benchmarks) in a daemon thread and serves
+the real documentation pages of ``tests/web_fixtures`` under ``/docs/``, a ``robots.txt``
+(``robots``, ``robots_status``), and the cases a reader must survive — see `FakeWeb.ROUTES`.
+A request in absolute form (``GET http://name/path``, as a client sends it to a forward
+proxy) is answered as a proxy would, from the same routes, and logged with ``proxied=True``.
 
 Every request is logged with the time it started and finished (``time.monotonic()``), the
 Host it named and its status (`hits`), so a test or a benchmark can count the requests in
@@ -101,9 +102,13 @@ class FakeWeb:
     /status/<code>            that status
     """
 
-    def __init__(self, *, tls: bool = False) -> None:
+    def __init__(self, *, tls: bool = False, address: str = "127.0.0.1") -> None:
         self.scheme = "https" if tls else "http"
         """https: a certificate for docs.example.test from tests/web_fixtures/tls/ca.pem."""
+        self.address = address
+        """The address it listens on."""
+        self.hostname = "localhost" if address == "127.0.0.1" else address
+        """The host its URLs and `netloc` name: localhost on 127.0.0.1, else the address."""
         self.robots: str | None = DEFAULT_ROBOTS
         self.robots_status = 200
         self.page_delay = 0.0
@@ -124,7 +129,7 @@ class FakeWeb:
         class Handler(_Handler):
             web = fake
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer((self.address, 0), Handler)
         self._server.daemon_threads = True
         if self.scheme == "https":
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -156,10 +161,10 @@ class FakeWeb:
 
     @property
     def netloc(self) -> str:
-        return f"localhost:{self.port}"
+        return f"{self.hostname}:{self.port}"
 
-    def url(self, path: str, host: str = "localhost") -> str:
-        return f"{self.scheme}://{host}:{self.port}{path}"
+    def url(self, path: str, host: str | None = None) -> str:
+        return f"{self.scheme}://{host or self.hostname}:{self.port}{path}"
 
     # --- the request log ------------------------------------------------------------------
 

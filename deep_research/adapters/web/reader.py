@@ -2,7 +2,7 @@
 
 One `PageReader` per process, shared by every run in it: it holds the per-host limits (at
 most ``per_host_concurrency`` requests in flight and ``per_host_rate`` requests a second to
-one host — ``aiolimiter``'s leaky bucket, which lets a burst of up to the rate through), the
+one host — ``aiolimiter``'s leaky bucket, with no burst: no one-second window holds more), the
 robots.txt cache and the page cache. It belongs to the event loop that first uses it; using
 it from another loop is a bug and raises ``RuntimeError``.
 
@@ -95,6 +95,8 @@ _KINDS: dict[str, Literal["html", "text"]] = {
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8"
 _ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309: parse at least the first 500 KiB
 _DISALLOW_ALL = ["User-agent: *", "Disallow: /"]
+SPACING_MARGIN = 0.05
+"""Seconds added between two requests to one host: clocks and queues jitter by a few ms."""
 
 
 def default_user_agent() -> str:
@@ -126,8 +128,9 @@ class ReaderSettings:
     max_redirects: int = 5
     per_host_concurrency: int = 2
     per_host_rate: float = 2.0
-    """Requests a second to one host (robots.txt and redirect hops count): a leaky bucket
-    that lets a burst of up to this many through, then this many a second."""
+    """Requests a second to one host (robots.txt and redirect hops count): requests leave
+    at least ``1 / per_host_rate`` seconds (+ ``SPACING_MARGIN``) apart, so no one-second
+    window holds more than this many."""
     max_retry_after: float = 30.0
     min_words: int = 20
     """Less main text than this is not a page worth reading (a cookie notice, a menu)."""
@@ -160,8 +163,9 @@ class _Host:
 
     def __init__(self, concurrency: int, rate: float) -> None:
         self.slots = asyncio.Semaphore(concurrency)
-        burst = max(1.0, rate)
-        self.rate = AsyncLimiter(burst, burst / rate)
+        # No burst: one request per 1/rate seconds, plus a margin, so that a server counting
+        # any one-second window (its own clock, a few ms of jitter) never sees more than rate.
+        self.rate = AsyncLimiter(1, 1 / rate + SPACING_MARGIN)
         self.not_before = 0.0  # loop time; a 429's Retry-After pauses the whole host
 
     @contextlib.asynccontextmanager

@@ -88,6 +88,8 @@ class Estimate:
     max_nodes: int
 
     iterations: int = 1
+    web_unit: str = "web research job"
+    """What one web branch is: an OpenAI research job, or a search-and-read branch."""
 
     @property
     def run_worst_usd(self) -> float:
@@ -103,9 +105,9 @@ class Estimate:
         out = []
         if self.web_model:
             out += [
-                f"web research job ({self.web_model}): up to ${self.per_job_usd:.2f} each",
-                f"{self.parallel} jobs in parallel: up to ${self.parallel_usd:.2f} at once",
-                f"the budget of ${self.budget_usd:.2f} admits {self.jobs_admitted} web jobs "
+                f"{self.web_unit} ({self.web_model}): up to ${self.per_job_usd:.2f} each",
+                f"{self.parallel} in parallel: up to ${self.parallel_usd:.2f} at once",
+                f"the budget of ${self.budget_usd:.2f} admits {self.jobs_admitted} of them "
                 f"(after ${self.final_reserve_usd:.2f} kept for the final report)",
             ]
         out += [
@@ -164,4 +166,5 @@ def estimate(
         jobs_admitted=math.floor(spendable / per_job) if per_job > 0 else 0,
         max_nodes=settings.max_nodes_per_plan * settings.max_iterations,
         iterations=settings.max_iterations,
+        web_unit="web research job" if spec is not None else "web branch",
     )

@@ -11,6 +11,7 @@ import openai
 import pytest
 from langchain_openai import ChatOpenAI
 
+from deep_research.app.config import Settings
 from tests.fake_openai import FakeOpenAI
 from tests.fakes import tracked_rigs
 
@@ -114,3 +115,26 @@ def env(tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
         "DEEP_RESEARCH_MAX_RETRIES": "1",
         "DEEP_RESEARCH_WEB_ENGINE": "openai",
     }
+
+
+# --- service runs with no model (extractive) ------------------------------------------------
+
+NOTES = {
+    "scheduling.md": "# Scheduling\n\nA research node starts as soon as its dependencies are "
+    "done. Independent nodes run in parallel, up to max_parallel at once.\n",
+    "budgets.md": "# Budgets\n\nEvery web job reserves its worst-case cost before it starts, "
+    "and the reservation is released when the job's real usage is recorded.\n",
+}
+
+
+@pytest.fixture
+def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Settings with no model (extractive mode) and a small kb/ to ingest."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    for name, text in NOTES.items():
+        (kb / name).write_text(text)
+    return Settings(home=tmp_path / "home", kb_path=kb, _env_file=None)  # type: ignore[call-arg]

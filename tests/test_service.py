@@ -11,26 +11,6 @@ from deep_research.app import service
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError, SessionError, UsageError
 
-NOTES = {
-    "scheduling.md": "# Scheduling\n\nA research node starts as soon as its dependencies are "
-    "done. Independent nodes run in parallel, up to max_parallel at once.\n",
-    "budgets.md": "# Budgets\n\nEvery web job reserves its worst-case cost before it starts, "
-    "and the reservation is released when the job's real usage is recorded.\n",
-}
-
-
-@pytest.fixture
-def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """Settings with no model (extractive mode) and a small kb/ to ingest."""
-    monkeypatch.chdir(tmp_path)
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    kb = tmp_path / "kb"
-    kb.mkdir()
-    for name, text in NOTES.items():
-        (kb / name).write_text(text)
-    return Settings(home=tmp_path / "home", kb_path=kb, _env_file=None)  # type: ignore[call-arg]
-
 
 @pytest.mark.parametrize(
     ("question", "options", "error", "message"),

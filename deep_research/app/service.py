@@ -20,7 +20,7 @@ inside its lock (never a stale snapshot) and replays its ``RunSpec``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -29,14 +29,17 @@ from typing import TYPE_CHECKING, Any
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError, SessionLocked, UsageError
 from deep_research.core.models import Limits, SessionState, SourcePolicy, Usage, WebEngine
+from deep_research.persistence.events import FILE_NAME as EVENTS_FILE
+from deep_research.persistence.events import EventLog
 from deep_research.persistence.sessions import SessionStore, SessionSummary
 
 if TYPE_CHECKING:
     from deep_research.adapters.web.openai_jobs import JobSpec
     from deep_research.app.preflight import Estimate
     from deep_research.app.wiring import Built
+    from deep_research.core.events import RunEvent
     from deep_research.core.orchestrator import Listener
-    from deep_research.core.ports import CancelOutcome
+    from deep_research.core.ports import CancelOutcome, JobEvent
 
 MAX_QUESTION_CHARS = 4000
 
@@ -105,8 +108,14 @@ class Run:
     state: SessionState
     prepared: Prepared
     built: Built
+    resumed: bool = False
     report_markdown: str | None = field(default=None, init=False)
     """The report, once ``execute`` has written it."""
+    events: EventLog = field(init=False)
+    """The session's event log; a server adds live listeners before ``execute``."""
+
+    def __post_init__(self) -> None:
+        self.events = EventLog(self.store.path(self.state.session_id) / EVENTS_FILE)
 
 
 def clean_question(question: str) -> str:
@@ -302,29 +311,47 @@ def reopen(
             state.phase = "execute"  # research them now, whatever phase the run had reached
         prepared = Prepared(settings, policy, state.limits, spec, state.question, engine)
         built = wiring.build_run(settings, policy, spec=spec, engine=engine, on_info=on_info)
-        yield Run(store, state, prepared, built)
+        yield Run(store, state, prepared, built, resumed=True)
 
 
 async def execute(run: Run, on_event: Listener) -> SessionState:
     """Research the session until it stops, then write its report. Ctrl-C (cancellation)
-    saves it as interrupted and re-raises."""
+    saves it as interrupted and re-raises. Every step is also appended to the session's
+    event log (``events.jsonl``), which any process can follow."""
     from deep_research.app import wiring
+    from deep_research.core.events import RunObserver
     from deep_research.core.orchestrator import ResearchOrchestrator
     from deep_research.core.report import build_report
     from deep_research.persistence.sessions import Checkpointer
 
     state, built = run.state, run.built
-    guard = wiring.guard_for(run.prepared.settings, state)
-    for notice in built.notices:
-        on_event(notice)
-    orchestrator = ResearchOrchestrator(
-        state, built.engine, Checkpointer(run.store), guard, built.config, on_event=on_event
-    )
-    async with built.resources:
-        await orchestrator.run()
-    run.report_markdown = build_report(state, orchestrator.final_text)
-    state.report_path = str(run.store.write_report(state.session_id, run.report_markdown))
-    run.store.save(state)
+    observer = RunObserver(state, run.events.append)
+
+    def listener(message: str | JobEvent) -> None:
+        on_event(message)
+        observer(message)
+
+    observer.start(resumed=run.resumed)
+    failure = ""
+    try:
+        guard = wiring.guard_for(run.prepared.settings, state)
+        for notice in built.notices:
+            listener(notice)
+        orchestrator = ResearchOrchestrator(
+            state, built.engine, Checkpointer(run.store), guard, built.config, on_event=listener
+        )
+        async with built.resources:
+            await orchestrator.run()
+        run.report_markdown = build_report(state, orchestrator.final_text)
+        state.report_path = str(run.store.write_report(state.session_id, run.report_markdown))
+        run.store.save(state)
+    except Exception as exc:
+        failure = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        report = state.report_path if run.report_markdown else None
+        observer.end(report_path=report, failure=failure)
+        run.events.close()
     return state
 
 
@@ -343,6 +370,26 @@ def list_sessions(settings: Settings) -> list[SessionSummary]:
 
 def status(settings: Settings, session_id: str) -> SessionState:
     return SessionStore(settings.sessions_dir).load(session_id)
+
+
+async def watch(
+    settings: Settings, session_id: str, *, after: int | None = None, poll_seconds: float = 0.05
+) -> AsyncIterator[RunEvent]:
+    """A session's events as they happen, from any process: those after event id ``after``
+    (None: from the start of its latest run), until that run ends — or at once, when no
+    process runs the session and everything written has been read."""
+    from deep_research.persistence.events import follow, read_events
+
+    store = SessionStore(settings.sessions_dir)
+    session_id = store.resolve(session_id)
+    path = store.path(session_id) / EVENTS_FILE
+    if after is None:
+        starts = [event.id for event in read_events(path) if event.type == "start"]
+        after = starts[-1] - 1 if starts else 0
+    async for event in follow(
+        path, after, poll_seconds=poll_seconds, running=lambda: store.is_locked(session_id)
+    ):
+        yield event
 
 
 def report_path(settings: Settings, session_id: str) -> str | None:

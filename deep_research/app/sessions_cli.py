@@ -1,4 +1,4 @@
-"""`deep-research sessions list|show|cancel`: past runs, and their research jobs.
+"""`deep-research sessions list|show|watch|cancel|rm|prune`: past runs, and their jobs.
 
 Each command imports what it uses in its body (see ``cli``)."""
 
@@ -13,7 +13,7 @@ from deep_research.app.cli_common import JsonOpt, print_json
 from deep_research.core.errors import EXIT_DECLINED
 
 sessions_app = typer.Typer(
-    help="Past runs: list, show, cancel their research jobs, rm, prune.",
+    help="Past runs: list, show, watch, cancel their research jobs, rm, prune.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -35,6 +35,35 @@ def sessions_list(
         render.info('no sessions yet: run `deep-research "your question"`')
     else:
         render.sessions_table(rows)
+
+
+@sessions_app.command("watch")
+def sessions_watch(
+    session_id: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
+    after: Annotated[
+        int | None,
+        typer.Option("--after", help="Start after this event id (default: its latest run)."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON event a line (JSON Lines) on stdout.")
+    ] = False,
+) -> None:
+    """Follow a run as it happens, from any terminal: its latest run's events until it
+    ends (at once, if no process runs it)."""
+    import asyncio
+
+    from deep_research.app import render, service
+    from deep_research.app.config import load_settings
+
+    async def follow() -> None:
+        async for event in service.watch(load_settings(), session_id, after=after):
+            if as_json:
+                typer.echo(event.model_dump_json())
+            else:
+                at = event.at.astimezone().strftime("%H:%M:%S")
+                render.out.print(f"{event.id:>5} {at} {event.message}", highlight=False)
+
+    asyncio.run(follow())
 
 
 @sessions_app.command("show")

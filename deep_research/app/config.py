@@ -212,6 +212,14 @@ class Settings(BaseSettings):
     check_models: bool = True
     """Look each configured model up on the server before spending anything."""
 
+    # --- servers (deep-research serve / mcp): they spend the user's money unattended ----
+    server_max_runs: int = Field(default=2, ge=1, le=64)
+    """Runs researching at once in a server process; more wait their turn."""
+    server_max_cost_usd: float = Field(default=5.0, gt=0)
+    """The most one run started through a server may cost."""
+    server_daily_budget_usd: float = Field(default=50.0, gt=0)
+    """What all sessions may spend in one UTC day before a server refuses new runs."""
+
     # --- storage --------------------------------------------------------------
     home: Path = Field(default_factory=default_home)
 

@@ -1,0 +1,128 @@
+"""Runs a server process starts and executes itself: returned at once, capped, queued,
+cancelled and saved exactly like CLI runs."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+
+from deep_research.app import service
+from deep_research.app.config import Settings
+from deep_research.app.runs import Caps, RunManager, spent_today
+from deep_research.core.errors import UsageError
+from deep_research.core.models import LedgerEntry
+from deep_research.persistence.events import read_events
+from deep_research.persistence.sessions import SessionStore
+from tests.fake_openai import FakeOpenAI
+from tests.world import ResearchWorld, plan_task
+
+QUESTION = "When does a research node start?"
+
+
+def events(settings: Settings, session_id: str) -> list[str]:
+    path = settings.sessions_dir / session_id / "events.jsonl"
+    return [e.message for e in read_events(path)]
+
+
+async def test_a_started_run_returns_its_id_at_once_and_researches_in_the_background(
+    offline: Settings,
+) -> None:
+    runs = RunManager(offline)
+    session_id = await runs.start(QUESTION, service.RunOptions())
+    assert session_id in runs.running()
+    assert SessionStore(offline.sessions_dir).is_locked(session_id), "the task holds the lock"
+    await runs.wait(session_id)
+    assert runs.running() == []
+    state = service.status(offline, session_id)
+    assert state.status == "complete"
+    assert not SessionStore(offline.sessions_dir).is_locked(session_id)
+    assert events(offline, session_id)[-1].endswith("complete")
+
+
+async def test_runs_over_the_limit_wait_their_turn_and_say_so(offline: Settings) -> None:
+    runs = RunManager(offline, Caps(max_runs=1))
+    first = await runs.start(QUESTION, service.RunOptions())
+    second = await runs.start("How are costs capped?", service.RunOptions())
+    await asyncio.gather(runs.wait(first), runs.wait(second))
+    assert any(m.startswith("queued: 1 runs are researching") for m in events(offline, second))
+    assert not any(m.startswith("queued") for m in events(offline, first))
+    assert service.status(offline, second).status == "complete"
+
+
+async def test_a_cost_over_the_cap_is_refused_before_anything_is_saved(
+    offline: Settings,
+) -> None:
+    runs = RunManager(offline, Caps(max_cost_per_run=2.0))
+    with pytest.raises(UsageError, match=r"over this server's cap of \$2.00"):
+        await runs.start(QUESTION, service.RunOptions(max_cost_usd=3.0))
+    assert service.list_sessions(offline) == []
+
+
+def spend(settings: Settings, usd: float, at: datetime) -> None:
+    store = SessionStore(settings.sessions_dir)
+    state = store.create("an earlier run")
+    state.ledger.append(LedgerEntry(role="planner", model="gpt-6-sol", cost_usd=usd, at=at))
+    store.save(state)
+
+
+async def test_the_daily_budget_counts_every_session_of_the_day(offline: Settings) -> None:
+    spend(offline, 48.0, datetime.now(UTC))
+    spend(offline, 30.0, datetime(2026, 1, 1, tzinfo=UTC))  # another day: not counted
+    assert spent_today(offline) == pytest.approx(48.0)
+    runs = RunManager(offline, Caps(max_cost_per_run=5.0, daily_budget=50.0))
+    with pytest.raises(UsageError, match=r"has \$2.00 left"):
+        await runs.start(QUESTION, service.RunOptions(max_cost_usd=3.0))
+    session_id = await runs.start(QUESTION, service.RunOptions())  # given what is left
+    await runs.wait(session_id)
+    assert service.status(offline, session_id).limits.max_cost_usd == pytest.approx(2.0)
+
+
+async def test_cancel_stops_the_run_and_its_jobs_and_resume_leaves_them(
+    env: dict[str, str], fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    ResearchWorld(plans=[[plan_task("t1"), plan_task("t2")]]).install(fake_openai)
+    fake_openai.hold_responses = True
+    runs = RunManager(settings, Caps(max_cost_per_run=20.0))  # room for two $4 jobs at once
+    session_id = await runs.start("How do vector databases handle deletes?", service.RunOptions())
+    await asyncio.to_thread(
+        fake_openai.wait_for, lambda: sum(1 for n in fake_openai.retrieves.values() if n) >= 2, 30
+    )
+    result = await runs.cancel(session_id)
+    assert result.recorded, "the run had stopped: its cancels are recorded now"
+    assert sorted(o.status for _, _, o in result.jobs) == ["cancelled", "cancelled"]
+    state = service.status(settings, session_id)
+    assert state.status == "interrupted"
+    assert {n.status for n in state.nodes.values()} == {"cancelled"}
+    assert runs.running() == []
+    # Resumed from here (or the CLI), the cancelled nodes are not researched again.
+    fake_openai.hold_responses = False
+    creates = fake_openai.count("/v1/responses", "POST")
+    resumed = await runs.resume(session_id, service.BudgetOverrides())
+    await runs.wait(resumed)
+    assert fake_openai.count("/v1/responses", "POST") == creates
+    assert {n.status for n in service.status(settings, session_id).nodes.values()} == {"cancelled"}
+
+
+async def test_shutdown_saves_every_run_as_interrupted(
+    env: dict[str, str], fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    fake_openai.hold_responses = True
+    runs = RunManager(settings)
+    session_id = await runs.start("How do vector databases handle deletes?", service.RunOptions())
+    await asyncio.to_thread(
+        fake_openai.wait_for, lambda: any(n for n in fake_openai.retrieves.values()), 30
+    )
+    await runs.shutdown()
+    state = service.status(settings, session_id)
+    assert state.status == "interrupted"
+    assert [n.remote_jobs for n in state.nodes.values()] != [{}], "the job's id is kept"
+    assert events(settings, session_id)[-1].endswith("interrupted")

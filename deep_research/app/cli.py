@@ -4,6 +4,7 @@ deep-research "question"            research a question (same as `deep-research 
 deep-research resume ID             continue a stopped, interrupted or crashed run
 deep-research sessions list|show    past runs
 deep-research kb ingest|search|...  the markdown knowledge base
+deep-research serve                 the HTTP API (a question named like a command: `run "serve"`)
 
 The commands only parse, call ``app.service`` and print: the MCP server and the HTTP API
 run research through the same service. Each command imports what it uses in its body, so
@@ -97,7 +98,9 @@ app = typer.Typer(
         "  deep-research - < question.txt\n"
         "  deep-research resume 7f3c --max-cost 10\n"
         "  deep-research sessions list\n"
-        "  deep-research kb ingest kb/\n\n"
+        "  deep-research kb ingest kb/\n"
+        "  deep-research serve --port 8000\n"
+        '  deep-research run "serve"      (a question that is also a command name)\n\n'
         "With no OPENAI_API_KEY / OPENAI_BASE_URL, runs are extractive over the knowledge "
         "base. Settings: DEEP_RESEARCH_* (see the README)."
     ),
@@ -311,6 +314,29 @@ def cache_clear(as_json: JsonOpt = False) -> None:
         print_json({"freed_bytes": freed})
     else:
         render.info(f"cache cleared ({freed / 1_000_000:.1f} MB)")
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str,
+        typer.Option(help="Address to bind; off loopback DEEP_RESEARCH_API_TOKEN is required."),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
+) -> None:
+    """Serve the HTTP API: start, follow (Server-Sent Events), resume and cancel runs; API
+    docs at /docs. Ctrl-C saves every run as interrupted."""
+    import uvicorn
+
+    from deep_research.app import render
+    from deep_research.app.config import load_settings
+    from deep_research.app.http_api import create_app
+
+    settings = load_settings()
+    api = create_app(settings, host=host, port=port)
+    where = f"[{host}]" if ":" in host else host
+    render.info(f"serving on http://{where}:{port} (API docs at /docs); Ctrl-C stops")
+    uvicorn.run(api, host=host, port=port, log_level="warning", server_header=False)
 
 
 @app.command()

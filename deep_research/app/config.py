@@ -219,6 +219,8 @@ class Settings(BaseSettings):
     """The most one run started through a server may cost."""
     server_daily_budget_usd: float = Field(default=50.0, gt=0)
     """What all sessions may spend in one UTC day before a server refuses new runs."""
+    api_token: SecretStr | None = None
+    """Bearer token the HTTP API asks of every request; required off loopback."""
 
     # --- storage --------------------------------------------------------------
     home: Path = Field(default_factory=default_home)

@@ -22,7 +22,6 @@ from deep_research.kb.modes import Mode
 
 if TYPE_CHECKING:  # imported inside the commands: Chroma and numpy load in seconds
     from deep_research.kb.ingest import IngestReport
-    from deep_research.kb.search import Hit
     from deep_research.kb.store import KBStore
 
 SNIPPET_CHARS = 240
@@ -128,18 +127,6 @@ def _print_report(report: IngestReport) -> None:
         console.print(f"skipped {skipped.path}: {skipped.reason}", markup=False)
 
 
-def _hit_json(hit: Hit) -> dict[str, object]:
-    return {
-        "root": hit.root,
-        "source": hit.source,
-        "heading": hit.heading,
-        "lines": [hit.start_line, hit.end_line],
-        "score": hit.score,
-        "text": hit.text,
-        "locator": hit.locator,
-    }
-
-
 @kb_app.command("search")
 def search_command(
     query: Annotated[str, typer.Argument(help="What to look for.")],
@@ -166,7 +153,9 @@ def search_command(
     hits = search(store, query, k=k, mode=mode, mmr=mmr, path_glob=path, tags=tag)
     _warn_if_legacy(store)
     if as_json:
-        _print_json([_hit_json(hit) for hit in hits])
+        from deep_research.app.cli_common import hit_json
+
+        _print_json([hit_json(hit) for hit in hits])
         return
     console = _out()
     if not hits:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from deep_research.core.events import RunEvent
     from deep_research.core.orchestrator import Listener
     from deep_research.core.ports import CancelOutcome, JobEvent
+    from deep_research.kb.search import Hit
 
 MAX_QUESTION_CHARS = 4000
 
@@ -392,6 +393,31 @@ async def watch(
         yield event
 
 
+MAX_QUERY_CHARS = 1000
+
+
+def kb_search(settings: Settings, query: str, *, k: int = 8, kb: str | None = None) -> list[Hit]:
+    """The knowledge base's best chunks for ``query`` (hybrid ranking)."""
+    from deep_research.kb.search import search
+    from deep_research.kb.store import open_kb
+
+    query = " ".join(query.split())
+    if not query:
+        raise UsageError("the query is empty")
+    if len(query) > MAX_QUERY_CHARS:
+        raise UsageError(f"the query is over {MAX_QUERY_CHARS:,} characters")
+    if not 1 <= k <= 100:
+        raise UsageError(f"k must be 1-100, got {k}")
+    return search(open_kb(settings, kb), query, k=k)
+
+
+def read_report(path: str) -> str:
+    """A report this tool wrote (a path from ``report_path``, never a client's)."""
+    from pathlib import Path
+
+    return Path(path).read_text(encoding="utf-8", errors="replace")
+
+
 def report_path(settings: Settings, session_id: str) -> str | None:
     store = SessionStore(settings.sessions_dir)
     path = store.path(store.resolve(session_id)) / "report.md"
@@ -434,7 +460,7 @@ async def doctor(settings: Settings) -> dict[str, Any]:
 
     problems: list[str] = []
     engine = wiring.web_engine(settings, "auto")
-    secrets = {name for name in type(settings).model_fields if name.endswith("_api_key")}
+    secrets = {n for n in type(settings).model_fields if n.endswith(("_api_key", "_token"))}
     shown = {
         name: ("set" if value else "not set") if name in secrets else value
         for name, value in settings.model_dump(mode="json").items()

@@ -73,40 +73,14 @@ def sessions_show(
 ) -> None:
     """One run: its tree, status, spend and report path."""
     from deep_research.app import render, service
-    from deep_research.app.cli_common import run_summary
+    from deep_research.app.cli_common import session_detail
     from deep_research.app.config import load_settings
 
     settings = load_settings()
     state = service.status(settings, session_id)
     report_path = service.report_path(settings, state.session_id)
     if as_json:
-        data = run_summary(state) | {
-            "question": state.question,
-            "created_at": state.created_at.isoformat(),
-            "iteration": state.iteration,
-            "report_path": report_path,
-            "run_spec": state.run_spec.model_dump(),
-            "nodes": [
-                n.model_dump(
-                    mode="json",
-                    include={
-                        "id",
-                        "question",
-                        "status",
-                        "source_hint",
-                        "depends_on",
-                        "parent_id",
-                        "confidence",
-                        "cost_usd",
-                        "error",
-                        "remote_jobs",
-                        "researched_by",
-                    },
-                )
-                for n in state.nodes.values()
-            ],
-        }
-        print_json(data)
+        print_json(session_detail(state, report_path))
     else:
         render.session_detail(state, report_path)
 

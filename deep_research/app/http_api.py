@@ -1,0 +1,346 @@
+"""`deep-research serve`: the research engine over HTTP, with live events (SSE).
+
+    POST /research                 {"question": …, options} -> 202 {"session_id": …}
+    GET  /research/{id}            status: the object ``sessions show --json`` prints
+    GET  /research/{id}/events     Server-Sent Events; reconnect with Last-Event-ID
+    GET  /research/{id}/report     markdown, or HTML (citations clickable) when accepted
+    POST /research/{id}/resume     {"max_cost_usd": …} -> 202
+    POST /research/{id}/cancel     stop the run and its research jobs
+    GET  /sessions                 past runs, newest first
+    GET  /kb/search?q=…&k=8        the knowledge base's best chunks
+    GET  /docs                     OpenAPI docs
+
+Every front-end goes through ``service`` (and a server's runs through ``runs.RunManager``),
+so the CLI can watch, cancel and resume what this server started, and the other way round.
+
+This server spends the user's money, so (invariants):
+- It binds 127.0.0.1 unless told otherwise, and any other address needs
+  ``DEEP_RESEARCH_API_TOKEN``; when a token is set, every request must carry it
+  (``Authorization: Bearer …``, compared in constant time).
+- ``Host`` must name this server (its bind address, or localhost on loopback) and an
+  ``Origin``, when sent, must be this server's: a web page the user visits cannot start
+  runs (CSRF) or reach it through DNS rebinding. No CORS headers are ever sent.
+- A POST must be ``Content-Type: application/json`` and at most ``MAX_BODY_BYTES``.
+- Session ids are validated before they touch the file system; no endpoint reads a path a
+  client gives. Reports are rendered as HTML by markdown-it-py with raw HTML off (model and
+  web text is untrusted). Errors are JSON ``{"error": {"code", "message"}}``: the same one
+  line the CLI prints and a stable code, never a traceback.
+- A client going away never stops a run; stopping the server saves every run as
+  interrupted (resume picks them up).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from fastapi import Body, FastAPI, Header, Query, Request, Response
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse
+
+from deep_research.app import service
+from deep_research.app.cli_common import hit_json, session_detail
+from deep_research.app.config import Settings
+from deep_research.app.runs import RunManager
+from deep_research.core.errors import (
+    ConfigError,
+    DeepResearchError,
+    KnowledgeBaseError,
+    ProviderError,
+    SessionError,
+    SessionLocked,
+    UsageError,
+)
+
+if TYPE_CHECKING:
+    from markdown_it.rules_core import StateCore
+    from markdown_it.token import Token
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 64 * 1024
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+class ResearchRequest(BaseModel):
+    """A new run: the question and the options the CLI takes (None: as configured)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(max_length=service.MAX_QUESTION_CHARS * 2)
+    max_parallel: int | None = Field(default=None, ge=1, le=64)
+    max_iterations: int | None = Field(default=None, ge=1, le=50)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_total_tokens: int | None = Field(default=None, ge=1000)
+    max_runtime_seconds: float | None = Field(default=None, gt=0)
+    chat_model: str | None = Field(default=None, max_length=200)
+    web_engine: Literal["openai", "search", "auto"] | None = None
+    search_provider: str | None = Field(default=None, max_length=40)
+    kb_name: str | None = Field(default=None, max_length=63)
+    kb_only: bool = False
+    web_only: bool = False
+
+    def options(self) -> service.RunOptions:
+        return service.RunOptions(**self.model_dump(exclude={"question"}))
+
+
+class ResumeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_iterations: int | None = Field(default=None, ge=1, le=50)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_total_tokens: int | None = Field(default=None, ge=1000)
+    max_runtime_seconds: float | None = Field(default=None, gt=0)
+    retry_cancelled: bool = False
+
+
+class Accepted(BaseModel):
+    session_id: str
+    status_url: str
+    events_url: str
+
+
+# One table: our errors, their HTTP status and stable code (most specific first).
+ERRORS: tuple[tuple[type[DeepResearchError], int, str], ...] = (
+    (SessionLocked, 409, "session_busy"),
+    (SessionError, 404, "unknown_session"),
+    (UsageError, 400, "bad_request"),
+    (ConfigError, 422, "invalid_settings"),
+    (KnowledgeBaseError, 422, "knowledge_base"),
+    (ProviderError, 502, "provider_failed"),
+    (DeepResearchError, 500, "failed"),
+)
+
+
+def error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def allowed_hosts(host: str, port: int) -> set[str]:
+    """The ``Host`` values this server answers to."""
+    names = {host} | (set(LOOPBACK_NAMES) if is_loopback(host) else set())
+    bracketed = {f"[{n}]" if ":" in n and not n.startswith("[") else n for n in names}
+    return bracketed | {f"{n}:{port}" for n in bracketed}
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(settings: Settings, host: str) -> None:
+    """Off loopback, a token is required: this server spends the user's money."""
+    if not is_loopback(host) and settings.api_token is None:
+        raise ConfigError(
+            f"serving on {host} needs DEEP_RESEARCH_API_TOKEN (every request must then carry "
+            "it); or bind 127.0.0.1"
+        )
+
+
+def create_app(
+    settings: Settings, *, host: str = "127.0.0.1", port: int = 8000, runs: RunManager | None = None
+) -> FastAPI:
+    check_bind(settings, host)
+    manager = runs or RunManager(settings)
+    token = settings.api_token.get_secret_value().encode() if settings.api_token else None
+    hosts = allowed_hosts(host, port)
+    origins = {f"http://{h}" for h in hosts if ":" in h.rsplit("]", 1)[-1]}
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await manager.shutdown()  # every run saved as interrupted
+
+    app = FastAPI(
+        title="deep-research",
+        summary="Research a hard question and get a cited report.",
+        lifespan=lifespan,
+    )
+    app.state.runs = manager
+
+    @app.middleware("http")
+    async def guard(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        if request.headers.get("host", "") not in hosts:
+            return error(421, "wrong_host", "this server does not answer to that Host")
+        origin = request.headers.get("origin")
+        if origin is not None and origin not in origins:
+            return error(403, "wrong_origin", "requests from other sites are refused")
+        if token is not None:
+            given = request.headers.get("authorization", "")
+            scheme, _, value = given.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(value.encode(), token):
+                return error(401, "unauthorized", "a valid bearer token is required")
+        if request.method == "POST":
+            kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if kind != "application/json":
+                return error(415, "not_json", "send Content-Type: application/json")
+            length = request.headers.get("content-length")
+            if length is None or not length.isdigit() or int(length) > MAX_BODY_BYTES:
+                return error(413, "too_large", f"the body must be at most {MAX_BODY_BYTES} bytes")
+        return await call_next(request)
+
+    @app.exception_handler(DeepResearchError)
+    async def our_error(_request: Request, exc: DeepResearchError) -> JSONResponse:
+        for kind, status, code in ERRORS:
+            if isinstance(exc, kind):
+                return error(status, code, " ".join(str(exc).split()))
+        raise AssertionError("DeepResearchError is in ERRORS")  # pragma: no cover
+
+    @app.exception_handler(Exception)
+    async def bug(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error")
+        return error(500, "internal", f"unexpected {type(exc).__name__}: see the server's log")
+
+    @app.post("/research", status_code=202, response_model=Accepted)
+    async def start(body: ResearchRequest) -> Accepted:
+        """Start a run; it goes on in the server. Follow it at ``events_url``."""
+        return accepted(await manager.start(body.question, body.options()))
+
+    @app.get("/research/{session_id}")
+    async def status(session_id: str) -> dict[str, Any]:
+        """The run's tree, status, spend and report path (``sessions show --json``)."""
+        state = service.status(settings, session_id)
+        return session_detail(state, service.report_path(settings, state.session_id))
+
+    @app.get("/research/{session_id}/events")
+    async def events(
+        session_id: str,
+        last_event_id: Annotated[int | None, Header(alias="Last-Event-ID", ge=0)] = None,
+    ) -> EventSourceResponse:
+        """Server-Sent Events of the run: node started/done/failed/blocked, spend, stop,
+        report ready, end. Each has an id; reconnect with ``Last-Event-ID`` to miss none."""
+        service.status(settings, session_id)  # an unknown id is a 404, not an empty stream
+
+        async def stream() -> AsyncIterator[dict[str, str]]:
+            async for event in service.watch(settings, session_id, after=last_event_id):
+                yield {"id": str(event.id), "event": event.type, "data": event.model_dump_json()}
+
+        return EventSourceResponse(stream(), ping=15)
+
+    @app.get("/research/{session_id}/report", response_model=None)
+    async def report(
+        session_id: str, accept: Annotated[str, Header()] = ""
+    ) -> PlainTextResponse | HTMLResponse:
+        """The report: markdown, or HTML with clickable citations when the client accepts
+        ``text/html``."""
+        path = service.report_path(settings, session_id)
+        if path is None:
+            raise SessionError(f"session {session_id} has no report yet")
+        markdown = service.read_report(path)
+        if "text/html" in accept:
+            return HTMLResponse(render_html(markdown))
+        return PlainTextResponse(markdown, media_type="text/markdown; charset=utf-8")
+
+    @app.post("/research/{session_id}/resume", status_code=202, response_model=Accepted)
+    async def resume(session_id: str, body: Annotated[ResumeRequest, Body()]) -> Accepted:
+        budget = service.BudgetOverrides(
+            **body.model_dump(exclude={"retry_cancelled"}, exclude_none=True)
+        )
+        resumed = await manager.resume(session_id, budget, retry_cancelled=body.retry_cancelled)
+        return accepted(resumed)
+
+    @app.post("/research/{session_id}/cancel")
+    async def cancel(session_id: str) -> dict[str, Any]:
+        """Stop the run (saved as interrupted) and its research jobs at the provider."""
+        result = await manager.cancel(session_id)
+        return {
+            "session_id": result.session_id,
+            "recorded": result.recorded,
+            "jobs": [
+                {"node_id": node, "job_id": job, "status": outcome.status}
+                for node, job, outcome in result.jobs
+            ],
+        }
+
+    @app.get("/sessions")
+    async def sessions(limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> list[dict[str, Any]]:
+        return [row.model_dump(mode="json") for row in service.list_sessions(settings)[:limit]]
+
+    @app.get("/kb/search")
+    async def kb_search(
+        q: Annotated[str, Query(max_length=service.MAX_QUERY_CHARS)],
+        k: Annotated[int, Query(ge=1, le=100)] = 8,
+    ) -> list[dict[str, object]]:
+        """The knowledge base's best chunks for ``q``, with their locators."""
+        hits = service.kb_search(settings, q, k=k)
+        return [hit_json(hit) for hit in hits]
+
+    def accepted(session_id: str) -> Accepted:
+        return Accepted(
+            session_id=session_id,
+            status_url=f"/research/{session_id}",
+            events_url=f"/research/{session_id}/events",
+        )
+
+    return app
+
+
+CITATION = re.compile(r"\[(\d{1,4})\]")
+
+
+def render_html(markdown: str) -> str:
+    """A report as a standalone HTML page. Raw HTML in the markdown is escaped (model and
+    web text is untrusted) and unsafe link schemes are dropped (markdown-it's defaults);
+    every ``[N]`` links to entry N of the numbered Sources."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    md.core.ruler.push("citations", _link_citations)
+    body: str = md.render(markdown)
+    return (
+        '<!doctype html><html><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>deep-research report</title></head><body><main>{body}</main></body></html>"
+    )
+
+
+def _link_citations(state: StateCore) -> None:
+    """Core rule: ``[N]`` in text becomes a link to ``#source-N``; the items of the list
+    after the "Sources" heading get those ids."""
+    from markdown_it.token import Token
+
+    in_sources = False
+    number = 0
+    for index, block in enumerate(state.tokens):
+        if block.type == "heading_open":
+            title = state.tokens[index + 1].content.strip()
+            in_sources = block.tag == "h2" and title == "Sources"
+        elif in_sources and block.type == "list_item_open" and block.level == 1:
+            number += 1
+            block.attrSet("id", f"source-{number}")
+        if block.type != "inline" or not block.children:
+            continue
+        children: list[Token] = []
+        for token in block.children:
+            if token.type != "text" or not CITATION.search(token.content):
+                children.append(token)
+                continue
+            at = 0
+            for match in CITATION.finditer(token.content):
+                children.append(_text(token.content[at : match.start()]))
+                link = Token("link_open", "a", 1)
+                link.attrSet("href", f"#source-{match[1]}")
+                children += [link, _text(match[0]), Token("link_close", "a", -1)]
+                at = match.end()
+            children.append(_text(token.content[at:]))
+        block.children = [c for c in children if c.type != "text" or c.content]
+
+
+def _text(content: str) -> Token:
+    from markdown_it.token import Token
+
+    token = Token("text", "", 0)
+    token.content = content
+    return token

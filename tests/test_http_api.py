@@ -1,0 +1,249 @@
+"""The HTTP API through a real uvicorn on loopback, with httpx: runs started, followed over
+SSE (reconnecting with Last-Event-ID), cancelled, resumed from the CLI; and the guards of a
+server that spends the user's money."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from deep_research.app.config import Settings
+from deep_research.app.http_api import create_app, render_html
+from deep_research.app.runs import Caps, RunManager
+from deep_research.core.errors import ConfigError
+from tests.clirun import cli
+from tests.fake_openai import FakeOpenAI
+from tests.world import ResearchWorld, plan_task
+
+QUESTION = "How do vector databases handle deletes?"
+JSON = {"Content-Type": "application/json"}
+
+Serve = Callable[..., Any]
+
+
+@pytest.fixture
+def llm_settings(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Serve]:
+    """Start the API on a free loopback port; yields an httpx client factory."""
+    servers: list[tuple[uvicorn.Server, asyncio.Task[None]]] = []
+    clients: list[httpx.AsyncClient] = []
+
+    async def start(
+        settings: Settings, *, token: str | None = None, **caps: Any
+    ) -> httpx.AsyncClient:
+        if token is not None:
+            settings = settings.with_overrides(api_token=token)
+        runs = RunManager(settings, Caps(**caps) if caps else None)
+        config = uvicorn.Config(
+            create_app(settings, host="127.0.0.1", port=0, runs=runs),
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            lifespan="on",
+        )
+        server = uvicorn.Server(config)
+        task = asyncio.create_task(server.serve())
+        while not server.started:  # noqa: ASYNC110 (uvicorn offers a flag, no event)
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        # The app was built before the port was known: it answers to 127.0.0.1 without one.
+        client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30)
+        client.headers["Host"] = "127.0.0.1"
+        servers.append((server, task))
+        clients.append(client)
+        return client
+
+    yield start
+    for client in clients:
+        await client.aclose()
+    for server, task in servers:
+        server.should_exit = True
+        await task
+
+
+async def sse(client: httpx.AsyncClient, path: str, **headers: str) -> list[dict[str, Any]]:
+    """Every event of the stream until the server ends it: {"id", "event", "data"}."""
+    events: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    async with client.stream("GET", path, headers=headers) as response:
+        assert response.status_code == 200, await response.aread()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for line in response.aiter_lines():
+            if not line:
+                if "data" in current:
+                    events.append(current)
+                current = {}
+            elif not line.startswith(":"):
+                field, _, value = line.partition(":")
+                value = value.removeprefix(" ")
+                current[field] = json.loads(value) if field == "data" else value
+    return events
+
+
+async def test_a_run_started_over_http_is_followed_to_its_report(
+    llm_settings: Settings, fake_openai: FakeOpenAI, serve: Serve
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1"), plan_task("t2", "t1")]]).install(fake_openai)
+    client = await serve(llm_settings, max_cost_per_run=20.0)
+    started = await client.post("/research", json={"question": QUESTION})
+    assert started.status_code == 202, started.text
+    session_id = started.json()["session_id"]
+    assert started.json()["events_url"] == f"/research/{session_id}/events"
+
+    events = await sse(client, f"/research/{session_id}/events")
+    assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))
+    assert events[0]["event"] == "start"
+    assert events[-1]["event"] == "end"
+    nodes = [
+        (e["data"]["node_id"], e["data"]["data"]["status"]) for e in events if e["event"] == "node"
+    ]
+    assert ("t1", "done") in nodes
+    assert ("t2", "done") in nodes
+    assert any(e["event"] == "spend" for e in events)
+
+    # A client that lost the stream after event 3 misses nothing and sees nothing twice.
+    again = await sse(client, f"/research/{session_id}/events", **{"Last-Event-ID": "3"})
+    assert [e["id"] for e in again] == [e["id"] for e in events[3:]]
+
+    status = (await client.get(f"/research/{session_id}")).json()
+    assert status["status"] == "complete"
+    assert {n["id"] for n in status["nodes"]} == {"t1", "t2"}
+    markdown = await client.get(f"/research/{session_id}/report")
+    assert markdown.headers["content-type"].startswith("text/markdown")
+    assert markdown.text.startswith(f"# {QUESTION}")
+    html = await client.get(f"/research/{session_id}/report", headers={"Accept": "text/html"})
+    assert html.headers["content-type"].startswith("text/html")
+    assert '<a href="#source-1">[1]</a>' in html.text
+    assert 'id="source-1"' in html.text
+    listed = (await client.get("/sessions")).json()
+    assert [row["session_id"] for row in listed] == [session_id]
+
+
+async def test_a_run_the_server_cancels_is_resumed_from_the_cli(
+    llm_settings: Settings, fake_openai: FakeOpenAI, serve: Serve, env: dict[str, str]
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    fake_openai.hold_responses = True
+    client = await serve(llm_settings)
+    session_id = (await client.post("/research", json={"question": QUESTION})).json()["session_id"]
+    await asyncio.to_thread(fake_openai.wait_for, lambda: any(fake_openai.retrieves.values()), 30)
+    cancelled = await client.post(f"/research/{session_id}/cancel", headers=JSON)
+    assert cancelled.status_code == 200, cancelled.text
+    assert [j["status"] for j in cancelled.json()["jobs"]] == ["cancelled"]
+    assert (await client.get(f"/research/{session_id}")).json()["status"] == "interrupted"
+    fake_openai.hold_responses = False
+    code, out, err = await asyncio.to_thread(
+        cli, env, "resume", session_id, "--retry-cancelled", "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["status"] == "complete"
+
+
+async def test_a_resume_over_http_continues_a_run(
+    llm_settings: Settings, fake_openai: FakeOpenAI, serve: Serve, env: dict[str, str]
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    code, out, err = await asyncio.to_thread(cli, env, QUESTION, "--max-iterations", "1", "--json")
+    assert code == 0, err
+    session_id = json.loads(out)["session_id"]
+    client = await serve(llm_settings)
+    resumed = await client.post(f"/research/{session_id}/resume", json={"max_iterations": 2})
+    assert resumed.status_code == 202, resumed.text
+    events = await sse(client, f"/research/{session_id}/events")
+    assert events[0]["data"]["data"]["resumed"] is True
+    assert events[-1]["event"] == "end"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "status", "code"),
+    [
+        ("get", "/research/not-an-id", {}, 404, "unknown_session"),
+        ("get", "/research/..%2F..%2Fetc", {}, 404, None),
+        ("get", "/research/abcdef012345", {}, 404, "unknown_session"),
+        ("get", "/research/abcdef012345/events", {}, 404, "unknown_session"),
+        (
+            "post",
+            "/research",
+            {"content": "question=x", "headers": {"Content-Type": "text/plain"}},
+            415,
+            "not_json",
+        ),
+        ("post", "/research", {"json": {"question": "x" * 70_000}}, 413, "too_large"),
+        ("post", "/research", {"json": {"question": "   "}}, 400, "bad_request"),
+        ("post", "/research", {"json": {"question": "q", "max_cost_usd": 500}}, 400, "bad_request"),
+        ("post", "/research", {"json": {"question": "q", "rm_rf": True}}, 422, None),
+        ("get", "/research/abcdef012345", {"headers": {"Host": "evil.example"}}, 421, "wrong_host"),
+        (
+            "post",
+            "/research",
+            {"json": {"question": "q"}, "headers": {"Origin": "https://evil.example"}},
+            403,
+            "wrong_origin",
+        ),
+    ],
+)
+async def test_bad_requests_get_one_line_json_errors(
+    llm_settings: Settings,
+    serve: Serve,
+    method: str,
+    path: str,
+    kwargs: dict[str, Any],
+    status: int,
+    code: str | None,
+) -> None:
+    client = await serve(llm_settings)
+    response = await getattr(client, method)(path, **kwargs)
+    assert response.status_code == status, response.text
+    if code is not None:
+        body = response.json()
+        assert body["error"]["code"] == code
+        assert "\n" not in body["error"]["message"]
+        assert "Traceback" not in response.text
+    assert "access-control-allow-origin" not in response.headers
+    assert not (llm_settings.sessions_dir).exists() or not list(llm_settings.sessions_dir.iterdir())
+
+
+async def test_a_token_is_required_when_set(llm_settings: Settings, serve: Serve) -> None:
+    client = await serve(llm_settings, token="s3cret-token")
+    assert (await client.get("/sessions")).status_code == 401
+    wrong = await client.get("/sessions", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    assert wrong.json()["error"]["code"] == "unauthorized"
+    right = await client.get("/sessions", headers={"Authorization": "Bearer s3cret-token"})
+    assert right.status_code == 200
+
+
+def test_binding_off_loopback_without_a_token_is_refused(llm_settings: Settings) -> None:
+    with pytest.raises(ConfigError, match="DEEP_RESEARCH_API_TOKEN"):
+        create_app(llm_settings, host="0.0.0.0")
+    create_app(llm_settings.with_overrides(api_token="t"), host="0.0.0.0")
+
+
+def test_serve_refuses_a_public_bind_without_a_token(env: dict[str, str]) -> None:
+    code, _, err = cli(env, "serve", "--host", "0.0.0.0")
+    assert code == 3
+    assert "DEEP_RESEARCH_API_TOKEN" in err
+
+
+def test_reports_are_rendered_without_raw_html() -> None:
+    page = render_html(
+        "# Q\n\nSee <script>alert(1)</script> [1].\n\n## Sources\n\n"
+        "1. [x](javascript:alert(1))\n2. [ok](https://example.org)\n"
+    )
+    assert "<script>" not in page
+    assert "&lt;script&gt;" in page
+    assert "javascript:" not in page.split("<main>")[1].split('href="')[-1]
+    assert 'href="javascript' not in page
+    assert '<li id="source-2"><a href="https://example.org">ok</a></li>' in page

@@ -125,3 +125,30 @@ async def test_following_from_an_id_misses_nothing_and_repeats_nothing(tmp_path:
     log.append(RunEvent(type="start"))  # the next run's: not this follower's
     assert await asyncio.wait_for(task, 2) == [3, 4, 5]
     log.close()
+
+
+async def test_a_live_follower_gets_the_backlog_then_each_event_as_it_is_written(
+    tmp_path: Path,
+) -> None:
+    from deep_research.persistence.events import follow_live
+
+    log = EventLog(tmp_path / "events.jsonl")
+    log.append(RunEvent(type="start"))
+    log.append(RunEvent(type="message"))
+    seen: list[int] = []
+
+    async def collect() -> None:
+        async for event in follow_live(log, after=0):
+            seen.append(event.id)
+
+    task = asyncio.create_task(collect())
+    await asyncio.sleep(0)  # subscribed, backlog read
+    assert seen == [1, 2]
+    log.append(RunEvent(type="message"))
+    await asyncio.sleep(0)
+    assert seen == [1, 2, 3], "pushed at once, no polling interval"
+    log.append(RunEvent(type="end"))
+    await asyncio.wait_for(task, 1)
+    assert seen == [1, 2, 3, 4]
+    assert log.listeners == [], "unsubscribed at the end"
+    log.close()

@@ -9,6 +9,7 @@
     GET  /sessions                 past runs, newest first
     GET  /kb/search?q=…&k=8        the knowledge base's best chunks
     GET  /docs                     OpenAPI docs
+    GET  /                         a page to start runs, watch them live and read reports
 
 Every front-end goes through ``service`` (and a server's runs through ``runs.RunManager``),
 so the CLI can watch, cancel and resume what this server started, and the other way round.
@@ -37,6 +38,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Body, FastAPI, Header, Query, Request, Response
@@ -203,6 +205,19 @@ def create_app(
         log.exception("unexpected error")
         return error(500, "internal", f"unexpected {type(exc).__name__}: see the server's log")
 
+    @app.get("/", include_in_schema=False)
+    async def page() -> Response:
+        """The page to watch runs: start one, follow its tree live, read its report."""
+        return asset("index.html", "text/html; charset=utf-8")
+
+    @app.get("/app.js", include_in_schema=False)
+    async def script() -> Response:
+        return asset("app.js", "text/javascript; charset=utf-8")
+
+    @app.get("/app.css", include_in_schema=False)
+    async def style() -> Response:
+        return asset("app.css", "text/css; charset=utf-8")
+
     @app.post("/research", status_code=202, response_model=Accepted)
     async def start(body: ResearchRequest) -> Accepted:
         """Start a run; it goes on in the server. Follow it at ``events_url``."""
@@ -222,9 +237,11 @@ def create_app(
         """Server-Sent Events of the run: node started/done/failed/blocked, spend, stop,
         report ready, end. Each has an id; reconnect with ``Last-Event-ID`` to miss none."""
         service.status(settings, session_id)  # an unknown id is a 404, not an empty stream
+        live = manager.live_log(session_id)  # a run of this server: pushed, not polled
 
         async def stream() -> AsyncIterator[dict[str, str]]:
-            async for event in service.watch(settings, session_id, after=last_event_id):
+            events = service.watch(settings, session_id, after=last_event_id, live=live)
+            async for event in events:
                 yield {"id": str(event.id), "event": event.type, "data": event.model_dump_json()}
 
         return EventSourceResponse(stream(), ping=15)
@@ -285,6 +302,27 @@ def create_app(
         )
 
     return app
+
+
+WEB_DIR = Path(__file__).parent / "web"
+PAGE_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+
+def asset(name: str, media_type: str) -> Response:
+    """One of the page's three files (no build step, no external assets), under a
+    content security policy that allows nothing from elsewhere and no inline script."""
+    return Response(
+        (WEB_DIR / name).read_bytes(),
+        media_type=media_type,
+        headers={
+            "Content-Security-Policy": PAGE_POLICY,
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+        },
+    )
 
 
 CITATION = re.compile(r"\[(\d{1,4})\]")

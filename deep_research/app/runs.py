@@ -34,6 +34,7 @@ from deep_research.app.config import Settings
 from deep_research.core.errors import SessionError, UsageError
 from deep_research.core.events import RunEvent
 from deep_research.core.models import SessionState
+from deep_research.persistence.events import EventLog
 from deep_research.persistence.sessions import SessionStore
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ class RunManager:
         self.caps = caps or Caps.of(settings)
         self._slots = asyncio.Semaphore(self.caps.max_runs)
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._logs: dict[str, EventLog] = {}
 
     # --- starting ------------------------------------------------------------------------
 
@@ -117,7 +119,13 @@ class RunManager:
         session_id = run.state.session_id
         task = asyncio.create_task(self._research(run, stack), name=f"research {session_id}")
         self._tasks[session_id] = task
-        task.add_done_callback(lambda _t: self._tasks.pop(session_id, None))
+        self._logs[session_id] = run.events
+
+        def forget(_task: asyncio.Task[None]) -> None:
+            self._tasks.pop(session_id, None)
+            self._logs.pop(session_id, None)
+
+        task.add_done_callback(forget)
         return session_id
 
     async def _research(self, run: service.Run, stack: ExitStack) -> None:
@@ -145,6 +153,10 @@ class RunManager:
                 run.events.close()
 
     # --- following and stopping ------------------------------------------------------------
+
+    def live_log(self, session_id: str) -> EventLog | None:
+        """The event log of a run this process runs now (None: it runs no such run)."""
+        return self._logs.get(SessionStore(self.settings.sessions_dir).resolve(session_id))
 
     def running(self) -> list[str]:
         return [sid for sid, task in self._tasks.items() if not task.done()]

@@ -374,12 +374,18 @@ def status(settings: Settings, session_id: str) -> SessionState:
 
 
 async def watch(
-    settings: Settings, session_id: str, *, after: int | None = None, poll_seconds: float = 0.05
+    settings: Settings,
+    session_id: str,
+    *,
+    after: int | None = None,
+    poll_seconds: float = 0.05,
+    live: EventLog | None = None,
 ) -> AsyncIterator[RunEvent]:
     """A session's events as they happen, from any process: those after event id ``after``
     (None: from the start of its latest run), until that run ends — or at once, when no
-    process runs the session and everything written has been read."""
-    from deep_research.persistence.events import follow, read_events
+    process runs the session and everything written has been read. ``live``: the run's
+    log, when this process runs it (events arrive as written, not by polling)."""
+    from deep_research.persistence.events import follow, follow_live, read_events
 
     store = SessionStore(settings.sessions_dir)
     session_id = store.resolve(session_id)
@@ -387,6 +393,10 @@ async def watch(
     if after is None:
         starts = [event.id for event in read_events(path) if event.type == "start"]
         after = starts[-1] - 1 if starts else 0
+    if live is not None:
+        async for event in follow_live(live, after):
+            yield event
+        return
     async for event in follow(
         path, after, poll_seconds=poll_seconds, running=lambda: store.is_locked(session_id)
     ):

@@ -2,8 +2,9 @@
 
 Written only by the process that holds the session's lock (the one running it), read by
 any process (``sessions watch``, the HTTP API's SSE stream), which follows the file as it
-grows. Ids increase by one across the whole session, resumes included: a follower that
-reconnects with the last id it saw misses nothing and sees nothing twice.
+grows; the process running the run hands its events to its own followers as they are
+written (``follow_live``). Ids increase by one across the whole session, resumes included:
+a follower that reconnects with the last id it saw misses nothing and sees nothing twice.
 
 Invariants: a line is written whole (one ``write`` of the line and its newline, then a
 flush), so a reader meets at most one partial last line, which it leaves for the next
@@ -102,3 +103,26 @@ async def follow(
                 yield event
             return
         await asyncio.sleep(poll_seconds)
+
+
+async def follow_live(log: EventLog, after: int = 0) -> AsyncIterator[RunEvent]:
+    """``follow`` for a run of this process: its events as ``log`` appends them (no polling),
+    after those already written. Stops after the run's ``end`` event."""
+    queue: asyncio.Queue[RunEvent] = asyncio.Queue()
+    log.listeners.append(queue.put_nowait)  # first: nothing appended from now on is missed
+    try:
+        for event in read_events(log.path, after):
+            after = event.id
+            yield event
+            if event.type in TERMINAL:
+                return
+        while True:
+            event = await queue.get()
+            if event.id <= after:
+                continue  # read from the file already
+            after = event.id
+            yield event
+            if event.type in TERMINAL:
+                return
+    finally:
+        log.listeners.remove(queue.put_nowait)

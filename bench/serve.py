@@ -1,0 +1,173 @@
+"""Server benchmark: live events over SSE, and runs a server researches at once.
+
+    python bench/serve.py            # human-readable figures
+    python bench/serve.py --json     # ... and a last line with one JSON object
+
+Against the loopback fake OpenAI server of the test suite (every answer after
+``--latency`` seconds), with the real engine, sessions on disk and the real HTTP API on a
+loopback uvicorn. Figures (targets):
+
+- sse_event_lag_ms_p95          an event's time of creation (right where the run's state
+                                changed, just before it is appended to events.jsonl) to its
+                                arrival at an SSE client of the HTTP API, p95 over every
+                                event of several runs                                  <= 50
+- concurrent_runs_8_wall_over_1 8 runs started at once (server cap 8) over one run alone,
+                                wall time to the last run's end, median of 3          <= 1.5
+Timings come from this shared, noisy machine: medians and percentiles of one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+import uvicorn
+
+from deep_research.app import service
+from deep_research.app.config import Settings
+from deep_research.app.http_api import create_app
+from deep_research.app.runs import Caps, RunManager
+from deep_research.core.events import RunEvent
+from tests.fake_openai import FakeOpenAI
+from tests.world import ResearchWorld, plan_task, verdict
+
+NODES_PER_RUN = 3
+
+
+@contextmanager
+def world(latency: float, runs: int) -> Iterator[tuple[FakeOpenAI, Settings]]:
+    """A fake OpenAI server answering ``runs`` runs of 3 nodes, and settings pointing at it."""
+    with FakeOpenAI() as fake, tempfile.TemporaryDirectory() as home:
+        fake.latency = latency
+        plans = [[plan_task(f"r{r}n{i}") for i in range(NODES_PER_RUN)] for r in range(runs)]
+        ResearchWorld(plans=plans, verdicts=[verdict(True)] * runs).install(fake)
+        settings = Settings(  # type: ignore[call-arg]
+            _env_file=None,
+            home=Path(home),
+            openai_base_url=fake.base_url,
+            openai_api_key="sk-bench",
+            web_engine="openai",
+            web_poll_seconds=0.05,
+            max_retries=1,
+            max_iterations=1,
+            max_cost_usd=50.0,
+            check_models=False,
+        )
+        yield fake, settings
+
+
+def question(n: int) -> str:
+    return f"Benchmark question number {n}: how do the parts fit together?"
+
+
+async def runs_at_once(latency: float, count: int) -> float:
+    """Seconds from starting ``count`` runs at once to the last one's end."""
+    with world(latency, count) as (_fake, settings):
+        manager = RunManager(settings, Caps(max_runs=8, max_cost_per_run=50, daily_budget=1e6))
+        started = time.perf_counter()
+        ids = [await manager.start(question(n), service.RunOptions()) for n in range(count)]
+        await asyncio.gather(*(manager.wait(i) for i in ids))
+        wall = time.perf_counter() - started
+        bad = [i for i in ids if service.status(settings, i).status != "complete"]
+        if bad:
+            raise SystemExit(f"runs did not complete: {bad}")
+        return wall
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def sse_lags(latency: float, runs: int) -> list[float]:
+    """Milliseconds from each event's creation to its arrival at an SSE client."""
+    lags: list[float] = []
+    with world(latency, runs) as (_fake, settings):
+        port = free_port()
+        manager = RunManager(settings, Caps(max_runs=8, max_cost_per_run=50, daily_budget=1e6))
+        app = create_app(settings, port=port, runs=manager)
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        )
+        serving = asyncio.create_task(server.serve())
+        while not server.started:  # noqa: ASYNC110 (uvicorn offers a flag, no event)
+            await asyncio.sleep(0.01)
+        base = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+            for n in range(runs):
+                reply = await client.post("/research", json={"question": question(n)})
+                reply.raise_for_status()
+                path = reply.json()["events_url"]
+                async with client.stream("GET", path) as stream:
+                    async for line in stream.aiter_lines():
+                        if not line.startswith("data:"):
+                            continue
+                        arrived = datetime.now(UTC)
+                        event = RunEvent.model_validate(json.loads(line.removeprefix("data:")))
+                        lags.append((arrived - event.at).total_seconds() * 1000)
+                        if event.type == "end":
+                            break
+        server.should_exit = True
+        await serving
+    return lags
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="end with one JSON line")
+    parser.add_argument("--latency", type=float, default=0.2, help="fake server latency (s)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        os.environ.pop(name, None)
+
+    lags = asyncio.run(sse_lags(args.latency, runs=3))
+    lag_p50, lag_p95 = statistics.median(lags), percentile(lags, 0.95)
+    print(f"sse: {len(lags)} events, lag p50 {lag_p50:.1f} ms, p95 {lag_p95:.1f} ms (<= 50)")
+
+    one, eight = [], []
+    for _ in range(args.repeats):  # interleaved: the machine's noise hits both alike
+        one.append(asyncio.run(runs_at_once(args.latency, 1)))
+        eight.append(asyncio.run(runs_at_once(args.latency, 8)))
+    ratio = statistics.median(eight) / statistics.median(one)
+    print(
+        f"runs: one {statistics.median(one):.2f} s, eight at once "
+        f"{statistics.median(eight):.2f} s: ratio {ratio:.2f} (<= 1.5)"
+    )
+    figures: dict[str, Any] = {
+        "sse_event_lag_ms_p50": round(lag_p50, 2),
+        "sse_event_lag_ms_p95": round(lag_p95, 2),
+        "sse_events": len(lags),
+        "one_run_s": round(statistics.median(one), 3),
+        "eight_runs_s": round(statistics.median(eight), 3),
+        "concurrent_runs_8_wall_over_1": round(ratio, 3),
+        "latency_s": args.latency,
+    }
+    if args.json:
+        print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

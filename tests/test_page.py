@@ -1,0 +1,102 @@
+"""The page to watch a run, in a real headless browser (Debian's chromium-headless-shell,
+driven by playwright; never `playwright install`, which downloads). Start a run against the
+fake model, see the nodes appear, read the report with clickable citations.
+
+Outside CI (``CI`` unset) the test skips when the browser or playwright is missing; in CI
+that is a failure (`.ci/run` installs both)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+import uvicorn
+
+from deep_research.app.config import Settings
+from deep_research.app.http_api import create_app
+from deep_research.app.runs import Caps, RunManager
+from tests.fake_openai import FakeOpenAI
+from tests.world import ResearchWorld, plan_task
+
+BROWSER = shutil.which("chromium-headless-shell") or "/usr/bin/chromium-headless-shell"
+HAVE_BROWSER = os.path.exists(BROWSER)
+
+
+def need(condition: bool, why: str) -> None:
+    if not condition:
+        if os.environ.get("CI"):
+            pytest.fail(f"{why} (CI must have it: see .ci/run)")
+        pytest.skip(why)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+async def server(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    port = free_port()
+    app = create_app(settings, port=port, runs=RunManager(settings, Caps(max_cost_per_run=20)))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110 (uvicorn offers a flag, no event)
+        await asyncio.sleep(0.01)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    await task
+
+
+async def test_a_run_started_in_the_page_fills_its_tree_live_and_shows_the_report(
+    server: str, fake_openai: FakeOpenAI
+) -> None:
+    try:
+        from playwright.async_api import async_playwright
+    except ImportError:
+        need(False, "playwright is not installed (pip install -e '.[browser]')")
+    need(HAVE_BROWSER, f"no {BROWSER} (apt-get install chromium-headless-shell)")
+    ResearchWorld(plans=[[plan_task("t1"), plan_task("t2", "t1")]]).install(fake_openai)
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=BROWSER, args=["--no-sandbox"])
+        try:
+            page = await browser.new_page()
+            problems: list[str] = []
+            page.on("pageerror", lambda error: problems.append(str(error)))
+            page.on(
+                "console",
+                lambda message: problems.append(message.text) if message.type == "error" else None,
+            )
+            await page.goto(server + "/")
+            await page.fill("#question", "How do vector databases handle deletes?")
+            await page.click("#go")
+
+            await page.wait_for_selector("#tree tr[data-node='t1']", timeout=20_000)
+            await page.wait_for_selector("#run[data-ended='complete']", timeout=30_000)
+            statuses = await page.eval_on_selector_all(
+                "#tree tbody tr", "rows => rows.map(r => [r.dataset.node, r.cells[1].textContent])"
+            )
+            assert sorted(statuses) == [["t1", "done"], ["t2", "done"]]
+
+            await page.wait_for_selector("#report h1", timeout=10_000)
+            title = await page.inner_text("#report h1")
+            assert title == "How do vector databases handle deletes?"
+            citation = page.locator("#report a[href='#source-1']").first
+            await citation.click()  # a citation leads to its source
+            assert await page.locator("#report li#source-1").count() == 1
+            assert "#source-1" in page.url
+
+            await page.wait_for_selector("#sessions tbody tr")
+            assert await page.locator("#sessions tbody tr").count() == 1
+            assert problems == []
+        finally:
+            await browser.close()

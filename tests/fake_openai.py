@@ -55,6 +55,7 @@ from tests.fake_openai_payloads import (
     model_not_found,
     model_object,
     new_id,
+    refused_mcp_tool,
     refused_temperature,
     response_object,
     unsupported_temperature,
@@ -320,6 +321,8 @@ class FakeOpenAI:
             return unsupported_temperature()
         if path == "/v1/responses" and reasoning.get("summary") and not self.org_verified:
             return unverified_summary()
+        if path == "/v1/responses":
+            return refused_mcp_tool(body)
         return None
 
     def _model_list(self) -> dict[str, Any]:

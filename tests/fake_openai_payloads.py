@@ -111,6 +111,41 @@ def unsupported_temperature() -> tuple[int, dict[str, Any]]:
     )
 
 
+def refused_mcp_tool(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    """An `mcp` tool the API refuses: no `server_label`, no `server_url` (nor connector or
+    tunnel), or, in a background job, approvals left on — nobody could answer them (OpenAI's
+    deep research guide: MCP servers need `require_approval: "never"`)."""
+    for index, tool in enumerate(body.get("tools") or []):
+        if tool.get("type") != "mcp":
+            continue
+        where = f"tools[{index}]"
+        if not tool.get("server_label"):
+            return api_error(
+                400,
+                "Missing required parameter: 'server_label'.",
+                "invalid_request_error",
+                "missing_required_parameter",
+                f"{where}.server_label",
+            )
+        if not any(tool.get(k) for k in ("server_url", "connector_id", "tunnel_id")):
+            return api_error(
+                400,
+                "One of server_url, connector_id or tunnel_id must be provided.",
+                "invalid_request_error",
+                "invalid_value",
+                where,
+            )
+        if body.get("background") and tool.get("require_approval") != "never":
+            return api_error(
+                400,
+                "MCP tools in background mode must set require_approval to 'never'.",
+                "invalid_request_error",
+                "invalid_value",
+                f"{where}.require_approval",
+            )
+    return None
+
+
 def unverified_summary() -> tuple[int, dict[str, Any]]:
     return api_error(
         400,

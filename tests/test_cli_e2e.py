@@ -608,3 +608,39 @@ def test_a_token_limit_below_the_final_reserve_is_a_usage_error(env: dict[str, s
     assert "1,500" in err
     assert "22,000" in err
     assert not (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").exists()
+
+
+def test_research_jobs_search_the_kb_through_its_mcp_url_with_the_token(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    token = "kb-token-0123456789"
+    served = {
+        **env,
+        "DEEP_RESEARCH_KB_MCP_URL": "https://kb.example.org/mcp",
+        "DEEP_RESEARCH_API_TOKEN": token,
+    }
+    data = run_json(served, QUESTION, "--web-only")
+    [create] = [r for r in fake_openai.requests if r.path == "/v1/responses" and r.method == "POST"]
+    [kb] = [t for t in create.body["tools"] if t["type"] == "mcp"]
+    assert kb == {
+        "type": "mcp",
+        "server_label": "knowledge_base",
+        "server_description": kb["server_description"],
+        "server_url": "https://kb.example.org/mcp",
+        "allowed_tools": ["search", "fetch"],
+        "require_approval": "never",
+        "authorization": token,
+    }
+    assert {"type": "web_search"} in create.body["tools"]
+    home = Path(env["DEEP_RESEARCH_HOME"])
+    for file in home.rglob("*"):  # sessions, events, cache, logs
+        if file.is_file():
+            assert token.encode() not in file.read_bytes(), file
+    assert data["status"] == "complete"
+
+
+def test_a_public_kb_url_without_a_token_is_refused(env: dict[str, str]) -> None:
+    code, _, err = cli({**env, "DEEP_RESEARCH_KB_MCP_URL": "https://kb.example.org/mcp"}, QUESTION)
+    assert code == 3
+    assert "DEEP_RESEARCH_API_TOKEN" in err

@@ -607,6 +607,29 @@ async def test_reasoning_summaries_need_a_verified_organisation(
     assert fake_openai.errors == []
 
 
+@pytest.mark.parametrize(
+    ("tool", "param"),
+    [
+        ({"server_url": "https://kb.example.org/mcp", "require_approval": "never"}, "server_label"),
+        ({"server_label": "kb", "require_approval": "never"}, "tools[0]"),
+        ({"server_label": "kb", "server_url": "https://kb.example.org/mcp"}, "require_approval"),
+    ],
+)
+async def test_a_background_job_refuses_an_mcp_tool_it_could_not_use(
+    fake_openai: FakeOpenAI, openai_client: MakeClient, tool: dict[str, str], param: str
+) -> None:
+    c = openai_client(max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        await c.responses.create(
+            model=RESEARCH,
+            input="with the KB",
+            background=True,
+            tools=[{"type": "mcp", **tool}],  # type: ignore[list-item]
+        )
+    assert str(refused.value.param).endswith(param)
+    assert fake_openai.response_ids == []
+
+
 # --- what real research replies look like -------------------------------------------------
 
 

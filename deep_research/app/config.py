@@ -220,7 +220,10 @@ class Settings(BaseSettings):
     server_daily_budget_usd: float = Field(default=50.0, gt=0)
     """What all sessions may spend in one UTC day before a server refuses new runs."""
     api_token: SecretStr | None = None
-    """Bearer token the HTTP API asks of every request; required off loopback."""
+    """Bearer token the HTTP API and MCP server ask of every request; required off loopback."""
+    kb_mcp_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    """The public URL of this tool's MCP server (``deep-research mcp --http``): web research
+    jobs then search the knowledge base through it too."""
 
     # --- storage --------------------------------------------------------------
     home: Path = Field(default_factory=default_home)
@@ -242,7 +245,7 @@ class Settings(BaseSettings):
     def _expand_user(cls, value: Path) -> Path:
         return value.expanduser()  # `DEEP_RESEARCH_HOME=~/research` in a .env
 
-    @field_validator("openai_base_url", "searxng_url")
+    @field_validator("openai_base_url", "searxng_url", "kb_mcp_url", mode="before")
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value or None

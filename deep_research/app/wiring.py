@@ -34,7 +34,7 @@ from deep_research.adapters.llm.synthesis import LLMSynthesizer
 from deep_research.adapters.prices import Price, PriceTable
 from deep_research.adapters.router import RoutingExecutor, Unavailable
 from deep_research.adapters.web.deep_research import DeepResearchExecutor
-from deep_research.adapters.web.openai_jobs import JobSpec, ResponsesJobs
+from deep_research.adapters.web.openai_jobs import JobSpec, KbTool, ResponsesJobs
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError, KBMissing, KnowledgeBaseError, UsageError
 from deep_research.core.guard import BudgetGuard, call_cost_estimate
@@ -395,6 +395,7 @@ def build(
             poll_seconds=settings.web_poll_seconds,
             compressor=LLMCompressor(chat("summarizer")),
             cache=cache,
+            kb_tool=kb_tool(settings),
         )
         jobs = ResponsesJobs(client)
 
@@ -411,6 +412,19 @@ def build(
         jobs=jobs,
     )
     return Built(engine_, config, notices, resources)
+
+
+def kb_tool(settings: Settings) -> KbTool | None:
+    """The knowledge base as an MCP tool of every research job, when its public URL is set;
+    never without a token (the URL is reachable from the internet)."""
+    if settings.kb_mcp_url is None:
+        return None
+    if settings.api_token is None:
+        raise ConfigError(
+            "DEEP_RESEARCH_KB_MCP_URL exposes your knowledge base: set DEEP_RESEARCH_API_TOKEN "
+            "too (the MCP server asks every request for it)"
+        )
+    return KbTool(settings.kb_mcp_url, settings.api_token)
 
 
 def search_executor(

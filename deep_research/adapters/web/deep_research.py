@@ -36,6 +36,7 @@ from deep_research.adapters.web.openai_jobs import (
     PENDING,
     JobGone,
     JobSpec,
+    KbTool,
     ResponsesJobs,
     SummaryRefused,
     Transient,
@@ -97,9 +98,12 @@ class DeepResearchExecutor:
         prices: PriceBook | None = None,
         max_backoff_seconds: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        kb_tool: KbTool | None = None,
     ) -> None:
         self._jobs = ResponsesJobs(client, retry_base_seconds=min(poll_seconds, 0.5))
         self.spec = spec
+        self.kb_tool = kb_tool
+        """The user's KB offered to every job as an MCP tool (``DEEP_RESEARCH_KB_MCP_URL``)."""
         self._prices = prices or PriceTable()
         self._max_wait = max_wait_seconds
         self._poll = poll_seconds
@@ -128,7 +132,8 @@ class DeepResearchExecutor:
     ) -> BranchResult:
         developer = load_instructions()
         user = build_user_message(task)
-        key = f"{self.spec.cache_key()}\n{developer}\n\n{user}"
+        kb = f"|kb={self.kb_tool.url}" if self.kb_tool else ""  # its answers differ
+        key = f"{self.spec.cache_key()}{kb}\n{developer}\n\n{user}"
         report = await self._cached(key, meter)
         if report is None:
             worst, tokens = self.worst_case_usd(), self.worst_case_tokens()
@@ -276,7 +281,9 @@ class _Job:
     async def _submit(self, developer: str, user: str) -> Response:
         ex, task = self._ex, self._task
         where = f"session {task.session_id or '?'}, node {task.node_id}"
-        body = ex.spec.body(developer, user, with_summary=not ex._summary_refused)
+        body = ex.spec.body(
+            developer, user, with_summary=not ex._summary_refused, kb_tool=ex.kb_tool
+        )
         create = asyncio.ensure_future(self._create_and_save(body, where))
         try:
             return await asyncio.shield(create)

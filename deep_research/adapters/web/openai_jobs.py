@@ -28,6 +28,7 @@ from typing import Any
 import httpx2
 import openai
 from openai.types.responses import Response
+from pydantic import SecretStr
 
 from deep_research.adapters.web.output import usage_of
 from deep_research.core.errors import BranchError, ProviderError
@@ -66,7 +67,9 @@ class JobSpec:
             f"|out={self.max_output_tokens}"
         )
 
-    def body(self, developer: str, user: str, *, with_summary: bool) -> dict[str, Any]:
+    def body(
+        self, developer: str, user: str, *, with_summary: bool, kb_tool: KbTool | None = None
+    ) -> dict[str, Any]:
         reasoning: dict[str, str] = {}
         if not self.legacy:
             reasoning["effort"] = self.reasoning_effort
@@ -80,13 +83,39 @@ class JobSpec:
             ],
             "background": True,
             "store": True,
-            "tools": [{"type": "web_search_preview" if self.legacy else "web_search"}],
+            "tools": [
+                {"type": "web_search_preview" if self.legacy else "web_search"},
+                *([kb_tool.param()] if kb_tool else []),
+            ],
             "max_tool_calls": self.max_tool_calls,
             "max_output_tokens": self.max_output_tokens,
         }
         if reasoning:
             body["reasoning"] = reasoning
         return body
+
+
+@dataclass(frozen=True)
+class KbTool:
+    """The user's knowledge base offered to a research job: this tool's MCP server
+    (``deep-research mcp --http``) at a public URL, its ``search`` and ``fetch`` tools,
+    called without approval and with the API token as the bearer. The token is sent in the
+    request body only: never saved in a session, the cache or a log."""
+
+    url: str
+    token: SecretStr
+
+    def param(self) -> dict[str, Any]:
+        return {
+            "type": "mcp",
+            "server_label": "knowledge_base",
+            "server_description": "The user's own markdown knowledge base: search it, then "
+            "fetch a result by its id for the full text.",
+            "server_url": self.url,
+            "allowed_tools": ["search", "fetch"],
+            "require_approval": "never",
+            "authorization": self.token.get_secret_value(),
+        }
 
 
 class JobGone(BranchError):

@@ -126,3 +126,16 @@ async def test_shutdown_saves_every_run_as_interrupted(
     assert state.status == "interrupted"
     assert [n.remote_jobs for n in state.nodes.values()] != [{}], "the job's id is kept"
     assert events(settings, session_id)[-1].endswith("interrupted")
+
+
+async def test_a_resume_through_the_server_is_bound_by_todays_budget(offline: Settings) -> None:
+    runs = RunManager(offline, Caps(max_cost_per_run=5.0, daily_budget=50.0))
+    session_id = await runs.start(QUESTION, service.RunOptions())
+    await runs.wait(session_id)
+    spend(offline, 49.0, datetime.now(UTC))
+    resumed = await runs.resume(session_id, service.BudgetOverrides(max_iterations=2))
+    await runs.wait(resumed)
+    assert service.status(offline, session_id).limits.max_cost_usd == pytest.approx(1.0)
+    spend(offline, 1.0, datetime.now(UTC))
+    with pytest.raises(UsageError, match=r"has \$0.00 left"):
+        await runs.resume(session_id, service.BudgetOverrides())

@@ -13,7 +13,9 @@ Invariants:
 - A request above the server's caps is refused before anything is saved: its ``max_cost``
   over ``max_cost_per_run``, or a run whose cost limit would take today's spend (every
   session's ledger entries of the UTC day) over ``daily_budget``. A run given no
-  ``max_cost`` gets the least of the configured limit, the cap and what today has left.
+  ``max_cost`` gets the least of the configured limit, the cap and what today has left; a
+  resume may spend at most the least of the cap and what today has left, on top of what
+  the session spent before.
 - ``cancel`` stops the local task (the run is saved as interrupted, its lock released),
   then cancels the session's research jobs at the provider and records the cancelled
   nodes, which ``resume`` leaves alone. ``shutdown`` saves every run as interrupted.
@@ -31,6 +33,7 @@ from datetime import UTC, datetime
 
 from deep_research.app import service
 from deep_research.app.config import Settings
+from deep_research.core.budget import totals
 from deep_research.core.errors import SessionError, UsageError
 from deep_research.core.events import RunEvent
 from deep_research.core.models import SessionState
@@ -83,6 +86,15 @@ class RunManager:
         cost = budget.max_cost_usd
         if cost is not None and cost > self.caps.max_cost_per_run:
             raise UsageError(self._over_cap(cost))
+        # What it may spend now: the per-run cap and today's budget bound the new spend.
+        state = service.status(self.settings, session_id)
+        spent = totals(state.ledger).cost_usd
+        left = self.caps.daily_budget - spent_today(self.settings)
+        room = min(self.caps.max_cost_per_run, left)
+        if room <= 0:
+            raise UsageError(self._no_budget_left(left))
+        limit = min(cost or state.limits.max_cost_usd, spent + room)
+        budget = replace(budget, max_cost_usd=limit)
         stack = ExitStack()
         run = stack.enter_context(
             service.reopen(
@@ -103,11 +115,14 @@ class RunManager:
         left = self.caps.daily_budget - spent_today(self.settings)
         limit = min(asked or self.settings.max_cost_usd, self.caps.max_cost_per_run, left)
         if limit <= 0 or (asked is not None and asked > left):
-            raise UsageError(
-                f"today's server budget of ${self.caps.daily_budget:.2f} has "
-                f"${max(0.0, left):.2f} left: not enough for this run"
-            )
+            raise UsageError(self._no_budget_left(left))
         return replace(options, max_cost_usd=limit)
+
+    def _no_budget_left(self, left: float) -> str:
+        return (
+            f"today's server budget of ${self.caps.daily_budget:.2f} has "
+            f"${max(0.0, left):.2f} left: not enough for this run"
+        )
 
     def _over_cap(self, asked: float) -> str:
         return (

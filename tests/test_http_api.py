@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -247,3 +254,55 @@ def test_reports_are_rendered_without_raw_html() -> None:
     assert "javascript:" not in page.split("<main>")[1].split('href="')[-1]
     assert 'href="javascript' not in page
     assert '<li id="source-2"><a href="https://example.org">ok</a></li>' in page
+
+
+def test_ctrl_c_on_the_server_saves_its_runs_while_a_client_follows_one(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    fake_openai.hold_responses = True
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "deep_research.app.cli", "serve", "--port", str(port)],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                httpx.get(base + "/sessions", timeout=1)
+                break
+            except httpx.TransportError:
+                threading.Event().wait(0.05)
+        started = httpx.post(base + "/research", json={"question": QUESTION}, timeout=30)
+        session_id = started.json()["session_id"]
+        fake_openai.wait_for(lambda: any(fake_openai.retrieves.values()), 30)
+
+        def follow() -> None:  # a client still reading the run's events
+            with httpx.stream("GET", f"{base}/research/{session_id}/events", timeout=60) as r:
+                for _line in r.iter_lines():
+                    pass
+
+        reader = threading.Thread(target=follow, daemon=True)
+        reader.start()
+        threading.Event().wait(0.3)
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=20)
+        reader.join(timeout=10)
+    finally:
+        server.kill()
+        server.wait()
+    state = json.loads(
+        (Path(env["DEEP_RESEARCH_HOME"]) / "sessions" / session_id / "state.json").read_text()
+    )
+    assert state["status"] == "interrupted"
+    assert any(n["remote_jobs"] for n in state["nodes"].values()), "the job's id is kept"
+    assert not reader.is_alive(), "the follower's stream was closed, not left hanging"
+    log = Path(env["DEEP_RESEARCH_HOME"]) / "sessions" / session_id / "events.jsonl"
+    last = json.loads(log.read_text().splitlines()[-1])
+    assert (last["type"], last["data"]["status"]) == ("end", "interrupted")

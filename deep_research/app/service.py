@@ -29,8 +29,6 @@ from typing import TYPE_CHECKING, Any
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError, SessionLocked, UsageError
 from deep_research.core.models import Limits, SessionState, SourcePolicy, Usage, WebEngine
-from deep_research.persistence.events import FILE_NAME as EVENTS_FILE
-from deep_research.persistence.events import EventLog
 from deep_research.persistence.sessions import SessionStore, SessionSummary
 
 if TYPE_CHECKING:
@@ -41,6 +39,7 @@ if TYPE_CHECKING:
     from deep_research.core.orchestrator import Listener
     from deep_research.core.ports import CancelOutcome, JobEvent
     from deep_research.kb.search import Hit
+    from deep_research.persistence.events import EventLog
 
 MAX_QUESTION_CHARS = 4000
 
@@ -116,7 +115,9 @@ class Run:
     """The session's event log; a server adds live listeners before ``execute``."""
 
     def __post_init__(self) -> None:
-        self.events = EventLog(self.store.path(self.state.session_id) / EVENTS_FILE)
+        from deep_research.persistence.events import FILE_NAME, EventLog
+
+        self.events = EventLog(self.store.path(self.state.session_id) / FILE_NAME)
 
 
 def clean_question(question: str) -> str:
@@ -385,11 +386,11 @@ async def watch(
     (None: from the start of its latest run), until that run ends — or at once, when no
     process runs the session and everything written has been read. ``live``: the run's
     log, when this process runs it (events arrive as written, not by polling)."""
-    from deep_research.persistence.events import follow, follow_live, read_events
+    from deep_research.persistence.events import FILE_NAME, follow, follow_live, read_events
 
     store = SessionStore(settings.sessions_dir)
     session_id = store.resolve(session_id)
-    path = store.path(session_id) / EVENTS_FILE
+    path = store.path(session_id) / FILE_NAME
     if after is None:
         starts = [event.id for event in read_events(path) if event.type == "start"]
         after = starts[-1] - 1 if starts else 0

@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -36,7 +35,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
-import uvicorn
 
 from deep_research.app import service
 from deep_research.app.config import Settings
@@ -44,6 +42,7 @@ from deep_research.app.http_api import create_app
 from deep_research.app.runs import Caps, RunManager
 from deep_research.core.events import RunEvent
 from tests.fake_openai import FakeOpenAI
+from tests.serving import free_port, serving
 from tests.world import ResearchWorld, plan_task, verdict
 
 NODES_PER_RUN = 3
@@ -89,13 +88,6 @@ async def runs_at_once(latency: float, count: int) -> float:
         return wall
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 async def sse_lags(latency: float, runs: int) -> list[float]:
     """Milliseconds from each event's creation to its arrival at an SSE client."""
     lags: list[float] = []
@@ -103,14 +95,10 @@ async def sse_lags(latency: float, runs: int) -> list[float]:
         port = free_port()
         manager = RunManager(settings, Caps(max_runs=8, max_cost_per_run=50, daily_budget=1e6))
         app = create_app(settings, port=port, runs=manager)
-        server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-        )
-        serving = asyncio.create_task(server.serve())
-        while not server.started:  # noqa: ASYNC110 (uvicorn offers a flag, no event)
-            await asyncio.sleep(0.01)
-        base = f"http://127.0.0.1:{port}"
-        async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        async with (
+            serving(app, port) as base,
+            httpx.AsyncClient(base_url=base, timeout=60) as client,
+        ):
             for n in range(runs):
                 reply = await client.post("/research", json={"question": question(n)})
                 reply.raise_for_status()
@@ -124,8 +112,6 @@ async def sse_lags(latency: float, runs: int) -> list[float]:
                         lags.append((arrived - event.at).total_seconds() * 1000)
                         if event.type == "end":
                             break
-        server.should_exit = True
-        await serving
     return lags
 
 

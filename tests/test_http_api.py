@@ -8,17 +8,16 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from deep_research.app.config import Settings
 from deep_research.app.http_api import create_app, render_html
@@ -26,6 +25,7 @@ from deep_research.app.runs import Caps, RunManager
 from deep_research.core.errors import ConfigError
 from tests.clirun import cli
 from tests.fake_openai import FakeOpenAI
+from tests.serving import free_port, serving
 from tests.world import ResearchWorld, plan_task
 
 QUESTION = "How do vector databases handle deletes?"
@@ -44,40 +44,20 @@ def llm_settings(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settin
 @pytest.fixture
 async def serve() -> AsyncIterator[Serve]:
     """Start the API on a free loopback port; yields an httpx client factory."""
-    servers: list[tuple[uvicorn.Server, asyncio.Task[None]]] = []
-    clients: list[httpx.AsyncClient] = []
+    async with AsyncExitStack() as stack:
 
-    async def start(
-        settings: Settings, *, token: str | None = None, **caps: Any
-    ) -> httpx.AsyncClient:
-        if token is not None:
-            settings = settings.with_overrides(api_token=token)
-        runs = RunManager(settings, Caps(**caps) if caps else None)
-        config = uvicorn.Config(
-            create_app(settings, host="127.0.0.1", port=0, runs=runs),
-            host="127.0.0.1",
-            port=0,
-            log_level="warning",
-            lifespan="on",
-        )
-        server = uvicorn.Server(config)
-        task = asyncio.create_task(server.serve())
-        while not server.started:  # noqa: ASYNC110 (uvicorn offers a flag, no event)
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        # The app was built before the port was known: it answers to 127.0.0.1 without one.
-        client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30)
-        client.headers["Host"] = "127.0.0.1"
-        servers.append((server, task))
-        clients.append(client)
-        return client
+        async def start(
+            settings: Settings, *, token: str | None = None, **caps: Any
+        ) -> httpx.AsyncClient:
+            if token is not None:
+                settings = settings.with_overrides(api_token=token)
+            runs = RunManager(settings, Caps(**caps) if caps else None)
+            port = free_port()
+            app = create_app(settings, host="127.0.0.1", port=port, runs=runs)
+            base = await stack.enter_async_context(serving(app, port))
+            return await stack.enter_async_context(httpx.AsyncClient(base_url=base, timeout=30))
 
-    yield start
-    for client in clients:
-        await client.aclose()
-    for server, task in servers:
-        server.should_exit = True
-        await task
+        yield start
 
 
 async def sse(client: httpx.AsyncClient, path: str, **headers: str) -> list[dict[str, Any]]:
@@ -261,9 +241,7 @@ def test_ctrl_c_on_the_server_saves_its_runs_while_a_client_follows_one(
 ) -> None:
     ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
     fake_openai.hold_responses = True
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "deep_research.app.cli", "serve", "--port", str(port)],
         env={**os.environ, **env},

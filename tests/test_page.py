@@ -7,19 +7,17 @@ that is a failure (`.ci/run` installs both)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
-import socket
 from collections.abc import AsyncIterator
 
 import pytest
-import uvicorn
 
 from deep_research.app.config import Settings
 from deep_research.app.http_api import create_app
 from deep_research.app.runs import Caps, RunManager
 from tests.fake_openai import FakeOpenAI
+from tests.serving import free_port, serving
 from tests.world import ResearchWorld, plan_task
 
 BROWSER = shutil.which("chromium-headless-shell") or "/usr/bin/chromium-headless-shell"
@@ -33,13 +31,6 @@ def need(condition: bool, why: str) -> None:
         pytest.skip(why)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 async def server(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
     for name, value in env.items():
@@ -47,13 +38,8 @@ async def server(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AsyncI
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
     port = free_port()
     app = create_app(settings, port=port, runs=RunManager(settings, Caps(max_cost_per_run=20)))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 (uvicorn offers a flag, no event)
-        await asyncio.sleep(0.01)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    await task
+    async with serving(app, port) as base:
+        yield base
 
 
 async def test_a_run_started_in_the_page_fills_its_tree_live_and_shows_the_report(

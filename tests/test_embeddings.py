@@ -180,3 +180,27 @@ def test_openai_embeddings_need_a_key_or_a_server(tmp_path: Path) -> None:
         make_embeddings(settings)
     local_server = settings.with_overrides(openai_base_url="http://127.0.0.1:9/v1")
     assert isinstance(make_embeddings(local_server), OpenAIEmbeddingsNamed)
+
+
+def test_memo_embeddings_embed_each_distinct_text_once() -> None:
+    from deep_research.kb.embeddings import HashEmbeddings, MemoEmbeddings
+
+    calls: list[list[str]] = []
+
+    class Counting(HashEmbeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            calls.append(list(texts))
+            return super().embed_documents(texts)
+
+    inner = Counting()
+    memo = MemoEmbeddings(inner, max_items=3)
+    first = memo.embed_documents(["a b", "c d", "a b"])
+    assert calls == [["a b", "c d"]]
+    assert first == inner.embed_documents(["a b", "c d", "a b"])
+    calls.clear()
+    assert memo.embed_documents(["c d", "e f"]) == HashEmbeddings().embed_documents(["c d", "e f"])
+    assert calls == [["e f"]], "only the new text"
+    memo.embed_documents(["g h"])  # over max_items: the oldest ("a b") is forgotten
+    calls.clear()
+    memo.embed_documents(["a b"])
+    assert calls == [["a b"]]

@@ -438,7 +438,7 @@ def search_executor(
     from deep_research.adapters.web.search import make_provider
     from deep_research.adapters.web.search_branch import SearchLimits, SearchReadExecutor
     from deep_research.adapters.web.shared import SharedRateLimits, SharedReader
-    from deep_research.kb.embeddings import make_embeddings
+    from deep_research.kb.embeddings import MemoEmbeddings, make_embeddings
     from deep_research.kb.rank import rank
 
     name = settings.search_provider
@@ -469,7 +469,7 @@ def search_executor(
         )
     )
     resources.push_async_callback(reader.aclose)
-    embedder = make_embeddings(settings)
+    embedder = MemoEmbeddings(make_embeddings(settings))  # a passage is embedded once a run
     return SearchReadExecutor(
         searcher,
         reader,

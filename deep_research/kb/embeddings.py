@@ -22,6 +22,7 @@ import os
 import re
 import threading
 from abc import abstractmethod
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -408,6 +409,37 @@ class OpenAIEmbeddingsNamed(NamedEmbeddings):
 
     async def aembed_query(self, text: str) -> list[float]:
         return await self._client().aembed_query(text)
+
+
+class MemoEmbeddings(Embeddings):
+    """An embedder that embeds each distinct text once: the web branches of a run rank the
+    same passages again (a second round of searching, one page found by two branches).
+    Thread-safe (ranking runs in worker threads); keeps the ``max_items`` latest texts."""
+
+    def __init__(self, inner: Embeddings, max_items: int = 20_000) -> None:
+        self.inner = inner
+        self.max_items = max_items
+        self._vectors: OrderedDict[str, list[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            fresh = self.inner.embed_documents(missing)
+            with self._lock:
+                self._vectors.update(zip(missing, fresh, strict=True))
+                while len(self._vectors) > self.max_items:
+                    self._vectors.popitem(last=False)
+        with self._lock:
+            found = {t: v for t in texts if (v := self._vectors.get(t)) is not None}
+        lost = [t for t in dict.fromkeys(texts) if t not in found]  # evicted meanwhile
+        if lost:
+            found |= dict(zip(lost, self.inner.embed_documents(lost), strict=True))
+        return [found[t] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
 
 
 def make_embeddings(settings: Settings) -> NamedEmbeddings:

@@ -340,6 +340,35 @@ def serve(
 
 
 @app.command()
+def mcp(
+    http: Annotated[
+        int | None,
+        typer.Option(
+            "--http",
+            metavar="PORT",
+            min=1,
+            max=65535,
+            help="Serve streamable HTTP on 127.0.0.1:PORT (at /mcp) instead of stdio.",
+        ),
+    ] = None,
+) -> None:
+    """Serve the MCP server: research, the knowledge base and claim checks as tools for an
+    MCP client (Claude Code, Claude Desktop, …); stdio unless --http. Every run is saved as
+    interrupted when the client goes away."""
+    from deep_research.app import mcp_server
+    from deep_research.app.config import load_settings
+
+    settings = load_settings()
+    if http is None:
+        mcp_server.serve_stdio(settings)
+        return
+    from deep_research.app import render
+
+    render.info(f"serving MCP on http://127.0.0.1:{http}/mcp; Ctrl-C stops")
+    mcp_server.serve_http(settings, http)
+
+
+@app.command()
 def doctor(as_json: JsonOpt = False) -> None:
     """Check the set-up: versions, data directory, settings (secrets masked), models, knowledge
     bases, price data. Exits 1 when something needs attention."""

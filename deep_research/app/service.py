@@ -20,7 +20,7 @@ inside its lock (never a stale snapshot) and replays its ``RunSpec``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -381,7 +381,7 @@ async def watch(
     after: int | None = None,
     poll_seconds: float = 0.05,
     live: EventLog | None = None,
-) -> AsyncIterator[RunEvent]:
+) -> AsyncGenerator[RunEvent, None]:
     """A session's events as they happen, from any process: those after event id ``after``
     (None: from the start of its latest run), until that run ends — or at once, when no
     process runs the session and everything written has been read. ``live``: the run's

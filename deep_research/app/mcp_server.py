@@ -1,0 +1,594 @@
+"""`deep-research mcp`: research, the knowledge base and claim checks as MCP tools.
+
+    research_start, research_resume     the session id at once; the run researches here
+    research_follow                     progress notifications until the run ends
+    research_status, research_report    the tree, spend and stop reason; the report (or the
+                                        findings so far)
+    research_cancel, research_list      stop a run and its jobs; past runs
+    kb_search, kb_fetch                 the knowledge base's chunks, by query or by id
+    verify_claim                        does a page or a chunk hold a passage stating a claim?
+    search, fetch                       the knowledge base as ChatGPT connectors and OpenAI
+                                        research jobs (DEEP_RESEARCH_KB_MCP_URL) expect it
+
+Built on the official SDK (``MCPServer``); every tool has typed input and output, so the SDK
+publishes both schemas. The engine is reached only through ``service``, and a server's runs
+through one ``RunManager``: what a client starts here is a session like any other, which
+the CLI can watch, cancel and resume, and the other way round.
+
+Invariants:
+- stdio (the default): nothing but protocol messages reaches stdout. The SDK points fd 1 at
+  stderr while it serves, and logs go to stderr.
+- streamable HTTP (``--http PORT``) binds 127.0.0.1 and keeps the SDK's Host and Origin
+  checks (DNS rebinding): this server's own address, and the host of
+  ``DEEP_RESEARCH_KB_MCP_URL`` when a tunnel publishes it. When ``DEEP_RESEARCH_API_TOKEN``
+  is set every request must carry it (``Authorization: Bearer …``, constant-time compare);
+  a public URL without a token is refused.
+- When the client goes away (stdin closed, SIGTERM, Ctrl-C, the HTTP server stopped) every
+  run is saved as interrupted; ``resume`` picks it up.
+- A tool that fails returns a tool error with our one-line message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import re
+import signal
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from urllib.parse import quote, urlsplit
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel, Field
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from deep_research.adapters.web.shared import SharedReader
+from deep_research.app import service, verify
+from deep_research.app.cli_common import hit_json, session_detail
+from deep_research.app.config import Settings
+from deep_research.app.runs import RunManager
+from deep_research.app.verify import KbChunk, Verification
+from deep_research.core.errors import ConfigError, DeepResearchError
+from deep_research.core.models import (
+    NodeStatus,
+    RunSpec,
+    RunStatus,
+    SessionState,
+    SourceHint,
+    StopReason,
+)
+from deep_research.persistence.sessions import SessionSummary
+
+MCP_PATH = "/mcp"
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+MAX_FOLLOW_SECONDS = 3600
+INSTRUCTIONS = """\
+Researches hard questions and writes cited reports: a tree of sub-questions researched on
+the web and in the user's markdown knowledge base. A run takes minutes and costs money
+(capped per run and per day by this server). research_start returns a session id at once;
+follow the run with research_follow (progress notifications) or research_status, then read
+research_report. kb_search / kb_fetch read the knowledge base; verify_claim checks that a
+URL or a knowledge-base chunk holds a passage stating a claim."""
+
+SessionId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=64,
+        description="The session id research_start returned (a unique prefix works too).",
+    ),
+]
+
+
+# --- outputs ----------------------------------------------------------------------------
+
+
+class Started(BaseModel):
+    session_id: str
+    next: str = Field(
+        default="research_follow reports progress until the run ends; research_status polls.",
+        description="What to call next.",
+    )
+
+
+class Spend(BaseModel):
+    input_tokens: int
+    cached_input_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    web_search_calls: int
+    total_tokens: int
+    cost_usd: float
+
+
+class NodeView(BaseModel):
+    id: str
+    question: str
+    status: NodeStatus
+    source_hint: SourceHint
+    depends_on: list[str]
+    parent_id: str | None
+    confidence: float
+    cost_usd: float
+    error: str | None
+    remote_jobs: dict[str, str] = Field(description="Research jobs still running at the provider.")
+    researched_by: str
+
+
+class ResearchStatus(BaseModel):
+    """A run's progress: the object ``sessions show --json`` prints."""
+
+    session_id: str
+    question: str
+    status: RunStatus = Field(description="running, complete, stopped, failed or interrupted.")
+    stop_reason: StopReason | None
+    created_at: datetime
+    iteration: int = Field(description="The plan -> research -> judge round it is in.")
+    report_path: str | None = Field(description="The report file, once it is written.")
+    usage: Spend
+    run_spec: RunSpec = Field(description="The run's choices (models, engine), kept for resume.")
+    nodes: list[NodeView] = Field(description="The research tree's sub-questions.")
+
+
+class Followed(BaseModel):
+    ended: bool = Field(description="False: max_wait_seconds passed first; follow again.")
+    events: int = Field(description="Events seen (each was sent as a progress notification).")
+    last_event: str = Field(description="The last event's message.")
+    status: ResearchStatus
+
+
+class Report(BaseModel):
+    session_id: str
+    status: RunStatus
+    final: bool = Field(
+        description="True: the run's report. False: there is none yet; `markdown` holds the "
+        "findings of the sub-questions done so far."
+    )
+    markdown: str
+    nodes_done: int
+    nodes_total: int
+
+
+class CancelledJob(BaseModel):
+    node_id: str
+    job_id: str
+    status: Literal["cancelled", "already_finished", "unreachable"]
+
+
+class Cancelled(BaseModel):
+    session_id: str
+    recorded: bool = Field(
+        description="The cancelled nodes are recorded (false: another process runs the "
+        "session and records them itself)."
+    )
+    jobs: list[CancelledJob]
+
+
+class Sessions(BaseModel):
+    sessions: list[SessionSummary]
+
+
+class KbHit(BaseModel):
+    chunk_id: str = Field(description="For kb_fetch and verify_claim.")
+    root: str
+    source: str
+    heading: str
+    lines: tuple[int, int]
+    score: float
+    text: str
+    locator: str
+
+
+class KbHits(BaseModel):
+    hits: list[KbHit]
+
+
+class SearchResult(BaseModel):
+    id: str
+    title: str
+    url: str
+
+
+class SearchResults(BaseModel):
+    results: list[SearchResult]
+
+
+class Document(BaseModel):
+    id: str
+    title: str
+    text: str
+    url: str
+    metadata: dict[str, str]
+
+
+# --- the server -------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Our errors become a tool error with their one line (the SDK never sees a traceback)."""
+    try:
+        yield
+    except DeepResearchError as exc:
+        raise ToolError(" ".join(str(exc).split())) from None
+
+
+def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPServer[None]:
+    manager = runs or RunManager(settings)
+    reader = SharedReader(verify.reader_settings(settings))  # one per process, as runs share it
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer[None]) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):  # the client is gone: save, then go
+                await manager.shutdown()
+                await reader.aclose()
+
+    server: MCPServer[None] = MCPServer(
+        "deep-research",
+        instructions=INSTRUCTIONS,
+        version=_version(),
+        lifespan=lifespan,
+        log_level="WARNING",
+    )
+    reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    spending = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
+
+    def status_of(state: SessionState) -> ResearchStatus:
+        path = service.report_path(settings, state.session_id)
+        return ResearchStatus.model_validate(session_detail(state, path))
+
+    @server.tool(annotations=spending)
+    async def research_start(
+        question: Annotated[
+            str,
+            Field(
+                max_length=service.MAX_QUESTION_CHARS * 2,
+                description="The research question, self-contained: put the context in it.",
+            ),
+        ],
+        max_cost_usd: Annotated[
+            float | None,
+            Field(gt=0, description="Cost limit in USD (default: the configured one, capped)."),
+        ] = None,
+        max_iterations: Annotated[
+            int | None, Field(ge=1, le=50, description="Plan -> research -> judge rounds.")
+        ] = None,
+        web_engine: Annotated[
+            Literal["openai", "search", "auto"] | None,
+            Field(description="openai research jobs, search-and-read, or auto (default)."),
+        ] = None,
+        kb_only: Annotated[bool, Field(description="Research only the knowledge base.")] = False,
+        web_only: Annotated[bool, Field(description="Research only the web.")] = False,
+        chat_model: Annotated[
+            str | None, Field(max_length=200, description="One model for every chat role.")
+        ] = None,
+    ) -> Started:
+        """Start researching a question. Returns the session id at once; the run goes on in
+        this server for minutes. Follow it with research_follow or research_status, then
+        read research_report."""
+        options = service.RunOptions(
+            max_cost_usd=max_cost_usd,
+            max_iterations=max_iterations,
+            web_engine=web_engine,
+            kb_only=kb_only,
+            web_only=web_only,
+            chat_model=chat_model,
+        )
+        with one_line_errors():
+            return Started(session_id=await manager.start(question, options))
+
+    @server.tool(annotations=spending)
+    async def research_resume(
+        session_id: SessionId,
+        max_cost_usd: Annotated[
+            float | None, Field(gt=0, description="A new cost limit in USD for the session.")
+        ] = None,
+        max_iterations: Annotated[
+            int | None, Field(ge=1, le=50, description="A new limit of rounds.")
+        ] = None,
+        retry_cancelled: Annotated[
+            bool, Field(description="Research the cancelled sub-questions again too.")
+        ] = False,
+    ) -> Started:
+        """Continue a stopped or interrupted run (optionally with a bigger budget); it
+        repeats the run's choices. Returns at once, like research_start."""
+        budget = service.BudgetOverrides(max_iterations=max_iterations, max_cost_usd=max_cost_usd)
+        with one_line_errors():
+            resumed = await manager.resume(session_id, budget, retry_cancelled=retry_cancelled)
+            return Started(session_id=resumed)
+
+    @server.tool(annotations=reading)
+    async def research_follow(
+        session_id: SessionId,
+        ctx: Context[None, Any],
+        max_wait_seconds: Annotated[
+            int, Field(ge=1, le=MAX_FOLLOW_SECONDS, description="Return after this long.")
+        ] = 600,
+    ) -> Followed:
+        """Wait for a run to end, sending each of its events (a sub-question started or
+        done, spend, stop, report written) as a progress notification when the call has a
+        progress token. Returns its status when it ends or after max_wait_seconds."""
+        with one_line_errors():
+            session_id = service.status(settings, session_id).session_id
+            live = manager.live_log(session_id)
+            seen, last, ended = 0, "", False
+            events = service.watch(settings, session_id, live=live)
+            with anyio.move_on_after(max_wait_seconds):
+                async with contextlib.aclosing(events):
+                    async for event in events:
+                        seen, last = seen + 1, event.message
+                        await ctx.report_progress(event.id, None, event.message)
+                await manager.wait(session_id)  # a run of this process: until it let go
+                ended = True
+            state = service.status(settings, session_id)
+            return Followed(ended=ended, events=seen, last_event=last, status=status_of(state))
+
+    @server.tool(annotations=reading)
+    async def research_status(session_id: SessionId) -> ResearchStatus:
+        """A run's progress: each sub-question with its status, the spend, the stop reason
+        and whether the report is written."""
+        with one_line_errors():
+            return status_of(service.status(settings, session_id))
+
+    @server.tool(annotations=reading)
+    async def research_report(session_id: SessionId) -> Report:
+        """The run's report as markdown, with numbered citations and its sources. Before it
+        is written: the findings of the sub-questions done so far."""
+        with one_line_errors():
+            state = service.status(settings, session_id)
+            path = service.report_path(settings, state.session_id)
+            done = sum(1 for n in state.nodes.values() if n.status == "done")
+            return Report(
+                session_id=state.session_id,
+                status=state.status,
+                final=path is not None,
+                markdown=service.read_report(path) if path else findings_so_far(state),
+                nodes_done=done,
+                nodes_total=len(state.nodes),
+            )
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True, open_world_hint=True))
+    async def research_cancel(session_id: SessionId) -> Cancelled:
+        """Stop a run (it is saved as interrupted) and cancel its research jobs at the
+        provider. research_resume leaves the cancelled sub-questions alone unless asked."""
+        with one_line_errors():
+            result = await manager.cancel(session_id)
+        jobs = [CancelledJob(node_id=n, job_id=j, status=o.status) for n, j, o in result.jobs]
+        return Cancelled(session_id=result.session_id, recorded=result.recorded, jobs=jobs)
+
+    @server.tool(annotations=reading)
+    async def research_list(
+        limit: Annotated[int, Field(ge=1, le=200, description="How many, newest first.")] = 20,
+    ) -> Sessions:
+        """Past runs, newest first: question, status, spend, sub-questions done."""
+        with one_line_errors():
+            return Sessions(sessions=service.list_sessions(settings)[:limit])
+
+    @server.tool(annotations=reading)
+    async def kb_search(
+        query: Annotated[
+            str, Field(max_length=service.MAX_QUERY_CHARS, description="What to look for.")
+        ],
+        k: Annotated[int, Field(ge=1, le=100, description="How many chunks.")] = 8,
+    ) -> KbHits:
+        """The user's markdown knowledge base: the best chunks for a query (hybrid BM25 +
+        embeddings), each with its text, file, heading, lines and chunk_id."""
+        with one_line_errors():
+            hits = await asyncio.to_thread(service.kb_search, settings, query, k=k)
+        return KbHits(hits=[KbHit.model_validate(hit_json(hit)) for hit in hits])
+
+    @server.tool(annotations=reading)
+    async def kb_fetch(
+        chunk_id: Annotated[str, Field(max_length=64, description="An id from kb_search.")],
+    ) -> KbChunk:
+        """One knowledge-base chunk by its id: its exact text and where it is (locator)."""
+        with one_line_errors():
+            return await asyncio.to_thread(verify.kb_fetch, settings, chunk_id)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True))
+    async def verify_claim(
+        claim: Annotated[str, Field(max_length=4000, description="One factual sentence.")],
+        source: Annotated[
+            str,
+            Field(
+                max_length=2000,
+                description="A URL (http/https), a knowledge-base chunk id (from kb_search) "
+                "or a KB locator (root/path#heading:start-end, as reports cite them).",
+            ),
+        ],
+    ) -> Verification:
+        """Check a claim against its source: is there a passage in it that states the claim?
+        Returns the verdict, the best passage verbatim, its score and, when a model is
+        configured, the judge model's reading of that passage."""
+        with one_line_errors():
+            return await verify.verify_claim(settings, claim, source, reader=reader)
+
+    @server.tool(annotations=reading)
+    async def search(
+        query: Annotated[str, Field(max_length=service.MAX_QUERY_CHARS, description="A query.")],
+    ) -> SearchResults:
+        """Search the user's knowledge base. Returns ids, titles and URLs; fetch an id for
+        the full text."""
+        with one_line_errors():
+            hits = await asyncio.to_thread(service.kb_search, settings, query, k=10)
+        return SearchResults(
+            results=[
+                SearchResult(
+                    id=h.chunk_id,
+                    title=_title(h.title or h.source, h.heading),
+                    url=kb_url(h.locator),
+                )
+                for h in hits
+            ]
+        )
+
+    @server.tool(annotations=reading)
+    async def fetch(
+        id: Annotated[str, Field(max_length=64, description="An id from search.")],
+    ) -> Document:
+        """The full text of a knowledge-base result, by the id search gave."""
+        with one_line_errors():
+            chunk = await asyncio.to_thread(verify.kb_fetch, settings, id)
+        return Document(
+            id=chunk.chunk_id,
+            title=_title(chunk.title or chunk.source, chunk.heading),
+            text=chunk.text,
+            url=kb_url(chunk.locator),
+            metadata={"locator": chunk.locator, "kb": chunk.kb},
+        )
+
+    return server
+
+
+def kb_url(locator: str) -> str:
+    """A knowledge-base locator as a URL (citations need one): ``kb://root/path#heading:1-9``."""
+    return "kb://" + quote(locator, safe="/#:-._~")
+
+
+def _title(title: str, heading: str) -> str:
+    return f"{title} › {heading}" if heading and heading != title else title
+
+
+_CITED = re.compile(r"\[(S\d+)\]")
+
+
+def findings_so_far(state: SessionState) -> str:
+    """What a session holds before its report: the notes of its done sub-questions and the
+    sources they cite (by the session's ``[S#]`` ids)."""
+    done = [n for n in state.nodes.values() if n.status == "done" and n.notes.strip()]
+    stop = f", stopped: {state.stop_reason}" if state.stop_reason else ""
+    lines = [
+        f"# {state.question}",
+        "",
+        f"_No report yet: the run is {state.status} ({len(done)} of {len(state.nodes)} "
+        f"sub-questions done{stop}). The findings so far:_",
+    ]
+    cited: dict[str, None] = {}
+    for node in done:
+        lines += ["", f"## {node.question}", "", node.notes.strip()]
+        cited |= dict.fromkeys(_CITED.findall(node.notes))
+    sources = [(ref, state.sources[ref]) for ref in cited if ref in state.sources]
+    if sources:
+        lines += ["", "## Sources", ""]
+        lines += [
+            f"- [{ref}] {s.title or s.url or s.locator} — {s.url or s.locator}"
+            for ref, s in sources
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("deep-research")
+    except PackageNotFoundError:
+        return "0"
+
+
+# --- transports -------------------------------------------------------------------------
+
+
+def serve_stdio(settings: Settings) -> None:
+    """Serve over stdin/stdout until the client closes stdin (or SIGTERM, Ctrl-C)."""
+    asyncio.run(_until_terminated(create_server(settings)))
+
+
+async def _until_terminated(server: MCPServer[None]) -> None:
+    """SIGTERM stops the server as closing stdin does: its runs are saved first."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    terminated = False
+
+    def terminate() -> None:
+        nonlocal terminated
+        terminated = True
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, terminate)
+    try:
+        await server.run_stdio_async()
+    except asyncio.CancelledError:
+        if not terminated:
+            raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+def http_app(settings: Settings, server: MCPServer[None], port: int) -> ASGIApp:
+    """The streamable HTTP app at ``/mcp``: the SDK's Host/Origin checks for this server's
+    loopback address (and the public URL's host), and the API token when one is set."""
+    hosts = [f"{name}:{port}" for name in LOOPBACK]
+    origins = [f"http://{host}" for host in hosts]
+    if settings.kb_mcp_url:
+        if settings.api_token is None:
+            raise ConfigError(
+                "DEEP_RESEARCH_KB_MCP_URL publishes this server: set DEEP_RESEARCH_API_TOKEN "
+                "too (every request must then carry it)"
+            )
+        public = urlsplit(settings.kb_mcp_url)
+        hosts.append(public.netloc)
+        origins.append(f"{public.scheme}://{public.netloc}")
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH, transport_security=security, host="127.0.0.1"
+    )
+    if settings.api_token is None:
+        return app
+    return BearerToken(app, settings.api_token.get_secret_value())
+
+
+def serve_http(settings: Settings, port: int) -> None:
+    """Serve streamable HTTP on 127.0.0.1:``port`` until Ctrl-C or SIGTERM (runs saved)."""
+    import uvicorn
+
+    app = http_app(settings, create_server(settings), port)
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        server_header=False,
+        timeout_graceful_shutdown=5,  # a client following a run must not hold the stop
+    )
+
+
+class BearerToken:
+    """Every HTTP request must carry ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scheme, _, given = Headers(scope=scope).get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), self.token):
+                refused = JSONResponse(
+                    {
+                        "error": {
+                            "code": "unauthorized",
+                            "message": "a valid bearer token is required",
+                        }
+                    },
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -1,0 +1,415 @@
+"""Check a claim against its source: is there a passage in that page or knowledge-base chunk
+that states it? (The MCP server's ``verify_claim`` and ``kb_fetch``.)
+
+    verify_claim(settings, "Raft elects a leader by majority vote.", "https://raft.github.io/")
+
+reads the source (a URL through the SSRF-safe page reader, a chunk id or a locator through
+the knowledge base), splits it into passages, ranks them against the claim as the knowledge
+base ranks chunks (``kb.rank``: BM25 + the configured embeddings) and scores the best few
+on an absolute scale (below). With a model configured, the judge model then says whether the
+best passage supports the claim.
+
+Invariants:
+- The verdict is retrieval, not entailment: ``passage_found`` means a passage says the same
+  things in mostly the same words, with each of the claim's numbers and negations. A changed
+  name or an added "not" in the passage can still pass: the judge (``judge``) is the check
+  for that; with no model it is None.
+- A source that cannot be read is data (``source_unreachable`` with the one-line reason),
+  never an error; a bad argument is a ``UsageError``.
+- Nothing is fetched but the URL given, and only as the page reader allows (robots.txt, the
+  address guard, ``DEEP_RESEARCH_FETCH_ALLOW``, size and time caps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+import Stemmer
+from langchain_core.embeddings import Embeddings
+from pydantic import BaseModel, Field
+
+from deep_research.adapters.llm.llm import load_prompt
+from deep_research.adapters.web.reader import PageSkipped, ReaderSettings, split_passages
+from deep_research.adapters.web.search_branch import Reader
+from deep_research.app.config import Settings
+from deep_research.core.errors import KnowledgeBaseError, ProviderError, UsageError
+from deep_research.core.models import Role, Usage
+from deep_research.kb.rank import rank
+
+MAX_CLAIM_CHARS = 2000
+PASSAGE_WORDS = 60
+"""A claim is a sentence: short passages keep its similarity to the passage undiluted."""
+CANDIDATES = 5
+"""The best passages by ``kb.rank`` that are scored on the absolute scale."""
+
+# Calibration (the local MiniLM embedder and its static distillate, 2026-11): 22 claims
+# against the Python docs pages of tests/web_fixtures and the notes of tests/conftest.py —
+# 12 the text states (some reworded), 10 it does not (off-topic, same topic but unstated,
+# contradicted figures). score = (cosine + coverage) / 2. The stated claims scored 0.62-0.91
+# with coverage >= 0.71; the others 0.00-0.63 with coverage <= 0.60. Coverage separates
+# them; the score floor keeps out passages that share the words but not the meaning.
+PASSAGE_FOUND_SCORE = 0.6
+MIN_COVERAGE = 2 / 3
+"""Of the claim's content words (stemmed, function words left out), the share the passage
+must hold. Numbers are words ("3.10" does not match "2.7") and negations are kept; each of the
+claim's numbers and negations must be in the passage."""
+
+Verdict = Literal["passage_found", "no_matching_passage", "source_unreachable"]
+CHUNK_ID = re.compile(r"[0-9a-f]{32}")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_LOCATOR = re.compile(r".+:\d+-\d+")
+_WORD = re.compile(r"\w+(?:[.,'’]\w+)*")
+_FUNCTION_WORDS = """
+a about above after again all also am an and any are as at be because been before
+being below between both but by can could did do does doing down during each few for
+from further had has have having he her here hers him his how i if in into is it its
+itself just me more most my of off on once only or other our ours out over own same
+she should so some such than that the their theirs them then there these they this
+those through to too under until up very was we were what when where which while who
+whom why will with would you your yours
+"""
+_STOPWORDS = frozenset(_FUNCTION_WORDS.split())
+
+
+# --- the knowledge base's chunks ---------------------------------------------------------
+
+
+class KbChunk(BaseModel):
+    """One chunk of the knowledge base, exactly as ingested."""
+
+    chunk_id: str
+    kb: str = Field(description="The knowledge base's name.")
+    locator: str = Field(
+        description="root/path#heading:start-end: the file, heading and lines the text comes "
+        "from (what a report cites)."
+    )
+    root: str = Field(description="The name of the folder the file was ingested from.")
+    source: str = Field(description="The file's path in that folder.")
+    heading: str
+    start_line: int
+    end_line: int
+    title: str
+    text: str = Field(description="The chunk's exact text.")
+
+
+def kb_fetch(settings: Settings, chunk_id: str, *, kb: str | None = None) -> KbChunk:
+    """A chunk by its id (as ``kb search`` gives it). Synchronous: Chroma is."""
+    from deep_research.kb.chunking import make_locator
+    from deep_research.kb.store import open_kb
+
+    chunk_id = chunk_id.strip()
+    if not CHUNK_ID.fullmatch(chunk_id):
+        raise UsageError(f"{chunk_id[:80]!r} is not a chunk id (32 hex digits, from kb_search)")
+    store = open_kb(settings, kb)
+    chunk = store.get_chunks([chunk_id]).get(chunk_id)
+    if chunk is None:
+        raise KnowledgeBaseError(
+            f"no chunk {chunk_id} in knowledge base {store.name!r} (re-ingested since? search "
+            "again for its new id)"
+        )
+    return KbChunk(
+        chunk_id=chunk.id,
+        kb=store.name,
+        locator=make_locator(
+            chunk.root, chunk.source, chunk.heading, chunk.start_line, chunk.end_line
+        ),
+        root=chunk.root,
+        source=chunk.source,
+        heading=chunk.heading,
+        start_line=chunk.start_line,
+        end_line=chunk.end_line,
+        title=chunk.title,
+        text=chunk.text,
+    )
+
+
+def _resolve(settings: Settings, locator: str) -> str:
+    from deep_research.kb.search import resolve_locator
+    from deep_research.kb.store import open_kb
+
+    return resolve_locator(open_kb(settings), locator)
+
+
+# --- scoring (pure, but for the embedder) ---------------------------------------------------
+
+
+def content_words(text: str) -> set[str]:
+    """The stemmed words that carry a sentence's meaning: not function words, not single
+    letters; numbers kept whole ("3.10"), any "n't" counted as "not"."""
+    stemmer = Stemmer.Stemmer("english")  # per call: PyStemmer objects are not thread-safe
+    words: set[str] = set()
+    for raw in _WORD.findall(text.lower().replace("’", "'")):
+        word = "not" if raw.endswith("n't") else raw
+        if word in _STOPWORDS or (len(word) < 2 and not word.isdigit()):
+            continue
+        words.add(stemmer.stemWord(word))
+    return words
+
+
+@dataclass(frozen=True)
+class Match:
+    passage: str
+    similarity: float
+    """Cosine similarity of claim and passage (the configured embedder), floored at 0."""
+    coverage: float
+    """The share of the claim's content words the passage holds."""
+    missing_exact: frozenset[str] = frozenset()
+    """The claim's numbers and negations the passage lacks (a changed figure, a "not")."""
+
+    @property
+    def score(self) -> float:
+        return (self.similarity + self.coverage) / 2
+
+    @property
+    def found(self) -> bool:
+        return (
+            self.score >= PASSAGE_FOUND_SCORE
+            and self.coverage >= MIN_COVERAGE
+            and not self.missing_exact
+        )
+
+
+def best_passage(claim: str, passages: Sequence[str], embedder: Embeddings) -> Match | None:
+    """The passage that best states ``claim``: the ``CANDIDATES`` best by ``kb.rank``, scored
+    on an absolute scale (the fused rank score is relative to the other passages)."""
+    ranked = rank(claim, passages, embedder)[:CANDIDATES]
+    if not ranked:
+        return None
+    top = [passages[i] for i, _ in ranked]
+    vectors = np.asarray(embedder.embed_documents(top), dtype=float)
+    target = np.asarray(embedder.embed_query(claim), dtype=float)
+    norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(target) or 1.0)
+    cosine = (vectors @ target) / np.where(norms == 0, 1.0, norms)
+    wanted = content_words(claim)
+    exact = {word for word in wanted if word == "not" or word[0].isdigit()}
+    matches = []
+    for text, similarity in zip(top, cosine, strict=True):
+        held = content_words(text)
+        matches.append(
+            Match(
+                passage=text,
+                similarity=max(0.0, float(similarity)),
+                coverage=len(wanted & held) / len(wanted) if wanted else 0.0,
+                missing_exact=frozenset(exact - held),
+            )
+        )
+    return max(matches, key=lambda m: m.score)  # the first of equals: the better ranked
+
+
+# --- the judge ------------------------------------------------------------------------------
+
+
+class ClaimSupport(BaseModel):
+    """The judge model's answer (structured output)."""
+
+    verdict: Literal["supported", "contradicted", "not_enough_information"] = Field(
+        description="supported: the passage states the claim or plainly entails it; "
+        "contradicted: it states something incompatible with the claim; "
+        "not_enough_information: it does not settle the claim."
+    )
+    explanation: str = Field(
+        description="One sentence: why, quoting the passage's decisive words if any."
+    )
+
+
+class JudgeVerdict(ClaimSupport):
+    model: str = Field(description="The model that judged.")
+
+
+class SupportJudge(Protocol):
+    async def judge(self, claim: str, passage: str) -> JudgeVerdict:
+        """Raises ``ProviderError`` when the model cannot answer."""
+        ...
+
+
+PROMPT = load_prompt("verify")
+
+
+class _Tally:
+    """The judge's usage (a verification belongs to no session, so no ledger holds it)."""
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+
+    def record(
+        self,
+        role: Role,
+        model: str,
+        usage: Usage,
+        *,
+        cached: bool = False,
+        usage_unknown: bool = False,
+    ) -> None:
+        self.usage = self.usage + usage
+
+    # One call, bounded by DEEP_RESEARCH_MAX_TOKENS_PER_CALL: no budget to reserve from.
+    def remaining_usd(self) -> float:
+        return float("inf")
+
+    def remaining_tokens(self) -> int:
+        return sys.maxsize
+
+    async def reserve(self, amount_usd: float, tokens: int = 0) -> bool:
+        return True
+
+    def release(self, amount_usd: float, tokens: int = 0) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class LLMSupportJudge:
+    """The configured judge model (``DEEP_RESEARCH_JUDGE_MODEL``), one pool per question."""
+
+    settings: Settings
+
+    async def judge(self, claim: str, passage: str) -> JudgeVerdict:
+        import openai
+
+        from deep_research.app.wiring import chat_model
+
+        async with openai.DefaultAsyncHttpxClient() as http:
+            model = chat_model(self.settings, "judge", http)
+            messages = PROMPT.messages(claim=claim, passage=passage)
+            answer = await model.structured(ClaimSupport, messages, _Tally())
+        return JudgeVerdict(model=model.model, **answer.model_dump())
+
+
+# --- verification ---------------------------------------------------------------------------
+
+
+class Verification(BaseModel):
+    verdict: Verdict = Field(
+        description="passage_found: a passage of the source states the claim in mostly the "
+        "same words (retrieval, not proof: read `passage` and `judge`); no_matching_passage: "
+        "none does; source_unreachable: the source could not be read (see `reason`)."
+    )
+    passage: str = Field(description="The source's best passage for the claim, verbatim.")
+    score: float = Field(
+        description=f"0-1: (cosine similarity + content-word coverage) / 2; passage_found "
+        f"needs >= {PASSAGE_FOUND_SCORE}, coverage >= {MIN_COVERAGE:.2f} and every number "
+        "and negation of the claim in the passage."
+    )
+    coverage: float = Field(description="The share of the claim's content words in the passage.")
+    judge: JudgeVerdict | None = Field(
+        description="The judge model's reading of the passage; null with no model configured."
+    )
+    source: str = Field(description="The source as given.")
+    location: str = Field(
+        default="", description="Where the text was read: the page's URL, or the KB locator."
+    )
+    title: str = ""
+    reason: str = Field(
+        default="", description="Why the source could not be read, or why the judge failed."
+    )
+
+
+@dataclass(frozen=True)
+class _Text:
+    title: str
+    location: str
+    text: str
+
+
+def reader_settings(settings: Settings) -> ReaderSettings:
+    """The page reader's settings, as a run's web branches use them (so they share it)."""
+    return ReaderSettings(
+        allow=settings.fetch_allow_list,
+        page_timeout=settings.fetch_timeout_seconds,
+        max_bytes=settings.fetch_max_bytes,
+        per_host_concurrency=settings.fetch_per_host_concurrency,
+        per_host_rate=settings.fetch_per_host_rate,
+    )
+
+
+def _clean(claim: str) -> str:
+    claim = " ".join(claim.split())
+    if not claim:
+        raise UsageError("the claim is empty")
+    if len(claim) > MAX_CLAIM_CHARS:
+        raise UsageError(f"the claim is over {MAX_CLAIM_CHARS:,} characters: check one at a time")
+    return claim
+
+
+async def _read(settings: Settings, source: str, reader: Reader | None) -> _Text:
+    """The source's text. Raises ``PageSkipped`` or ``KnowledgeBaseError`` when it cannot be
+    read, ``UsageError`` when it is not a source at all."""
+    if _URL.match(source):
+        if reader is not None:
+            page = await reader.read(source)
+        else:
+            from deep_research.adapters.web.shared import SharedReader
+
+            own = SharedReader(reader_settings(settings))
+            try:
+                page = await own.read(source)
+            finally:
+                await own.aclose()
+        return _Text(page.title, page.url, page.text)
+    if CHUNK_ID.fullmatch(source):
+        chunk = await asyncio.to_thread(kb_fetch, settings, source)
+        return _Text(chunk.title or chunk.source, chunk.locator, chunk.text)
+    if _LOCATOR.fullmatch(source):
+        return _Text(source, source, await asyncio.to_thread(_resolve, settings, source))
+    raise UsageError(
+        "the source must be a URL, a knowledge-base chunk id (32 hex digits, from kb_search) "
+        "or a KB locator (root/path#heading:start-end)"
+    )
+
+
+async def verify_claim(
+    settings: Settings,
+    claim: str,
+    source: str,
+    *,
+    reader: Reader | None = None,
+    judge: SupportJudge | None = None,
+) -> Verification:
+    """Does ``source`` (a URL, a KB chunk id or a KB locator) hold a passage stating ``claim``?
+
+    ``reader``: the page reader (default: the event loop's shared one); ``judge``: the model
+    that reads the best passage (default: the judge model, when one is configured)."""
+    from deep_research.kb.embeddings import MemoEmbeddings, make_embeddings
+
+    claim, source = _clean(claim), source.strip()
+    try:
+        text = await _read(settings, source, reader)
+    except (PageSkipped, KnowledgeBaseError) as exc:
+        return Verification(
+            verdict="source_unreachable",
+            passage="",
+            score=0.0,
+            coverage=0.0,
+            judge=None,
+            source=source,
+            reason=" ".join(str(exc).split()),
+        )
+    embedder = MemoEmbeddings(make_embeddings(settings))  # each passage is embedded once
+    passages = split_passages(text.text, max_words=PASSAGE_WORDS)
+    match = await asyncio.to_thread(best_passage, claim, passages, embedder)
+    if judge is None and settings.has_model:
+        judge = LLMSupportJudge(settings)
+    opinion: JudgeVerdict | None = None
+    problem = ""
+    if match is not None and judge is not None:
+        try:
+            opinion = await judge.judge(claim, match.passage)
+        except ProviderError as exc:
+            problem = f"the judge model failed: {' '.join(str(exc).split())}"
+    found = match is not None and match.found
+    return Verification(
+        verdict="passage_found" if found else "no_matching_passage",
+        passage=match.passage if match else "",
+        score=round(match.score, 4) if match else 0.0,
+        coverage=round(match.coverage, 4) if match else 0.0,
+        judge=opinion,
+        source=source,
+        location=text.location,
+        title=text.title,
+        reason=problem,
+    )

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from deep_research.adapters.web.reader import PageReader, ReaderSettings
 from deep_research.app import service, verify
 from deep_research.app.config import Settings
 from deep_research.app.verify import JudgeVerdict, kb_fetch, verify_claim
-from deep_research.adapters.web.reader import PageReader, ReaderSettings
 from deep_research.core.errors import KnowledgeBaseError, ProviderError, UsageError
 from deep_research.kb.ingest import ingest
 from deep_research.kb.store import open_kb
@@ -141,7 +141,8 @@ async def test_the_judge_reads_the_best_passage_and_its_failure_is_reported(
     judge = ScriptedJudge()
     checked = await verify_claim(settings, STATED[1], url, judge=judge)
     assert judge.asked == [(STATED[1], checked.passage)]
-    assert checked.judge is not None and checked.judge.verdict == "supported"
+    assert checked.judge is not None
+    assert checked.judge.verdict == "supported"
     failing = await verify_claim(settings, STATED[1], url, judge=ScriptedJudge(fail=True))
     assert failing.verdict == "passage_found"  # retrieval stands on its own
     assert failing.judge is None

@@ -74,6 +74,17 @@ class ResearchWorld:
         if req.schema_name == "Verdict":
             self._count("judge")
             return self.verdicts.pop(0) if self.verdicts else verdict(True)
+        if req.schema_name == "ClaimSupport":  # verify_claim's judge: all the claim's words?
+            self._count("verifier")
+            claim, _, passage = req.text.rpartition("Claim:")[2].partition("Passage:")
+            said = set(re.findall(r"\w+", passage.lower()))
+            supported = set(re.findall(r"\w+", claim.lower())) <= said
+            return {
+                "verdict": "supported" if supported else "not_enough_information",
+                "explanation": "Scripted: every word of the claim is in the passage."
+                if supported
+                else "Scripted: the passage lacks some of the claim's words.",
+            }
         if req.schema_name == "SearchQueries":
             self._count("queries")
             question = req.text.split("Sub-question:", 1)[1].split("Findings", 1)[0].strip()

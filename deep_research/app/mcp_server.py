@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import re
 import signal
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -59,6 +58,7 @@ from deep_research.app.runs import RunManager
 from deep_research.app.verify import KbChunk, Verification
 from deep_research.core.errors import ConfigError, DeepResearchError
 from deep_research.core.models import (
+    Citation,
     NodeStatus,
     RunSpec,
     RunStatus,
@@ -461,12 +461,9 @@ def _title(title: str, heading: str) -> str:
     return f"{title} › {heading}" if heading and heading != title else title
 
 
-_CITED = re.compile(r"\[(S\d+)\]")
-
-
 def findings_so_far(state: SessionState) -> str:
     """What a session holds before its report: the notes of its done sub-questions and the
-    sources they cite (by the session's ``[S#]`` ids)."""
+    sources they cite (by the session's ``S#`` refs)."""
     done = [n for n in state.nodes.values() if n.status == "done" and n.notes.strip()]
     stop = f", stopped: {state.stop_reason}" if state.stop_reason else ""
     lines = [
@@ -475,16 +472,15 @@ def findings_so_far(state: SessionState) -> str:
         f"_No report yet: the run is {state.status} ({len(done)} of {len(state.nodes)} "
         f"sub-questions done{stop}). The findings so far:_",
     ]
-    cited: dict[str, None] = {}
+    cited: dict[str, Citation] = {}
     for node in done:
         lines += ["", f"## {node.question}", "", node.notes.strip()]
-        cited |= dict.fromkeys(_CITED.findall(node.notes))
-    sources = [(ref, state.sources[ref]) for ref in cited if ref in state.sources]
-    if sources:
+        cited |= {c.ref: c for c in node.citations if c.ref and c.ref not in cited}
+    if cited:
         lines += ["", "## Sources", ""]
         lines += [
-            f"- [{ref}] {s.title or s.url or s.locator} — {s.url or s.locator}"
-            for ref, s in sources
+            f"- [{ref}] {c.title or c.locator or c.url} — {c.url or c.locator}"
+            for ref, c in cited.items()
         ]
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,279 @@
+"""The MCP server driven by the SDK's own client: over stdio (a real `deep-research mcp`
+subprocess whose every stdout line must be JSON-RPC), over streamable HTTP (a real uvicorn
+on loopback), and in-process for the shapes of its tools. Research runs against the fake
+OpenAI server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult
+
+from deep_research.app.config import Settings
+from deep_research.app.mcp_server import MCP_PATH, create_server, findings_so_far, http_app
+from deep_research.core.errors import ConfigError
+from deep_research.core.models import SessionState
+from tests.clirun import cli, session_state
+from tests.conftest import NOTES
+from tests.fake_openai import FakeOpenAI
+from tests.serving import free_port, serving
+from tests.world import ResearchWorld, plan_task
+
+QUESTION = "How do vector databases handle deletes?"
+TOOLS = {
+    "research_start",
+    "research_resume",
+    "research_follow",
+    "research_status",
+    "research_report",
+    "research_cancel",
+    "research_list",
+    "kb_search",
+    "kb_fetch",
+    "verify_claim",
+    "search",
+    "fetch",
+}
+
+
+@pytest.fixture
+def kb_env(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The fake OpenAI server's settings and an ingested kb/ (the working directory's)."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    for name, text in NOTES.items():
+        (kb / name).write_text(text)
+    code, _, err = cli(env, "kb", "ingest", "kb")
+    assert code == 0, err
+    return env
+
+
+def settings_of(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+@asynccontextmanager
+async def stdio_server(env: dict[str, str], cwd: Path) -> AsyncIterator[tuple[Client, Path]]:
+    """`deep-research mcp` as a subprocess, its stdout copied to a file by `tee`."""
+    wire = cwd / "stdout.jsonl"
+    command = (
+        f"{shlex.quote(sys.executable)} -m deep_research.app.cli mcp | tee {shlex.quote(str(wire))}"
+    )
+    params = StdioServerParameters(
+        command="sh", args=["-c", command], env={**os.environ, **env}, cwd=cwd
+    )
+    async with Client(params, read_timeout_seconds=60) as client:
+        yield client, wire
+
+
+def data(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+def error_text(result: CallToolResult) -> str:
+    assert result.is_error
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+def every_line_is_json_rpc(wire: Path) -> int:
+    lines = wire.read_text().splitlines()
+    for line in lines:
+        message = json.loads(line)
+        assert message["jsonrpc"] == "2.0", line
+    return len(lines)
+
+
+async def test_a_run_over_stdio_from_start_to_report(
+    kb_env: dict[str, str], fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    world = ResearchWorld(plans=[[plan_task("t1"), plan_task("t2", "t1")]])
+    world.install(fake_openai)
+    progress: list[tuple[float, str | None]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, message))
+
+    async with stdio_server(kb_env, tmp_path) as (client, wire):
+        listed = await client.list_tools()
+        assert {tool.name for tool in listed.tools} == TOOLS
+
+        hits = data(await client.call_tool("kb_search", {"query": "worst-case cost reserved"}))
+        hit = hits["hits"][0]
+        assert hit["source"] == "budgets.md"
+        chunk = data(await client.call_tool("kb_fetch", {"chunk_id": hit["chunk_id"]}))
+        assert chunk["text"] == hit["text"]
+        assert chunk["locator"] == hit["locator"]
+
+        started = data(await client.call_tool("research_start", {"question": QUESTION}))
+        session_id = started["session_id"]
+        followed = data(
+            await client.call_tool(
+                "research_follow", {"session_id": session_id}, progress_callback=on_progress
+            )
+        )
+        assert followed["ended"] is True
+        assert followed["status"]["status"] == "complete"
+        assert [value for value, _ in progress] == list(range(1, len(progress) + 1))
+        assert followed["events"] == len(progress) > 4
+        messages = [message or "" for _, message in progress]
+        assert any("t2" in message for message in messages)
+
+        status = data(await client.call_tool("research_status", {"session_id": session_id}))
+        assert status["status"] == "complete"
+        assert {node["id"]: node["status"] for node in status["nodes"]} == {
+            "t1": "done",
+            "t2": "done",
+        }
+        report = data(await client.call_tool("research_report", {"session_id": session_id}))
+        assert report["final"] is True
+        assert report["markdown"].startswith(f"# {QUESTION}")
+
+        claim = "Every web job reserves its worst-case cost before it starts."
+        supported = data(
+            await client.call_tool("verify_claim", {"claim": claim, "source": hit["chunk_id"]})
+        )
+        assert supported["verdict"] == "passage_found"
+        assert supported["judge"]["verdict"] == "supported"
+        unsupported = data(
+            await client.call_tool(
+                "verify_claim",
+                {"claim": "Every web job is retried three times.", "source": hit["chunk_id"]},
+            )
+        )
+        assert unsupported["verdict"] == "no_matching_passage"
+        assert unsupported["judge"]["verdict"] == "not_enough_information"
+
+        unknown = await client.call_tool("research_status", {"session_id": "abcdef012345"})
+        assert "no session" in error_text(unknown)
+        assert "Traceback" not in error_text(unknown)
+    assert every_line_is_json_rpc(wire) > 10
+    assert world.calls["verifier"] == 2
+
+
+async def test_closing_stdin_mid_run_saves_it_interrupted(
+    env: dict[str, str], fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    fake_openai.hold_responses = True
+    async with stdio_server(env, tmp_path) as (client, wire):
+        started = data(await client.call_tool("research_start", {"question": QUESTION}))
+        session_id = started["session_id"]
+        await asyncio.to_thread(
+            fake_openai.wait_for, lambda: any(fake_openai.retrieves.values()), 30
+        )
+    # The client closed stdin: the server saved the run before it exited, with its job.
+    state = session_state(env, session_id)
+    assert state["status"] == "interrupted"
+    job_id = state["nodes"]["t1"]["remote_jobs"]["deep_research"]
+    every_line_is_json_rpc(wire)
+    fake_openai.complete(job_id)
+    code, out, err = await asyncio.to_thread(cli, env, "resume", session_id, "--json")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "complete"
+    assert len(fake_openai.retrieves) == 1, "the resume took up the same job"
+
+
+async def test_streamable_http_with_a_token(
+    kb_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = settings_of(kb_env, monkeypatch).with_overrides(api_token="s3cret-token")
+    port = free_port()
+    app = http_app(settings, create_server(settings), port)
+    async with serving(app, port) as base:
+        url = base + MCP_PATH
+        async with httpx.AsyncClient() as plain:
+            refused = await plain.post(url, json={})
+            assert refused.status_code == 401
+            assert refused.json()["error"]["code"] == "unauthorized"
+            wrong = await plain.post(url, json={}, headers={"Authorization": "Bearer nope"})
+            assert wrong.status_code == 401
+            rebound = await plain.post(
+                url,
+                json={},
+                headers={"Authorization": "Bearer s3cret-token", "Host": "evil.example"},
+            )
+            assert rebound.status_code in (403, 421)
+        headers = {"Authorization": "Bearer s3cret-token"}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            listed = await client.list_tools()
+            assert {tool.name for tool in listed.tools} == TOOLS
+            hits = data(await client.call_tool("kb_search", {"query": "parallel nodes"}))
+            assert hits["hits"][0]["source"] == "scheduling.md"
+
+
+def test_a_public_url_without_a_token_is_refused(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = settings_of(env, monkeypatch).with_overrides(kb_mcp_url="https://kb.example.org/mcp")
+    with pytest.raises(ConfigError, match="DEEP_RESEARCH_API_TOKEN"):
+        http_app(settings, create_server(settings), free_port())
+
+
+# --- in process: the shapes of the tools ---------------------------------------------------
+
+
+async def test_every_tool_has_typed_input_and_output_and_a_description(
+    offline: Settings,
+) -> None:
+    async with Client(create_server(offline)) as client:
+        tools = (await client.list_tools()).tools
+    for tool in tools:
+        assert len(tool.description or "") > 40, tool.name
+        assert tool.input_schema["type"] == "object", tool.name
+        assert tool.output_schema is not None, tool.name
+    start = next(tool for tool in tools if tool.name == "research_start")
+    assert start.input_schema["required"] == ["question"]
+    assert start.annotations is not None
+    assert start.annotations.read_only_hint is False
+
+
+async def test_search_and_fetch_have_the_connector_shape(kb_env: dict[str, str]) -> None:
+    settings = Settings(_env_file=None, **{"home": kb_env["DEEP_RESEARCH_HOME"]})  # type: ignore[arg-type]
+    async with Client(create_server(settings)) as client:
+        found = data(await client.call_tool("search", {"query": "independent nodes in parallel"}))
+        first = found["results"][0]
+        assert set(first) == {"id", "title", "url"}
+        assert first["url"].startswith("kb://kb/scheduling.md#")
+        document = data(await client.call_tool("fetch", {"id": first["id"]}))
+        assert set(document) == {"id", "title", "text", "url", "metadata"}
+        assert "Independent nodes run in parallel" in document["text"]
+        assert document["url"] == first["url"]
+        bad = await client.call_tool("fetch", {"id": "../../etc/passwd"})
+        assert "not a chunk id" in error_text(bad)
+
+
+async def test_a_report_before_the_run_ends_holds_the_findings_so_far(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    code, out, err = await asyncio.to_thread(cli, env, QUESTION, "--json")
+    assert code == 0, err
+    state = SessionState.model_validate(session_state(env, json.loads(out)["session_id"]))
+    state.status = "interrupted"
+    text = findings_so_far(state)
+    assert text.startswith(f"# {QUESTION}")
+    assert "1 of 1 sub-questions done" in text
+    assert state.nodes["t1"].notes.strip() in text
+    cited = [line for line in text.splitlines() if line.startswith("- [S")]
+    assert cited
+    assert all(" — " in line for line in cited)

@@ -13,6 +13,9 @@ loopback uvicorn. Figures (targets):
                                 event of several runs                                  <= 50
 - concurrent_runs_8_wall_over_1 8 runs started at once (server cap 8) over one run alone,
                                 wall time to the last run's end, median of 3          <= 1.5
+- mcp_tool_roundtrip_ms_p95     a research_status call on a finished 3-node run, from the
+                                SDK's client over stdio to a real `deep-research mcp`
+                                process and back, p95 of 300 calls                    <= 20
 Timings come from this shared, noisy machine: medians and percentiles of one process.
 """
 
@@ -35,6 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
+from mcp import Client, StdioServerParameters
 
 from deep_research.app import service
 from deep_research.app.config import Settings
@@ -115,6 +119,28 @@ async def sse_lags(latency: float, runs: int) -> list[float]:
     return lags
 
 
+async def mcp_roundtrips(latency: float, calls: int) -> list[float]:
+    """Milliseconds per research_status call over stdio, on a finished run."""
+    with world(latency, 1) as (_fake, settings):
+        manager = RunManager(settings, Caps(max_runs=8, max_cost_per_run=50, daily_budget=1e6))
+        session_id = await manager.start(question(0), service.RunOptions())
+        await manager.wait(session_id)
+        server = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "deep_research.app.cli", "mcp"],
+            env={"DEEP_RESEARCH_HOME": str(settings.home)},
+        )
+        times: list[float] = []
+        async with Client(server) as client:
+            for _ in range(calls):
+                started = time.perf_counter()
+                result = await client.call_tool("research_status", {"session_id": session_id})
+                times.append((time.perf_counter() - started) * 1000)
+                if result.is_error or result.structured_content is None:
+                    raise SystemExit(f"research_status failed: {result.content}")
+        return times
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
@@ -133,6 +159,10 @@ def main() -> None:
     lag_p50, lag_p95 = statistics.median(lags), percentile(lags, 0.95)
     print(f"sse: {len(lags)} events, lag p50 {lag_p50:.1f} ms, p95 {lag_p95:.1f} ms (<= 50)")
 
+    roundtrips = asyncio.run(mcp_roundtrips(args.latency, calls=300))
+    mcp_p50, mcp_p95 = statistics.median(roundtrips), percentile(roundtrips, 0.95)
+    print(f"mcp: research_status over stdio p50 {mcp_p50:.1f} ms, p95 {mcp_p95:.1f} ms (<= 20)")
+
     one, eight = [], []
     for _ in range(args.repeats):  # interleaved: the machine's noise hits both alike
         one.append(asyncio.run(runs_at_once(args.latency, 1)))
@@ -146,6 +176,8 @@ def main() -> None:
         "sse_event_lag_ms_p50": round(lag_p50, 2),
         "sse_event_lag_ms_p95": round(lag_p95, 2),
         "sse_events": len(lags),
+        "mcp_tool_roundtrip_ms_p50": round(mcp_p50, 2),
+        "mcp_tool_roundtrip_ms_p95": round(mcp_p95, 2),
         "one_run_s": round(statistics.median(one), 3),
         "eight_runs_s": round(statistics.median(eight), 3),
         "concurrent_runs_8_wall_over_1": round(ratio, 3),

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.app import config
+from deep_research.app import config, service
 from deep_research.persistence.sessions import SessionStore
-from tests.clirun import cli
+from tests.clirun import cli, run_json
 from tests.fake_openai import FakeOpenAI
 
 
@@ -125,3 +125,20 @@ def test_the_data_dir_of_earlier_versions_is_kept_and_said_once(
     assert config.default_home() == legacy, "the data stays where it is"
     monkeypatch.setenv("DEEP_RESEARCH_HOME", str(tmp_path / "mine"))
     assert config.data_home() == tmp_path / "mine"
+
+
+@pytest.mark.parametrize("name", ["mcp", "serve", "sessions"])
+def test_run_asks_a_question_named_like_a_command(
+    env: dict[str, str], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+    real_prepare = service.prepare
+
+    def prepare(settings, question, options):  # type: ignore[no-untyped-def]
+        asked.append(question)
+        return real_prepare(settings, question, options)
+
+    monkeypatch.setattr(service, "prepare", prepare)
+    data = run_json(env, "run", name, "--estimate")
+    assert data["run_worst_usd"] > 0
+    assert asked == [name]

@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import shlex
+import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -167,8 +168,33 @@ async def test_a_run_over_stdio_from_start_to_report(
     assert world.calls["verifier"] == 2
 
 
-async def test_closing_stdin_mid_run_saves_it_interrupted(
-    env: dict[str, str], fake_openai: FakeOpenAI, tmp_path: Path
+def server_pid(cwd: Path) -> int:
+    """The `deep-research mcp` process working in ``cwd`` (each test has its own)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if (
+                proc.name.isdigit()
+                and (proc / "cwd").resolve() == cwd.resolve()
+                and b"deep_research.app.cli\0mcp" in (proc / "cmdline").read_bytes()
+            ):
+                return int(proc.name)
+        except OSError:
+            continue
+    raise AssertionError("no server process")
+
+
+def alive(pid: int) -> bool:
+    """Running, not exited (a zombie waits for `sh` to reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("goodbye", ["stdin closed", "SIGTERM"])
+async def test_a_client_going_away_mid_run_leaves_it_saved_interrupted(
+    env: dict[str, str], fake_openai: FakeOpenAI, tmp_path: Path, goodbye: str
 ) -> None:
     ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
     fake_openai.hold_responses = True
@@ -178,7 +204,16 @@ async def test_closing_stdin_mid_run_saves_it_interrupted(
         await asyncio.to_thread(
             fake_openai.wait_for, lambda: any(fake_openai.retrieves.values()), 30
         )
-    # The client closed stdin: the server saved the run before it exited, with its job.
+        if goodbye == "SIGTERM":
+            pid = server_pid(tmp_path)
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(200):
+                if not alive(pid):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("SIGTERM did not stop the server")
+    # The server saved the run before it exited, with its job.
     state = session_state(env, session_id)
     assert state["status"] == "interrupted"
     job_id = state["nodes"]["t1"]["remote_jobs"]["deep_research"]

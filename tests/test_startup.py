@@ -181,4 +181,3 @@ def test_short_help_and_a_huge_question_on_stdin(env: dict[str, str]) -> None:
     result = CliRunner().invoke(app, ["-"], env=env, input="x" * 1_000_000)
     assert result.exit_code == 2
     assert "over 64 KB" in result.stderr
-

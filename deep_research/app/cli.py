@@ -4,7 +4,8 @@ deep-research "question"            research a question (same as `deep-research 
 deep-research resume ID             continue a stopped, interrupted or crashed run
 deep-research sessions list|show    past runs
 deep-research kb ingest|search|...  the markdown knowledge base
-deep-research serve                 the HTTP API (a question named like a command: `run "serve"`)
+deep-research serve                 the HTTP API and its page
+deep-research mcp                   the MCP server (a question named like a command: `run "mcp"`)
 
 The commands only parse, call ``app.service`` and print: the MCP server and the HTTP API
 run research through the same service. Each command imports what it uses in its body, so
@@ -100,7 +101,8 @@ app = typer.Typer(
         "  deep-research sessions list\n"
         "  deep-research kb ingest kb/\n"
         "  deep-research serve --port 8000\n"
-        '  deep-research run "serve"      (a question that is also a command name)\n\n'
+        "  claude mcp add deep-research -- deep-research mcp\n"
+        '  deep-research run "mcp"        (a question that is also a command name)\n\n'
         "With no OPENAI_API_KEY / OPENAI_BASE_URL, runs are extractive over the knowledge "
         "base. Settings: DEEP_RESEARCH_* (see the README)."
     ),

@@ -33,7 +33,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import os
 import signal
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -499,29 +501,24 @@ def _version() -> str:
 
 def serve_stdio(settings: Settings) -> None:
     """Serve over stdin/stdout until the client closes stdin (or SIGTERM, Ctrl-C)."""
-    asyncio.run(_until_terminated(create_server(settings)))
+    asyncio.run(_serve_stdio(settings))
 
 
-async def _until_terminated(server: MCPServer[None]) -> None:
-    """SIGTERM stops the server as closing stdin does: its runs are saved first."""
-    task = asyncio.current_task()
-    assert task is not None
+async def _serve_stdio(settings: Settings) -> None:
+    manager = RunManager(settings)
     loop = asyncio.get_running_loop()
-    terminated = False
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, lambda: loop.create_task(_save_and_exit(manager)))
+    await create_server(settings, runs=manager).run_stdio_async()
 
-    def terminate() -> None:
-        nonlocal terminated
-        terminated = True
-        task.cancel()
 
-    loop.add_signal_handler(signal.SIGTERM, terminate)
-    try:
-        await server.run_stdio_async()
-    except asyncio.CancelledError:
-        if not terminated:
-            raise
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+async def _save_and_exit(manager: RunManager) -> None:
+    """SIGTERM or Ctrl-C: save every run as interrupted, then exit. Not by cancelling the
+    server: the SDK reads stdin in a thread that nothing interrupts but EOF, and the server
+    would wait for it."""
+    await manager.shutdown()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def http_app(settings: Settings, server: MCPServer[None], port: int) -> ASGIApp:

@@ -312,3 +312,33 @@ async def test_a_report_before_the_run_ends_holds_the_findings_so_far(
     cited = [line for line in text.splitlines() if line.startswith("- [S")]
     assert cited
     assert all(" — " in line for line in cited)
+
+
+async def test_a_run_is_cancelled_and_its_findings_read_before_any_report(
+    env: dict[str, str], fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    fake_openai.hold_responses = True
+    async with Client(create_server(settings_of(env, monkeypatch))) as client:
+        started = data(await client.call_tool("research_start", {"question": QUESTION}))
+        session_id = started["session_id"]
+        await asyncio.to_thread(
+            fake_openai.wait_for, lambda: any(fake_openai.retrieves.values()), 30
+        )
+        early = data(await client.call_tool("research_report", {"session_id": session_id[:6]}))
+        assert early["final"] is False
+        assert (early["nodes_done"], early["nodes_total"]) == (0, 1)
+        assert "No report yet: the run is running" in early["markdown"]
+
+        cancelled = data(await client.call_tool("research_cancel", {"session_id": session_id}))
+        assert [job["status"] for job in cancelled["jobs"]] == ["cancelled"]
+        assert cancelled["recorded"] is True
+        status = data(await client.call_tool("research_status", {"session_id": session_id}))
+        assert status["status"] == "interrupted"
+        listed = data(await client.call_tool("research_list", {}))
+        assert [row["session_id"] for row in listed["sessions"]] == [session_id]
+
+        too_dear = await client.call_tool(
+            "research_start", {"question": QUESTION, "max_cost_usd": 10_000}
+        )
+        assert "DEEP_RESEARCH_SERVER_MAX_COST_USD" in error_text(too_dear)

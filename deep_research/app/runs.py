@@ -121,13 +121,14 @@ class RunManager:
     def _no_budget_left(self, left: float) -> str:
         return (
             f"today's server budget of ${self.caps.daily_budget:.2f} has "
-            f"${max(0.0, left):.2f} left: not enough for this run"
+            f"${max(0.0, left):.2f} left: not enough for this run "
+            "(DEEP_RESEARCH_SERVER_DAILY_BUDGET_USD)"
         )
 
     def _over_cap(self, asked: float) -> str:
         return (
             f"max_cost ${asked:.2f} is over this server's cap of "
-            f"${self.caps.max_cost_per_run:.2f} a run"
+            f"${self.caps.max_cost_per_run:.2f} a run (DEEP_RESEARCH_SERVER_MAX_COST_USD)"
         )
 
     def _launch(self, run: service.Run, stack: ExitStack) -> str:

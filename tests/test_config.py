@@ -75,3 +75,13 @@ def test_a_dotenv_that_is_not_utf8_is_a_one_line_config_error(
     with pytest.raises(ConfigError, match=r"\.env: it is not UTF-8 text") as info:
         load_settings()
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_a_blank_api_token_is_no_token(monkeypatch: pytest.MonkeyPatch, blank: str) -> None:
+    monkeypatch.setenv("DEEP_RESEARCH_API_TOKEN", blank)
+    assert load_settings().api_token is None  # never an empty token an empty header matches
+    monkeypatch.setenv("DEEP_RESEARCH_API_TOKEN", "t0ken")
+    token = load_settings().api_token
+    assert token is not None
+    assert token.get_secret_value() == "t0ken"

@@ -24,7 +24,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
 from deep_research.app.config import Settings
-from deep_research.app.mcp_server import MCP_PATH, create_server, findings_so_far, http_app
+from deep_research.app.mcp_server import (
+    MCP_PATH,
+    create_server,
+    findings_so_far,
+    http_app,
+    public_hosts,
+)
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import SessionState
 from tests.clirun import cli, session_state
@@ -293,6 +299,12 @@ async def test_search_and_fetch_have_the_connector_shape(kb_env: dict[str, str])
         assert set(document) == {"id", "title", "text", "url", "metadata"}
         assert "Independent nodes run in parallel" in document["text"]
         assert document["url"] == first["url"]
+        claim = "Independent nodes run in parallel, up to max_parallel at once."
+        checked = data(
+            await client.call_tool("verify_claim", {"claim": claim, "source": first["url"]})
+        )
+        assert checked["verdict"] == "passage_found"
+        assert checked["location"] == document["metadata"]["locator"]
         bad = await client.call_tool("fetch", {"id": "../../etc/passwd"})
         assert "not a chunk id" in error_text(bad)
 
@@ -342,3 +354,33 @@ async def test_a_run_is_cancelled_and_its_findings_read_before_any_report(
             "research_start", {"question": QUESTION, "max_cost_usd": 10_000}
         )
         assert "DEEP_RESEARCH_SERVER_MAX_COST_USD" in error_text(too_dear)
+
+
+@pytest.mark.parametrize(
+    ("url", "hosts"),
+    [
+        ("https://KB.Example.org/mcp", ["kb.example.org"]),
+        ("https://user@kb.example.org:8443/mcp", ["kb.example.org", "kb.example.org:8443"]),
+        ("https://[2001:db8::1]:443/mcp", ["[2001:db8::1]", "[2001:db8::1]:443"]),
+    ],
+)
+def test_the_public_urls_host_is_allowed_as_a_tunnel_sends_it(url: str, hosts: list[str]) -> None:
+    assert public_hosts(url) == hosts
+
+
+async def test_the_public_host_passes_the_rebinding_check_and_others_do_not(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = settings_of(env, monkeypatch).with_overrides(
+        kb_mcp_url="https://kb.example.org/mcp", api_token="s3cret-token"
+    )
+    port = free_port()
+    app = http_app(settings, create_server(settings), port)
+    auth = {"Authorization": "Bearer s3cret-token", "Accept": "application/json"}
+    async with serving(app, port) as base, httpx.AsyncClient() as plain:
+        public = await plain.post(
+            base + MCP_PATH, json={}, headers={**auth, "Host": "kb.example.org"}
+        )
+        assert public.status_code not in (401, 403, 421), public.text
+        other = await plain.post(base + MCP_PATH, json={}, headers={**auth, "Host": "example.org"})
+        assert other.status_code in (403, 421)

@@ -4,6 +4,7 @@ cancelled and saved exactly like CLI runs."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
@@ -12,6 +13,7 @@ from deep_research.app import service
 from deep_research.app.config import Settings
 from deep_research.app.runs import Caps, RunManager, spent_today
 from deep_research.core.errors import UsageError
+from deep_research.core.events import RunEvent
 from deep_research.core.models import LedgerEntry
 from deep_research.persistence.events import read_events
 from deep_research.persistence.sessions import SessionStore
@@ -139,3 +141,67 @@ async def test_a_resume_through_the_server_is_bound_by_todays_budget(offline: Se
     spend(offline, 1.0, datetime.now(UTC))
     with pytest.raises(UsageError, match=r"has \$0.00 left"):
         await runs.resume(session_id, service.BudgetOverrides())
+
+
+async def test_a_queued_run_that_is_cancelled_is_saved_interrupted_and_its_log_ended(
+    env: dict[str, str], fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    ResearchWorld(plans=[[plan_task("t1")], [plan_task("t1")]]).install(fake_openai)
+    fake_openai.hold_responses = True
+    runs = RunManager(settings, Caps(max_runs=1, max_cost_per_run=20.0))
+    first = await runs.start("How do vector databases handle deletes?", service.RunOptions())
+    await asyncio.to_thread(
+        fake_openai.wait_for, lambda: any(n for n in fake_openai.retrieves.values()), 30
+    )
+    queued = await runs.start("How do they compact?", service.RunOptions())
+    follower = asyncio.ensure_future(
+        _collect(service.watch(settings, queued, live=runs.live_log(queued)))
+    )
+    # Waiting is not researching: a waiter that gives up leaves the run alone.
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(runs.wait(queued), 0.2)
+    assert queued in runs.running()
+
+    await runs.cancel(queued)
+    seen = await asyncio.wait_for(follower, 10)
+    assert [e.type for e in seen][-2:] == ["stop", "end"]
+    assert seen[-1].data["status"] == "interrupted"
+    assert service.status(settings, queued).status == "interrupted"
+    assert not SessionStore(settings.sessions_dir).is_locked(queued)
+    assert runs.running() == [first]
+    await runs.shutdown()
+    with pytest.raises(UsageError, match="shutting down"):
+        await runs.start(QUESTION, service.RunOptions())
+
+
+async def _collect(events: AsyncIterator[RunEvent]) -> list[RunEvent]:
+    return [event async for event in events]
+
+
+async def test_following_a_queued_resume_shows_only_the_new_run(offline: Settings) -> None:
+    runs = RunManager(offline, Caps(max_runs=1))
+    session_id = await runs.start(QUESTION, service.RunOptions())
+    await runs.wait(session_id)
+    blocker = await runs.start("How are costs capped?", service.RunOptions())
+    resumed = await runs.resume(session_id, service.BudgetOverrides(max_iterations=2))
+    log = runs.live_log(resumed)
+    assert log is not None
+    seen = await _collect(service.watch(offline, resumed, live=log))
+    assert seen[0].id == log.opened_after + 1  # nothing of the finished run is replayed
+    assert seen[0].message.startswith("queued")
+    assert [e.type for e in seen].count("start") == 1
+    assert seen[-1].type == "end"
+    await runs.wait(blocker)
+
+
+def test_a_running_session_no_process_holds_reads_as_interrupted(offline: Settings) -> None:
+    store = SessionStore(offline.sessions_dir)
+    prepared = service.prepare(offline, QUESTION, service.RunOptions())
+    with service.start(prepared, lambda _message: None) as run:
+        assert service.status(offline, run.state.session_id).status == "running"
+    # Its process is gone (kill -9): nothing holds the lock, the file still says running.
+    assert store.load(run.state.session_id).status == "running"
+    assert service.status(offline, run.state.session_id).status == "interrupted"

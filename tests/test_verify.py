@@ -5,6 +5,7 @@ small scripted fake."""
 from __future__ import annotations
 
 import pytest
+from langchain_core.embeddings import Embeddings
 
 from deep_research.adapters.web.reader import PageReader, ReaderSettings
 from deep_research.app import service, verify
@@ -157,3 +158,45 @@ def test_content_words_keep_numbers_and_negations() -> None:
         "0",
         "3.10",
     }
+
+
+class TableEmbeddings(Embeddings):
+    """Vectors from a table: the cosine of each passage to the claim is set by the test."""
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        self.table = table
+        self.batches: list[int] = []
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.batches.append(len(texts))
+        return [self.table[text] for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.table[text]
+
+
+def test_a_passage_that_passes_beats_a_closer_one_with_a_changed_figure() -> None:
+    claim = "The Y coordinate of YIQ lies between 0 and 1."
+    wrong = "The Y coordinate of YIQ lies between 0 and 255."  # every other word, one figure
+    right = "In YIQ the Y coordinate lies between 0 and 1, unlike I and Q."
+    embedder = TableEmbeddings({claim: [1.0, 0.0], wrong: [1.0, 0.0], right: [0.8, 0.6]})
+    match = verify.best_passage(claim, [wrong, right], embedder)
+    assert match is not None
+    assert match.passage == right
+    assert match.found
+    only_wrong = verify.best_passage(claim, [wrong], embedder)
+    assert only_wrong is not None
+    assert only_wrong.missing_exact == {"1"}
+    assert not only_wrong.found
+
+
+def test_a_long_page_embeds_only_its_likeliest_passages() -> None:
+    claim = "Chunks overlap by forty tokens."
+    filler = [f"Unrelated sentence number {n} about gardening." for n in range(500)]
+    stated = "Chunks overlap by forty tokens, so no sentence is cut."
+    table = {text: [0.0, 1.0] for text in filler} | {claim: [1.0, 0.0], stated: [1.0, 0.1]}
+    embedder = TableEmbeddings(table)
+    match = verify.best_passage(claim, [*filler[:250], stated, *filler[250:]], embedder)
+    assert match is not None
+    assert match.passage == stated
+    assert max(embedder.batches) <= verify.MAX_RANKED

@@ -245,10 +245,12 @@ class Settings(BaseSettings):
     def _expand_user(cls, value: Path) -> Path:
         return value.expanduser()  # `DEEP_RESEARCH_HOME=~/research` in a .env
 
-    @field_validator("openai_base_url", "searxng_url", "kb_mcp_url", mode="before")
+    @field_validator("openai_base_url", "searxng_url", "kb_mcp_url", "api_token", mode="before")
     @classmethod
-    def _blank_is_none(cls, value: str | None) -> str | None:
-        return value or None
+    def _blank_is_none(cls, value: object) -> object:
+        """Set but blank is unset: `DEEP_RESEARCH_API_TOKEN=` must not be an empty token
+        that an empty `Authorization: Bearer` header matches."""
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("search_prices", "search_rate_per_second")
     @classmethod

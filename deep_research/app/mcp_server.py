@@ -236,6 +236,7 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
             with anyio.CancelScope(shield=True):  # the client is gone: save, then go
                 await manager.shutdown()
                 await reader.aclose()
+            sys.stdout.flush()  # while fd 1 is still stderr: nothing stray on the wire after
 
     server: MCPServer[None] = MCPServer(
         "deep-research",
@@ -407,7 +408,8 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
             Field(
                 max_length=2000,
                 description="A URL (http/https), a knowledge-base chunk id (from kb_search) "
-                "or a KB locator (root/path#heading:start-end, as reports cite them).",
+                "a KB locator (root/path#heading:start-end, as reports cite them) or a kb:// "
+                "URL from search.",
             ),
         ],
     ) -> Verification:
@@ -456,7 +458,7 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
 
 def kb_url(locator: str) -> str:
     """A knowledge-base locator as a URL (citations need one): ``kb://root/path#heading:1-9``."""
-    return "kb://" + quote(locator, safe="/#:-._~")
+    return verify.KB_SCHEME + quote(locator, safe="/#:-._~")
 
 
 def _title(title: str, heading: str) -> str:
@@ -532,9 +534,9 @@ def http_app(settings: Settings, server: MCPServer[None], port: int) -> ASGIApp:
                 "DEEP_RESEARCH_KB_MCP_URL publishes this server: set DEEP_RESEARCH_API_TOKEN "
                 "too (every request must then carry it)"
             )
-        public = urlsplit(settings.kb_mcp_url)
-        hosts.append(public.netloc)
-        origins.append(f"{public.scheme}://{public.netloc}")
+        hosts += public_hosts(settings.kb_mcp_url)
+        scheme = urlsplit(settings.kb_mcp_url).scheme
+        origins += [f"{scheme}://{host}" for host in public_hosts(settings.kb_mcp_url)]
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
@@ -544,6 +546,15 @@ def http_app(settings: Settings, server: MCPServer[None], port: int) -> ASGIApp:
     if settings.api_token is None:
         return app
     return BearerToken(app, settings.api_token.get_secret_value())
+
+
+def public_hosts(url: str) -> list[str]:
+    """The ``Host`` headers a request through the public URL may carry: its host name
+    (lower case, without user info), with and without its port."""
+    parts = urlsplit(url)
+    name = parts.hostname or ""
+    name = f"[{name}]" if ":" in name else name  # IPv6
+    return [name] + ([f"{name}:{parts.port}"] if parts.port else [])
 
 
 def serve_http(settings: Settings, port: int) -> None:

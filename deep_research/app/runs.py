@@ -67,11 +67,13 @@ class RunManager:
         self._slots = asyncio.Semaphore(self.caps.max_runs)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._logs: dict[str, EventLog] = {}
+        self._closing = False
 
     # --- starting ------------------------------------------------------------------------
 
     async def start(self, question: str, options: service.RunOptions) -> str:
         """Prepare, check and save a new run, then research it in the background."""
+        self._check_open()
         prepared = service.prepare(self.settings, question, self._capped(options))
         prepared = await service.choose_engine(prepared)
         if not prepared.extractive:
@@ -83,6 +85,7 @@ class RunManager:
     async def resume(
         self, session_id: str, budget: service.BudgetOverrides, *, retry_cancelled: bool = False
     ) -> str:
+        self._check_open()
         cost = budget.max_cost_usd
         if cost is not None and cost > self.caps.max_cost_per_run:
             raise UsageError(self._over_cap(cost))
@@ -108,6 +111,10 @@ class RunManager:
         )
         return self._launch(run, stack)
 
+    def _check_open(self) -> None:
+        if self._closing:
+            raise UsageError("the server is shutting down: it starts no new runs")
+
     def _capped(self, options: service.RunOptions) -> service.RunOptions:
         asked = options.max_cost_usd
         if asked is not None and asked > self.caps.max_cost_per_run:
@@ -132,32 +139,38 @@ class RunManager:
         )
 
     def _launch(self, run: service.Run, stack: ExitStack) -> str:
+        """Research ``run`` in a task. ``stack`` holds the session's lock, from its creation
+        to the end of the task, however it ends: even cancelled before its first step."""
         session_id = run.state.session_id
-        task = asyncio.create_task(self._research(run, stack), name=f"research {session_id}")
+        began = asyncio.Event()
+        task = asyncio.create_task(self._research(run, began), name=f"research {session_id}")
         self._tasks[session_id] = task
         self._logs[session_id] = run.events
 
-        def forget(_task: asyncio.Task[None]) -> None:
+        def finished(_task: asyncio.Task[None]) -> None:
             self._tasks.pop(session_id, None)
             self._logs.pop(session_id, None)
+            with stack:
+                if not began.is_set():  # stopped while queued: nothing researched or spent
+                    service.interrupt_unstarted(run)
 
-        task.add_done_callback(forget)
+        task.add_done_callback(finished)
         return session_id
 
-    async def _research(self, run: service.Run, stack: ExitStack) -> None:
-        with stack:  # the session's lock, held from creation to the end of the run
+    async def _research(self, run: service.Run, began: asyncio.Event) -> None:
+        if self._slots.locked():
+            waiting = sum(1 for t in self._tasks.values() if not t.done())
+            run.events.append(
+                RunEvent(
+                    type="message",
+                    message=f"queued: {self.caps.max_runs} runs are researching "
+                    f"({waiting - 1} waiting); this one starts when one ends",
+                )
+            )
+        async with self._slots:
+            began.set()
             try:
-                if self._slots.locked():
-                    waiting = sum(1 for t in self._tasks.values() if not t.done())
-                    run.events.append(
-                        RunEvent(
-                            type="message",
-                            message=f"queued: {self.caps.max_runs} runs are researching "
-                            f"({waiting - 1} waiting); this one starts when one ends",
-                        )
-                    )
-                async with self._slots:
-                    await service.execute(run, _say_nothing)
+                await service.execute(run, _say_nothing)
             except asyncio.CancelledError:
                 service.save_interrupted(run)
                 raise
@@ -165,8 +178,6 @@ class RunManager:
                 # In the session's event log already; a server has no one to raise it to.
                 log.exception("run %s failed", run.state.session_id)
                 service.save_interrupted(run)
-            finally:
-                run.events.close()
 
     # --- following and stopping ------------------------------------------------------------
 
@@ -178,11 +189,11 @@ class RunManager:
         return [sid for sid, task in self._tasks.items() if not task.done()]
 
     async def wait(self, session_id: str) -> None:
-        """Until the run of ``session_id`` in this process has ended (at once if none)."""
+        """Until the run of ``session_id`` in this process has ended (at once if none).
+        Cancelling the waiter leaves the run alone."""
         task = self._tasks.get(session_id)
         if task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(task)
+            await asyncio.wait({task})
 
     async def cancel(self, session_id: str) -> service.CancelResult:
         """Stop the run here (saved as interrupted), then its research jobs at the provider;
@@ -192,16 +203,19 @@ class RunManager:
         return await service.cancel(self.settings, session_id)
 
     async def shutdown(self) -> None:
-        """Stop every run (each saved as interrupted; resume picks them up)."""
-        await asyncio.gather(*(self._stop(sid) for sid in list(self._tasks)))
+        """Stop every run (each saved as interrupted; resume picks them up), and refuse new
+        ones: a run launched meanwhile (its start was checking models) is stopped too."""
+        self._closing = True
+        while self._tasks:
+            await asyncio.gather(*(self._stop(sid) for sid in list(self._tasks)))
 
     async def _stop(self, session_id: str) -> None:
+        """Cancel the run's task and wait until it has saved the run and let go of its lock
+        (its done callback has run)."""
         task = self._tasks.get(session_id)
-        if task is None or task.done():
-            return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})
 
 
 def spent_today(settings: Settings, now: datetime | None = None) -> float:

@@ -363,6 +363,17 @@ def save_interrupted(run: Run) -> int:
     return sum(len(n.remote_jobs) for n in run.state.nodes.values())
 
 
+def interrupt_unstarted(run: Run) -> None:
+    """Save a run stopped before ``execute`` began (queued in a server) as interrupted, and
+    end its event log, so that its followers stop and ``resume`` takes it up."""
+    from deep_research.core.events import RunObserver
+
+    run.state.status, run.state.stop_reason = "interrupted", "interrupted"
+    run.store.save(run.state)
+    RunObserver(run.state, run.events.append).end(report_path=None)
+    run.events.close()
+
+
 # --- sessions -------------------------------------------------------------------------
 
 
@@ -371,7 +382,13 @@ def list_sessions(settings: Settings) -> list[SessionSummary]:
 
 
 def status(settings: Settings, session_id: str) -> SessionState:
-    return SessionStore(settings.sessions_dir).load(session_id)
+    """A session as saved; "running" with no process holding its lock reads as interrupted
+    (its process died: kill -9, a crash), as in ``sessions list``."""
+    store = SessionStore(settings.sessions_dir)
+    state = store.load(session_id)
+    if state.status == "running" and not store.is_locked(state.session_id):
+        state.status = "interrupted"
+    return state
 
 
 async def watch(
@@ -391,6 +408,8 @@ async def watch(
     store = SessionStore(settings.sessions_dir)
     session_id = store.resolve(session_id)
     path = store.path(session_id) / FILE_NAME
+    if after is None and live is not None:
+        after = live.opened_after  # this run's, even before its start event (queued)
     if after is None:
         starts = [event.id for event in read_events(path) if event.type == "start"]
         after = starts[-1] - 1 if starts else 0

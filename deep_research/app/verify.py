@@ -28,6 +28,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
+from urllib.parse import unquote
 
 import numpy as np
 import Stemmer
@@ -38,7 +39,7 @@ from deep_research.adapters.llm.llm import load_prompt
 from deep_research.adapters.web.reader import PageSkipped, ReaderSettings, split_passages
 from deep_research.adapters.web.search_branch import Reader
 from deep_research.app.config import Settings
-from deep_research.core.errors import KnowledgeBaseError, ProviderError, UsageError
+from deep_research.core.errors import DeepResearchError, KnowledgeBaseError, UsageError
 from deep_research.core.models import Role, Usage
 from deep_research.kb.rank import rank
 
@@ -46,6 +47,8 @@ MAX_CLAIM_CHARS = 2000
 PASSAGE_WORDS = 60
 """A claim is a sentence: short passages keep its similarity to the passage undiluted."""
 CANDIDATES = 5
+MAX_RANKED = 200
+"""Passages of a long page ranked at most (the local embedder embeds ~50 a second)."""
 """The best passages by ``kb.rank`` that are scored on the absolute scale."""
 
 # Calibration (the local MiniLM embedder and its static distillate, 2026-11): 22 claims
@@ -62,6 +65,7 @@ claim's numbers and negations must be in the passage."""
 
 Verdict = Literal["passage_found", "no_matching_passage", "source_unreachable"]
 CHUNK_ID = re.compile(r"[0-9a-f]{32}")
+KB_SCHEME = "kb://"
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _LOCATOR = re.compile(r".+:\d+-\d+")
 _WORD = re.compile(r"\w+(?:[.,'’]\w+)*")
@@ -176,30 +180,34 @@ class Match:
 
 
 def best_passage(claim: str, passages: Sequence[str], embedder: Embeddings) -> Match | None:
-    """The passage that best states ``claim``: the ``CANDIDATES`` best by ``kb.rank``, scored
-    on an absolute scale (the fused rank score is relative to the other passages)."""
+    """The passage that best states ``claim``: of the ``MAX_RANKED`` passages that hold most
+    of its content words, the ``CANDIDATES`` best by ``kb.rank``, scored on an absolute
+    scale (the fused rank score is relative to the other passages). A passage that passes
+    (``found``) beats a higher score that does not: a changed figure loses to the same one."""
+    wanted = content_words(claim)
+    held = [content_words(text) for text in passages]
+    if len(passages) > MAX_RANKED:  # a long page: embed only the likely passages
+        kept = sorted(range(len(passages)), key=lambda i: -len(wanted & held[i]))[:MAX_RANKED]
+        passages, held = [passages[i] for i in kept], [held[i] for i in kept]
     ranked = rank(claim, passages, embedder)[:CANDIDATES]
     if not ranked:
         return None
-    top = [passages[i] for i, _ in ranked]
-    vectors = np.asarray(embedder.embed_documents(top), dtype=float)
+    top = [i for i, _ in ranked]
+    vectors = np.asarray(embedder.embed_documents([passages[i] for i in top]), dtype=float)
     target = np.asarray(embedder.embed_query(claim), dtype=float)
     norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(target) or 1.0)
     cosine = (vectors @ target) / np.where(norms == 0, 1.0, norms)
-    wanted = content_words(claim)
     exact = {word for word in wanted if word == "not" or word[0].isdigit()}
-    matches = []
-    for text, similarity in zip(top, cosine, strict=True):
-        held = content_words(text)
-        matches.append(
-            Match(
-                passage=text,
-                similarity=max(0.0, float(similarity)),
-                coverage=len(wanted & held) / len(wanted) if wanted else 0.0,
-                missing_exact=frozenset(exact - held),
-            )
+    matches = [
+        Match(
+            passage=passages[i],
+            similarity=max(0.0, float(similarity)),
+            coverage=len(wanted & held[i]) / len(wanted) if wanted else 0.0,
+            missing_exact=frozenset(exact - held[i]),
         )
-    return max(matches, key=lambda m: m.score)  # the first of equals: the better ranked
+        for i, similarity in zip(top, cosine, strict=True)
+    ]
+    return max(matches, key=lambda m: (m.found, m.score))  # of equals, the better ranked
 
 
 # --- the judge ------------------------------------------------------------------------------
@@ -339,6 +347,9 @@ def _clean(claim: str) -> str:
 async def _read(settings: Settings, source: str, reader: Reader | None) -> _Text:
     """The source's text. Raises ``PageSkipped`` or ``KnowledgeBaseError`` when it cannot be
     read, ``UsageError`` when it is not a source at all."""
+    if source.startswith(KB_SCHEME):  # what the connector tools `search` / `fetch` give
+        locator = unquote(source.removeprefix(KB_SCHEME))
+        return _Text(locator, locator, await asyncio.to_thread(_resolve, settings, locator))
     if _URL.match(source):
         if reader is not None:
             page = await reader.read(source)
@@ -357,8 +368,8 @@ async def _read(settings: Settings, source: str, reader: Reader | None) -> _Text
     if _LOCATOR.fullmatch(source):
         return _Text(source, source, await asyncio.to_thread(_resolve, settings, source))
     raise UsageError(
-        "the source must be a URL, a knowledge-base chunk id (32 hex digits, from kb_search) "
-        "or a KB locator (root/path#heading:start-end)"
+        "the source must be a URL, a knowledge-base chunk id (32 hex digits, from kb_search), "
+        "a KB locator (root/path#heading:start-end) or a kb:// URL"
     )
 
 
@@ -370,7 +381,8 @@ async def verify_claim(
     reader: Reader | None = None,
     judge: SupportJudge | None = None,
 ) -> Verification:
-    """Does ``source`` (a URL, a KB chunk id or a KB locator) hold a passage stating ``claim``?
+    """Does ``source`` (a URL, a KB chunk id, a KB locator or a ``kb://`` URL) hold a passage
+    stating ``claim``?
 
     ``reader``: the page reader (default: the event loop's shared one); ``judge``: the model
     that reads the best passage (default: the judge model, when one is configured)."""
@@ -399,7 +411,7 @@ async def verify_claim(
     if match is not None and judge is not None:
         try:
             opinion = await judge.judge(claim, match.passage)
-        except ProviderError as exc:
+        except DeepResearchError as exc:  # the retrieval's answer stands without it
             problem = f"the judge model failed: {' '.join(str(exc).split())}"
     found = match is not None and match.found
     return Verification(

@@ -33,6 +33,8 @@ class EventLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.last_id = max((e.id for e in read_events(path)), default=0)
+        self.opened_after = self.last_id
+        """The last id before this log was opened: this run's events are the ones after it."""
         self._file: IO[str] | None = None
         self.listeners: list[Callable[[RunEvent], None]] = []
         """Called with each event once it is written (the server's live subscribers)."""

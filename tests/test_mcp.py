@@ -384,3 +384,48 @@ async def test_the_public_host_passes_the_rebinding_check_and_others_do_not(
         assert public.status_code not in (401, 403, 421), public.text
         other = await plain.post(base + MCP_PATH, json={}, headers={**auth, "Host": "example.org"})
         assert other.status_code in (403, 421)
+
+
+async def test_sigterm_on_the_http_server_saves_its_runs(
+    env: dict[str, str], fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    fake_openai.hold_responses = True
+    port = free_port()
+    server = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "deep_research.app.cli",
+        "mcp",
+        "--http",
+        str(port),
+        env={**os.environ, **env},
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}{MCP_PATH}"
+        for _ in range(200):
+            try:
+                async with httpx.AsyncClient() as probe:
+                    await probe.get(url, timeout=1)
+                break
+            except httpx.TransportError:
+                await asyncio.sleep(0.05)
+        async with Client(url) as client:
+            started = data(await client.call_tool("research_start", {"question": QUESTION}))
+            session_id = started["session_id"]
+            await asyncio.to_thread(
+                fake_openai.wait_for, lambda: any(fake_openai.retrieves.values()), 30
+            )
+            server.send_signal(signal.SIGTERM)
+            # uvicorn stops gracefully, then re-raises the signal it caught
+            assert await asyncio.wait_for(server.wait(), 20) == -signal.SIGTERM
+    finally:
+        if server.returncode is None:
+            server.kill()
+            await server.wait()
+    state = session_state(env, session_id)
+    assert state["status"] == "interrupted"
+    assert state["nodes"]["t1"]["remote_jobs"], "the job's id is kept for resume"

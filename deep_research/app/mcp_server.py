@@ -53,7 +53,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deep_research.adapters.web.shared import SharedReader
-from deep_research.app import service, verify
+from deep_research.app import service, verify, wiring
 from deep_research.app.cli_common import hit_json, session_detail
 from deep_research.app.config import Settings
 from deep_research.app.runs import RunManager
@@ -226,7 +226,7 @@ def one_line_errors() -> Iterator[None]:
 
 def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPServer[None]:
     manager = runs or RunManager(settings)
-    reader = SharedReader(verify.reader_settings(settings))  # one per process, as runs share it
+    reader = SharedReader(wiring.reader_settings(settings))  # one per process, as runs share it
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[None]) -> AsyncIterator[None]:

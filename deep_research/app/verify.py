@@ -36,7 +36,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, Field
 
 from deep_research.adapters.llm.llm import load_prompt
-from deep_research.adapters.web.reader import PageSkipped, ReaderSettings, split_passages
+from deep_research.adapters.web.reader import PageSkipped, split_passages
 from deep_research.adapters.web.search_branch import Reader
 from deep_research.app.config import Settings
 from deep_research.core.errors import DeepResearchError, KnowledgeBaseError, UsageError
@@ -324,17 +324,6 @@ class _Text:
     text: str
 
 
-def reader_settings(settings: Settings) -> ReaderSettings:
-    """The page reader's settings, as a run's web branches use them (so they share it)."""
-    return ReaderSettings(
-        allow=settings.fetch_allow_list,
-        page_timeout=settings.fetch_timeout_seconds,
-        max_bytes=settings.fetch_max_bytes,
-        per_host_concurrency=settings.fetch_per_host_concurrency,
-        per_host_rate=settings.fetch_per_host_rate,
-    )
-
-
 def _clean(claim: str) -> str:
     claim = " ".join(claim.split())
     if not claim:
@@ -355,6 +344,7 @@ async def _read(settings: Settings, source: str, reader: Reader | None) -> _Text
             page = await reader.read(source)
         else:
             from deep_research.adapters.web.shared import SharedReader
+            from deep_research.app.wiring import reader_settings
 
             own = SharedReader(reader_settings(settings))
             try:

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import openai
 from langchain_openai import ChatOpenAI
@@ -52,6 +53,9 @@ from deep_research.core.ports import BranchExecutor, JobControl
 from deep_research.kb.search import search
 from deep_research.kb.store import KBStore, open_kb
 from deep_research.persistence.cache import ResultCache
+
+if TYPE_CHECKING:
+    from deep_research.adapters.web.reader import ReaderSettings
 
 log = logging.getLogger(__name__)
 
@@ -434,7 +438,7 @@ def search_executor(
     limits, the process's page reader, the KB's ranking; notes by ``branch`` (None: the
     best passages quoted)."""
     from deep_research.adapters.llm.queries import LLMQueryWriter
-    from deep_research.adapters.web.reader import ReaderSettings, split_passages
+    from deep_research.adapters.web.reader import split_passages
     from deep_research.adapters.web.search import make_provider
     from deep_research.adapters.web.search_branch import SearchLimits, SearchReadExecutor
     from deep_research.adapters.web.shared import SharedRateLimits, SharedReader
@@ -459,15 +463,7 @@ def search_executor(
         timeout=settings.search_timeout_seconds,
     )
     resources.push_async_callback(searcher.aclose)
-    reader = SharedReader(
-        ReaderSettings(
-            allow=settings.fetch_allow_list,
-            page_timeout=settings.fetch_timeout_seconds,
-            max_bytes=settings.fetch_max_bytes,
-            per_host_concurrency=settings.fetch_per_host_concurrency,
-            per_host_rate=settings.fetch_per_host_rate,
-        )
-    )
+    reader = SharedReader(reader_settings(settings))
     resources.push_async_callback(reader.aclose)
     embedder = MemoEmbeddings(make_embeddings(settings))  # a passage is embedded once a run
     return SearchReadExecutor(
@@ -497,4 +493,18 @@ def extractive_engine(executor: BranchExecutor, source_hint: SourceHint = "inter
         summarizer=ExtractiveSummarizer(),
         synthesizer=ExtractiveSynthesizer(),
         judge=ExtractiveJudge(),
+    )
+
+
+def reader_settings(settings: Settings) -> ReaderSettings:
+    """The page reader's settings: every reader of a process is made with these, so that
+    they share one reader and its per-host politeness (``adapters/web/shared.py``)."""
+    from deep_research.adapters.web.reader import ReaderSettings
+
+    return ReaderSettings(
+        allow=settings.fetch_allow_list,
+        page_timeout=settings.fetch_timeout_seconds,
+        max_bytes=settings.fetch_max_bytes,
+        per_host_concurrency=settings.fetch_per_host_concurrency,
+        per_host_rate=settings.fetch_per_host_rate,
     )

@@ -322,12 +322,16 @@ class Settings(BaseSettings):
         given = {k: v for k, v in values.items() if v is not None}
         if not given:
             return self
-        merged = self.model_dump()
-        merged.update(given)
+        copy = self.model_copy()
         try:
-            return type(self).model_validate(merged)
+            for name, value in given.items():
+                if name not in type(self).model_fields:
+                    raise ValueError(f"unknown setting {name!r}")
+                # Validated on assignment; not re-reading the environment and .env (~10 ms).
+                setattr(copy, name, value)
         except ValidationError as exc:
             raise ConfigError(describe_validation_error(exc)) from None
+        return copy
 
 
 def describe_validation_error(exc: ValidationError) -> str:

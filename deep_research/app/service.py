@@ -212,6 +212,7 @@ async def check_models(prepared: Prepared) -> list[str]:
         base_url=settings.openai_base_url,
         timeout=min(30.0, settings.request_timeout_seconds),
         max_retries=1,
+        http_client=wiring.http_client(),
     ) as client:
         return await preflight.check_live_models(settings, client, refs, today=date.today())
 
@@ -240,6 +241,7 @@ async def choose_engine(prepared: Prepared) -> Prepared:
             base_url=settings.openai_base_url,
             timeout=min(30.0, settings.request_timeout_seconds),
             max_retries=1,
+            http_client=wiring.http_client(),
         ) as client:
             found = await lookup_models(client, [settings.web_model], cache=CacheLookups(cache))
     except DeepResearchError:
@@ -558,7 +560,10 @@ async def _unreachable_models(prepared: Prepared) -> list[str]:
     settings = prepared.settings
     models = sorted({ref.model for ref in preflight.configured_models(settings, prepared.spec)})
     async with openai.AsyncOpenAI(
-        api_key=wiring.api_key(settings), base_url=settings.openai_base_url, max_retries=0
+        api_key=wiring.api_key(settings),
+        base_url=settings.openai_base_url,
+        max_retries=0,
+        http_client=wiring.http_client(),
     ) as client:
         statuses = await lookup_models(client, models, cache=None)
         server = str(client.base_url)
@@ -601,6 +606,7 @@ async def cancel(settings: Settings, session_id: str) -> CancelResult:
         base_url=settings.openai_base_url,
         timeout=settings.request_timeout_seconds,
         max_retries=settings.max_retries,
+        http_client=wiring.http_client(),
     ) as client:
         jobs = ResponsesJobs(client)
         outcomes = list(await asyncio.gather(*(jobs.cancel(jid) for _, _, jid in owned)))

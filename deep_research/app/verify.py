@@ -277,11 +277,9 @@ class LLMSupportJudge:
     settings: Settings
 
     async def judge(self, claim: str, passage: str) -> JudgeVerdict:
-        import openai
+        from deep_research.app.wiring import chat_model, http_client
 
-        from deep_research.app.wiring import chat_model
-
-        async with openai.DefaultAsyncHttpxClient() as http:
+        async with http_client() as http:
             model = chat_model(self.settings, "judge", http)
             messages = PROMPT.messages(claim=claim, passage=passage)
             answer = await model.structured(ClaimSupport, messages, _Tally())

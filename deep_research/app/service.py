@@ -20,6 +20,7 @@ inside its lock (never a stale snapshot) and replays its ``RunSpec``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -416,13 +417,14 @@ async def watch(
         starts = [event.id for event in read_events(path) if event.type == "start"]
         after = starts[-1] - 1 if starts else 0
     if live is not None:
-        async for event in follow_live(live, after):
+        source = follow_live(live, after)
+    else:
+        source = follow(
+            path, after, poll_seconds=poll_seconds, running=lambda: store.is_locked(session_id)
+        )
+    async with contextlib.aclosing(source):  # a follower that stops lets go of the log now
+        async for event in source:
             yield event
-        return
-    async for event in follow(
-        path, after, poll_seconds=poll_seconds, running=lambda: store.is_locked(session_id)
-    ):
-        yield event
 
 
 MAX_QUERY_CHARS = 1000

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import IO
 
@@ -87,7 +87,7 @@ async def follow(
     poll_seconds: float = 0.05,
     until_end: bool = True,
     running: Callable[[], bool] | None = None,
-) -> AsyncIterator[RunEvent]:
+) -> AsyncGenerator[RunEvent, None]:
     """Events with an id above ``after`` as they are written; stops after an ``end`` event
     (with ``until_end``), or when ``running`` says no process runs the session any more and
     everything written has been read."""
@@ -107,7 +107,7 @@ async def follow(
         await asyncio.sleep(poll_seconds)
 
 
-async def follow_live(log: EventLog, after: int = 0) -> AsyncIterator[RunEvent]:
+async def follow_live(log: EventLog, after: int = 0) -> AsyncGenerator[RunEvent, None]:
     """``follow`` for a run of this process: its events as ``log`` appends them (no polling),
     after those already written. Stops after the run's ``end`` event."""
     queue: asyncio.Queue[RunEvent] = asyncio.Queue()

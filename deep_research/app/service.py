@@ -201,20 +201,13 @@ async def check_models(prepared: Prepared) -> list[str]:
 
     Raises ``ConfigError`` naming the setting to change; returns warnings (a shutdown
     within 30 days)."""
-    import openai
 
     from deep_research.app import preflight, wiring
 
     settings = prepared.settings
     refs = preflight.configured_models(settings, prepared.spec)
     preflight.check_prices(settings, refs, wiring.price_book(settings))
-    async with openai.AsyncOpenAI(
-        api_key=wiring.api_key(settings),
-        base_url=settings.openai_base_url,
-        timeout=min(30.0, settings.request_timeout_seconds),
-        max_retries=1,
-        http_client=wiring.http_client(),
-    ) as client:
+    async with wiring.lookup_client(settings) as client:
         return await preflight.check_live_models(settings, client, refs, today=date.today())
 
 
@@ -228,8 +221,6 @@ async def choose_engine(prepared: Prepared) -> Prepared:
         return prepared
     import dataclasses
 
-    import openai
-
     from deep_research.adapters.llm.lifecycle import CacheLookups, lookup_models
     from deep_research.app import wiring
     from deep_research.core.errors import DeepResearchError
@@ -237,13 +228,7 @@ async def choose_engine(prepared: Prepared) -> Prepared:
 
     cache = ResultCache(settings.cache_dir)
     try:
-        async with openai.AsyncOpenAI(
-            api_key=wiring.api_key(settings),
-            base_url=settings.openai_base_url,
-            timeout=min(30.0, settings.request_timeout_seconds),
-            max_retries=1,
-            http_client=wiring.http_client(),
-        ) as client:
+        async with wiring.lookup_client(settings) as client:
             found = await lookup_models(client, [settings.web_model], cache=CacheLookups(cache))
     except DeepResearchError:
         return prepared  # a refused key: the model check that follows says so

@@ -126,6 +126,18 @@ def http_client() -> openai.DefaultAsyncHttpxClient:
     return openai.DefaultAsyncHttpxClient(verify=tls_context())
 
 
+def lookup_client(settings: Settings) -> openai.AsyncOpenAI:
+    """A client for a few short requests before a run (model lookups): 30 s at most a
+    request, one retry. Close it (``async with``)."""
+    return openai.AsyncOpenAI(
+        api_key=api_key(settings),
+        base_url=settings.openai_base_url,
+        timeout=min(30.0, settings.request_timeout_seconds),
+        max_retries=1,
+        http_client=http_client(),
+    )
+
+
 CHAT_ROLES: tuple[ChatRole, ...] = ("planner", "synthesizer", "judge", "branch", "summarizer")
 
 

@@ -213,7 +213,7 @@ async def test_a_client_going_away_mid_run_leaves_it_saved_interrupted(
         if goodbye == "SIGTERM":
             pid = server_pid(tmp_path)
             os.kill(pid, signal.SIGTERM)
-            for _ in range(200):
+            for _ in range(200):  # polled: a grandchild (under `sh`) cannot be waited on
                 if not alive(pid):
                     break
                 await asyncio.sleep(0.05)
@@ -406,7 +406,7 @@ async def test_sigterm_on_the_http_server_saves_its_runs(
     )
     try:
         url = f"http://127.0.0.1:{port}{MCP_PATH}"
-        for _ in range(200):
+        for _ in range(200):  # polling the port: the process says nothing when it is bound
             try:
                 async with httpx.AsyncClient() as probe:
                     await probe.get(url, timeout=1)

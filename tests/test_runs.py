@@ -23,6 +23,14 @@ from tests.world import ResearchWorld, plan_task
 QUESTION = "When does a research node start?"
 
 
+@pytest.fixture
+def settings(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Settings for the fake OpenAI server (research jobs for web nodes)."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return Settings(_env_file=None)  # type: ignore[call-arg]
+
+
 def events(settings: Settings, session_id: str) -> list[str]:
     path = settings.sessions_dir / session_id / "events.jsonl"
     return [e.message for e in read_events(path)]
@@ -82,11 +90,8 @@ async def test_the_daily_budget_counts_every_session_of_the_day(offline: Setting
 
 
 async def test_cancel_stops_the_run_and_its_jobs_and_resume_leaves_them(
-    env: dict[str, str], fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, fake_openai: FakeOpenAI
 ) -> None:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
     ResearchWorld(plans=[[plan_task("t1"), plan_task("t2")]]).install(fake_openai)
     fake_openai.hold_responses = True
     runs = RunManager(settings, Caps(max_cost_per_run=20.0))  # room for two $4 jobs at once
@@ -111,11 +116,8 @@ async def test_cancel_stops_the_run_and_its_jobs_and_resume_leaves_them(
 
 
 async def test_shutdown_saves_every_run_as_interrupted(
-    env: dict[str, str], fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, fake_openai: FakeOpenAI
 ) -> None:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
     ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
     fake_openai.hold_responses = True
     runs = RunManager(settings)
@@ -144,11 +146,8 @@ async def test_a_resume_through_the_server_is_bound_by_todays_budget(offline: Se
 
 
 async def test_a_queued_run_that_is_cancelled_is_saved_interrupted_and_its_log_ended(
-    env: dict[str, str], fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, fake_openai: FakeOpenAI
 ) -> None:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
     ResearchWorld(plans=[[plan_task("t1")], [plan_task("t1")]]).install(fake_openai)
     fake_openai.hold_responses = True
     runs = RunManager(settings, Caps(max_runs=1, max_cost_per_run=20.0))

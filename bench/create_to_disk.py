@@ -6,10 +6,12 @@ to the id being readable in the session's state.json (what a resume after kill -
 
 The CLI runs as a child process against the loopback fake OpenAI server of the test suite;
 a watcher thread here reads state.json every ~0.5 ms, so figures carry that resolution.
+`bench/engine.py` runs this (it is not a script of its own).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import subprocess
@@ -17,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.fake_openai import FakeOpenAI
@@ -61,13 +64,35 @@ class Watcher:
         return [(self.seen[r] - replied[r]) * 1000 for r in self.seen if r in replied]
 
 
-def _cli(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "deep_research.app.cli", *args],
-        env={**os.environ, **env, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+def _cli(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen[bytes]:
+    # The user's own settings stay out: the figures are of the defaults plus the ones below.
+    own = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_RESEARCH_"))}
+    with log.open("wb") as stderr:
+        return subprocess.Popen(
+            [sys.executable, "-m", "deep_research.app.cli", *args],
+            env={**own, **env, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+
+
+def _wait(
+    fake: FakeOpenAI,
+    child: subprocess.Popen[bytes],
+    log: Path,
+    done: Callable[[], bool],
+    timeout: float,
+) -> None:
+    """Until ``done()``; a CLI that exits first fails at once, with the end of its stderr."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if child.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+            raise RuntimeError(f"the CLI exited {child.returncode}: " + " | ".join(tail))
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not done within {timeout}s")
+        with contextlib.suppress(TimeoutError):
+            fake.wait_for(done, 0.5)  # woken by the fake's requests; a dead child makes none
 
 
 def _env(fake: FakeOpenAI, home: Path) -> dict[str, str]:
@@ -75,6 +100,7 @@ def _env(fake: FakeOpenAI, home: Path) -> dict[str, str]:
         "DEEP_RESEARCH_HOME": str(home),
         "OPENAI_BASE_URL": fake.base_url,
         "OPENAI_API_KEY": "bench",
+        "DEEP_RESEARCH_WEB_ENGINE": "openai",  # research jobs are what is measured
         "DEEP_RESEARCH_WEB_POLL_SECONDS": "0.05",
         "DEEP_RESEARCH_MAX_NODES_PER_PLAN": "50",
         "DEEP_RESEARCH_MAX_PARALLEL_BRANCHES": "8",
@@ -88,10 +114,11 @@ def first_create_ms(tmp: Path) -> float:
         ResearchWorld(plans=[[plan_task("t1")]]).install(fake)
         fake.hold_responses = True
         home = tmp / f"first-{time.monotonic_ns()}"
+        log = tmp / f"{home.name}.stderr"
         with Watcher(fake, home / "sessions") as watcher:
-            child = _cli(_env(fake, home), "How do X and Y compare?", "--json")
+            child = _cli(_env(fake, home), log, "How do X and Y compare?", "--json")
             try:
-                fake.wait_for(lambda: len(watcher.seen) == 1, 120)
+                _wait(fake, child, log, lambda: len(watcher.seen) == 1, 120)
             finally:
                 child.kill()
                 child.wait()
@@ -103,20 +130,21 @@ def many_creates_ms(tmp: Path, n: int = 50) -> list[float]:
     with FakeOpenAI(polls_to_complete=1) as fake:
         ResearchWorld(plans=[[plan_task(f"t{i}") for i in range(n)]]).install(fake)
         home = tmp / "many"
+        log = tmp / "many.stderr"
         with Watcher(fake, home / "sessions") as watcher:
-            child = _cli(_env(fake, home), "How do X and Y compare?", "--json")
+            child = _cli(_env(fake, home), log, "How do X and Y compare?", "--json")
             try:
-                fake.wait_for(lambda: len(watcher.seen) == n, 300)
+                _wait(fake, child, log, lambda: len(watcher.seen) == n, 300)
             finally:
                 child.kill()
                 child.wait()
         return watcher.latencies_ms()
 
 
-def bench_create_to_disk(processes: int = 5) -> dict[str, float]:
+def bench_create_to_disk(processes: int = 5, creates: int = 50) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         firsts = [first_create_ms(Path(tmp)) for _ in range(processes)]
-        many = sorted(many_creates_ms(Path(tmp)))
+        many = sorted(many_creates_ms(Path(tmp), creates))
     p95 = many[min(len(many) - 1, round(0.95 * (len(many) - 1)))]
     return {
         "create_to_disk_ms_first": statistics.median(firsts),
@@ -125,8 +153,3 @@ def bench_create_to_disk(processes: int = 5) -> dict[str, float]:
         "create_to_disk_ms_p95": p95,
     }
 
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
-    for key, value in bench_create_to_disk().items():
-        print(f"{key}: {value:.2f}")

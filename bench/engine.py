@@ -2,6 +2,7 @@
 
     python bench/engine.py            # human-readable figures
     python bench/engine.py --json     # ... and a last line with one JSON object
+    python bench/engine.py --smoke    # every figure once, at toy sizes: does it still run?
 
 Figures (targets from the engine issue):
 - dag_wall_over_bound      30-node DAG, injected branch latency: wall / max(critical path,
@@ -14,7 +15,8 @@ Figures (targets from the engine issue):
 - create_to_disk_ms_first  a research job's id: create reply -> readable in state.json, the
                            first create of a fresh CLI process (median of 5)      <= 20
 - create_to_disk_ms_p95    the same over 50 creates in one process                 <= 20
-Timings are medians of several runs on this (shared, noisy) machine.
+Timings are medians of several runs on this (shared, noisy) machine. --smoke computes the
+same figures once at toy sizes (the test suite runs it): its values are not the targets'.
 """
 
 from __future__ import annotations
@@ -126,17 +128,17 @@ def median_of(runs: int, make: object) -> float:
     return statistics.median(asyncio.run(make()) for _ in range(runs))  # type: ignore[operator]
 
 
-def bench_dag(runs: int) -> dict[str, float]:
-    tasks, latency = dag(30, seed=7)
+def bench_dag(runs: int, nodes: int = 30) -> dict[str, float]:
+    tasks, latency = dag(nodes, seed=7)
     parallel = 4
     bound = lower_bound(tasks, latency, parallel)
     wall = median_of(runs, lambda: run_once(tasks, latency, parallel))
     return {"dag_wall_s": wall, "dag_bound_s": bound, "dag_wall_over_bound": wall / bound}
 
 
-def bench_speedup(runs: int) -> dict[str, float]:
+def bench_speedup(runs: int, seconds: float = 0.2) -> dict[str, float]:
     tasks = [_task(f"p{i}", []) for i in range(12)]
-    latency = {t.id: 0.2 for t in tasks}
+    latency = {t.id: seconds for t in tasks}
     serial = median_of(runs, lambda: run_once(tasks, latency, 1))
     parallel = median_of(runs, lambda: run_once(tasks, latency, 12))
     return {"serial_s": serial, "parallel_s": parallel, "speedup_12_parallel": serial / parallel}
@@ -160,18 +162,23 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     parser.add_argument("--runs", type=int, default=5, help="repetitions per figure (median)")
+    parser.add_argument("--smoke", action="store_true", help="once, toy sizes, in seconds")
     args = parser.parse_args()
+    runs = 1 if args.smoke else args.runs
 
     from bench.create_to_disk import bench_create_to_disk
     from bench.prompt_growth import bench_prompt_growth
 
     figures: dict[str, float] = {}
     for name, step in (
-        ("DAG scheduling", lambda: bench_dag(args.runs)),
-        ("parallel speed-up", lambda: bench_speedup(args.runs)),
-        ("per-node overhead", lambda: bench_overhead(args.runs)),
-        ("prompt growth", bench_prompt_growth),
-        ("create to disk", bench_create_to_disk),
+        ("DAG scheduling", lambda: bench_dag(runs, nodes=8 if args.smoke else 30)),
+        ("parallel speed-up", lambda: bench_speedup(runs, 0.02 if args.smoke else 0.2)),
+        ("per-node overhead", lambda: bench_overhead(runs, nodes=20 if args.smoke else 200)),
+        ("prompt growth", lambda: bench_prompt_growth(*((3, 6) if args.smoke else (5, 50)))),
+        (
+            "create to disk",
+            lambda: bench_create_to_disk(*((1, 5) if args.smoke else (5, 50))),
+        ),
     ):
         result = step()
         figures.update(result)

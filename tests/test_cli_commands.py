@@ -104,9 +104,12 @@ def test_doctor_says_what_a_search_provider_lacks(
 
 
 def test_doctor_says_when_the_server_cannot_be_reached(env: dict[str, str]) -> None:
-    code, _, err = cli({**env, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, "doctor")
+    code, out, _ = cli({**env, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, "doctor")
     assert code == 1
-    assert "is the server reachable?" in err
+    failed = [line for line in out.splitlines() if line.startswith("✗")]
+    assert len(failed) == 1, out
+    assert "models: could not look up" in failed[0]
+    assert "is the server reachable?" in failed[0]
 
 
 def test_the_data_dir_of_earlier_versions_is_kept_and_said_once(

@@ -371,29 +371,39 @@ def mcp(
 
 
 @app.command()
-def doctor(as_json: JsonOpt = False) -> None:
-    """Check the set-up: versions, data directory, settings (secrets masked), models, knowledge
-    bases, price data. Exits 1 when something needs attention."""
+def doctor(
+    as_json: JsonOpt = False,
+    show_settings: Annotated[
+        bool, typer.Option("--settings", help="also list every setting (secrets masked)")
+    ] = False,
+) -> None:
+    """Check the set-up, one line a check: models, web research, knowledge bases, the page
+    reader, HTTP API and MCP server imports, price data. Exits 1 when a check fails, naming
+    the command that fixes it; no model configured is fine (runs answer extractively)."""
     import asyncio
 
-    from deep_research.app import render, service
+    from deep_research.app import render
     from deep_research.app.config import load_settings
+    from deep_research.app.doctor import doctor as run_doctor
 
-    report = asyncio.run(service.doctor(load_settings()))
+    report = asyncio.run(run_doctor(load_settings()))
     if as_json:
         print_json(report)
     else:
-        for key in ("version", "python", "data_dir", "sessions", "price_data", "web_research"):
-            render.out.print(f"{key:>16}: {report[key]}", highlight=False)
-        for kb in report["knowledge_bases"]:
-            line = f"{kb['name']} ({kb['files']} files, {kb['chunks']} chunks)"
-            render.out.print(f"{'knowledge base':>16}: {line}", highlight=False)
-        for warning in report.get("model_warnings", []):
-            render.warn(warning)
-        for name, value in report["settings"].items():
-            render.out.print(f"{name:>32} = {value}", highlight=False)
-        for problem in report["problems"]:
-            render.error(problem)
+        from rich.markup import escape
+
+        marks = {"ok": "[green]✓[/]", "note": "[cyan]·[/]", "warn": "[yellow]![/]"}
+        for check in report["checks"]:
+            line = f"{escape(check['name'])}: {escape(check['detail'])}"
+            if check["fix"] and check["status"] != "ok":
+                line += f" [dim]→ {escape(check['fix'])}[/]"
+            mark = marks.get(check["status"], "[red]✗[/]")
+            render.out.print(f"{mark} {line}", highlight=False, soft_wrap=True)
+        if show_settings:
+            for name, value in report["settings"].items():
+                render.out.print(f"{name:>32} = {escape(str(value))}", highlight=False)
+        else:
+            render.out.print("[dim]every setting (secrets masked): doctor --settings[/]")
     if report["problems"]:
         raise typer.Exit(1)
 

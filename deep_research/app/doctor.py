@@ -1,0 +1,298 @@
+"""``deep-research doctor``: what a user checks when something is off, one line a check.
+
+Every check returns a ``Check``; none raises. Only a ``fail`` makes the command exit 1: a
+machine with no model configured (the README's first run) is a working set-up that answers
+extractively, so that is a ``note``. The optional surfaces (the page reader, the HTTP API,
+the MCP server, the page's files) are imported here, in this process, because a broken
+install shows up exactly there: a package that pip did not install makes an import fail,
+and the check names the package and the command that installs it.
+
+Kept fast (a few seconds): model lookups go out once, in parallel with the imports, under
+one deadline; a knowledge base is read from its manifest and store, never re-indexed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+import time
+from dataclasses import asdict, dataclass
+from importlib import resources
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any, Literal
+
+from deep_research.app.config import Settings
+from deep_research.core.errors import DeepResearchError
+
+if TYPE_CHECKING:
+    from deep_research.app.service import Prepared
+    from deep_research.core.models import WebEngine
+
+Status = Literal["ok", "note", "warn", "fail"]
+
+LOOKUP_DEADLINE_SECONDS = 10.0
+"""Model lookups that take longer are reported as unreachable: the doctor never hangs."""
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    fix: str | None = None
+    """The command (or setting) that fixes a warn or fail."""
+
+
+@dataclass(frozen=True)
+class Surface:
+    name: str
+    used_by: str
+    modules: tuple[str, ...]
+
+
+SURFACES = (
+    Surface("page reader", "--web-engine search, verify_claim on URLs",
+            ("deep_research.adapters.web.reader",)),
+    Surface("web search", "--web-engine search", ("deep_research.adapters.web.search",)),
+    Surface("HTTP API", "deep-research serve", ("deep_research.app.http_api", "uvicorn")),
+    Surface("MCP server", "deep-research mcp", ("deep_research.app.mcp_server",)),
+)
+PAGE_FILES = ("index.html", "app.js", "app.css")
+
+
+def missing_package(exc: BaseException) -> str | None:
+    """The top-level module an import failed for, found anywhere in the exception's chain
+    (lxml re-raises a missing ``lxml_html_clean`` as a plain ImportError ``from None``)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ModuleNotFoundError) and current.name:
+            return current.name.split(".")[0]
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def check_surface(surface: Surface) -> Check:
+    for module in surface.modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            package = missing_package(exc)
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            fix = (
+                f"{sys.executable} -m pip install {package}"
+                if package
+                else "reinstall deep-research (pip install -e . in its folder)"
+            )
+            return Check(surface.name, "fail", f"cannot import {module}: {reason}", fix)
+    return Check(surface.name, "ok", surface.used_by)
+
+
+def check_page() -> Check:
+    folder = resources.files("deep_research.app") / "web"
+    missing = [name for name in PAGE_FILES if not (folder / name).is_file()]
+    if missing:
+        return Check(
+            "page", "fail", f"the serve page's files are missing: {', '.join(missing)}",
+            "reinstall deep-research (pip install -e . in its folder)",
+        )
+    return Check("page", "ok", "the serve page's files are installed")
+
+
+def check_data_dir(settings: Settings) -> tuple[Check, int]:
+    from deep_research.persistence.sessions import SessionStore
+
+    home = settings.home
+    try:
+        count = len(SessionStore(settings.sessions_dir).list())
+    except OSError as exc:
+        return Check("data directory", "fail", f"{home}: {exc}"), 0
+    return Check("data directory", "ok", f"{home} ({count} sessions)"), count
+
+
+def check_knowledge_bases(settings: Settings) -> tuple[list[Check], list[dict[str, Any]]]:
+    from deep_research.kb.store import list_kbs, open_kb
+
+    try:
+        names = list_kbs(settings)
+    except DeepResearchError as exc:
+        return [Check("knowledge base", "fail", str(exc))], []
+    if not names:
+        hint = f"deep-research kb ingest {settings.kb_path}"
+        return [Check("knowledge base", "note", "none yet (a run ingests kb/ first)", hint)], []
+    checks: list[Check] = []
+    kbs: list[dict[str, Any]] = []
+    for name in names:
+        try:
+            stats = open_kb(settings, name).stats()
+        except DeepResearchError as exc:
+            checks.append(Check(f"knowledge base {name}", "fail", str(exc)))
+            continue
+        kbs.append({"name": name, "files": stats.files, "chunks": stats.chunks})
+        detail = f"{stats.files} files, {stats.chunks} chunks, {stats.embedding_model}"
+        checks.append(Check(f"knowledge base {name}", "ok", detail))
+    return checks, kbs
+
+
+def web_research(settings: Settings, engine: WebEngine | None) -> Check:
+    """How a run researches the web with these settings, and what keeps it from it."""
+    from deep_research.adapters.web.search import DEFAULTS
+
+    if engine is None:
+        return Check(
+            "web research", "note", "off: no model (--web-engine search quotes pages without one)"
+        )
+    if engine == "openai":
+        return Check("web research", "ok", f"OpenAI research jobs ({settings.web_model})")
+    provider = settings.search_provider
+    shown = f"search and read via {provider}"
+    key_env = DEFAULTS[provider].key_env
+    if key_env and settings.search_key(provider) is None:
+        return Check(
+            "web research", "fail", f"{shown}: the {provider} search provider needs {key_env}",
+            f"set {key_env}",
+        )
+    if provider == "searxng" and not settings.searxng_url:
+        return Check(
+            "web research", "fail", f"{shown}: searxng needs DEEP_RESEARCH_SEARXNG_URL",
+            "set DEEP_RESEARCH_SEARXNG_URL",
+        )
+    return Check("web research", "ok", shown)
+
+
+async def check_models(settings: Settings) -> tuple[list[Check], WebEngine | None, list[str]]:
+    """The models a run would use: priced, served and not shut down (one lookup each)."""
+    from deep_research.app import service, wiring
+
+    engine = wiring.web_engine(settings, "auto")
+    if not settings.has_model:
+        return (
+            [Check(
+                "models", "note",
+                "none configured: runs answer from the knowledge base extractively",
+                "set OPENAI_API_KEY (or OPENAI_BASE_URL) for a model",
+            )],
+            engine,
+            [],
+        )
+    try:
+        async with asyncio.timeout(LOOKUP_DEADLINE_SECONDS):
+            prepared = await service.choose_engine(
+                service.prepare(settings, "doctor", service.RunOptions())
+            )
+            warnings = await service.check_models(prepared)
+            unknown = await _unreachable_models(prepared)
+    except DeepResearchError as exc:
+        return [Check("models", "fail", str(exc))], engine, []
+    except TimeoutError:
+        server = mask_url(settings.openai_base_url or "https://api.openai.com/v1")
+        detail = f"no answer from {server} within {LOOKUP_DEADLINE_SECONDS:.0f} s"
+        return [Check("models", "fail", detail, "is the server reachable?")], engine, []
+    checks = [Check("models", "warn", warning) for warning in warnings]
+    if unknown:
+        checks.append(Check("models", "fail", unknown, "is the server reachable?"))
+    if not checks:
+        roles = sorted({ref.model for ref in _configured(prepared)})
+        checks.append(Check("models", "ok", ", ".join(roles)))
+    return checks, prepared.engine, warnings
+
+
+def _configured(prepared: Prepared) -> list[Any]:
+    from deep_research.app import preflight
+
+    return list(preflight.configured_models(prepared.settings, prepared.spec))
+
+
+async def _unreachable_models(prepared: Prepared) -> str | None:
+    """A run goes on when models cannot be looked up; the doctor says so."""
+    import openai
+
+    from deep_research.adapters.llm.lifecycle import lookup_models
+    from deep_research.app import wiring
+
+    settings = prepared.settings
+    models = sorted({ref.model for ref in _configured(prepared)})
+    async with openai.AsyncOpenAI(
+        api_key=wiring.api_key(settings),
+        base_url=settings.openai_base_url,
+        max_retries=0,
+        http_client=wiring.http_client(),
+    ) as client:
+        statuses = await lookup_models(client, models, cache=None)
+        server = mask_url(str(client.base_url))
+    unknown = [model for model, status in statuses.items() if status.known is None]
+    if not unknown:
+        return None
+    return f"could not look up {', '.join(unknown)} at {server}"
+
+
+def _masked(settings: Settings) -> dict[str, Any]:
+    secrets = {n for n in type(settings).model_fields if n.endswith(("_api_key", "_token"))}
+    shown: dict[str, Any] = {}
+    for name, value in settings.model_dump(mode="json").items():
+        if name in secrets:
+            shown[name] = "set" if value else "not set"
+        elif name == "openai_base_url" and value:
+            shown[name] = mask_url(str(value))
+        else:
+            shown[name] = value
+    return shown
+
+
+def mask_url(url: str) -> str:
+    """A URL with the credentials it may carry (``user:pass@``, ``?key=``) masked."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = urlencode([(k, "***") for k, _ in parse_qsl(parts.query, keep_blank_values=True)])
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+async def doctor(settings: Settings) -> dict[str, Any]:
+    """Every check, and the facts a bug report needs (versions, data directory, the
+    effective settings with secrets masked). Problems are checks that failed."""
+    started = time.perf_counter()
+    models = asyncio.create_task(check_models(settings))
+    try:
+        surfaces = [await asyncio.to_thread(check_surface, s) for s in SURFACES]
+    finally:
+        model_checks, engine, warnings = await models
+    data_dir, sessions = check_data_dir(settings)
+    kb_checks, kbs = await asyncio.to_thread(check_knowledge_bases, settings)
+    python = sys.version.split()[0]
+    checks = [
+        Check("deep-research", "ok", f"{version('deep-research')}, Python {python}"),
+        data_dir,
+        *model_checks,
+        web_research(settings, engine),
+        *kb_checks,
+        *surfaces,
+        check_page(),
+        Check("price data", "ok", _price_data()),
+    ]
+    return {
+        "version": version("deep-research"),
+        "python": python,
+        "data_dir": str(settings.home),
+        "sessions": sessions,
+        "settings": _masked(settings),
+        "price_data": _price_data(),
+        "web_research": next(c.detail for c in checks if c.name == "web research"),
+        "model_warnings": warnings,
+        "knowledge_bases": kbs,
+        "checks": [asdict(check) for check in checks],
+        "problems": [f"{c.name}: {c.detail}" for c in checks if c.status == "fail"],
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+
+
+def _price_data() -> str:
+    try:
+        return f"genai-prices {version('genai-prices')}"
+    except PackageNotFoundError:
+        return "genai-prices not installed"

@@ -2,6 +2,7 @@
 
     python bench/serve.py            # human-readable figures
     python bench/serve.py --json     # ... and a last line with one JSON object
+    python bench/serve.py --smoke    # one of each, few calls, short latency: does it run?
 
 Against the loopback fake OpenAI server of the test suite (every answer after
 ``--latency`` seconds), with the real engine, sessions on disk and the real HTTP API on a
@@ -17,6 +18,8 @@ loopback uvicorn. Figures (targets):
                                 SDK's client over stdio to a real `deep-research mcp`
                                 process and back, p95 of 300 calls                    <= 20
 Timings come from this shared, noisy machine: medians and percentiles of one process.
+--smoke computes every figure once at toy sizes (the test suite runs it): its values are
+not the targets'.
 """
 
 from __future__ import annotations
@@ -152,11 +155,15 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     parser.add_argument("--latency", type=float, default=0.2, help="fake server latency (s)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="toy sizes, once")
     args = parser.parse_args()
+    if args.smoke:
+        args.latency, args.repeats = 0.01, 1
+    sse_runs, mcp_calls = (1, 5) if args.smoke else (3, 300)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         os.environ.pop(name, None)
 
-    lags = asyncio.run(sse_lags(args.latency, runs=3))
+    lags = asyncio.run(sse_lags(args.latency, runs=sse_runs))
     lag_p50, lag_p95 = statistics.median(lags), percentile(lags, 0.95)
     print(f"sse: {len(lags)} events, lag p50 {lag_p50:.1f} ms, p95 {lag_p95:.1f} ms (<= 50)")
 
@@ -169,7 +176,7 @@ def main() -> None:
         f"runs: one {statistics.median(one):.2f} s, eight at once "
         f"{statistics.median(eight):.2f} s: ratio {ratio:.2f} (<= 1.5)"
     )
-    roundtrips = asyncio.run(mcp_roundtrips(args.latency, calls=300))
+    roundtrips = asyncio.run(mcp_roundtrips(args.latency, calls=mcp_calls))
     mcp_p50, mcp_p95 = statistics.median(roundtrips), percentile(roundtrips, 0.95)
     print(f"mcp: research_status over stdio p50 {mcp_p50:.1f} ms, p95 {mcp_p95:.1f} ms (<= 20)")
 

@@ -3,6 +3,7 @@ measured in the same run (so a busy machine moves both).
 
     python bench/startup.py            # human-readable figures
     python bench/startup.py --json     # ... and a last line with one JSON object
+    python bench/startup.py --smoke    # each command once, no warm-up: does it still run?
 
 Figures (targets from the resume/layout/startup issue), medians of --runs wall times:
 - help_ratio          `deep-research --help` / `python -c "import typer, rich"`      <= 3
@@ -10,6 +11,7 @@ Figures (targets from the resume/layout/startup issue), medians of --runs wall t
 - sessions_list_ratio `deep-research sessions list` / the same baseline              <= 4
 - sessions_show_ratio `deep-research sessions show ID` / the same baseline           <= 4
 - kb_search_ratio     `deep-research kb search ...` / `python -c "import chromadb"`  <= 1.5
+The CLI is the one installed next to this Python (the venv's), else the one on PATH.
 """
 
 from __future__ import annotations
@@ -33,29 +35,24 @@ NOTES = "# Budgets\n\nEvery web job reserves its worst-case cost before it start
 
 def wall(command: list[str], env: dict[str, str], cwd: Path) -> float:
     start = time.perf_counter()
-    subprocess.run(command, env=env, cwd=cwd, check=True, capture_output=True)
-    return time.perf_counter() - start
+    done = subprocess.run(command, env=env, cwd=cwd, capture_output=True)
+    seconds = time.perf_counter() - start
+    if done.returncode:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-5:]
+        sys.exit(f"{' '.join(command)} exited {done.returncode}: " + " | ".join(tail))
+    return seconds
 
 
-def median_of(runs: int, command: list[str], env: dict[str, str], cwd: Path) -> float:
-    wall(command, env, cwd)  # warm the page cache once
+def median_of(runs: int, command: list[str], env: dict[str, str], cwd: Path, warm: bool) -> float:
+    if warm:
+        wall(command, env, cwd)  # warm the page cache once
     return statistics.median(wall(command, env, cwd) for _ in range(runs))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--runs", type=int, default=7, help="timed runs per command")
-    parser.add_argument("--json", action="store_true", help="end with one JSON line")
-    args = parser.parse_args()
-
+def measure(cli: str, work: Path, runs: int, warm: bool) -> dict[str, float]:
+    """Median wall seconds of each command, in a fresh data directory under ``work``."""
     from deep_research.persistence.sessions import SessionStore
 
-    cli = shutil.which("deep-research") or ""
-    if not cli:
-        sys.exit("deep-research is not installed: pip install -e .")
-    work = Path(tempfile.mkdtemp(prefix="bench-startup-"))
     home = work / "home"
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_RESEARCH_"))},
@@ -64,7 +61,7 @@ def main() -> None:
     session = SessionStore(home / "sessions").create("How are costs capped?")
     (work / "kb").mkdir()
     (work / "kb" / "budgets.md").write_text(NOTES)
-    subprocess.run([cli, "kb", "ingest", "kb"], env=env, cwd=work, check=True, capture_output=True)
+    wall([cli, "kb", "ingest", "kb"], env, work)
 
     py = sys.executable
     times = {
@@ -76,7 +73,25 @@ def main() -> None:
         "sessions_show_s": [cli, "sessions", "show", session.session_id],
         "kb_search_s": [cli, "kb", "search", "worst-case cost", "-k", "3"],
     }
-    figures = {name: median_of(args.runs, cmd, env, work) for name, cmd in times.items()}
+    return {name: median_of(runs, cmd, env, work, warm) for name, cmd in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=7, help="timed runs per command")
+    parser.add_argument("--json", action="store_true", help="end with one JSON line")
+    parser.add_argument("--smoke", action="store_true", help="each command once, no warm-up")
+    args = parser.parse_args()
+
+    here = str(Path(sys.executable).parent)  # a venv's scripts, even when it is not activated
+    cli = shutil.which("deep-research", path=here) or shutil.which("deep-research") or ""
+    if not cli:
+        sys.exit("deep-research is not installed: pip install -e .")
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as work:
+        runs = 1 if args.smoke else args.runs
+        figures = measure(cli, Path(work), runs, warm=not args.smoke)
     base, chroma = figures["typer_rich_s"], figures["chromadb_s"]
     ratios = {
         "help_ratio": figures["help_s"] / base,
@@ -85,7 +100,6 @@ def main() -> None:
         "sessions_show_ratio": figures["sessions_show_s"] / base,
         "kb_search_ratio": figures["kb_search_s"] / chroma,
     }
-    shutil.rmtree(work, ignore_errors=True)
     for name, value in figures.items():
         print(f"{name:>20}: {value:.3f}")
     for name, value in ratios.items():

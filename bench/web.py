@@ -2,6 +2,7 @@
 
     python bench/web.py            # human-readable figures
     python bench/web.py --json     # ... and a last line with one JSON object
+    python bench/web.py --smoke    # 3 hosts, short delays, once: does it still run?
 
 Twelve fake web hosts, one per loopback address (127.0.0.2-127.0.0.13: politeness is per
 host), serve small pages after 500 ms each; one fake SearXNG answers every search after
@@ -25,6 +26,8 @@ and rate limits, and no result cache. Figures (targets):
 - boilerplate_share            share of extracted words outside the main text      <= 0.05
 Recall and boilerplate are weighted by each page's main-text words. Timings are medians
 of several runs on this (shared, noisy) machine, serial and parallel runs interleaved.
+--smoke computes every figure once at the SMOKE scale (the test suite runs it): its values
+are not the targets'.
 """
 
 from __future__ import annotations
@@ -67,13 +70,27 @@ from tests.fake_search import Doc, FakeSearch
 from tests.fake_web import FIXTURES, FakeWeb
 from tests.fakes import FakePlanner, task
 
-BRANCHES = 12
-HOSTS = tuple(f"127.0.0.{i}" for i in range(2, 2 + BRANCHES))
-SEARCH_DELAY_S = 0.3
-PAGE_DELAY_S = 0.5
-PAGES_PER_BRANCH = 4
+
+@dataclass(frozen=True)
+class Scale:
+    """The bench's load: one web host (one loopback address) per branch."""
+
+    branches: int = 12
+    search_delay_s: float = 0.3
+    page_delay_s: float = 0.5
+    pages_per_branch: int = 4
+    per_host_rate: float = 2.0
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(f"127.0.0.{i}" for i in range(2, 2 + self.branches))
+
+
+FULL = Scale()
+SMOKE = Scale(
+    branches=3, search_delay_s=0.02, page_delay_s=0.05, pages_per_branch=2, per_host_rate=20.0
+)
 PER_HOST_CONCURRENCY = 2
-PER_HOST_RATE = 2.0
 CLIENT_SEARCH_RATE = 50.0  # searches a second the provider's bucket lets out
 SERVER_SEARCH_LIMIT = 100  # ... and the fake SearXNG accepts, per second
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
@@ -105,14 +122,14 @@ class Run:
 
 
 @contextmanager
-def loopback() -> Iterator[tuple[list[FakeWeb], FakeSearch]]:
+def loopback(scale: Scale) -> Iterator[tuple[list[FakeWeb], FakeSearch]]:
     """Fresh servers: one web host per address, one search API; fails on their errors."""
     with ExitStack() as stack:
-        webs = [stack.enter_context(FakeWeb(address=address)) for address in HOSTS]
+        webs = [stack.enter_context(FakeWeb(address=address)) for address in scale.hosts]
         for web in webs:
-            web.page_delay = PAGE_DELAY_S
+            web.page_delay = scale.page_delay_s
         search = stack.enter_context(FakeSearch())
-        search.delay = SEARCH_DELAY_S
+        search.delay = scale.search_delay_s
         search.limit("searxng", SERVER_SEARCH_LIMIT, 1.0)
         yield webs, search
         errors = [e for web in webs for e in web.errors] + search.errors
@@ -125,13 +142,18 @@ def question(n: int) -> str:
 
 
 async def drive(
-    webs: list[FakeWeb], search: FakeSearch, parallel: int, embedder: Embeddings, home: Path
+    webs: list[FakeWeb],
+    search: FakeSearch,
+    parallel: int,
+    embedder: Embeddings,
+    home: Path,
+    scale: Scale,
 ) -> tuple[float, float]:
-    """One research run of 12 web branches: (wall seconds, process CPU seconds)."""
+    """One research run of a web branch per host: (wall seconds, process CPU seconds)."""
     for n, web in enumerate(webs):
         search.corpus[normalize(question(n))] = [
             Doc(web.url(f"/page/{n * 100 + i}.html"), f"Page {i} of host {n}", "About limits.")
-            for i in range(PAGES_PER_BRANCH)
+            for i in range(scale.pages_per_branch)
         ]
     searcher = make_provider(
         "searxng",
@@ -142,7 +164,7 @@ async def drive(
         ReaderSettings(
             allow=tuple(web.netloc for web in webs),
             per_host_concurrency=PER_HOST_CONCURRENCY,
-            per_host_rate=PER_HOST_RATE,
+            per_host_rate=scale.per_host_rate,
             trust_env=False,
         )
     )
@@ -153,7 +175,7 @@ async def drive(
         split=split_passages,
         writer=None,
         query_writer=None,
-        limits=SearchLimits(pages_per_round=PAGES_PER_BRANCH),
+        limits=SearchLimits(pages_per_round=scale.pages_per_branch),
     )
     tasks = [task(f"w{n}", question=question(n)) for n in range(len(webs))]
     state = SessionState(session_id="e" * 12, question="bench?", limits=Limits(max_iterations=1))
@@ -181,12 +203,12 @@ async def drive(
     return wall, cpu
 
 
-def run_once(parallel: int, embedder: Embeddings) -> Run:
-    with loopback() as (webs, search), tempfile.TemporaryDirectory() as tmp:
-        wall, cpu = asyncio.run(drive(webs, search, parallel, embedder, Path(tmp)))
+def run_once(parallel: int, embedder: Embeddings, scale: Scale) -> Run:
+    with loopback(scale) as (webs, search), tempfile.TemporaryDirectory() as tmp:
+        wall, cpu = asyncio.run(drive(webs, search, parallel, embedder, Path(tmp), scale))
         for web in webs:
             pages = [p for p in web.paths() if p.startswith("/page/")]
-            assert len(pages) == PAGES_PER_BRANCH, f"{web.hostname} served {pages}"
+            assert len(pages) == scale.pages_per_branch, f"{web.hostname} served {pages}"
         busiest = max(webs, key=lambda web: web.max_in_window(1.0, web.hostname))
         starts = sorted(hit.started for hit in busiest.hits)
         return Run(
@@ -198,12 +220,12 @@ def run_once(parallel: int, embedder: Embeddings) -> Run:
         )
 
 
-def bench_branches(runs: int, embedder: Embeddings) -> dict[str, float]:
+def bench_branches(runs: int, embedder: Embeddings, scale: Scale) -> dict[str, float]:
     serial: list[Run] = []
     parallel: list[Run] = []
     for _ in range(runs):  # interleaved: the machine's noise falls on both alike
-        serial.append(run_once(1, embedder))
-        parallel.append(run_once(BRANCHES, embedder))
+        serial.append(run_once(1, embedder, scale))
+        parallel.append(run_once(scale.branches, embedder, scale))
     worst = max(parallel, key=lambda r: r.most_in_window)
     shown = " ".join(f"{t:.3f}" for t in worst.busiest)
     print(f"{'':>18}  the busiest host's requests started at {shown} s (robots.txt, then pages)")
@@ -213,9 +235,9 @@ def bench_branches(runs: int, embedder: Embeddings) -> dict[str, float]:
         "serial_s": serial_s,
         "parallel_s": parallel_s,
         "speedup_12_branches": serial_s / parallel_s,
-        "cpu_s_per_branch": statistics.median(r.cpu_s for r in parallel) / BRANCHES,
+        "cpu_s_per_branch": statistics.median(r.cpu_s for r in parallel) / scale.branches,
         "max_requests_per_second_per_host": max(r.most_in_window for r in parallel),
-        "per_host_rate": PER_HOST_RATE,
+        "per_host_rate": scale.per_host_rate,
         "max_in_flight_per_host": max(r.most_in_flight for r in parallel),
     }
 
@@ -296,31 +318,34 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     parser.add_argument("--runs", type=int, default=3, help="repetitions per figure (median)")
+    parser.add_argument("--smoke", action="store_true", help="the SMOKE scale, once")
     args = parser.parse_args()
+    scale, runs = (SMOKE, 1) if args.smoke else (FULL, args.runs)
     for name in PROXY_VARIABLES:  # loopback only: nothing may go through a proxy
         os.environ.pop(name, None)
         os.environ.pop(name.lower(), None)
 
     embedder, described = load_embedder()
     print(
-        f"{'setup':>18}: {BRANCHES} hosts ({HOSTS[0]}-{HOSTS[-1]}), {PAGES_PER_BRANCH} pages a "
-        f"branch; latency {SEARCH_DELAY_S * 1000:.0f} ms a search, {PAGE_DELAY_S * 1000:.0f} ms "
-        f"a page; per host {PER_HOST_CONCURRENCY} in flight, {PER_HOST_RATE:g}/s"
+        f"{'setup':>18}: {scale.branches} hosts ({scale.hosts[0]}-{scale.hosts[-1]}), "
+        f"{scale.pages_per_branch} pages a branch; latency {scale.search_delay_s * 1000:.0f} ms "
+        f"a search, {scale.page_delay_s * 1000:.0f} ms a page; per host "
+        f"{PER_HOST_CONCURRENCY} in flight, {scale.per_host_rate:g}/s"
     )
     print(f"{'embedder':>18}: {described}")
     figures: dict[str, float] = {}
     for name, step in (
         ("extraction", bench_extraction),
-        ("12 web branches", lambda: bench_branches(args.runs, embedder)),
+        (f"{scale.branches} web branches", lambda: bench_branches(runs, embedder, scale)),
     ):
         result = step()
         figures.update(result)
         shown = ", ".join(f"{k}={v:.3f}" for k, v in result.items())
         print(f"{name:>18}: {shown}", flush=True)
-    holds = figures["max_requests_per_second_per_host"] <= PER_HOST_RATE
+    holds = figures["max_requests_per_second_per_host"] <= scale.per_host_rate
     print(
         f"{'politeness':>18}: at most {figures['max_requests_per_second_per_host']:.0f} requests"
-        f" to one host in any 1 s window (setting {PER_HOST_RATE:g}/s): "
+        f" to one host in any 1 s window (setting {scale.per_host_rate:g}/s): "
         + ("holds" if holds else "EXCEEDED")
     )
     if args.json:

@@ -152,4 +152,3 @@ def bench_create_to_disk(processes: int = 5, creates: int = 50) -> dict[str, flo
         "create_to_disk_ms_p50": statistics.median(many),
         "create_to_disk_ms_p95": p95,
     }
-

@@ -29,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from deep_research.adapters.prices import PriceTable
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import Citation, Limits, Plan, PlannedTask, SessionState
-from deep_research.core.orchestrator import Engine, ResearchOrchestrator, RunConfig
+from deep_research.core.orchestrator import Engine, ResearchOrchestrator, RunConfig, SessionSaver
 from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook
 from deep_research.persistence.sessions import Checkpointer, SessionStore
 from tests.fakes import (
@@ -97,7 +98,10 @@ def lower_bound(tasks: list[PlannedTask], latency: dict[str, float], parallel: i
 
 
 async def run_once(
-    tasks: list[PlannedTask], latency: dict[str, float], parallel: int, saver: object = None
+    tasks: list[PlannedTask],
+    latency: dict[str, float],
+    parallel: int,
+    store: SessionStore | None = None,
 ) -> float:
     state = SessionState(session_id="b" * 12, question="bench?", limits=Limits(max_iterations=1))
     engine = Engine(
@@ -107,16 +111,15 @@ async def run_once(
         FakeSynthesizer(),
         FakeJudge([verdict(True)]),
     )
-    if saver is None:
-        saver = MemorySaver()
-    elif isinstance(saver, SessionStore):
-        saver.root.mkdir(parents=True, exist_ok=True)
-        (saver.root / state.session_id).mkdir(exist_ok=True)
-        saver = Checkpointer(saver)
+    saver: SessionSaver = MemorySaver()
+    if store is not None:
+        store.root.mkdir(parents=True, exist_ok=True)
+        (store.root / state.session_id).mkdir(exist_ok=True)
+        saver = Checkpointer(store)
     config = RunConfig(max_parallel=parallel, max_nodes_per_plan=len(tasks), max_depth=3)
     orch = ResearchOrchestrator(
         state, engine, saver, BudgetGuard(state, state.limits, prices=PriceTable()), config
-    )  # type: ignore[arg-type]
+    )
     start = time.perf_counter()
     await orch.run()
     wall = time.perf_counter() - start
@@ -124,8 +127,8 @@ async def run_once(
     return wall
 
 
-def median_of(runs: int, make: object) -> float:
-    return statistics.median(asyncio.run(make()) for _ in range(runs))  # type: ignore[operator]
+def median_of(runs: int, make: Callable[[], Coroutine[object, object, float]]) -> float:
+    return statistics.median(asyncio.run(make()) for _ in range(runs))
 
 
 def bench_dag(runs: int, nodes: int = 30) -> dict[str, float]:
@@ -170,7 +173,7 @@ def main() -> None:
     from bench.prompt_growth import bench_prompt_growth
 
     figures: dict[str, float] = {}
-    for name, step in (
+    steps: tuple[tuple[str, Callable[[], dict[str, float]]], ...] = (
         ("DAG scheduling", lambda: bench_dag(runs, nodes=8 if args.smoke else 30)),
         ("parallel speed-up", lambda: bench_speedup(runs, 0.02 if args.smoke else 0.2)),
         ("per-node overhead", lambda: bench_overhead(runs, nodes=20 if args.smoke else 200)),
@@ -179,7 +182,8 @@ def main() -> None:
             "create to disk",
             lambda: bench_create_to_disk(*((1, 5) if args.smoke else (5, 50))),
         ),
-    ):
+    )
+    for name, step in steps:
         result = step()
         figures.update(result)
         shown = ", ".join(f"{k}={v:.3f}" for k, v in result.items())

@@ -47,7 +47,7 @@ def prompt_chars(body: Any) -> int:
 async def largest_prompt(n: int, home: Path) -> int:
     with FakeOpenAI(polls_to_complete=1) as fake:
         ResearchWorld(plans=[growth_plan(n)]).install(fake)
-        settings = Settings(  # type: ignore[call-arg]
+        settings = Settings(
             _env_file=None,
             openai_base_url=fake.base_url,
             openai_api_key="bench",

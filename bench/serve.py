@@ -61,7 +61,7 @@ def world(latency: float, runs: int) -> Iterator[tuple[FakeOpenAI, Settings]]:
         fake.latency = latency
         plans = [[plan_task(f"r{r}n{i}") for i in range(NODES_PER_RUN)] for r in range(runs)]
         ResearchWorld(plans=plans, verdicts=[verdict(True)] * runs).install(fake)
-        settings = Settings(  # type: ignore[call-arg]
+        settings = Settings(
             _env_file=None,
             home=Path(home),
             openai_base_url=fake.base_url,

@@ -12,6 +12,8 @@ Roots: a file is known by (root name, path under the root), so two folders can b
 a ``README.md``. An ingest reads one root and only ever adds, updates or removes files of
 that root. A file is unchanged when both its bytes and the chunker (model, token cap,
 overlap, `CHUNKER_VERSION`) are the same as last time; otherwise it is chunked again.
+Only files that resolve inside the root's folder are read (`walk_markdown`): the chunks of
+one that no longer does are removed like those of a file that is gone.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shlex
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +34,8 @@ from deep_research.app.config import Settings
 from deep_research.core.errors import UsageError
 from deep_research.kb.chunking import Chunk, chunk_markdown
 from deep_research.kb.embeddings import NamedEmbeddings
-from deep_research.kb.manifest import FileEntry, Manifest, RootEntry, root_name
+from deep_research.kb.manifest import FileEntry, Manifest, RootEntry, inside, root_name
+from deep_research.kb.markdown import FrontMatterRefused
 from deep_research.kb.store import KBStore
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -84,21 +89,30 @@ def _rel(path: str, root: Path) -> str:
 
 
 def walk_markdown(root: Path) -> tuple[list[tuple[str, Path]], list[SkippedFile]]:
-    """(relative path, path) of every markdown file under root, following symlinks once.
+    """(relative path, resolved path) of every markdown file under root.
 
-    Hidden entries (``.git``, ``.obsidian`` …) are ignored; symlink loops, broken links
-    and unreadable directories are reported as skipped.
+    Symlinks are followed while they resolve inside the root; a link out of it (to a file
+    or a folder) is skipped, with the command that ingests its target as a root of its
+    own. Folders are walked once each, under their own path when they have one. Hidden
+    entries (``.git``, ``.obsidian`` …) are ignored; symlink loops, broken links,
+    unreadable directories and names that a citation cannot hold are reported as skipped.
     """
     found: list[tuple[str, Path]] = []
     skipped: list[SkippedFile] = []
-    visited = {os.path.realpath(root)}
-    stack = [str(root)]
-    while stack:
-        directory = stack.pop()
+    top = os.path.realpath(root)
+    seen: dict[str, str] = {}  # resolved folder -> the path it was walked under
+    stack = [(str(root), ".", top)]  # (path, relative path, resolved path)
+    linked: list[tuple[str, str, str]] = []  # reached through a link: after the others
+    while stack or linked:
+        directory, rel_dir, here = stack.pop() if stack else linked.pop()
+        if here in seen:
+            skipped.append(SkippedFile(path=rel_dir, reason=f"the same folder as {seen[here]}"))
+            continue
+        seen[here] = rel_dir
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
         except OSError as exc:
-            skipped.append(SkippedFile(path=_rel(directory, root), reason=_os_reason(exc)))
+            skipped.append(SkippedFile(path=_shown(rel_dir), reason=_os_reason(exc)))
             continue
         for entry in entries:
             if entry.name.startswith("."):
@@ -109,21 +123,59 @@ def walk_markdown(root: Path) -> tuple[list[tuple[str, Path]], list[SkippedFile]
                 os.stat(entry.path)  # follows links: raises on loops and broken links
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
-                    skipped.append(SkippedFile(path=rel, reason="symlink loop"))
+                    skipped.append(SkippedFile(path=_shown(rel), reason="symlink loop"))
                 elif is_md:
-                    skipped.append(SkippedFile(path=rel, reason=_os_reason(exc)))
+                    skipped.append(SkippedFile(path=_shown(rel), reason=_os_reason(exc)))
                 continue
-            if entry.is_dir():
-                real = os.path.realpath(entry.path)
-                if real in visited:
-                    skipped.append(SkippedFile(path=rel, reason="symlink loop (directory seen)"))
-                    continue
-                visited.add(real)
-                stack.append(entry.path)
-            elif is_md and entry.is_file():
-                found.append((rel, Path(entry.path)))
+            is_dir = entry.is_dir()
+            if not (is_dir or (is_md and entry.is_file())):
+                continue
+            problem = name_problem(entry.name)
+            real = os.path.realpath(entry.path)
+            if problem is None and not inside(real, top):
+                target = real if is_dir else os.path.dirname(real)
+                problem = (
+                    f"links outside the folder, to {_shown(real)}; to add that folder as a "
+                    f"root of its own: deep-research kb ingest {shlex.quote(_shown(target))} "
+                    "--as NAME"
+                )
+            if problem is not None:
+                skipped.append(SkippedFile(path=_shown(rel), reason=problem))
+            elif not is_dir:
+                found.append((rel, Path(real)))
+            elif inside(here, real):  # a link to this folder or one above it
+                skipped.append(SkippedFile(path=rel, reason="symlink loop"))
+            else:
+                later = real != os.path.join(top, rel)  # a link on the way: walk it last
+                (linked if later else stack).append((entry.path, rel, real))
     found.sort()
     return found, skipped
+
+
+def name_problem(name: str) -> str | None:
+    """Why a file or folder name cannot be indexed, if it cannot: a citation names the file,
+    so it must be valid UTF-8 and one line."""
+    if not _is_utf8(name):
+        return "name is not valid UTF-8"
+    if any(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in name):
+        return "name holds a line break or control character"
+    return None
+
+
+def _is_utf8(text: str) -> bool:
+    """False for names read from bytes that are not UTF-8 (held as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(path: str) -> str:
+    """A path as it can be printed on one line: bytes that are not UTF-8 and control
+    characters escaped."""
+    text = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
 def _os_reason(exc: OSError) -> str:
@@ -144,12 +196,21 @@ class _Read:
 
 
 def _read(path: Path, max_bytes: int) -> _Read | str:
-    """The file's bytes and hash, or the reason to skip it."""
+    """The file's bytes and hash, or the reason to skip it.
+
+    ``path`` is resolved (see `walk_markdown`): a symlink found in its place now was put
+    there since the walk, and is not followed."""
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            return f"too large ({size} bytes > max_file_bytes {max_bytes})"
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "replaced by a symlink while ingesting"
+        return _os_reason(exc)
+    try:
+        with open(fd, "rb") as handle:
+            size = os.fstat(fd).st_size
+            if size > max_bytes:
+                return f"too large ({size} bytes > max_file_bytes {max_bytes})"
             data = handle.read(max_bytes + 1)
     except OSError as exc:
         return _os_reason(exc)
@@ -194,8 +255,17 @@ def chunk_sizing(settings: Settings, embeddings: NamedEmbeddings) -> ChunkSizing
 
 
 def check_root_name(name: str) -> str:
-    if not name or "/" in name or name in (".", "..") or name != name.strip():
-        raise UsageError(f"invalid root name {name!r}: use a folder-like name without '/'")
+    if (
+        not name
+        or "/" in name
+        or name in (".", "..")
+        or name != name.strip()
+        or name_problem(name) is not None
+    ):
+        raise UsageError(
+            f"invalid root name {_shown(name)!r}: use a folder-like name without '/' "
+            "(give the folder one with --as NAME)"
+        )
     return name
 
 
@@ -296,6 +366,8 @@ def ingest(
     if not root.is_dir():
         raise UsageError(f"not a directory: {root}")
     path = root.resolve()
+    if not _is_utf8(str(path)):  # the manifest records it
+        raise UsageError(f"the folder's path is not valid UTF-8: {_shown(str(path))}; rename it")
     name = check_root_name(name or root_name(path))
     sizing = chunk_sizing(store.settings, store.embeddings)
     report = IngestReport(kb=store.name, root=str(root), root_name=name)
@@ -358,12 +430,15 @@ def _chunks(
         text = _decode(outcome.data)
     except ValueError as exc:
         return str(exc)
-    chunks = chunk_markdown(
-        text,
-        source,
-        max_tokens=sizing.max_tokens,
-        overlap_tokens=sizing.overlap_tokens,
-        count_tokens=store.embeddings.count_tokens,
-        root=root,
-    )
+    try:
+        chunks = chunk_markdown(
+            text,
+            source,
+            max_tokens=sizing.max_tokens,
+            overlap_tokens=sizing.overlap_tokens,
+            count_tokens=store.embeddings.count_tokens,
+            root=root,
+        )
+    except FrontMatterRefused as exc:
+        return str(exc)
     return chunks or "empty (no content)"

@@ -12,6 +12,10 @@ BM25 index) can tell whether it is current.
 Version 1 manifests (one flat ``files`` map keyed by relative path, from before roots)
 are migrated on load: each file goes under the name of the folder it was ingested from,
 and is marked as chunked by an older chunker, so the next ingest of that root re-chunks it.
+
+A root is a folder and everything that resolves inside it: a file is read (and its chunks
+served) only while its path under the root, symlinks followed, stays inside the root's
+folder (`RootEntry.holds`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,15 @@ class RootEntry(BaseModel):
     path: str = Field(default="", description="the folder last ingested under this name")
     files: dict[str, FileEntry] = Field(default_factory=dict)
 
+    def holds(self, source: str) -> bool:
+        """Whether file ``source`` still resolves inside this root's folder: a symlink in it
+        may point elsewhere since it was read. True when the folder is not known (a
+        manifest rebuilt from the chunks), or gone (its chunks stay until it is ingested)."""
+        if not self.path:
+            return True
+        folder = os.path.realpath(self.path)
+        return inside(os.path.realpath(os.path.join(self.path, source)), folder)
+
 
 class Manifest(BaseModel):
     schema_version: int = MANIFEST_VERSION
@@ -62,6 +75,11 @@ class _V1Manifest(BaseModel):
     schema_version: int
     embedding_model: str = ""
     files: dict[str, _V1File] = Field(default_factory=dict)
+
+
+def inside(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or under it (both resolved)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def root_name(path: PurePath) -> str:

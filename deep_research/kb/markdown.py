@@ -3,6 +3,11 @@
 Blocks are headings (ATX and setext), fenced code (an unclosed fence runs to the end),
 tables and runs of text lines; blank lines separate them. Indexes are 0-based into the
 body's lines.
+
+Front matter is read without expanding YAML aliases: a few hundred bytes of nested aliases
+("billion laughs") expand to billions of nodes, and a self-referential one never ends. A
+file whose front matter uses them, or nests deeper than `MAX_FRONT_MATTER_DEPTH`, raises
+`FrontMatterRefused` (its ingest skips it with the reason).
 """
 
 from __future__ import annotations
@@ -28,6 +33,12 @@ _FM_OPEN = "---"
 # The libyaml loader when available: ten times faster, same safe subset.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FM_CLOSE = ("---", "...")
+MAX_FRONT_MATTER_DEPTH = 20
+"""Nested lists and mappings in front matter (real ones use two or three levels)."""
+
+
+class FrontMatterRefused(ValueError):
+    """Front matter this reader will not load; the message is the reason, for the user."""
 
 
 @dataclass(frozen=True)
@@ -65,9 +76,13 @@ def split_front_matter(text: str) -> FrontMatter:
             break
     else:
         return FrontMatter({}, text, 1)
+    source = "\n".join(lines[1:index])
     try:
-        loaded = yaml.load("\n".join(lines[1:index]), Loader=_YAML_LOADER)
-    except yaml.YAMLError:
+        _check_yaml(source)
+        loaded = yaml.load(source, Loader=_YAML_LOADER)
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: a date like 2024-13-45
+        if isinstance(exc, FrontMatterRefused):
+            raise
         return FrontMatter({}, text, 1)
     if loaded is None:
         loaded = {}
@@ -79,6 +94,26 @@ def split_front_matter(text: str) -> FrontMatter:
         if converted is not None:
             meta[str(key)] = converted
     return FrontMatter(meta, "\n".join(lines[index + 1 :]), index + 2)
+
+
+def _check_yaml(source: str) -> None:
+    """Raise FrontMatterRefused for aliases or deep nesting; reading the events is linear
+    in the text, whatever the aliases would have expanded to."""
+    depth = 0
+    for event in yaml.parse(source, Loader=_YAML_LOADER):
+        if isinstance(event, yaml.AliasEvent):
+            raise FrontMatterRefused(
+                f"YAML front matter uses an alias (*{event.anchor}), which is not expanded: "
+                "write the value out"
+            )
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_FRONT_MATTER_DEPTH:
+                raise FrontMatterRefused(
+                    f"YAML front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels"
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 def tags_of(meta: Mapping[str, MetaValue | list[str]]) -> tuple[str, ...]:

@@ -183,28 +183,30 @@ def search(
     if mmr and vector is not None:
         pool = ranked[:n]
         ranked = mmr_order(vector, pool, store.vectors([cid for cid, _ in pool]), k, mmr_lambda)
-    top = ranked[:k]
-    chunks = store.get_chunks([cid for cid, _ in top])
-    hits = []
-    for cid, score in top:
-        chunk = chunks.get(cid)
-        if chunk is None:
-            continue  # deleted since the lexical index was built
-        hits.append(
-            Hit(
-                chunk_id=cid,
-                source=chunk.source,
-                heading=chunk.heading,
-                start_line=chunk.start_line,
-                end_line=chunk.end_line,
-                score=score,
-                text=chunk.text,
-                title=chunk.title,
-                tags=chunk.tags,
-                root=chunk.root,
-            )
-        )
+    hits: list[Hit] = []
+    taken = 0
+    while len(hits) < k and taken < len(ranked):
+        # A chunk deleted since the lexical index was built, or not served (its file now
+        # resolves outside its root: KBStore.get_chunks), gives its place to the next one.
+        top, taken = ranked[taken : taken + k - len(hits)], taken + k - len(hits)
+        chunks = store.get_chunks([cid for cid, _ in top])
+        hits.extend(_hit(chunks[cid], score) for cid, score in top if cid in chunks)
     return hits
+
+
+def _hit(chunk: StoredChunk, score: float) -> Hit:
+    return Hit(
+        chunk_id=chunk.id,
+        source=chunk.source,
+        heading=chunk.heading,
+        start_line=chunk.start_line,
+        end_line=chunk.end_line,
+        score=score,
+        text=chunk.text,
+        title=chunk.title,
+        tags=chunk.tags,
+        root=chunk.root,
+    )
 
 
 def resolve_locator(store: KBStore, locator: str) -> str:

@@ -15,10 +15,14 @@ what the embedding model and BM25 both see; ``text_start`` in its metadata marks
 the chunk's own text begins. Chunks written before roots existed have no ``root`` and no
 ``text_start`` (their document is the bare text); they read back with root "".
 
-Invariants: a collection records the embedding model that filled it and is only
-opened with that model; every write to Chroma is preceded and followed by a generation
-change, so a derived index can never be mistaken for current after the chunks moved on.
-All methods are synchronous; async callers use ``asyncio.to_thread``.
+Invariants: a chunk's text is served (`get_chunks`, `find`: every search, fetch, locator
+and citation reads through them) only while its file resolves inside its root's folder
+(`RootEntry.holds`), so a symlink pointed out of the folder after an ingest exposes
+nothing before the next ingest drops its chunks. A collection records the embedding
+model that filled it and is only opened with that model; every write to Chroma is
+preceded and followed by a generation change, so a derived index can never be mistaken
+for current after the chunks moved on. All methods are synchronous; async callers use
+``asyncio.to_thread``.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +53,7 @@ from deep_research.kb.chunking import Chunk, document_key, indexed_text
 from deep_research.kb.embeddings import NamedEmbeddings, make_embeddings
 from deep_research.kb.lexical import LexicalDoc, LexicalIndex
 from deep_research.kb.manifest import (
+    MANIFEST_FILE,
     FileEntry,
     Manifest,
     RootEntry,
@@ -182,6 +187,17 @@ def _stored(chunk_id: str, document: str, meta: Mapping[str, Any]) -> StoredChun
     )
 
 
+def _root_of(manifest: Manifest, chunk: StoredChunk) -> RootEntry | None:
+    """The root a chunk was read from; chunks from before roots are found by their id."""
+    if chunk.root:
+        return manifest.roots.get(chunk.root)
+    for root in manifest.roots.values():
+        entry = root.files.get(chunk.source)
+        if entry is not None and chunk.id in entry.chunk_ids:
+            return root
+    return None
+
+
 def _rows(got: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
     for cid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
         yield cid, doc or "", meta or {}
@@ -228,6 +244,7 @@ class KBStore:
         self._lock = threading.RLock()
         self._write_lock = threading.Lock()
         self._lexical: LexicalIndex | None = None
+        self._roots: tuple[tuple[int, int, int], Manifest | None] | None = None
 
     @property
     def vectorstore(self) -> Chroma:
@@ -329,12 +346,44 @@ class KBStore:
             return {}
         with _store_errors("reading chunks"):
             got = self.collection.get(ids=list(ids), include=["documents", "metadatas"])
-        return {cid: _stored(cid, doc, meta) for cid, doc, meta in _rows(got)}
+        return {c.id: c for c in self._served(_stored(*row) for row in _rows(got))}
 
     def find(self, where: dict[str, Any]) -> list[StoredChunk]:
         with _store_errors("reading chunks"):
             got = self.collection.get(where=where, include=["documents", "metadatas"])
-        return [_stored(cid, doc, meta) for cid, doc, meta in _rows(got)]
+        return self._served(_stored(*row) for row in _rows(got))
+
+    def _served(self, chunks: Iterable[StoredChunk]) -> list[StoredChunk]:
+        """The chunks whose files still resolve inside their roots (one check per file)."""
+        chunks = list(chunks)
+        manifest = self._manifest_for_reads() if chunks else None
+        if manifest is None:
+            return chunks
+        verdicts: dict[tuple[str, str], bool] = {}
+        for chunk in chunks:
+            if chunk.document not in verdicts:
+                root = _root_of(manifest, chunk)
+                verdicts[chunk.document] = root is None or root.holds(chunk.source)
+        return [chunk for chunk in chunks if verdicts[chunk.document]]
+
+    def _manifest_for_reads(self) -> Manifest | None:
+        """The manifest as it is on disk (None: missing or unreadable, so the roots' folders
+        are unknown), parsed again only when the file was replaced."""
+        try:
+            info = os.stat(self.directory / MANIFEST_FILE)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise KnowledgeBaseError(f"cannot read the manifest of {self.name!r}: {exc}") from exc
+        key = (info.st_ino, info.st_mtime_ns, info.st_size)
+        with self._lock:
+            if self._roots is None or self._roots[0] != key:
+                try:
+                    manifest = load_manifest(self.directory)
+                except KnowledgeBaseError:
+                    manifest = None  # a newer version's: still searchable, as before
+                self._roots = (key, manifest)
+            return self._roots[1]
 
     def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
         if not ids:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from deep_research.adapters.kb_branch import plain_text
 from deep_research.core.citations import (
     check,
@@ -93,7 +95,7 @@ def test_report_removes_unknown_markers_and_says_so() -> None:
     report = build_report(state, "Tombstones are dropped by compaction [S1][S9].")
     assert "[S9]" not in report
     assert "1 citation(s) pointed to no source and were removed" in report
-    assert "1. [Compaction in LSM trees](https://db.example/compaction)" in report
+    assert "1. [Compaction in LSM trees](<https://db.example/compaction>)" in report
 
 
 def test_report_says_how_many_citations_could_not_be_checked() -> None:
@@ -180,3 +182,25 @@ def test_the_claim_of_a_marker_is_its_sentence_without_markers() -> None:
     assert sentence_of(notes, 2) == "Raft uses timeouts.", "the first sentence citing it"
     assert sentence_of(notes, 3) == "A third!"
     assert sentence_of(notes, 4) == ""
+
+
+def test_a_synthesis_cannot_make_the_reports_markers_link_elsewhere() -> None:
+    """A link reference definition in a synthesis (invisible once rendered) would turn every
+    ``[1]`` of the report, or ``[1][x]``, into a link to where it says."""
+    from markdown_it import MarkdownIt
+
+    state = SessionState(session_id="a" * 12, question="q?", sources={"S1": SOURCE, "S2": WEB})
+    body = (
+        "Tombstones are dropped by compaction [S1]. Bananas ripen quickly [S2][x].\n\n"
+        "[S1]: https://phish.example/s1\r[ 2 ]: <https://phish.example/2>\n"
+        "> - [x]:\n>   https://phish.example/x 'title'\n\n"
+        "```python\ndef f() -> list[int]:\n    return d[k]\n```\n"
+    )
+    report = build_report(state, body)
+    env: dict[str, object] = {}
+    parser = MarkdownIt("commonmark", {"html": True})
+    parser.parse(report, env)
+    assert not env.get("references")
+    anchors = re.findall(r'<a href="([^"]*)">([^<]*)</a>', parser.render(report))
+    assert [(href, text) for href, text in anchors if "phish" in href and text != href] == []
+    assert "def f() -> list[int]:\n    return d[k]\n" in report  # code is left as written

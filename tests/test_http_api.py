@@ -5,8 +5,10 @@ server that spends the user's money."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,12 +21,16 @@ from typing import Any
 import httpx
 import pytest
 
+from deep_research.app import service
 from deep_research.app.config import Settings
-from deep_research.app.http_api import create_app, render_html
+from deep_research.app.http_api import create_app
+from deep_research.app.report_html import render_html
 from deep_research.app.runs import Caps, RunManager
 from deep_research.core.errors import ConfigError
+from deep_research.core.models import Citation
+from deep_research.core.report import Report
 from tests.clirun import cli
-from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import ChatReply, ChatRequest, FakeOpenAI, ResearchReport, ResearchRequest
 from tests.serving import free_port, serving
 from tests.world import ResearchWorld, plan_task
 
@@ -225,15 +231,92 @@ def test_serve_refuses_a_public_bind_without_a_token(env: dict[str, str]) -> Non
 
 
 def test_reports_are_rendered_without_raw_html() -> None:
-    page = render_html(
-        "# Q\n\nSee <script>alert(1)</script> [1].\n\n## Sources\n\n"
-        "1. [x](javascript:alert(1))\n2. [ok](https://example.org)\n"
+    report = Report(
+        before="# Q\n\nSee <script>alert(1)</script> [1] [2] and [x](javascript:alert(1)).",
+        sources=[
+            Citation(kind="web", url="javascript:alert(1)", title="x", claim="c"),
+            Citation(kind="web", url="https://example.org", title="ok", claim="c"),
+        ],
+        after="",
     )
-    assert "<script>" not in page
-    assert "&lt;script&gt;" in page
-    assert "javascript:" not in page.split("<main>")[1].split('href="')[-1]
-    assert 'href="javascript' not in page
-    assert '<li id="source-2"><a href="https://example.org">ok</a></li>' in page
+    for page in (render_html(report), render_html(report.markdown)):  # a report before data
+        assert "<script>" not in page
+        assert "&lt;script&gt;" in page
+        assert 'href="javascript' not in page
+        assert '<a href="https://example.org">ok</a>' in page
+    page = render_html(report)
+    assert '<a href="#source-1">[1]</a> <a href="#source-2">[2]</a>' in page
+    assert '<li id="source-2"><p><a href="https://example.org">ok</a>' in page
+    assert "source-" not in render_html(report.markdown)  # no data: nothing is guessed
+
+
+class ForgingWorld(ResearchWorld):
+    """Pages whose titles hold links of their own, and a synthesis that writes its own
+    Sources list and link reference definitions, as a prompt-injected model would."""
+
+    def research(self, req: ResearchRequest) -> ResearchReport:
+        report = super().research(req)
+        forged = tuple(
+            dataclasses.replace(c, title=f"{c.title}](https://phish.example/{i}) [real")
+            for i, c in enumerate(report.citations, start=1)
+        )
+        return dataclasses.replace(report, citations=forged)
+
+    def chat(self, req: ChatRequest) -> ChatReply | str | dict[str, Any] | None:
+        reply = super().chat(req)
+        if isinstance(reply, str) and reply.startswith("## Answer"):
+            refs = re.findall(r"\[S\d+\]", reply)
+            entries = "\n".join(
+                f"{n}. [Source {n}](https://phish.example/list{n})" for n in range(1, 6)
+            )
+            definitions = "\n".join(f"{ref}: https://phish.example/def" for ref in refs)
+            reply += f"\n\n## Sources\n\n{entries}\n\n{definitions}\n"
+        return reply
+
+
+async def test_the_report_is_linked_from_what_the_builder_wrote_never_from_what_it_quotes(
+    llm_settings: Settings, fake_openai: FakeOpenAI, serve: Serve
+) -> None:
+    ForgingWorld(plans=[[plan_task("t1"), plan_task("t2")]]).install(fake_openai)
+    client = await serve(llm_settings, max_cost_per_run=20.0)
+    started = await client.post("/research", json={"question": QUESTION})
+    session_id = started.json()["session_id"]
+    await sse(client, f"/research/{session_id}/events")
+
+    html = await client.get(f"/research/{session_id}/report", headers={"Accept": "text/html"})
+    markdown = await client.get(f"/research/{session_id}/report")
+    for response in (html, markdown):
+        assert response.headers["x-content-type-options"] == "nosniff"
+        policy = response.headers["content-security-policy"]
+        assert "default-src 'none'" in policy
+        assert "script-src" not in policy  # a report runs no script at all
+        assert "frame-ancestors 'none'" in policy
+    assert "## Sources\n\n1. [Source 1](https://phish.example/list1)" in markdown.text
+
+    anchors = re.findall(r'<a href="([^"]*)">([^<]*)</a>', html.text)
+    sources = dict(re.findall(r'<li id="source-(\d+)">(?:<p>)?<a href="([^"]*)">', html.text))
+    assert len(sources) >= 2
+    cited = [(href, text) for href, text in anchors if href.startswith("#")]
+    assert cited
+    assert all(href == f"#source-{text.strip('[]')}" for href, text in cited)
+    assert {text.strip("[]") for _, text in cited} <= set(sources)
+    # Each entry N goes where its title says (not to the synthesis's list, nor its title's link).
+    for href in sources.values():
+        page = re.fullmatch(r"https://source(\d)\.example/page", href)
+        assert page, href
+        title = next(text for link, text in anchors if link == href)
+        assert title == f"Source {page[1]}](https://phish.example/{page[1]}) [real"
+    out = {href for href, _ in anchors if "phish" in href and "/list" not in href}
+    assert out == set(), "only the synthesis's own list links out, as it reads"
+
+    # A report written before its sources were kept as data is shown, its [N] not linked.
+    path = service.report_path(llm_settings, session_id)
+    assert path is not None
+    assert isinstance(service.read_report_data(path), Report)
+    Path(path).with_name("report.json").unlink()
+    html = await client.get(f"/research/{session_id}/report", headers={"Accept": "text/html"})
+    assert html.status_code == 200
+    assert "#source-" not in html.text
 
 
 def test_ctrl_c_on_the_server_saves_its_runs_while_a_client_follows_one(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shlex
 import signal
 import sys
@@ -323,7 +324,31 @@ async def test_a_report_before_the_run_ends_holds_the_findings_so_far(
     assert state.nodes["t1"].notes.strip() in text
     cited = [line for line in text.splitlines() if line.startswith("- [S")]
     assert cited
-    assert all(" — " in line for line in cited)
+    assert all(re.fullmatch(r"- \[S\d+\] \[Source \d\]\(<https://\S+>\)", line) for line in cited)
+
+
+FORGED_TITLE = "NIST](https://phish.example/t) [x"
+
+
+def test_the_findings_so_far_quote_titles_and_notes_without_forging_links() -> None:
+    from markdown_it import MarkdownIt
+
+    from deep_research.core.models import Citation, ResearchNode
+
+    state = SessionState(session_id="d" * 12, question="q?")
+    state.nodes["t1"] = ResearchNode(
+        id="t1",
+        question="Which one?](https://phish.example/q) [x",
+        status="done",
+        notes="It is so [S1].\n\n[S1]: https://phish.example/def",
+        citations=[
+            Citation(ref="S1", kind="web", url="https://nist.gov/p", title=FORGED_TITLE)
+        ],
+    )
+    text = findings_so_far(state)
+    hrefs = re.findall(r'href="([^"]*)"', MarkdownIt("commonmark").render(text))
+    assert hrefs == ["https://nist.gov/p"]
+    assert "- [S1] [NIST\\](https://phish.example/t) \\[x](<https://nist.gov/p>)" in text
 
 
 async def test_a_run_is_cancelled_and_its_findings_read_before_any_report(

@@ -86,3 +86,44 @@ async def test_a_run_started_in_the_page_fills_its_tree_live_and_shows_the_repor
             assert problems == []
         finally:
             await browser.close()
+
+
+async def test_the_page_links_each_citation_to_its_real_source(
+    server: str, fake_openai: FakeOpenAI
+) -> None:
+    """Pages with forged titles and a synthesis with its own Sources list and link
+    definitions (``ForgingWorld``): on the page, [N] still opens source N, whose link goes
+    where its title says it does."""
+    try:
+        from playwright.async_api import async_playwright
+    except ImportError:
+        need(False, "playwright is not installed (pip install -e '.[browser]')")
+    need(HAVE_BROWSER, f"no {BROWSER} (apt-get install chromium-headless-shell)")
+    from tests.test_http_api import ForgingWorld
+
+    ForgingWorld(plans=[[plan_task("t1"), plan_task("t2")]]).install(fake_openai)
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=BROWSER, args=["--no-sandbox"])
+        try:
+            page = await browser.new_page()
+            await page.goto(server + "/")
+            await page.fill("#question", "How do vector databases handle deletes?")
+            await page.click("#go")
+            await page.wait_for_selector("#report li#source-1", timeout=30_000)
+            cited = await page.eval_on_selector_all(
+                "#report a[href^='#']", "links => links.map(a => [a.hash, a.textContent])"
+            )
+            assert cited
+            assert all(f"#source-{text.strip('[]')}" == hash_ for hash_, text in cited)
+            sources = await page.eval_on_selector_all(
+                "#report li[id^='source-'] > p > a:first-child",
+                "links => links.map(a => [a.href, a.textContent])",
+            )
+            assert len(sources) >= 2
+            for href, title in sources:
+                number = href.removeprefix("https://source").removesuffix(".example/page")
+                assert title == f"Source {number}](https://phish.example/{number}) [real"
+            await page.locator("#report a[href='#source-1']").first.click()
+            assert page.url.endswith("#source-1")
+        finally:
+            await browser.close()

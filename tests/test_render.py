@@ -67,3 +67,31 @@ def test_drawing_from_another_thread_never_sees_a_state_being_changed() -> None:
         thread.join()
         sys.setswitchinterval(previous)
     assert not failures
+
+
+def test_questions_errors_and_notes_are_shown_as_written_never_as_markup() -> None:
+    """A model's ``[link=…]`` would be a hidden link in the terminal, and an unmatched
+    ``[/x]`` in an error stopped the run's display with a MarkupError."""
+    from deep_research.app import render
+
+    state = SessionState(session_id="s1", question="q?")
+    state.nodes["n1"] = ResearchNode(
+        id="n1", question="See [link=https://phish.example]NIST[/link] [bold]now[/bold]"
+    )
+    state.nodes["n2"] = ResearchNode(
+        id="n2", question="Paths", status="failed", error="no such file [/etc/x]"
+    )
+    console = Console(width=200, record=True, force_terminal=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(render.node_table(state.nodes.values()))
+    assert "href=\"https://phish" not in console.export_html(clear=False)
+    drawn = console.export_text()
+    assert "See [link=https://phish.example]NIST[/link] [bold]now[/bold]" in drawn
+    assert "Paths (no such file [/etc/x])" in drawn
+
+    shown = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    render.err, saved = shown, render.err
+    try:
+        render.Progress()("n2: page [/etc/x] read: [link=https://phish.example]x[/link]")
+    finally:
+        render.err = saved
+    assert "n2: page [/etc/x] read: [link=https://phish.example]x[/link]" in shown.export_text()

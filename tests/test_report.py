@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from deep_research.core.citations import identity
 from deep_research.core.models import Citation, SessionState
 from deep_research.core.report import build_report
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
 
 WEB = Citation(
     ref="S1",
@@ -33,7 +37,7 @@ def test_web_sources_show_their_claim_and_say_no_text_was_captured() -> None:
     state = SessionState(session_id="a" * 12, question="q?", sources={"S1": WEB, "S2": KB})
     report = build_report(state, "Chroma handles 10M vectors [S1]; runs stop at the limit [S2].")
     assert sources_section(report) == (
-        "1. [Chroma scale](https://docs.trychroma.com/scale)\n"
+        "1. [Chroma scale](<https://docs.trychroma.com/scale>)\n"
         "   cited for: “Chroma scales to 10M vectors.” — _source text not captured_\n"
         "2. `budgets.md#Cost limits:0-120` — budgets.md › Cost limits\n"
         "   > A run stops once its spend reaches the cost limit."
@@ -73,3 +77,130 @@ def test_the_footer_says_when_part_of_the_spend_is_unknown() -> None:
         make_entry("deep_research", "gpt-5.5", Usage(), usage_unknown=True, prices=PriceTable())
     )
     assert "1 cancelled or failed research job(s) reported no usage" in build_report(state, "b")
+
+
+# --- what the report quotes cannot forge it ---------------------------------------------
+
+FORGED_TITLE = "Official NIST page](https://phish.example/login) [real"
+PAGES = [  # (title, url)
+    (FORGED_TITLE, "https://nist.gov/page"),
+    ("closing) (paren", "https://example.org/a_(b)"),
+    ("<script>x</script> <https://phish.example/auto>", "https://example.org/?a=<b>"),
+    ("one\n## Sources\n1. [x](https://phish.example/nl)", "https://example.org/a b\nc"),
+    ("click me", "javascript:alert(1)"),
+    ("[1]: https://phish.example/def", " JavaScript:alert(2)"),
+]
+HREFS = {  # where each http(s) source's link goes
+    "https://nist.gov/page": "https://nist.gov/page",
+    "https://example.org/a_(b)": "https://example.org/a_(b)",
+    "https://example.org/?a=<b>": "https://example.org/?a=%3Cb%3E",
+    "https://example.org/a b\nc": "https://example.org/a%20b%0Ac",
+}
+
+
+def forged_state() -> SessionState:
+    sources = {
+        f"S{i}": Citation(ref=f"S{i}", kind="web", url=url, title=title, locator=url, claim="c")
+        for i, (title, url) in enumerate(PAGES, start=1)
+    }
+    sources["S7"] = Citation(
+        ref="S7",
+        kind="kb",
+        title="notes.md › a](https://phish.example/kb) b",
+        locator="notes.md`[x](https://phish.example/tick)`#A:0-9",
+        quote="quoted ](https://phish.example/q) <i>text</i>\n# not a heading\n> nor a quote",
+    )
+    return SessionState(session_id="c" * 12, question="q <b>?</b>", sources=sources)
+
+
+def links(markdown: str) -> list[tuple[str, str]]:
+    """Every link of ``markdown`` as a reader gets it: (href, text)."""
+    from markdown_it import MarkdownIt
+
+    found: list[tuple[str, str]] = []
+    for block in MarkdownIt("commonmark", {"html": True}).parse(markdown):
+        children = block.children or []
+        for at, token in enumerate(children):
+            if token.type == "link_open":
+                end = next(i for i in range(at, len(children)) if children[i].type == "link_close")
+                words = "".join(t.content for t in children[at + 1 : end])
+                found.append((str(token.attrs["href"]), words))
+    return found
+
+
+def plain(inline: Token) -> str:
+    """The text a reader sees of an inline token."""
+    return "".join(t.content for t in inline.children or [] if t.type in ("text", "code_inline"))
+
+
+def test_titles_quotes_and_urls_are_written_as_text_and_links_go_where_they_say() -> None:
+    from markdown_it import MarkdownIt
+
+    body = " ".join(f"Page {i} says so [S{i}]." for i in range(1, 8))
+    report = build_report(forged_state(), body)
+
+    assert links(report) == [
+        (HREFS[url], " ".join(title.split())) for title, url in PAGES if url in HREFS
+    ]
+    tokens = MarkdownIt("commonmark", {"html": True}).parse(report)
+    assert not [t for t in tokens if t.type.startswith("html")]
+    headings = [plain(tokens[i + 1]) for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert headings == ["q <b>?</b>", "Sources"]
+    listed = {line[:3]: line for line in sources_section(report).splitlines()}
+    assert listed["5. "] == "5. click me — javascript:alert(1)"
+    assert listed["7. "].startswith("7. ``notes.md`[x](https://phish.example/tick)`#A:0-9`` — ")
+    quotes = [plain(tokens[i + 2]) for i, t in enumerate(tokens) if t.type == "blockquote_open"]
+    assert quotes[-1] == (
+        "quoted ](https://phish.example/q) <i>text</i> # not a heading > nor a quote"
+    )
+
+
+def test_the_html_report_links_each_source_to_its_own_address() -> None:
+    from deep_research.app.report_html import render_html
+    from deep_research.core.report import assemble
+
+    body = " ".join(f"Page {i} says so [S{i}]." for i in range(1, 8))
+    page = render_html(assemble(forged_state(), body))
+    anchors = html_anchors(page)
+    assert "phish.example" not in " ".join(href for _, href, _ in anchors)
+    assert [tag for tag in ("<script>", "<b>", "<i>") if tag in page] == []
+    sources = {where: (href, words) for where, href, words in anchors if where}
+    assert sources == {
+        f"source-{i}": (HREFS[url], " ".join(title.split()))
+        for i, (title, url) in enumerate(PAGES, start=1)
+        if url in HREFS
+    }
+    cited = [(href, words) for where, href, words in anchors if not where]
+    assert cited == [(f"#source-{i}", f"[{i}]") for i in range(1, 8)]
+
+
+def html_anchors(page: str) -> list[tuple[str, str, str]]:
+    """(id of the list item it is in, or "", href, text) of every link of ``page``."""
+    from html.parser import HTMLParser
+
+    class Anchors(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.item, self.href, self.words = "", "", ""
+            self.found: list[tuple[str, str, str]] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "li":
+                self.item = dict(attrs).get("id") or ""
+            elif tag == "a":
+                self.href, self.words = dict(attrs).get("href") or "", ""
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "a":
+                self.found.append((self.item, self.href, self.words))
+                self.href = ""
+            elif tag == "li":
+                self.item = ""
+
+        def handle_data(self, data: str) -> None:
+            if self.href:
+                self.words += data
+
+    parser = Anchors()
+    parser.feed(page)
+    return parser.found

@@ -24,8 +24,10 @@ This server spends the user's money, so (invariants):
 - A POST must be ``Content-Type: application/json`` and at most ``MAX_BODY_BYTES``.
 - Session ids are validated before they touch the file system; no endpoint reads a path a
   client gives. Reports are rendered as HTML by markdown-it-py with raw HTML off (model and
-  web text is untrusted). Errors are JSON ``{"error": {"code", "message"}}``: the same one
-  line the CLI prints and a stable code, never a traceback.
+  web text is untrusted), each ``[N]`` linked from the report's data (``report_html``), and
+  served, like the page, under a content security policy. Errors are JSON
+  ``{"error": {"code", "message"}}``: the same one line the CLI prints and a stable code,
+  never a traceback.
 - A client going away never stops a run; stopping the server saves every run as
   interrupted (resume picks them up).
 """
@@ -35,11 +37,10 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import Body, FastAPI, Header, Query, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
@@ -49,6 +50,7 @@ from sse_starlette import EventSourceResponse
 from deep_research.app import service
 from deep_research.app.cli_common import hit_json, session_detail
 from deep_research.app.config import Settings
+from deep_research.app.report_html import REPORT_POLICY, render_html
 from deep_research.app.runs import RunManager
 from deep_research.core.errors import (
     ConfigError,
@@ -59,10 +61,6 @@ from deep_research.core.errors import (
     SessionLocked,
     UsageError,
 )
-
-if TYPE_CHECKING:
-    from markdown_it.rules_core import StateCore
-    from markdown_it.token import Token
 
 log = logging.getLogger(__name__)
 
@@ -255,10 +253,15 @@ def create_app(
         path = service.report_path(settings, session_id)
         if path is None:
             raise SessionError(f"session {session_id} has no report yet")
-        markdown = service.read_report(path)
         if "text/html" in accept:
-            return HTMLResponse(render_html(markdown))
-        return PlainTextResponse(markdown, media_type="text/markdown; charset=utf-8")
+            page = render_html(service.read_report_data(path))
+            return HTMLResponse(page, headers=protected(REPORT_POLICY))
+        return PlainTextResponse(
+            service.read_report(path),
+            media_type="text/markdown; charset=utf-8",
+            headers=protected(REPORT_POLICY),
+        )
+
 
     @app.post("/research/{session_id}/resume", status_code=202, response_model=Accepted)
     async def resume(session_id: str, body: Annotated[ResumeRequest, Body()]) -> Accepted:
@@ -315,70 +318,14 @@ def asset(name: str, media_type: str) -> Response:
     """One of the page's three files (no build step, no external assets), under a
     content security policy that allows nothing from elsewhere and no inline script."""
     return Response(
-        (WEB_DIR / name).read_bytes(),
-        media_type=media_type,
-        headers={
-            "Content-Security-Policy": PAGE_POLICY,
-            "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer",
-        },
+        (WEB_DIR / name).read_bytes(), media_type=media_type, headers=protected(PAGE_POLICY)
     )
 
 
-CITATION = re.compile(r"\[(\d{1,4})\]")
-
-
-def render_html(markdown: str) -> str:
-    """A report as a standalone HTML page. Raw HTML in the markdown is escaped (model and
-    web text is untrusted) and unsafe link schemes are dropped (markdown-it's defaults);
-    every ``[N]`` links to entry N of the numbered Sources."""
-    from markdown_it import MarkdownIt
-
-    md = MarkdownIt("commonmark", {"html": False}).enable("table")
-    md.core.ruler.push("citations", _link_citations)
-    body: str = md.render(markdown)
-    return (
-        '<!doctype html><html><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>deep-research report</title></head><body><main>{body}</main></body></html>"
-    )
-
-
-def _link_citations(state: StateCore) -> None:
-    """Core rule: ``[N]`` in text becomes a link to ``#source-N``; the items of the list
-    after the "Sources" heading get those ids."""
-    from markdown_it.token import Token
-
-    in_sources = False
-    number = 0
-    for index, block in enumerate(state.tokens):
-        if block.type == "heading_open":
-            title = state.tokens[index + 1].content.strip()
-            in_sources = block.tag == "h2" and title == "Sources"
-        elif in_sources and block.type == "list_item_open" and block.level == 1:
-            number += 1
-            block.attrSet("id", f"source-{number}")
-        if block.type != "inline" or not block.children:
-            continue
-        children: list[Token] = []
-        for token in block.children:
-            if token.type != "text" or not CITATION.search(token.content):
-                children.append(token)
-                continue
-            at = 0
-            for match in CITATION.finditer(token.content):
-                children.append(_text(token.content[at : match.start()]))
-                link = Token("link_open", "a", 1)
-                link.attrSet("href", f"#source-{match[1]}")
-                children += [link, _text(match[0]), Token("link_close", "a", -1)]
-                at = match.end()
-            children.append(_text(token.content[at:]))
-        block.children = [c for c in children if c.type != "text" or c.content]
-
-
-def _text(content: str) -> Token:
-    from markdown_it.token import Token
-
-    token = Token("text", "", 0)
-    token.content = content
-    return token
+def protected(policy: str) -> dict[str, str]:
+    """The headers of what the server shows a browser: the page's files and the reports."""
+    return {
+        "Content-Security-Policy": policy,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+    }

@@ -58,6 +58,7 @@ from deep_research.app.cli_common import hit_json, session_detail
 from deep_research.app.config import Settings
 from deep_research.app.runs import RunManager
 from deep_research.app.verify import KbChunk, Verification
+from deep_research.core import markdown as md
 from deep_research.core.errors import ConfigError, DeepResearchError
 from deep_research.core.models import (
     Citation,
@@ -471,19 +472,24 @@ def findings_so_far(state: SessionState) -> str:
     done = [n for n in state.nodes.values() if n.status == "done" and n.notes.strip()]
     stop = f", stopped: {state.stop_reason}" if state.stop_reason else ""
     lines = [
-        f"# {state.question}",
+        f"# {md.text(state.question)}",
         "",
         f"_No report yet: the run is {state.status} ({len(done)} of {len(state.nodes)} "
         f"sub-questions done{stop}). The findings so far:_",
     ]
     cited: dict[str, Citation] = {}
     for node in done:
-        lines += ["", f"## {node.question}", "", node.notes.strip()]
+        lines += ["", f"## {md.text(node.question)}", "", md.no_definitions(node.notes.strip())]
         cited |= {c.ref: c for c in node.citations if c.ref and c.ref not in cited}
     if cited:
         lines += ["", "## Sources", ""]
         lines += [
-            f"- [{ref}] {c.title or c.locator or c.url} — {c.url or c.locator}"
+            f"- [{ref}] "
+            + (
+                md.link(c.title or c.url, c.url)
+                if c.url
+                else md.code(c.locator) + (f" — {md.text(c.title)}" if c.title else "")
+            )
             for ref, c in cited.items()
         ]
     return "\n".join(lines) + "\n"

@@ -1,5 +1,9 @@
 """Terminal output: the live tree while a run works, tables, the report. Only this and
-``cli.py`` print. Progress goes to stderr, so stdout carries only results (or JSON)."""
+``cli.py`` print. Progress goes to stderr, so stdout carries only results (or JSON).
+
+Questions, errors and progress notes come from models, pages and providers: they are shown
+as ``Text``, never read as rich markup (``[link=…]`` would be a hidden link, and an
+unmatched ``[/x]`` a crash)."""
 
 from __future__ import annotations
 
@@ -126,14 +130,17 @@ def node_table(
                 now if live and node.status == "running" else node.started_at
             )
             took = f"{(end - node.started_at).total_seconds():,.0f}s"
+        question = Text(node.question)
+        if node.error:
+            question.append(f" ({node.error})", style="red")
         table.add_row(
-            node.id,
+            Text(node.id),
             Text(node.status, style=STATUS_STYLE[node.status]),
             node.source_hint,
             took,
             f"${node.cost_usd:.4f}" if node.cost_usd else "",
-            job_state(jobs[node.id]) if node.id in jobs and node.status == "running" else "",
-            node.question if not node.error else f"{node.question} [red]({node.error})[/]",
+            Text(job_state(jobs[node.id]) if node.id in jobs and node.status == "running" else ""),
+            question,
         )
     return table
 
@@ -169,7 +176,7 @@ def sessions_table(rows: list[SessionSummary]) -> None:
             status,
             f"{row.nodes_done}/{row.nodes_total}",
             f"${row.cost_usd:.4f}",
-            row.question or (row.error or ""),
+            Text(row.question or (row.error or "")),
         )
     out.print(table)
 
@@ -235,7 +242,7 @@ def warn(message: str) -> None:
 
 
 def info(message: str) -> None:
-    err.print(message, highlight=False)
+    err.print(message, markup=False, highlight=False)
 
 
 def error(message: str) -> None:

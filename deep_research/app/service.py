@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from deep_research.core.events import RunEvent
     from deep_research.core.orchestrator import Listener
     from deep_research.core.ports import CancelOutcome, JobEvent
+    from deep_research.core.report import Report
     from deep_research.kb.search import Hit
     from deep_research.persistence.events import EventLog
 
@@ -311,7 +312,7 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
     from deep_research.app import wiring
     from deep_research.core.events import RunObserver
     from deep_research.core.orchestrator import ResearchOrchestrator
-    from deep_research.core.report import build_report
+    from deep_research.core.report import assemble
     from deep_research.persistence.sessions import Checkpointer
 
     state, built = run.state, run.built
@@ -332,8 +333,12 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
         )
         async with built.resources:
             await orchestrator.run()
-        run.report_markdown = build_report(state, orchestrator.final_text)
-        state.report_path = str(run.store.write_report(state.session_id, run.report_markdown))
+        built_report = assemble(state, orchestrator.final_text)
+        run.report_markdown = built_report.markdown
+        written = run.store.write_report(
+            state.session_id, built_report.markdown, built_report.model_dump_json()
+        )
+        state.report_path = str(written)
         run.store.save(state)
     except Exception as exc:
         failure = f"{type(exc).__name__}: {exc}"
@@ -435,6 +440,23 @@ def read_report(path: str) -> str:
     from pathlib import Path
 
     return Path(path).read_text(encoding="utf-8", errors="replace")
+
+
+def read_report_data(path: str) -> Report | str:
+    """The report at ``path`` (from ``report_path``) as data, from the report.json written
+    with it; a report saved before that file existed (or with it damaged) is its markdown."""
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from deep_research.core.report import Report
+    from deep_research.persistence.sessions import REPORT_DATA_FILE
+
+    data = Path(path).with_name(REPORT_DATA_FILE)
+    try:
+        return Report.model_validate_json(data.read_bytes())
+    except (OSError, ValidationError):
+        return read_report(path)  # shown as written, its citations not linked
 
 
 def report_path(settings: Settings, session_id: str) -> str | None:

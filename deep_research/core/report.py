@@ -4,10 +4,19 @@ Every ``[N]`` in the report resolves to an entry of its numbered Sources list: t
 the per-question findings are renumbered together from session refs, and markers that
 point nowhere are dropped. What was not researched, failed or was blocked is listed under
 "Coverage and limitations", with the reason the run stopped.
+
+What models and pages wrote cannot forge it (``core.markdown``): titles, quotes, questions
+and errors are written as text, a source is a link only to an http(s) address, and the
+synthesis defines no link reference. The numbered sources are kept as data next to the
+markdown (``Report``): the HTML report links each ``[N]`` to the entry N written here, never
+to a list found under a "Sources" heading, which a synthesis may hold too.
 """
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
+from deep_research.core import markdown as md
 from deep_research.core.budget import totals
 from deep_research.core.citations import CheckResult, check, cited_refs, renumber
 from deep_research.core.models import Citation, ResearchNode, SessionState
@@ -24,8 +33,30 @@ STOP_TEXT = {
 }
 
 
+class Report(BaseModel):
+    """A report as its builder wrote it: the markdown before and after its numbered
+    sources, and those sources as data (``[N]`` is ``sources[N - 1]``). Saved as
+    ``report.json`` next to ``report.md``; the HTML report is rendered from it."""
+
+    schema_version: int = 1
+    before: str
+    sources: list[Citation]
+    after: str
+
+    @property
+    def markdown(self) -> str:
+        listed = "\n".join(source_item(n, s) for n, s in enumerate(self.sources, start=1))
+        parts = [self.before, "## Sources\n\n" + (listed or "_No sources were cited._"), self.after]
+        return "\n\n".join(p for p in parts if p) + "\n"
+
+
 def build_report(state: SessionState, body: str | None) -> str:
     """The report markdown. ``body`` is the synthesis (with ``[S#]`` refs) or None."""
+    return assemble(state, body).markdown
+
+
+def assemble(state: SessionState, body: str | None) -> Report:
+    """The report, as data. ``body`` is the synthesis (with ``[S#]`` refs) or None."""
     nodes = sorted(state.nodes.values(), key=lambda n: (n.iteration, n.created_at))
     if body is None or not body.strip():
         body = state.summary or "_No findings were produced._"
@@ -35,11 +66,13 @@ def build_report(state: SessionState, body: str | None) -> str:
         )
     appendix = "\n\n".join(_node_section(n) for n in nodes if n.status == "done")
     unknown = sum(1 for ref in cited_refs(body) if ref not in state.sources)
-    text, sources = renumber(body + "\n\n\x00\n\n" + appendix, state.sources)
+    # NUL splits the body from the appendix below: none may come from a model.
+    joined = body.replace("\x00", "\ufffd") + "\n\n\x00\n\n" + appendix.replace("\x00", "\ufffd")
+    text, sources = renumber(md.no_definitions(joined), state.sources)
     body_text, appendix_text = text.split("\x00", 1)
     checked = check(body_text, sources, unknown=unknown)
 
-    parts = [f"# {state.question}", _status_line(state)]
+    parts = [f"# {md.text(state.question)}", _status_line(state)]
     if state.mode == "extractive":
         searched = state.run_spec.web_engine == "search"
         parts.append(
@@ -54,12 +87,16 @@ def build_report(state: SessionState, body: str | None) -> str:
     parts.append(body_text.strip())
     parts.append(_limitations(state, nodes))
     parts.append(_citation_check(checked))
-    parts.append("## Sources\n\n" + (_sources(sources) or "_No sources were cited._"))
+    after = []
     # The extractive synthesis already lists its findings facet by facet.
     if appendix_text.strip() and state.mode != "extractive":
-        parts.append("## Findings by sub-question\n\n" + appendix_text.strip())
-    parts.append(_footer(state))
-    return "\n\n".join(p for p in parts if p) + "\n"
+        after.append("## Findings by sub-question\n\n" + appendix_text.strip())
+    after.append(_footer(state))
+    return Report(
+        before="\n\n".join(p for p in parts if p),
+        sources=sources,
+        after="\n\n".join(p for p in after if p),
+    )
 
 
 def _status_line(state: SessionState) -> str:
@@ -75,8 +112,8 @@ def _status_line(state: SessionState) -> str:
 
 
 def _node_section(node: ResearchNode) -> str:
-    head = f"### {node.id}: {node.question}"
-    by = f" · researched by {node.researched_by}" if node.researched_by else ""
+    head = f"### {md.text(node.id)}: {md.text(node.question)}"
+    by = f" · researched by {md.text(node.researched_by)}" if node.researched_by else ""
     meta = f"_{node.source_hint}{by} · confidence {node.confidence:.2f}_"
     return f"{head}\n\n{meta}\n\n{node.notes.strip() or '_no notes_'}"
 
@@ -84,15 +121,16 @@ def _node_section(node: ResearchNode) -> str:
 def _limitations(state: SessionState, nodes: list[ResearchNode]) -> str:
     lines: list[str] = []
     if state.stop_reason and state.stop_reason != "complete":
-        detail = f" ({state.stop_detail})" if state.stop_detail else ""
+        detail = f" ({md.text(state.stop_detail)})" if state.stop_detail else ""
         lines.append(f"- The run {STOP_TEXT[state.stop_reason]}{detail}.")
     for node in nodes:
+        question, error = md.text(node.question), md.text(node.error or "")
         if node.status == "failed":
-            lines.append(f"- **Failed:** {node.question} — {node.error}")
+            lines.append(f"- **Failed:** {question} — {error}")
         elif node.status == "blocked":
-            lines.append(f"- **Blocked:** {node.question} — {node.error}")
+            lines.append(f"- **Blocked:** {question} — {error}")
         elif node.status == "cancelled":
-            lines.append(f"- **Cancelled:** {node.question} — {node.error}")
+            lines.append(f"- **Cancelled:** {question} — {error}")
         elif node.status in ("pending", "running"):
             why = (
                 "skipped: no model configured"
@@ -101,12 +139,12 @@ def _limitations(state: SessionState, nodes: list[ResearchNode]) -> str:
                 and state.run_spec.web_engine != "search"
                 else "not researched before the run stopped"
             )
-            lines.append(f"- **Not researched:** {node.question} — {why}")
+            lines.append(f"- **Not researched:** {question} — {why}")
     verdict = state.iterations[-1].verdict if state.iterations else None
     if verdict is not None and state.stop_reason != "complete":
-        lines += [f"- **Missing:** {m}" for m in verdict.missing_aspects]
+        lines += [f"- **Missing:** {md.text(m)}" for m in verdict.missing_aspects]
     if verdict is not None:
-        lines += [f"- **Weak evidence:** {w}" for w in verdict.weak_evidence_areas]
+        lines += [f"- **Weak evidence:** {md.text(w)}" for w in verdict.weak_evidence_areas]
     if not lines:
         return ""
     return "## Coverage and limitations\n\n" + "\n".join(lines)
@@ -130,35 +168,37 @@ def _citation_check(result: CheckResult) -> str:
         lines.append(f"- {result.unknown} citation(s) pointed to no source and were removed.")
     if result.uncited:
         lines.append(f"- {len(result.uncited)} factual sentence(s) carry no citation:")
-        lines += [f"  - “{s[:200]}”" for s in result.uncited[:5]]
+        lines += [f"  - “{md.text(s[:200])}”" for s in result.uncited[:5]]
     if result.unsupported:
         lines.append(
             f"- {len(result.unsupported)} citation(s) share no content word with their source:"
         )
-        lines += [f"  - [{n}] “{s[:200]}”" for s, n in result.unsupported[:5]]
+        lines += [f"  - [{n}] “{md.text(s[:200])}”" for s, n in result.unsupported[:5]]
     if unchecked:
         lines.append(f"- {unchecked}.")
     return "\n".join(lines)
 
 
-def _sources(sources: list[Citation]) -> str:
-    lines = []
-    for number, source in enumerate(sources, start=1):
-        if source.kind == "web":
-            title = source.title or source.url or "untitled"
-            entry = f"{number}. [{title}]({source.url})"
-        else:
-            entry = f"{number}. `{source.locator}`" + (f" — {source.title}" if source.title else "")
-        quote = " ".join(source.quote.split())
-        claim = " ".join(source.claim.split())
-        if quote:
-            entry += f"\n   > {quote[:300]}"
-        else:
-            # Without the page's words, say what it was cited for, and that we have no more.
-            cited_for = f"cited for: “{claim[:300]}” — " if claim else ""
-            entry += f"\n   {cited_for}_source text not captured_"
-        lines.append(entry)
-    return "\n".join(lines)
+def source_item(number: int, source: Citation) -> str:
+    """Entry ``number`` of the Sources list (its continuation lines indented under it)."""
+    prefix = f"{number}. "
+    return prefix + source_entry(source).replace("\n", "\n" + " " * len(prefix))
+
+
+def source_entry(source: Citation) -> str:
+    """A source as markdown: its link (or KB locator), then its quote or what it was cited
+    for. Every string in it is the source's or a model's, so each is written as text."""
+    if source.kind == "web":
+        entry = md.link(source.title or source.url or "untitled", source.url or "")
+    else:
+        entry = md.code(source.locator) + (f" — {md.text(source.title)}" if source.title else "")
+    quote = " ".join(source.quote.split())
+    claim = " ".join(source.claim.split())
+    if quote:
+        return entry + f"\n> {md.text(quote[:300])}"
+    # Without the page's words, say what it was cited for, and that we have no more.
+    cited_for = f"cited for: “{md.text(claim[:300])}” — " if claim else ""
+    return entry + f"\n{cited_for}_source text not captured_"
 
 
 def _footer(state: SessionState) -> str:

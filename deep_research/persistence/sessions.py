@@ -4,6 +4,7 @@ Layout::
 
     <root>/<session_id>/state.json   the SessionState, rewritten after every change
     <root>/<session_id>/report.md    the final report, once written
+    <root>/<session_id>/report.json  the same report as data (its sources apart), for HTML
     <root>/<session_id>/lock         flock'ed by the process driving the session
 
 Invariants:
@@ -50,6 +51,7 @@ from deep_research.core.models import RunStatus, SessionState, StopReason, utcno
 SCHEMA_VERSION: int = SessionState.model_fields["schema_version"].default
 STATE_FILE = "state.json"
 REPORT_FILE = "report.md"
+REPORT_DATA_FILE = "report.json"
 LOCK_FILE = "lock"
 
 _ID = re.compile(r"^[0-9a-f]{4,32}$")
@@ -248,10 +250,16 @@ class SessionStore:
             )
         return state
 
-    def write_report(self, session_id: str, markdown: str) -> Path:
-        """Write report.md atomically; returns its path."""
+    def write_report(self, session_id: str, markdown: str, data: str | None = None) -> Path:
+        """Write report.md, and ``data`` (the report as JSON) to report.json first, each
+        atomically; returns the path of report.md. Without ``data``, an older report.json
+        is removed: it would describe another report."""
         path = self._existing(session_id) / REPORT_FILE
         try:
+            if data is None:
+                path.with_name(REPORT_DATA_FILE).unlink(missing_ok=True)
+            else:
+                _atomic_write_text(path.with_name(REPORT_DATA_FILE), data)
             _atomic_write_text(path, markdown)
         except OSError as exc:
             raise SessionError(f"cannot write the report of session {session_id}: {exc}") from exc

@@ -262,7 +262,6 @@ def create_app(
             headers=protected(REPORT_POLICY),
         )
 
-
     @app.post("/research/{session_id}/resume", status_code=202, response_model=Accepted)
     async def resume(session_id: str, body: Annotated[ResumeRequest, Body()]) -> Accepted:
         budget = service.BudgetOverrides(

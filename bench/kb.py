@@ -3,6 +3,7 @@
     python bench/kb.py                 # full corpus, the 300 test queries
     python bench/kb.py --limit 50      # a quick run on the first 50 test queries
     python bench/kb.py --json          # ... and a last line with one JSON object
+    python bench/kb.py --smoke         # does it all still run? (tiny sizes, figures not targets)
 
 The 5,183 abstracts are written as one markdown file each (`<doc_id>.md`: the
 title as a `# heading`, the abstract as body) under `bench/.work/`, ingested into
@@ -16,6 +17,14 @@ rank is its best chunk's. Figures (targets):
 - reingest_seconds                           second ingest, nothing changed (<= 5)
 - query_p95_ms                               hybrid search, 95th percentile (<= 50)
 - ingest_peak_mb                             peak RSS of the process that ingests
+- sample_kb_ingest_seconds                   `deep-research kb ingest kb/` (the shipped sample
+                                             KB, 239 chunks) in a fresh DEEP_RESEARCH_HOME,
+                                             start-up included, median of 3 (<= 16: a third
+                                             of the 47.5 s it took on a busy 2-core machine)
+
+``--smoke`` runs every step at a toy size: the abstracts relevant to the first 5 test
+queries plus a few dozen others, those 5 queries, and one sample-KB ingest. It needs
+SciFact in ``../shared/benchmarks/scifact/`` (or ``--data``) like the full run.
 """
 
 from __future__ import annotations
@@ -25,10 +34,12 @@ import json
 import math
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -38,7 +49,10 @@ from deep_research.kb.ingest import ingest
 from deep_research.kb.search import Fusion, Mode, search
 from deep_research.kb.store import open_kb
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "scifact"
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "benchmarks" / "scifact"
+DATA_FILES = ("corpus.jsonl", "queries.jsonl", "qrels_test.tsv")
+SAMPLE_KB = REPO / "kb"
 WORK = Path(__file__).resolve().parent / ".work"
 KEYS = (
     "ndcg10_bm25",
@@ -49,24 +63,49 @@ KEYS = (
     "reingest_seconds",
     "query_p95_ms",
     "ingest_peak_mb",
+    "sample_kb_ingest_seconds",
 )
+SMOKE_QUERIES = 5
+SMOKE_OTHER_DOCS = 30
 # Chunks, not documents, come back: ask for more so ten distinct documents remain.
 CHUNKS_PER_QUERY = 30
 
 
-def write_corpus(data: Path, out: Path) -> int:
-    """One markdown file per abstract; files already up to date are left alone (mtimes kept)."""
+def check_data(data: Path) -> None:
+    missing = [name for name in DATA_FILES if not (data / name).is_file()]
+    if missing:
+        sys.exit(
+            f"bench/kb.py: BEIR SciFact not found: {', '.join(missing)} missing in {data}; "
+            "put the data there (see ../shared/benchmarks/scifact/README.md) or pass --data DIR"
+        )
+
+
+def write_corpus(data: Path, out: Path, only: Collection[str] | None = None) -> int:
+    """One markdown file per abstract (those in ``only`` when given); files already up to date
+    are left alone (mtimes kept)."""
     out.mkdir(parents=True, exist_ok=True)
     count = 0
     with (data / "corpus.jsonl").open(encoding="utf-8") as lines:
         for line in lines:
             doc = json.loads(line)
+            if only is not None and doc["_id"] not in only:
+                continue
             body = f"# {doc['title'].strip()}\n\n{doc['text'].strip()}\n"
             path = out / f"{doc['_id']}.md"
             if not path.exists() or path.read_text(encoding="utf-8") != body:
                 path.write_text(body, encoding="utf-8")
             count += 1
     return count
+
+
+def first_doc_ids(data: Path, n: int) -> list[str]:
+    ids: list[str] = []
+    with (data / "corpus.jsonl").open(encoding="utf-8") as lines:
+        for line in lines:
+            if len(ids) == n:
+                break
+            ids.append(json.loads(line)["_id"])
+    return ids
 
 
 def load_test(data: Path) -> tuple[dict[str, str], dict[str, set[str]]]:
@@ -112,6 +151,29 @@ def run_ingest_child(home: Path, root: Path) -> dict[str, float]:
     )
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+def sample_kb_ingest(runs: int) -> float:
+    """Median seconds of ``deep-research kb ingest kb/`` as a user runs it the first time: a
+    new process (start-up and model load included), a fresh DEEP_RESEARCH_HOME, the default
+    (local) embedder. Run from a temporary folder, so no ``.env`` changes the settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEEP_RESEARCH_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    seconds: list[float] = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="dr-kb-bench-") as tmp:
+            env["DEEP_RESEARCH_HOME"] = tmp
+            command = [sys.executable, "-m", "deep_research", "kb", "ingest", str(SAMPLE_KB)]
+            started = time.perf_counter()
+            done = subprocess.run(
+                [*command, "--json"], env=env, cwd=tmp, capture_output=True, text=True
+            )
+            seconds.append(time.perf_counter() - started)
+        if done.returncode != 0:
+            sys.exit(f"bench/kb.py: {' '.join(command)} exited {done.returncode}: {done.stderr}")
+        if not json.loads(done.stdout)["total_chunks"]:
+            sys.exit(f"bench/kb.py: {' '.join(command)} indexed no chunks")
+    return statistics.median(seconds)
 
 
 def ingest_only(root: Path) -> None:
@@ -177,20 +239,31 @@ def main() -> None:
     parser.add_argument("--dense-weight", type=float, help="with --fusion")
     parser.add_argument("--bm25-weight", type=float, help="with --fusion")
     parser.add_argument("--rrf-k", type=int, help="with --fusion rrf")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, to see that it runs")
     parser.add_argument("--ingest-only", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.ingest_only:
         ingest_only(args.ingest_only)
         return
 
-    root = WORK / "scifact" / "corpus"
-    print(f"corpus: {write_corpus(args.data, root)} markdown files in {root}")
+    check_data(args.data)
     queries, qrels = load_test(args.data)
-    if args.limit:
+    if args.smoke:
+        queries = dict(list(queries.items())[:SMOKE_QUERIES])
+    elif args.limit:
         queries = dict(list(queries.items())[: args.limit])
     WORK.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=WORK, prefix="home-") as tmp:
-        home = Path(tmp)
+        home = Path(tmp) / "home"
+        if args.smoke:
+            root = Path(tmp) / "corpus"
+            wanted = {doc for qid in queries for doc in qrels[qid]}
+            wanted |= set(first_doc_ids(args.data, SMOKE_OTHER_DOCS))
+            count = write_corpus(args.data, root, wanted)
+        else:
+            root = WORK / "scifact" / "corpus"
+            count = write_corpus(args.data, root)
+        print(f"corpus: {count} markdown files in {root}")
         first = run_ingest_child(home, root)
         print(f"ingest: {first['chunks']:.0f} chunks with {first['model']}")
         second = run_ingest_child(home, root)
@@ -199,9 +272,10 @@ def main() -> None:
     figures["ingest_seconds"] = first["seconds"]
     figures["reingest_seconds"] = second["seconds"]
     figures["ingest_peak_mb"] = peak_kb / 1024
+    figures["sample_kb_ingest_seconds"] = sample_kb_ingest(1 if args.smoke else 3)
     print(f"queries: {len(queries)}, fusion: {fusion_from(args) or 'search defaults'}")
     for key in KEYS:
-        print(f"{key:18} {figures[key]:.4f}")
+        print(f"{key:24} {figures[key]:.4f}")
     if args.json:
         print(json.dumps({key: round(figures[key], 4) for key in KEYS}))
 

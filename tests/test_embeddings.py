@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import socket
 from pathlib import Path
 
+import numpy as np
 import pytest
 from pydantic import SecretStr
 
@@ -137,6 +139,44 @@ def test_onnx_keeps_input_order_across_length_sorted_batches(onnx: OnnxEmbedding
         # Batch-mates shift int8 activation scales a little, so "the same" is not bit-exact.
         assert similarities[i] > 0.95
         assert max(range(len(texts)), key=similarities.__getitem__) == i
+
+
+FIXTURES = Path(__file__).parent / "embedding_fixtures"
+
+
+def test_onnx_vectors_are_the_ones_already_stored(onnx: OnnxEmbeddings) -> None:
+    """Chroma keeps the vectors of every KB ingested so far: running the model another way
+    (threads, session options) must give the same ones, or every KB needs re-embedding."""
+    recorded = json.loads((FIXTURES / "minilm-int8.json").read_text(encoding="utf-8"))
+    assert onnx.model_id == recorded["model_id"]
+    vectors = onnx.embed_documents(recorded["texts"])
+    for got, want in zip(vectors, recorded["vectors"], strict=True):
+        # int8 GEMMs are exact; only float kernels differ between CPUs, by far less than this.
+        assert max(abs(a - b) for a, b in zip(got, want, strict=True)) < 1e-4
+
+
+def test_onnx_parallel_runs_give_the_same_vectors_and_count_progress(
+    onnx: OnnxEmbeddings,
+) -> None:
+    texts = [f"Sentence {i} about {'long ' * (i % 7)}vaccines and trials." for i in range(12)]
+    counts: list[int] = []
+    parallel = OnnxEmbeddings(workers=3).encode(texts, counts.append)
+    alone = OnnxEmbeddings(workers=1).encode(texts)
+    assert parallel.tolist() == alone.tolist()
+    assert counts == list(range(1, len(texts) + 1))  # told once per text, in the caller
+    assert parallel[5].tolist() == onnx.embed_query(texts[5])
+
+
+def test_embed_many_slices_other_embedders_and_counts_progress() -> None:
+    emb = HashEmbeddings(16)
+    emb.progress_step = 4
+    counts: list[int] = []
+    texts = [f"word{i} other{i % 3}" for i in range(10)]
+    matrix = emb.embed_many(texts, counts.append)
+    assert counts == [4, 8, 10]
+    assert matrix.dtype == np.float32
+    assert matrix.tolist() == np.asarray(emb.embed_documents(texts), dtype=np.float32).tolist()
+    assert emb.embed_many([]).shape[0] == 0
 
 
 def test_missing_onnx_model_is_a_kb_error(tmp_path: Path) -> None:

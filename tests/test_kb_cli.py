@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -9,10 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from deep_research.app.config import Settings
-from deep_research.app.kb_cli import kb_app
+from deep_research.app.kb_cli import _ProgressBar, kb_app
 from deep_research.core.errors import KBMissing, UsageError
 from deep_research.kb import store as store_module
 from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
+from deep_research.kb.ingest import ingest
+from deep_research.kb.store import open_kb
 
 
 @pytest.fixture
@@ -56,6 +59,40 @@ def test_ingest_prints_a_summary_table(runner: CliRunner) -> None:
     assert "added" in result.stdout
     assert "skipped blob.md: binary" in result.stdout
     assert json.loads(runner.invoke(kb_app, ["list", "--json"]).stdout) == ["team"]
+
+
+def test_ingest_progress_shows_chunks_embedded_while_they_are_embedded(tmp_path: Path) -> None:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    bar = Progress(console=Console(file=io.StringIO()))
+    view = _ProgressBar(bar)
+
+    def chunk_row() -> tuple[float, float | None, bool]:
+        task = next(task for task in bar.tasks if task.id == view.chunks)
+        return task.completed, task.total, task.visible
+
+    seen: list[tuple[float, float | None, bool]] = []
+
+    class Watched(HashEmbeddings):
+        progress_step = 1
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            seen.append(chunk_row())  # what the user sees as this chunk starts embedding
+            return super().embed_documents(texts)
+
+    root = tmp_path / "notes"
+    root.mkdir()
+    for i in range(4):
+        (root / f"n{i}.md").write_text(f"# Note {i}\n\nFigs {i}.\n", encoding="utf-8")
+    settings = Settings(home=tmp_path / "home", chroma_host=None)
+    store = open_kb(settings, "p", embeddings=Watched(), create=True)
+    ingest(store, root, progress=view)
+    # Not frozen at "4/4 files": the chunk row counts up while the chunks embed.
+    assert seen == [(0, 4, True), (1, 4, True), (2, 4, True), (3, 4, True)]
+    assert chunk_row() == (4, 4, True)
+    files = next(task for task in bar.tasks if task.id == view.files)
+    assert (files.completed, files.total, files.description) == (4, 4, "files read")
 
 
 def test_search_json_and_text(runner: CliRunner) -> None:

@@ -11,8 +11,8 @@ import pytest
 from deep_research.app.config import Settings
 from deep_research.kb import ingest as ingest_module
 from deep_research.kb.chunking import Chunk
-from deep_research.kb.embeddings import HashEmbeddings
-from deep_research.kb.ingest import ingest
+from deep_research.kb.embeddings import Done, HashEmbeddings
+from deep_research.kb.ingest import IngestProgress, ingest
 from deep_research.kb.search import resolve_locator, search
 from deep_research.kb.store import KBStore, open_kb
 
@@ -115,9 +115,69 @@ def test_a_file_that_turns_bad_loses_its_old_chunks(store: KBStore, docs: Path) 
 
 
 def test_progress_reports_every_file(store: KBStore, docs: Path) -> None:
-    calls: list[tuple[int, int, str]] = []
-    ingest(store, docs, progress=lambda done, total, path: calls.append((done, total, path)))
-    assert calls == [(0, 2, ""), (1, 2, "a.md"), (2, 2, "sub/b.markdown")]
+    calls: list[IngestProgress] = []
+    ingest(store, docs, progress=calls.append)
+    read = [(p.files_done, p.files_total, p.current) for p in calls if p.chunks_done == 0]
+    assert read == [(0, 2, ""), (1, 2, "a.md"), (2, 2, "sub/b.markdown")]
+    last = IngestProgress(2, 2, chunks_done=2, chunks_total=2, current="sub/b.markdown")
+    assert calls[-1] == last
+
+
+class Watched(HashEmbeddings):
+    """Embeds one text per call and logs each call next to the progress the ingest reports."""
+
+    progress_step = 1
+
+    def __init__(self, log: list[tuple[str, int]]) -> None:
+        super().__init__()
+        self.log = log
+        self.embedded = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.embedded += len(texts)
+        self.log.append(("embedded", self.embedded))
+        return super().embed_documents(texts)
+
+
+def test_progress_counts_chunks_while_they_are_embedded(settings: Settings, tmp_path: Path) -> None:
+    root = tmp_path / "many"
+    root.mkdir()
+    for i in range(5):
+        (root / f"f{i}.md").write_text(f"# File {i}\n\nCherries {i}.\n", encoding="utf-8")
+    log: list[tuple[str, int]] = []
+    store = open_kb(settings, "w", embeddings=Watched(log), create=True)
+    states: list[IngestProgress] = []
+
+    def progress(state: IngestProgress) -> None:
+        states.append(state)
+        log.append(("told", state.chunks_done))
+
+    ingest(store, root, progress=progress)
+    embedding = [s for s in states if s.chunks_done]
+    # Every file is read before the first chunk is embedded, so the total is known...
+    assert all(s.files_done == s.files_total == 5 and s.chunks_total == 5 for s in embedding)
+    # ... and the count moves as each chunk is embedded, not once they all are.
+    assert [s.chunks_done for s in embedding] == [1, 2, 3, 4, 5]
+    assert [entry for entry in log if entry[1]] == [
+        pair for n in range(1, 6) for pair in (("embedded", n), ("told", n))
+    ]
+
+
+def test_past_the_held_chunks_files_are_written_as_they_are_read(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ingest_module, "HELD_CHUNKS", 2)
+    root = tmp_path / "many"
+    root.mkdir()
+    for i in range(5):
+        (root / f"f{i}.md").write_text(f"# File {i}\n\nDates {i}.\n", encoding="utf-8")
+    store = open_kb(settings, "h", embeddings=HashEmbeddings(), create=True)
+    states: list[IngestProgress] = []
+    report = ingest(store, root, progress=states.append)
+    assert len(report.added) == store.count() == 5
+    first = next(s for s in states if s.chunks_done)
+    assert (first.files_done, first.chunks_total) == (2, 2)  # memory stays bounded
+    assert (states[-1].chunks_done, states[-1].chunks_total) == (5, 5)
 
 
 def test_another_root_does_not_remove_the_first_roots_files(
@@ -146,11 +206,11 @@ def test_a_crash_mid_ingest_loses_nothing_and_the_next_run_completes(
     real_upsert = store.upsert
     batches: list[int] = []
 
-    def crashing_upsert(chunks: Sequence[Chunk]) -> None:
+    def crashing_upsert(chunks: Sequence[Chunk], progress: Done | None = None) -> None:
         batches.append(len(chunks))
         if len(batches) == 3:
             raise Crash("power cut")
-        real_upsert(chunks)
+        real_upsert(chunks, progress)
 
     monkeypatch.setattr(store, "upsert", crashing_upsert)
     with pytest.raises(Crash):

@@ -21,7 +21,9 @@ from deep_research.core.errors import KBMissing, UsageError
 from deep_research.kb.modes import Mode
 
 if TYPE_CHECKING:  # imported inside the commands: Chroma and numpy load in seconds
-    from deep_research.kb.ingest import IngestReport
+    from rich.progress import Progress
+
+    from deep_research.kb.ingest import IngestProgress, IngestReport
     from deep_research.kb.store import KBStore
 
 SNIPPET_CHARS = 240
@@ -93,16 +95,33 @@ def ingest_command(
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("ingesting", total=None)
-
-        def progress(done: int, total: int, current: str) -> None:
-            bar.update(task, completed=done, total=total, description=current or "ingesting")
-
-        report = ingest(store, root, name=root_name, progress=progress)
+        report = ingest(store, root, name=root_name, progress=_ProgressBar(bar))
     if as_json:
         _print_json(report.summary())
     else:
         _print_report(report)
+
+
+class _ProgressBar:
+    """An ingest's progress as two rows: files read, then chunks embedded (the slow part)."""
+
+    def __init__(self, bar: Progress) -> None:
+        self.bar = bar
+        self.files = bar.add_task("reading", total=None)
+        self.chunks = bar.add_task("embedding chunks", total=None, visible=False)
+
+    def __call__(self, state: IngestProgress) -> None:
+        reading = state.files_done < state.files_total
+        self.bar.update(
+            self.files,
+            completed=state.files_done,
+            total=state.files_total,
+            description=state.current if reading and state.current else "files read",
+        )
+        if state.chunks_total:
+            self.bar.update(
+                self.chunks, completed=state.chunks_done, total=state.chunks_total, visible=True
+            )
 
 
 def _print_report(report: IngestReport) -> None:

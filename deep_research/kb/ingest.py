@@ -25,7 +25,7 @@ import shlex
 import time
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -41,9 +41,28 @@ from deep_research.kb.store import KBStore
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 BATCH_CHUNKS = 512
 BATCH_FILES = 64
+HELD_CHUNKS = 10_000
+"""Chunks held before the first is embedded: up to here every file is read first, so the
+progress knows how many chunks there are to embed; past it, memory stays bounded."""
 
-Progress = Callable[[int, int, str], None]
-"""Called with (files done, files total, current path)."""
+
+@dataclass(frozen=True)
+class IngestProgress:
+    """How far an ingest is: the files are read (and chunked) first, then the chunks of the
+    new and changed ones are embedded and written, which is where the time goes."""
+
+    files_done: int
+    files_total: int
+    chunks_done: int = 0
+    """Chunks embedded so far by this run."""
+    chunks_total: int = 0
+    """Chunks of the new and changed files read so far: all of them once every file is
+    read (unless there are more than `HELD_CHUNKS`)."""
+    current: str = ""
+    """The file read last."""
+
+
+Progress = Callable[[IngestProgress], None]
 
 
 class SkippedFile(BaseModel):
@@ -307,6 +326,8 @@ class _Pending:
 
 
 class _Batch:
+    """The new and changed files read so far, written to the store by `flush`."""
+
     def __init__(
         self,
         store: KBStore,
@@ -314,39 +335,68 @@ class _Batch:
         root: RootEntry,
         signature: str,
         report: IngestReport,
+        progress: Progress | None,
+        files_total: int,
     ) -> None:
         self.store, self.manifest, self.root, self.report = store, manifest, root, report
         self.signature = signature
+        self.progress = progress
+        self.state = IngestProgress(files_done=0, files_total=files_total)
         self.items: list[_Pending] = []
         self.size = 0
+
+    def tell(self, state: IngestProgress) -> None:
+        self.state = state
+        if self.progress:
+            self.progress(state)
 
     def add(self, item: _Pending) -> None:
         self.items.append(item)
         self.size += len(item.chunks)
-        if self.size >= BATCH_CHUNKS or len(self.items) >= BATCH_FILES:
+        self.state = replace(self.state, chunks_total=self.state.chunks_total + len(item.chunks))
+
+    def read(self, files_done: int, source: str) -> None:
+        """One more file read (and added, if it changed)."""
+        self.tell(replace(self.state, files_done=files_done, current=source))
+        if self.size >= HELD_CHUNKS:
             self.flush()
 
     def flush(self) -> None:
-        if not self.items:
-            return
+        """Write the held files, a group of `BATCH_FILES` files or `BATCH_CHUNKS` chunks at
+        a time (each group committed on its own: see the module doc)."""
+        items, self.items, self.size = self.items, [], 0
+        group: list[_Pending] = []
+        size = 0
+        for item in items:
+            group.append(item)
+            size += len(item.chunks)
+            if size >= BATCH_CHUNKS or len(group) >= BATCH_FILES:
+                self._write(group)
+                group, size = [], 0
+        if group:
+            self._write(group)
+
+    def _write(self, items: list[_Pending]) -> None:
         files = self.root.files
-        for item in self.items:
+        for item in items:
             ids = dict.fromkeys([*item.old_ids, *(c.id for c in item.chunks)])
             files[item.source] = FileEntry(hash=None, chunk_ids=list(ids))
         self.store.save_manifest(self.manifest)
-        self.store.upsert([c for item in self.items for c in item.chunks])
-        stale = [
-            cid for item in self.items for cid in set(item.old_ids) - {c.id for c in item.chunks}
-        ]
+        before = self.state.chunks_done
+
+        def embedded(count: int) -> None:
+            self.tell(replace(self.state, chunks_done=before + count))
+
+        self.store.upsert([c for item in items for c in item.chunks], embedded)
+        stale = [cid for item in items for cid in set(item.old_ids) - {c.id for c in item.chunks}]
         self.store.delete(stale)
-        for item in self.items:
+        for item in items:
             files[item.source] = FileEntry(
                 hash=item.digest, chunk_ids=[c.id for c in item.chunks], chunking=self.signature
             )
             (self.report.added if item.is_new else self.report.updated).append(item.source)
             self.report.chunks += len(item.chunks)
         self.store.save_manifest(self.manifest)
-        self.items, self.size = [], 0
 
 
 def _drop(store: KBStore, manifest: Manifest, root: RootEntry, sources: list[str]) -> None:
@@ -375,12 +425,10 @@ def ingest(
         manifest = store.load_manifest()
         known, rebound = _bind_root(manifest, store.name, name, path)
         files, report.skipped = walk_markdown(root)
-        batch = _Batch(store, manifest, known, sizing.signature, report)
+        batch = _Batch(store, manifest, known, sizing.signature, report, progress, len(files))
         seen: set[str] = set()
         bad: list[str] = []
-        total = len(files)
-        if progress:
-            progress(0, total, "")
+        batch.read(0, "")
         for done, (source, file) in enumerate(files, start=1):
             seen.add(source)
             entry = known.files.get(source)
@@ -402,8 +450,7 @@ def ingest(
                     assert isinstance(outcome, _Read)
                     old = tuple(entry.chunk_ids) if entry else ()
                     batch.add(_Pending(source, outcome.digest, chunks, old, entry is None))
-            if progress:
-                progress(done, total, source)
+            batch.read(done, source)
         batch.flush()
         gone = [source for source in known.files if source not in seen]
         report.removed = sorted(gone + bad)

@@ -145,3 +145,25 @@ def test_run_asks_a_question_named_like_a_command(
     data = run_json(env, "run", name, "--estimate")
     assert data["run_worst_usd"] > 0
     assert asked == [name]
+
+
+@pytest.mark.parametrize("args", [["sessions", "list"], ["sessions", "list", "--json"]])
+def test_a_reader_that_closed_the_pipe_ends_the_command_quietly(
+    env: dict[str, str], args: list[str]
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    sessions(env).create("Piped?")
+    read, write = os.pipe()
+    os.close(read)  # `| head -1` that has already gone: every write fails with EPIPE
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "deep_research", *args],
+            stdout=write, stderr=subprocess.PIPE, text=True, env={**os.environ, **env},
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (0, "")

@@ -73,6 +73,13 @@ class DefaultToRun(TyperGroup):
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except (typer.Exit, typer.Abort, typer.TyperException):
             raise  # click's own: usage errors, --help, an answered "no"
+        except BrokenPipeError:
+            # `... | head -1`: the reader has what it wanted. Point stdout at /dev/null so
+            # the interpreter's last flush cannot raise again, and end quietly.
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(0) from None
         except Exception as exc:
             if _debug:
                 raise

@@ -27,8 +27,17 @@ from deep_research.core.models import ResearchNode, SessionState
 from deep_research.core.ports import JobEvent
 from deep_research.persistence.sessions import SessionSummary
 
-out = Console()
-err = Console(stderr=True, soft_wrap=True)  # an error stays one line, however long
+
+class PipeConsole(Console):
+    """A console that leaves a closed pipe (``| head -1``) to the CLI's one handler, which
+    ends the command quietly with exit 0 (rich's own handler exits 1)."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError
+
+
+out = PipeConsole()
+err = PipeConsole(stderr=True, soft_wrap=True)  # an error stays one line, however long
 
 STATUS_STYLE = {
     "pending": "dim",

@@ -167,3 +167,28 @@ def test_a_reader_that_closed_the_pipe_ends_the_command_quietly(
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_sessions_list_is_one_line_a_session_at_any_width(
+    env: dict[str, str], columns: int
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    store = sessions(env)
+    long = "How do the leading vector databases handle deletes, compaction and " * 3
+    for question in (long, "Short?", "Another fairly long question about something " * 2):
+        store.create(question)
+    done = subprocess.run(
+        [sys.executable, "-m", "deep_research", "sessions", "list"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, **env, "COLUMNS": str(columns), "TERM": "dumb"},
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.rstrip("\n").splitlines()
+    assert len(lines) == 1 + 3, done.stdout  # the header, then one line each
+    assert all(len(line) <= columns for line in lines)
+    assert any("Short?" in line for line in lines)
+    assert any(line.rstrip().endswith("…") for line in lines), "the long question is cut"

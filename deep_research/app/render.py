@@ -174,20 +174,30 @@ def report(markdown: str) -> None:
 
 
 def sessions_table(rows: list[SessionSummary]) -> None:
-    table = Table(box=None, header_style="bold")
-    for column in ("id", "created", "status", "nodes", "cost", "question"):
-        table.add_column(column, no_wrap=column != "question", overflow="ellipsis")
+    """One line a session at any width: the question is cut to fit, never wrapped."""
+    header = ("id", "created", "status", "nodes", "cost", "question")
+    cells = [header]
     for row in rows:
-        status = row.status if not row.stop_reason else f"{row.status} ({row.stop_reason})"
-        table.add_row(
-            row.session_id,
-            row.created_at.astimezone().strftime("%Y-%m-%d %H:%M"),
-            status,
-            f"{row.nodes_done}/{row.nodes_total}",
-            f"${row.cost_usd:.4f}",
-            Text(row.question or (row.error or "")),
+        redundant = row.stop_reason in (None, row.status)
+        cells.append(
+            (
+                row.session_id,
+                row.created_at.astimezone().strftime("%Y-%m-%d %H:%M"),
+                row.status if redundant else f"{row.status} ({row.stop_reason})",
+                f"{row.nodes_done}/{row.nodes_total}",
+                f"${row.cost_usd:.4f}",
+                " ".join((row.question or row.error or "").split()),
+            )
         )
-    out.print(table)
+    widths = [max(len(cell[i]) for cell in cells) for i in range(len(header) - 1)]
+    room = max(out.width - sum(widths) - 2 * len(widths), 12)
+    for index, cell in enumerate(cells):
+        question = cell[-1] if len(cell[-1]) <= room else cell[-1][: room - 1] + "…"
+        line = Text("  ".join(c.ljust(w) for c, w in zip(cell, widths, strict=False)))
+        line.append("  " + question)
+        if index == 0:
+            line.stylize("bold")
+        out.print(line, no_wrap=True, overflow="ignore", crop=False)
 
 
 def session_detail(state: SessionState, report_path: str | None) -> None:

@@ -181,3 +181,28 @@ def test_short_help_and_a_huge_question_on_stdin(env: dict[str, str]) -> None:
     result = CliRunner().invoke(app, ["-"], env=env, input="x" * 1_000_000)
     assert result.exit_code == 2
     assert "over 64 KB" in result.stderr
+
+
+def test_a_crash_log_masks_short_secrets_and_falls_back_to_a_private_folder(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import stat
+
+    from deep_research.app import crash
+
+    short = "tok5x"  # under 8 characters: the scrubber used to let it through
+    (tmp_path / ".env").write_text(f"EXA_API_KEY={short}\n")  # env fixture: cwd=tmp_path
+    home = tmp_path / "read-only-home"
+    home.mkdir()
+    (home / "logs").write_text("a file where the logs folder should be")
+    monkeypatch.setenv("DEEP_RESEARCH_HOME", str(home))
+    monkeypatch.setattr(crash.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    log = crash.write_crash_log(RuntimeError(f"the provider refused {short}"))
+    assert log is not None
+    assert log.parent == tmp_path / "tmp" / f"deep-research-logs-{os.getuid()}"
+    assert stat.S_IMODE(log.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    text = log.read_text()
+    assert short not in text
+    assert "<EXA_API_KEY (settings)>" in text

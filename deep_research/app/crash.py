@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tempfile
 import traceback
 from datetime import UTC, datetime
@@ -21,26 +22,51 @@ _KEY_SHAPED = re.compile(r"\b(sk|tvly|exa)-[A-Za-z0-9_-]{8,}")
 
 
 def write_crash_log(exc: BaseException) -> Path | None:
-    """Write ``exc``'s traceback under ``<data dir>/logs/`` (the temp directory when that
-    cannot be written); its path, or None when nothing could be written."""
+    """Write ``exc``'s traceback under ``<data dir>/logs/`` (a private folder of this user's
+    in the temp directory when that cannot be written); its path, or None when nothing
+    could be written. The file is readable by its owner only."""
     text = scrub("".join(traceback.format_exception(exc)))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    for logs in (_home() / "logs", Path(tempfile.gettempdir()) / "deep-research-logs"):
+    for logs in (_home() / "logs", _private_temp_dir()):
         try:
-            logs.mkdir(parents=True, exist_ok=True)
+            if logs is None:
+                continue
+            logs.mkdir(parents=True, exist_ok=True, mode=0o700)
             path = logs / f"crash-{stamp}.log"
-            path.write_text(text, encoding="utf-8")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
+                file.write(text)
             return path
         except OSError:
             continue
     return None
 
 
+def _private_temp_dir() -> Path | None:
+    """``<tmp>/deep-research-logs-<uid>``, made 0700; None when it exists but is not a
+    folder of ours that only we can enter (another user could read or swap our logs)."""
+    folder = Path(tempfile.gettempdir()) / f"deep-research-logs-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        return None
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        try:
+            os.chmod(folder, 0o700)
+        except OSError:
+            return None
+    return folder
+
+
 def scrub(text: str) -> str:
-    """``text`` without any secret: the values of the secret settings (from the environment
-    or ``.env``) become their names, and anything shaped like an API key is masked."""
-    for name, secret in _secrets().items():
-        if len(secret) >= 8:
+    """``text`` without any secret: the value of every secret setting (from the environment
+    or ``.env``), however short, becomes its name, and anything shaped like an API key is
+    masked. Longer secrets first, so one that holds another is replaced whole."""
+    for name, secret in sorted(_secrets().items(), key=lambda item: -len(item[1])):
+        if secret:
             text = text.replace(secret, f"<{name}>")
     return _KEY_SHAPED.sub(lambda m: f"{m.group(1)}-<masked>", text)
 
@@ -48,11 +74,15 @@ def scrub(text: str) -> str:
 def _secrets() -> dict[str, str]:
     found = {name: os.environ.get(name, "") for name in SECRET_VARIABLES}
     try:
+        from pydantic import SecretStr
+
         from deep_research.app.config import load_settings
 
-        key = load_settings().openai_api_key
-        if key is not None:
-            found["OPENAI_API_KEY (.env)"] = key.get_secret_value()
+        settings = load_settings()
+        for field in type(settings).model_fields:
+            value = getattr(settings, field)
+            if isinstance(value, SecretStr) and value.get_secret_value():
+                found[f"{field.upper()} (settings)"] = value.get_secret_value()
     except Exception:  # invalid settings are why some runs crash: use what is known
         pass
     return found

@@ -192,3 +192,18 @@ def test_sessions_list_is_one_line_a_session_at_any_width(
     assert all(len(line) <= columns for line in lines)
     assert any("Short?" in line for line in lines)
     assert any(line.rstrip().endswith("…") for line in lines), "the long question is cut"
+
+
+def test_a_data_directory_that_cannot_be_used_is_one_line_naming_it(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / "not-a-folder").write_text("a file where the data directory should be")
+    home = tmp_path / "not-a-folder" / "deep-research"
+    bad = {**env, "DEEP_RESEARCH_HOME": str(home)}
+    for args in (["sessions", "list"], ["kb", "ingest", str(tmp_path)]):
+        code, _, err = cli(bad, *args)
+        assert code == 8, err
+        [line] = err.strip().splitlines()
+        assert line.startswith(f"error: cannot use {home}")
+        assert "Not a directory" in line
+        assert "a bug" not in line

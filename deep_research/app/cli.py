@@ -14,6 +14,7 @@ run research through the same service. Each command imports what it uses in its 
 
 from __future__ import annotations
 
+import errno
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -30,6 +31,7 @@ from deep_research.core.errors import (
     EXIT_DECLINED,
     EXIT_INTERRUPTED,
     DeepResearchError,
+    StorageError,
     UsageError,
 )
 
@@ -84,6 +86,11 @@ class DefaultToRun(TyperGroup):
             if _debug:
                 raise
             from deep_research.app import render
+
+            storage = storage_error(exc) if isinstance(exc, OSError) else None
+            if storage is not None:  # a read-only data directory or a full disk: not a bug
+                render.error(str(storage))
+                raise typer.Exit(storage.exit_code) from None
             from deep_research.app.crash import scrub, write_crash_log
 
             log = write_crash_log(exc)
@@ -93,6 +100,23 @@ class DefaultToRun(TyperGroup):
                 + f" (a bug: {where}; --debug shows it here)"
             )
             raise typer.Exit(EXIT_BUG) from None
+
+
+_STORAGE_ERRNOS = {
+    errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+    errno.EISDIR, errno.EEXIST,
+}
+
+
+def storage_error(exc: OSError) -> StorageError | None:
+    """A failed write to one of our files or folders as the user's one line, naming the path
+    (None: not a storage failure, so a bug)."""
+    if exc.errno not in _STORAGE_ERRNOS or not exc.filename:
+        return None
+    reason = exc.strerror or type(exc).__name__
+    return StorageError(
+        f"cannot use {exc.filename}: {reason} (DEEP_RESEARCH_HOME chooses the data directory)"
+    )
 
 
 app = typer.Typer(

@@ -9,6 +9,8 @@
     │   └── StructuredOutputError     6  a structured output never parsed
     ├── KnowledgeBaseError            7  embedding model mismatch, server unreachable, store failure
     │   └── KBMissing                 7  there is no KB of that name
+    ├── StorageError                  8  a file or folder of ours cannot be written: read-only,
+    │                                    full disk, no permission, a file where a folder goes
     ├── BranchError                   -  a research branch failed: recorded on the node, never exits
     │   └── JobCancelled              -  its remote job was cancelled: the node is ``cancelled``
     └── BudgetExhausted               -  work the budget cannot cover: the run stops, never exits
@@ -54,6 +56,12 @@ class StructuredOutputError(ProviderError):
 
 class KnowledgeBaseError(DeepResearchError):
     exit_code = 7
+
+
+class StorageError(DeepResearchError):
+    """The data directory (or a file in it) cannot be written; the message names the path."""
+
+    exit_code = 8
 
 
 class KBMissing(KnowledgeBaseError):

@@ -57,6 +57,8 @@ def test_extractive_mode_end_to_end_ingests_kb_first(kb_env: dict[str, str]) -> 
     assert "ingesting kb/ first" in err
     assert "extractive mode" in err
     assert "Extractive mode" in out
+    assert "judge" not in err, "no model judged an extractive run: nothing may say one did"
+    assert "stopping: complete (passage coverage" in err
     assert "scheduling.md#Scheduling > Dependency-driven starts" in out
     assert "budgets.md#Budgets > Cost limits" in out
 

@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING
 
 from deep_research.core.citations import identity
-from deep_research.core.models import Citation, SessionState
+from deep_research.core.models import Citation, IterationRecord, SessionState, Verdict
 from deep_research.core.report import build_report
 
 if TYPE_CHECKING:
@@ -204,3 +204,38 @@ def html_anchors(page: str) -> list[tuple[str, str, str]]:
     parser = Anchors()
     parser.feed(page)
     return parser.found
+
+
+def verdict(missing: list[str], confidence: float = 0.6) -> Verdict:
+    return Verdict(
+        is_complete=False,
+        recommend_more_iterations=True,
+        missing_aspects=missing,
+        weak_evidence_areas=[],
+        overall_confidence=confidence,
+    )
+
+
+def test_the_judges_gaps_stay_when_a_later_replan_added_nothing() -> None:
+    state = SessionState(session_id="c" * 12, question="q?")
+    state.iterations = [
+        IterationRecord(number=1, verdict=verdict(["How compaction reclaims space"])),
+        IterationRecord(number=2),  # its replan added nothing: no draft, no verdict
+    ]
+    state.stop_reason = "nothing_to_do"
+    report = build_report(state, "An answer.")
+    assert "- **Missing:** How compaction reclaims space" in report
+    assert "judge confidence 0.60" in report
+
+
+def test_an_extractive_run_claims_no_judge_it_did_not_have() -> None:
+    state = SessionState(session_id="d" * 12, question="q?", mode="extractive")
+    done = verdict([], confidence=0.93).model_copy(
+        update={"is_complete": True, "recommend_more_iterations": False}
+    )
+    state.iterations = [IterationRecord(number=1, verdict=done)]
+    state.stop_reason = "complete"
+    status = build_report(state, "Quoted passages.").splitlines()[2]
+    assert "judge" not in status
+    assert "every sub-question was answered from quoted passages" in status
+    assert "passage coverage 0.93" in status

@@ -401,7 +401,10 @@ class ResearchOrchestrator:
         state.phase = "finished" if complete else "replan"
         await self._save()
         if complete:
-            return Stop("complete", f"judge confidence {record.verdict.overall_confidence:.2f}")
+            score = record.verdict.overall_confidence
+            if state.mode == "extractive":  # no model judged it: say what was measured
+                return Stop("complete", f"passage coverage {score:.2f}")
+            return Stop("complete", f"judge confidence {score:.2f}")
         return "replan"
 
     async def _synthesize(self, *, final: bool) -> str:

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from deep_research.core import markdown as md
 from deep_research.core.budget import totals
 from deep_research.core.citations import CheckResult, check, cited_refs, renumber
-from deep_research.core.models import Citation, ResearchNode, SessionState
+from deep_research.core.models import Citation, ResearchNode, SessionState, Verdict
 
 STOP_TEXT = {
     "complete": "complete: the judge found the answer complete",
@@ -31,6 +31,7 @@ STOP_TEXT = {
     "interrupted": "interrupted by the user",
     "error": "stopped by an error",
 }
+EXTRACTIVE_COMPLETE = "complete: every sub-question was answered from quoted passages"
 
 
 class Report(BaseModel):
@@ -99,12 +100,25 @@ def assemble(state: SessionState, body: str | None) -> Report:
     )
 
 
+def last_verdict(state: SessionState) -> Verdict | None:
+    """The judge's latest verdict: a later iteration whose replan added nothing (or that
+    stopped before its review) has none of its own, and must not hide the gaps found."""
+    return next((it.verdict for it in reversed(state.iterations) if it.verdict), None)
+
+
 def _status_line(state: SessionState) -> str:
     done = sum(1 for n in state.nodes.values() if n.status == "done")
     confidence = ""
-    if state.iterations and state.iterations[-1].verdict:
-        confidence = f" · judge confidence {state.iterations[-1].verdict.overall_confidence:.2f}"
+    verdict = last_verdict(state)
+    extractive = state.mode == "extractive"
+    if verdict is not None:
+        # No model judges an extractive run: its score is how much of each sub-question's
+        # wording the quoted passages hold, and is called that.
+        label = "passage coverage" if extractive else "judge confidence"
+        confidence = f" · {label} {verdict.overall_confidence:.2f}"
     stop = STOP_TEXT.get(state.stop_reason or "", state.status)
+    if extractive and state.stop_reason == "complete":
+        stop = EXTRACTIVE_COMPLETE
     return (
         f"> Session `{state.session_id}` · {stop} · iteration {state.iteration} · "
         f"{done}/{len(state.nodes)} sub-questions researched{confidence}"
@@ -140,7 +154,7 @@ def _limitations(state: SessionState, nodes: list[ResearchNode]) -> str:
                 else "not researched before the run stopped"
             )
             lines.append(f"- **Not researched:** {question} — {why}")
-    verdict = state.iterations[-1].verdict if state.iterations else None
+    verdict = last_verdict(state)
     if verdict is not None and state.stop_reason != "complete":
         lines += [f"- **Missing:** {md.text(m)}" for m in verdict.missing_aspects]
     if verdict is not None:

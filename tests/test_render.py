@@ -5,10 +5,13 @@ from __future__ import annotations
 import sys
 import threading
 
+import pytest
 from rich.console import Console
 
+from deep_research.app import render
 from deep_research.app.render import LiveView
 from deep_research.core.models import ResearchNode, SessionState
+from deep_research.core.ports import JobEvent
 
 
 def draw(view: LiveView) -> str:
@@ -95,3 +98,30 @@ def test_questions_errors_and_notes_are_shown_as_written_never_as_markup() -> No
     finally:
         render.err = saved
     assert "n2: page [/etc/x] read: [link=https://phish.example]x[/link]" in shown.export_text()
+
+
+def test_a_jobs_age_ticks_between_polls_and_one_poll_is_singular(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(render.time, "monotonic", lambda: clock[0])
+    state = SessionState(session_id="s1", question="q?")
+    state.nodes["w1"] = ResearchNode(id="w1", question="A web question", status="running")
+    view = LiveView(state)
+    view.event(JobEvent("w1", "resp_1", "gpt-5.5", "in_progress", polls=1, elapsed_seconds=5))
+    assert "in_progress 5s · 1 poll" in draw(view)
+    clock[0] += 62  # no poll for a minute: the job is still visibly alive
+    assert "in_progress 1m07s · 1 poll" in draw(view)
+    view.event(JobEvent("w1", "resp_1", "gpt-5.5", "in_progress", polls=2, elapsed_seconds=70))
+    assert "in_progress 1m10s · 2 polls" in draw(view)
+
+
+def test_the_last_frame_shows_the_final_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(render, "err", Console(file=open("/dev/null", "w")))  # noqa: SIM115
+    state = SessionState(session_id="s1", question="q?")
+    state.nodes["n1"] = ResearchNode(id="n1", question="First sub-question")
+    with render.live_view(state, enabled=True) as view:
+        view.event("started n1")
+        state.nodes["n1"].status = "done"  # the run ends with no event after this change
+    render.err.file.close()
+    assert view.frame.nodes[0].status == "done"

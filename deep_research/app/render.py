@@ -62,6 +62,8 @@ class Frame:
     tokens: int
     nodes: tuple[ResearchNode, ...]
     jobs: Mapping[str, JobEvent]
+    received: Mapping[str, float]
+    """When each job's last event arrived (monotonic): its age ticks on between polls."""
     events: tuple[str, ...]
 
 
@@ -73,6 +75,7 @@ class LiveView:
         self.state = state
         self._events: deque[str] = deque(maxlen=max_events)
         self._jobs: dict[str, JobEvent] = {}
+        self._received: dict[str, float] = {}
         self._started = time.monotonic()
         self.frame = self._snapshot()
 
@@ -80,10 +83,15 @@ class LiveView:
         """Record ``message`` and push a new frame. Called on the event loop only."""
         if isinstance(message, JobEvent):
             self._jobs[message.node_id] = message
+            self._received[message.node_id] = time.monotonic()
             if message.note:
                 self._events.append(f"{message.node_id}: {message.note}")
         else:
             self._events.append(message)
+        self.frame = self._snapshot()
+
+    def refresh(self) -> None:
+        """A new frame from the session as it is now (the last frame shows the final totals)."""
         self.frame = self._snapshot()
 
     def _snapshot(self) -> Frame:
@@ -97,6 +105,7 @@ class LiveView:
             # Shallow copies: the table reads only their scalar fields.
             nodes=tuple(node.model_copy() for node in state.nodes.values()),
             jobs=MappingProxyType(dict(self._jobs)),
+            received=MappingProxyType(dict(self._received)),
             events=tuple(self._events),
         )
 
@@ -110,21 +119,29 @@ class LiveView:
             (f"${frame.cost_usd:.4f}", "bold"),
             f" · {frame.tokens:,} tokens",
         )
-        table = node_table(frame.nodes, live=True, jobs=frame.jobs)
+        now = time.monotonic()
+        ages = {node: now - at for node, at in frame.received.items()}
+        table = node_table(frame.nodes, live=True, jobs=frame.jobs, ages=ages)
         return Group(header, table, *(Text(f"  {e}", style="dim") for e in frame.events))
 
 
-def job_state(event: JobEvent) -> str:
-    """``in_progress 12m05s · 41 polls``: a long job, visibly alive."""
+def job_state(event: JobEvent, since: float = 0.0) -> str:
+    """``in_progress 12m05s · 41 polls``: a long job, visibly alive (``since``: seconds since
+    the event arrived, so the age ticks on between polls)."""
     if not event.job_id:  # not a remote job: a branch saying what it does
         return event.status
-    minutes, seconds = divmod(int(event.elapsed_seconds), 60)
+    minutes, seconds = divmod(int(event.elapsed_seconds + since), 60)
     took = f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
-    return f"{event.status} {took} · {event.polls} polls"
+    polls = "1 poll" if event.polls == 1 else f"{event.polls} polls"
+    return f"{event.status} {took} · {polls}"
 
 
 def node_table(
-    nodes: Iterable[ResearchNode], *, live: bool = False, jobs: Mapping[str, JobEvent] | None = None
+    nodes: Iterable[ResearchNode],
+    *,
+    live: bool = False,
+    jobs: Mapping[str, JobEvent] | None = None,
+    ages: Mapping[str, float] | None = None,
 ) -> Table:
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
     jobs = jobs or {}
@@ -148,7 +165,11 @@ def node_table(
             node.source_hint,
             took,
             f"${node.cost_usd:.4f}" if node.cost_usd else "",
-            Text(job_state(jobs[node.id]) if node.id in jobs and node.status == "running" else ""),
+            Text(
+                job_state(jobs[node.id], (ages or {}).get(node.id, 0.0))
+                if node.id in jobs and node.status == "running"
+                else ""
+            ),
             question,
         )
     return table
@@ -161,7 +182,10 @@ def live_view(state: SessionState, *, enabled: bool) -> Iterator[LiveView]:
         yield view
         return
     with Live(view, console=err, refresh_per_second=4, transient=False):
-        yield view
+        try:
+            yield view
+        finally:
+            view.refresh()  # the last frame drawn holds the final status and totals
 
 
 def report(markdown: str) -> None:

@@ -239,3 +239,25 @@ def test_an_extractive_run_claims_no_judge_it_did_not_have() -> None:
     assert "judge" not in status
     assert "every sub-question was answered from quoted passages" in status
     assert "passage coverage 0.93" in status
+
+
+def test_a_clean_citation_check_counts_sources_not_markers() -> None:
+    state = SessionState(session_id="e" * 12, question="q?", sources={"S1": WEB, "S2": KB})
+    body = (
+        "Chroma handles ten million vectors in one collection [S1]. "
+        "Chroma also keeps those vectors on local disk by default [S1]. "
+        "A research run stops once its spend reaches the cost limit [S2]."
+    )
+    report = build_report(state, body)
+    assert "the body cites 2 sources (3 citations), each of them listed below" in report
+
+
+def test_long_quotes_are_cut_between_words_and_say_so() -> None:
+    long_quote = "A run stops once its spend reaches the cost limit, " * 10
+    kb = KB.model_copy(update={"quote": long_quote})
+    state = SessionState(session_id="f" * 12, question="q?", sources={"S2": kb})
+    quote = sources_section(build_report(state, "Runs stop at the limit [S2].")).splitlines()[1]
+    assert quote.endswith("…")
+    assert len(quote) <= len("   > ") + 300
+    last_word = quote.removesuffix("…").split()[-1]
+    assert last_word in long_quote.split(), "no word is cut in half"

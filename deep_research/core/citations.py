@@ -183,6 +183,9 @@ MIN_QUOTE_WORDS = 8
 @dataclass
 class CheckResult:
     cited: int = 0
+    """Citation markers in the body (one source is often cited many times)."""
+    cited_sources: set[int] = field(default_factory=set)
+    """The distinct sources those markers point to."""
     unknown: int = 0
     no_source_text: int = 0
     """Citations whose source has no quote (web research): their support was not judged."""
@@ -206,6 +209,7 @@ def check(body: str, sources: Sequence[Citation], *, unknown: int = 0) -> CheckR
             continue
         result.cited += len(numbers)
         known = [n for n in numbers if 1 <= n <= len(sources)]
+        result.cited_sources.update(known)
         result.no_source_text += sum(1 for n in known if not sources[n - 1].quote.strip())
         claim = content_words(text)
         evidence = [

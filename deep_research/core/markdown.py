@@ -39,6 +39,18 @@ def text(value: str) -> str:
     return "\\" + flat if flat[:1] in ("#", ">", "+", "-", "=") else flat
 
 
+def clip(value: str, limit: int) -> str:
+    """``value`` on one line, at most ``limit`` characters, cut between words and ending in
+    "…" when it was cut (a quote cut mid-word reads as a typo in the source)."""
+    flat = " ".join(value.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: limit - 1]
+    if flat[limit - 1] != " " and " " in cut:
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:") + "…"
+
+
 def web_url(url: str) -> str | None:
     """``url`` fit for a link destination in ``<…>``, or None when it is not http(s)."""
     url = url.strip()

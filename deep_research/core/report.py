@@ -173,21 +173,26 @@ def _citation_check(result: CheckResult) -> str:
             "not its text"
         )
     if result.clean:
+        cites = f"{result.cited} citation" + ("s" if result.cited != 1 else "")
+        count = len(result.cited_sources)
+        sources = f"{count} source" + ("s" if count != 1 else "")
         return (
-            f"_Citation check: all {result.cited} citations resolve to the sources below; "
-            "no uncited factual sentence found" + (f". {unchecked}" if unchecked else "") + "._"
+            f"_Citation check: the body cites {sources} ({cites}), each of them listed "
+            "below; no uncited factual sentence found"
+            + (f". {unchecked}" if unchecked else "")
+            + "._"
         )
     lines = ["## Citation check", ""]
     if result.unknown:
         lines.append(f"- {result.unknown} citation(s) pointed to no source and were removed.")
     if result.uncited:
         lines.append(f"- {len(result.uncited)} factual sentence(s) carry no citation:")
-        lines += [f"  - “{md.text(s[:200])}”" for s in result.uncited[:5]]
+        lines += [f"  - “{md.text(md.clip(s, 200))}”" for s in result.uncited[:5]]
     if result.unsupported:
         lines.append(
             f"- {len(result.unsupported)} citation(s) share no content word with their source:"
         )
-        lines += [f"  - [{n}] “{md.text(s[:200])}”" for s, n in result.unsupported[:5]]
+        lines += [f"  - [{n}] “{md.text(md.clip(s, 200))}”" for s, n in result.unsupported[:5]]
     if unchecked:
         lines.append(f"- {unchecked}.")
     return "\n".join(lines)
@@ -209,9 +214,9 @@ def source_entry(source: Citation) -> str:
     quote = " ".join(source.quote.split())
     claim = " ".join(source.claim.split())
     if quote:
-        return entry + f"\n> {md.text(quote[:300])}"
+        return entry + f"\n> {md.text(md.clip(quote, 300))}"
     # Without the page's words, say what it was cited for, and that we have no more.
-    cited_for = f"cited for: “{md.text(claim[:300])}” — " if claim else ""
+    cited_for = f"cited for: “{md.text(md.clip(claim, 300))}” — " if claim else ""
     return entry + f"\n{cited_for}_source text not captured_"
 
 

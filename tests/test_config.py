@@ -9,6 +9,8 @@ import pytest
 
 from deep_research.app.config import load_settings
 from deep_research.core.errors import ConfigError
+from deep_research.persistence.sessions import SessionStore
+from tests.clirun import cli
 
 
 @pytest.fixture(autouse=True)
@@ -85,3 +87,72 @@ def test_a_blank_api_token_is_no_token(monkeypatch: pytest.MonkeyPatch, blank: s
     token = load_settings().api_token
     assert token is not None
     assert token.get_secret_value() == "t0ken"
+
+
+# --- budgets: non-finite or absurd values are refused on every surface ---------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DEEP_RESEARCH_MAX_COST_USD", "inf"),
+        ("DEEP_RESEARCH_MAX_COST_USD", "nan"),
+        ("DEEP_RESEARCH_MAX_RUNTIME_SECONDS", "inf"),
+        ("DEEP_RESEARCH_MAX_RUNTIME_SECONDS", "1e30"),
+        ("DEEP_RESEARCH_MAX_TOTAL_TOKENS", "0"),
+        ("DEEP_RESEARCH_SERVER_MAX_COST_USD", "Infinity"),
+        ("DEEP_RESEARCH_SERVER_DAILY_BUDGET_USD", "-1"),
+        ("DEEP_RESEARCH_CONFIRM_ABOVE_USD", "nan"),
+    ],
+)
+def test_absurd_budgets_in_the_environment_are_config_errors(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert name.removeprefix("DEEP_RESEARCH_").lower() in str(info.value)
+    monkeypatch.delenv(name)
+    (tmp_path / ".env").write_text(f"{name}={value}\n")
+    code, _, err = cli({"DEEP_RESEARCH_HOME": str(tmp_path / "home")}, "sessions", "list")
+    assert code == 3, err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--max-cost", "inf"),
+        ("--max-cost", "nan"),
+        ("--max-cost", "-1"),
+        ("--max-cost", "0"),
+        ("--max-cost", "1e9"),
+        ("--max-runtime", "inf"),
+        ("--max-runtime", "0"),
+        ("--max-tokens", "0"),
+        ("--max-iterations", "0"),
+        ("--max-iterations", "1000"),
+    ],
+)
+def test_absurd_budget_flags_are_usage_errors_naming_the_flag(
+    tmp_path: Path, flag: str, value: str
+) -> None:
+    env = {"DEEP_RESEARCH_HOME": str(tmp_path / "home")}
+    code, _, err = cli(env, "How do budgets work?", flag, value)
+    assert code == 2, err
+    assert flag in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "home" / "sessions").exists(), "nothing was saved"
+
+
+def test_a_resume_with_an_absurd_budget_leaves_the_session_as_it_was(tmp_path: Path) -> None:
+    env = {"DEEP_RESEARCH_HOME": str(tmp_path / "home")}
+    store = SessionStore(tmp_path / "home" / "sessions")
+    state = store.create("How do budgets work?", status="interrupted")
+    file = store.path(state.session_id) / "state.json"
+    before = file.read_bytes()
+    for flag in ("--max-runtime", "--max-cost"):
+        code, _, err = cli(env, "resume", state.session_id, flag, "inf")
+        assert code == 2, err
+        assert flag in err
+    assert file.read_bytes() == before
+    assert store.load(state.session_id).limits == state.limits

@@ -29,6 +29,7 @@ from deep_research.app.runs import Caps, RunManager
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import Citation
 from deep_research.core.report import Report
+from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli
 from tests.fake_openai import ChatReply, ChatRequest, FakeOpenAI, ResearchReport, ResearchRequest
 from tests.serving import free_port, serving
@@ -367,3 +368,54 @@ def test_ctrl_c_on_the_server_saves_its_runs_while_a_client_follows_one(
     log = Path(env["DEEP_RESEARCH_HOME"]) / "sessions" / session_id / "events.jsonl"
     last = json.loads(log.read_text().splitlines()[-1])
     assert (last["type"], last["data"]["status"]) == ("end", "interrupted")
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/research", '{"question": "q", "max_cost_usd": NaN}', "max_cost_usd"),
+        ("/research", '{"question": "q", "max_cost_usd": Infinity}', "max_cost_usd"),
+        ("/research", '{"question": "q", "max_runtime_seconds": Infinity}', "max_runtime_seconds"),
+        ("/research", '{"question": "q", "max_runtime_seconds": -Infinity}', "max_runtime_seconds"),
+        ("/research", '{"question": "q", "max_cost_usd": 1e400}', "max_cost_usd"),
+        ("/research", '{"question": "q", "max_total_tokens": 1e30}', "max_total_tokens"),
+        ("/research", '{"question": "q", "max_runtime_seconds": 1e12}', "max_runtime_seconds"),
+        ("/research", '{"question": "\\ud800 lone surrogate"}', "question"),
+        ("/research", '{"question": "q", "\\udfff": 1}', "body"),
+        ("/research", '{"question": "q", "chat_model": "\\ud800"}', "chat_model"),
+        ("/research/abcdef012345/resume", '{"max_cost_usd": NaN}', "max_cost_usd"),
+        (
+            "/research/abcdef012345/resume",
+            '{"max_runtime_seconds": Infinity}',
+            "max_runtime_seconds",
+        ),
+        ("/research", '{"question": "q"', "body"),
+    ],
+)
+async def test_non_finite_numbers_and_lone_surrogates_are_422_in_the_api_error_shape(
+    llm_settings: Settings, serve: Serve, path: str, body: str, field: str
+) -> None:
+    client = await serve(llm_settings)
+    response = await client.post(path, content=body.encode(), headers=JSON)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert field in error["message"]
+    assert "\n" not in error["message"]
+    assert not llm_settings.sessions_dir.exists() or not list(llm_settings.sessions_dir.iterdir())
+
+
+async def test_a_session_nested_past_the_parsers_is_listed_as_corrupt_with_the_others(
+    llm_settings: Settings, serve: Serve
+) -> None:
+    store = SessionStore(llm_settings.sessions_dir)
+    good, bad = store.create("good"), store.create("bad")
+    (store.path(bad.session_id) / "state.json").write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    client = await serve(llm_settings)
+    listed = await client.get("/sessions")
+    assert listed.status_code == 200, listed.text
+    rows = {row["session_id"]: row["status"] for row in listed.json()}
+    assert rows == {good.session_id: "interrupted", bad.session_id: "corrupt"}
+    shown = await client.get(f"/research/{bad.session_id}")
+    assert shown.status_code == 404
+    assert shown.json()["error"]["code"] == "unknown_session"

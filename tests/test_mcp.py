@@ -22,6 +22,7 @@ import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult
 
 from deep_research.app.config import Settings
@@ -454,3 +455,35 @@ async def test_sigterm_on_the_http_server_saves_its_runs(
     state = session_state(env, session_id)
     assert state["status"] == "interrupted"
     assert state["nodes"]["t1"]["remote_jobs"], "the job's id is kept for resume"
+
+
+@pytest.mark.parametrize("value", [-1.0, 0.0, 1e9])
+async def test_absurd_budgets_are_refused_naming_the_argument(
+    offline: Settings, value: float
+) -> None:
+    async with Client(create_server(offline)) as client:
+        started = await client.call_tool(
+            "research_start", {"question": QUESTION, "max_cost_usd": value}
+        )
+        assert "max_cost_usd" in error_text(started)
+        resumed = await client.call_tool(
+            "research_resume", {"session_id": "abcdef012345", "max_cost_usd": value}
+        )
+        assert "max_cost_usd" in error_text(resumed)
+    assert not offline.sessions_dir.exists() or not list(offline.sessions_dir.iterdir())
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+async def test_non_finite_budgets_are_refused_naming_the_argument(
+    offline: Settings, value: float
+) -> None:
+    """As the server receives `Infinity` or `NaN` on the wire (the SDK's JSON parser takes
+    them; the SDK's own client cannot send them)."""
+    server = create_server(offline)
+    with pytest.raises(ToolError, match="max_cost_usd"):
+        await server.call_tool("research_start", {"question": QUESTION, "max_cost_usd": value})
+    with pytest.raises(ToolError, match="max_cost_usd"):
+        await server.call_tool(
+            "research_resume", {"session_id": "abcdef012345", "max_cost_usd": value}
+        )
+    assert not offline.sessions_dir.exists() or not list(offline.sessions_dir.iterdir())

@@ -17,7 +17,14 @@ from deep_research.adapters.prices import PriceTable
 from deep_research.app.config import load_settings
 from deep_research.core.budget import make_entry
 from deep_research.core.errors import SessionError, SessionLocked
-from deep_research.core.models import Citation, ResearchNode, SessionState, Usage
+from deep_research.core.models import (
+    MAX_RUNTIME_SECONDS,
+    Citation,
+    Limits,
+    ResearchNode,
+    SessionState,
+    Usage,
+)
 from deep_research.persistence import sessions
 from deep_research.persistence.sessions import (
     SCHEMA_VERSION,
@@ -25,7 +32,7 @@ from deep_research.persistence.sessions import (
     SessionStore,
     new_session_id,
 )
-from tests.clirun import run_json
+from tests.clirun import cli, run_json
 from tests.fake_openai import FakeOpenAI
 from tests.world import ResearchWorld, plan_task, verdict
 
@@ -560,3 +567,58 @@ def test_a_schema_1_session_loads_and_saves_as_the_current_version(store: Sessio
     assert loaded.nodes["a"].notes == "n [S1]"
     store.save(loaded)
     assert json.loads(file.read_text())["schema_version"] == SCHEMA_VERSION
+
+
+# --- damaged beyond parsing, and limits no flag accepts -------------------------------------
+
+
+def test_a_deeply_nested_state_is_one_corrupt_session_among_the_others(
+    store: SessionStore, tmp_path: Path, env: dict[str, str]
+) -> None:
+    good = store.create("good")
+    bad = store.create("bad")
+    depth = 100_000  # past both JSON parsers' recursion limits
+    (store.path(bad.session_id) / "state.json").write_bytes(
+        b'{"session_id": "x", "question": ' + b"[" * depth + b"]" * depth + b"}"
+    )
+    rows = {r.session_id: r for r in store.list()}
+    assert rows[good.session_id].status == "interrupted"
+    assert rows[bad.session_id].status == "corrupt"
+    assert "nested too deeply" in (rows[bad.session_id].error or "")
+    with pytest.raises(SessionError, match="nested too deeply"):
+        store.load(bad.session_id)
+
+    # The same through the CLI: listed as damaged with the others, `show` is exit 4.
+    env = {**env, "DEEP_RESEARCH_HOME": str(store.root.parent)}
+    listed = {row["session_id"]: row["status"] for row in run_json(env, "sessions", "list")}
+    assert listed == {good.session_id: "interrupted", bad.session_id: "corrupt"}
+    code, _, err = cli(env, "sessions", "show", bad.session_id)
+    assert code == 4, err
+    assert "nested too deeply" in err
+
+
+@pytest.mark.parametrize(
+    ("saved", "loaded"),
+    [
+        ({"max_runtime_seconds": None}, {"max_runtime_seconds": 3600.0}),  # `inf`, as saved
+        ({"max_cost_usd": "Infinity"}, {"max_cost_usd": 20.0}),
+        ({"max_cost_usd": "NaN", "max_iterations": 0}, {"max_cost_usd": 20.0, "max_iterations": 3}),
+        ({"max_total_tokens": -5}, {"max_total_tokens": 5_000_000}),
+        ({"max_runtime_seconds": 1e12}, {"max_runtime_seconds": MAX_RUNTIME_SECONDS}),
+    ],
+)
+def test_limits_no_flag_accepts_are_repaired_on_load(
+    store: SessionStore, saved: dict[str, object], loaded: dict[str, object]
+) -> None:
+    state = store.create("q", limits=Limits(max_iterations=2))
+    file = store.path(state.session_id) / "state.json"
+    raw = json.loads(file.read_text())
+    raw["limits"].update(saved)
+    # Python's json writes NaN and Infinity as bare words, as a JSON reader may meet them.
+    file.write_text(json.dumps(raw).replace('"Infinity"', "Infinity").replace('"NaN"', "NaN"))
+    repaired = store.load(state.session_id)
+    expected = {"max_iterations": 2} | loaded
+    assert {k: getattr(repaired.limits, k) for k in expected} == expected
+    assert [row.status for row in store.list()] == ["interrupted"]
+    store.save(repaired)
+    assert store.load(state.session_id).limits == repaired.limits

@@ -186,6 +186,13 @@ IterOpt = Annotated[
 CostOpt = Annotated[float | None, typer.Option("--max-cost", help="Cost limit in USD.")]
 TokensOpt = Annotated[int | None, typer.Option("--max-tokens", help="Total token limit.")]
 TimeOpt = Annotated[float | None, typer.Option("--max-runtime", help="Time limit in seconds.")]
+BUDGET_FLAGS = {
+    "max_iterations": "--max-iterations",
+    "max_cost_usd": "--max-cost",
+    "max_total_tokens": "--max-tokens",
+    "max_runtime_seconds": "--max-runtime",
+}
+"""The budget flags by the limit each sets: a bad value is a usage error naming the flag."""
 
 
 @app.command()
@@ -256,6 +263,15 @@ def run(
     from deep_research.app.config import load_settings
 
     question = _read_question(question, question_file)
+    service.check_budget(
+        {
+            "max_iterations": max_iterations,
+            "max_cost_usd": max_cost,
+            "max_total_tokens": max_tokens,
+            "max_runtime_seconds": max_runtime,
+        },
+        BUDGET_FLAGS,
+    )
     options = service.RunOptions(
         max_parallel=max_parallel,
         max_iterations=max_iterations,
@@ -322,6 +338,7 @@ def resume(
         max_runtime_seconds=max_runtime,
     )
     # Validates the values given before anything is read.
+    service.check_budget(budget.given(), BUDGET_FLAGS)
     settings = load_settings(max_parallel_branches=max_parallel, **budget.given())
     with service.reopen(
         settings,

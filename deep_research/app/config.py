@@ -25,6 +25,13 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from deep_research.core.errors import ConfigError
+from deep_research.core.models import (
+    MAX_COST_USD,
+    CostUSD,
+    Iterations,
+    RuntimeSeconds,
+    TokenBudget,
+)
 
 EmbeddingProvider = Literal["local", "local-fast", "openai"]
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
@@ -102,13 +109,13 @@ class Settings(BaseSettings):
 
     # --- guardrails -----------------------------------------------------------
     max_depth: int = Field(default=3, ge=1, le=10)
-    max_iterations: int = Field(default=3, ge=1, le=50)
+    max_iterations: Iterations = 3
     max_parallel_branches: int = Field(default=4, ge=1, le=64)
     # Room for a reasoning model's hidden reasoning as well as the visible reply.
     max_tokens_per_call: int = Field(default=16_000, ge=256, le=200_000)
-    max_total_tokens: int = Field(default=5_000_000, ge=1000)
-    max_runtime_seconds: float = Field(default=3600.0, gt=0)
-    max_cost_usd: float = Field(default=20.0, gt=0)
+    max_total_tokens: TokenBudget = 5_000_000
+    max_runtime_seconds: RuntimeSeconds = 3600.0
+    max_cost_usd: CostUSD = 20.0
     summary_max_tokens: int = Field(default=2000, ge=200, le=50_000)
     max_nodes_per_plan: int = Field(default=8, ge=1, le=50)
     structured_output_retries: int = Field(default=2, ge=0, le=10)
@@ -207,7 +214,7 @@ class Settings(BaseSettings):
     genai-prices, e.g. DEEP_RESEARCH_PRICES='{"my-model": [1.0, 0.1, 4.0]}'."""
     allow_unpriced: bool = False
     """Let a model with no known price run on OpenAI's own API (it then counts as $0)."""
-    confirm_above_usd: float = Field(default=10.0, ge=0)
+    confirm_above_usd: float = Field(default=10.0, ge=0, le=MAX_COST_USD, allow_inf_nan=False)
     """On a terminal, ask before a run whose worst case exceeds this (--yes skips)."""
     check_models: bool = True
     """Look each configured model up on the server before spending anything."""
@@ -215,9 +222,9 @@ class Settings(BaseSettings):
     # --- servers (deep-research serve / mcp): they spend the user's money unattended ----
     server_max_runs: int = Field(default=2, ge=1, le=64)
     """Runs researching at once in a server process; more wait their turn."""
-    server_max_cost_usd: float = Field(default=5.0, gt=0)
+    server_max_cost_usd: CostUSD = 5.0
     """The most one run started through a server may cost."""
-    server_daily_budget_usd: float = Field(default=50.0, gt=0)
+    server_daily_budget_usd: CostUSD = 50.0
     """What all sessions may spend in one UTC day before a server refuses new runs."""
     api_token: SecretStr | None = None
     """Bearer token the HTTP API and MCP server ask of every request; required off loopback."""

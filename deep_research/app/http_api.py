@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import Body, FastAPI, Header, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
@@ -61,6 +62,7 @@ from deep_research.core.errors import (
     SessionLocked,
     UsageError,
 )
+from deep_research.core.models import CostUSD, Iterations, RuntimeSeconds, TokenBudget
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +77,10 @@ class ResearchRequest(BaseModel):
 
     question: str = Field(max_length=service.MAX_QUESTION_CHARS * 2)
     max_parallel: int | None = Field(default=None, ge=1, le=64)
-    max_iterations: int | None = Field(default=None, ge=1, le=50)
-    max_cost_usd: float | None = Field(default=None, gt=0)
-    max_total_tokens: int | None = Field(default=None, ge=1000)
-    max_runtime_seconds: float | None = Field(default=None, gt=0)
+    max_iterations: Iterations | None = None
+    max_cost_usd: CostUSD | None = None
+    max_total_tokens: TokenBudget | None = None
+    max_runtime_seconds: RuntimeSeconds | None = None
     chat_model: str | None = Field(default=None, max_length=200)
     web_engine: Literal["openai", "search", "auto"] | None = None
     search_provider: str | None = Field(default=None, max_length=40)
@@ -93,10 +95,10 @@ class ResearchRequest(BaseModel):
 class ResumeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    max_iterations: int | None = Field(default=None, ge=1, le=50)
-    max_cost_usd: float | None = Field(default=None, gt=0)
-    max_total_tokens: int | None = Field(default=None, ge=1000)
-    max_runtime_seconds: float | None = Field(default=None, gt=0)
+    max_iterations: Iterations | None = None
+    max_cost_usd: CostUSD | None = None
+    max_total_tokens: TokenBudget | None = None
+    max_runtime_seconds: RuntimeSeconds | None = None
     retry_cancelled: bool = False
 
 
@@ -120,6 +122,24 @@ ERRORS: tuple[tuple[type[DeepResearchError], int, str], ...] = (
 
 def error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def invalid_request(exc: RequestValidationError) -> str:
+    """A request that does not validate, in one line: where and why, never the value given
+    (it may be NaN or Infinity, which JSON cannot carry back, or a lone surrogate, which
+    UTF-8 cannot)."""
+    first = exc.errors()[0] if exc.errors() else {}
+    if first.get("type") == "json_invalid":
+        reason = _printable((first.get("ctx") or {}).get("error", "JSON decode error"))
+        return f"body: not valid JSON: {reason} (character {first['loc'][-1]})"
+    where = ".".join(_printable(part) for part in first.get("loc", ()) if part != "body")
+    why = _printable(first.get("msg", "invalid request"))
+    why = why.replace("Input should be", "must be")
+    return f"{where or 'body'}: {why}"
+
+
+def _printable(part: object) -> str:
+    return str(part).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def allowed_hosts(host: str, port: int) -> set[str]:
@@ -197,6 +217,10 @@ def create_app(
             if isinstance(exc, kind):
                 return error(status, code, " ".join(str(exc).split()))
         raise AssertionError("DeepResearchError is in ERRORS")  # pragma: no cover
+
+    @app.exception_handler(RequestValidationError)
+    async def not_valid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error(422, "invalid_request", invalid_request(exc))
 
     @app.exception_handler(Exception)
     async def bug(_request: Request, exc: Exception) -> JSONResponse:

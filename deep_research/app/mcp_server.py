@@ -62,6 +62,8 @@ from deep_research.core import markdown as md
 from deep_research.core.errors import ConfigError, DeepResearchError
 from deep_research.core.models import (
     Citation,
+    CostUSD,
+    Iterations,
     NodeStatus,
     RunSpec,
     RunStatus,
@@ -263,11 +265,11 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
             ),
         ],
         max_cost_usd: Annotated[
-            float | None,
-            Field(gt=0, description="Cost limit in USD (default: the configured one, capped)."),
+            CostUSD | None,
+            Field(description="Cost limit in USD (default: the configured one, capped)."),
         ] = None,
         max_iterations: Annotated[
-            int | None, Field(ge=1, le=50, description="Plan -> research -> judge rounds.")
+            Iterations | None, Field(description="Plan -> research -> judge rounds.")
         ] = None,
         web_engine: Annotated[
             Literal["openai", "search", "auto"] | None,
@@ -297,10 +299,10 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
     async def research_resume(
         session_id: SessionId,
         max_cost_usd: Annotated[
-            float | None, Field(gt=0, description="A new cost limit in USD for the session.")
+            CostUSD | None, Field(description="A new cost limit in USD for the session.")
         ] = None,
         max_iterations: Annotated[
-            int | None, Field(ge=1, le=50, description="A new limit of rounds.")
+            Iterations | None, Field(description="A new limit of rounds.")
         ] = None,
         retry_cancelled: Annotated[
             bool, Field(description="Research the cancelled sub-questions again too.")

@@ -11,11 +11,16 @@ Invariants:
 - At most ``max_runs`` research at once in the process; the others wait their turn and
   say so in their event log.
 - A request above the server's caps is refused before anything is saved: its ``max_cost``
-  over ``max_cost_per_run``, or a run whose cost limit would take today's spend (every
-  session's ledger entries of the UTC day) over ``daily_budget``. A run given no
-  ``max_cost`` gets the least of the configured limit, the cap and what today has left; a
-  resume may spend at most the least of the cap and what today has left, on top of what
-  the session spent before.
+  over ``max_cost_per_run``, or one that does not fit in what is left of the UTC day's
+  ``daily_budget``. Admitting a run reserves its cost limit in the daily ledger every server
+  process shares (``persistence.daily``), so what the day's sessions spent plus what the
+  admitted runs may still spend never passes the budget, however many runs arrive at once
+  and at however many servers. A run given no ``max_cost`` gets the least of the configured
+  limit, the cap and what today has left; a resume may spend at most the least of the cap
+  and what today has left, on top of what the session spent before, and reserves that.
+- A run's reservation is released when it ends with nothing left running at the provider
+  (its spend is then in its session's ledger); otherwise (interrupted, jobs still out) it is
+  held until the end of its UTC day, and a resume reserves again.
 - ``cancel`` stops the local task (the run is saved as interrupted, its lock released),
   then cancels the session's research jobs at the provider and records the cancelled
   nodes, which ``resume`` leaves alone. ``shutdown`` saves every run as interrupted.
@@ -24,9 +29,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -34,9 +37,10 @@ from datetime import UTC, datetime
 from deep_research.app import service
 from deep_research.app.config import Settings
 from deep_research.core.budget import totals
-from deep_research.core.errors import SessionError, UsageError
+from deep_research.core.errors import DeepResearchError, UsageError
 from deep_research.core.events import RunEvent
 from deep_research.core.models import SessionState
+from deep_research.persistence.daily import DIR, DailyLedger
 from deep_research.persistence.events import EventLog
 from deep_research.persistence.sessions import SessionStore
 
@@ -49,7 +53,8 @@ class Caps:
     """Runs researching at once in this process; more wait their turn."""
     max_cost_per_run: float = 5.0
     daily_budget: float = 50.0
-    """USD all sessions may spend in one UTC day (what is in their ledgers)."""
+    """USD all sessions may spend in one UTC day (what is in their ledgers), reservations
+    of admitted runs included."""
 
     @classmethod
     def of(cls, settings: Settings) -> Caps:
@@ -64,6 +69,7 @@ class RunManager:
     def __init__(self, settings: Settings, caps: Caps | None = None) -> None:
         self.settings = settings
         self.caps = caps or Caps.of(settings)
+        self.ledger = daily_ledger(settings, self.caps.daily_budget)
         self._slots = asyncio.Semaphore(self.caps.max_runs)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._logs: dict[str, EventLog] = {}
@@ -72,15 +78,30 @@ class RunManager:
     # --- starting ------------------------------------------------------------------------
 
     async def start(self, question: str, options: service.RunOptions) -> str:
-        """Prepare, check and save a new run, then research it in the background."""
+        """Prepare, check and save a new run, then research it in the background. Its cost
+        limit is reserved in today's budget first; any failure before the run is launched
+        gives it back."""
         self._check_open()
-        prepared = service.prepare(self.settings, question, self._capped(options))
-        prepared = await service.choose_engine(prepared)
-        if not prepared.extractive:
-            await service.check_models(prepared)
+        asked = options.max_cost_usd
+        service.check_budget({"max_cost_usd": asked})
+        if asked is not None and asked > self.caps.max_cost_per_run:
+            raise UsageError(self._over_cap(asked))
+        wanted = asked or min(self.settings.max_cost_usd, self.caps.max_cost_per_run)
+        held = await asyncio.to_thread(self.ledger.reserve, wanted, exact=asked is not None)
         stack = ExitStack()
-        run = stack.enter_context(service.start(prepared, _say_nothing))
-        return self._launch(run, stack)
+        try:
+            options = replace(options, max_cost_usd=held.amount_usd)
+            prepared = service.prepare(self.settings, question, options)
+            prepared = await service.choose_engine(prepared)
+            if not prepared.extractive:
+                await service.check_models(prepared)
+            run = stack.enter_context(service.start(prepared, _say_nothing))
+            await asyncio.to_thread(self.ledger.attach, held.id, run.state.session_id)
+        except BaseException:
+            stack.close()
+            self.ledger.release(held.id)
+            raise
+        return self._launch(run, stack, held.id)
 
     async def resume(
         self, session_id: str, budget: service.BudgetOverrides, *, retry_cancelled: bool = False
@@ -89,48 +110,38 @@ class RunManager:
         cost = budget.max_cost_usd
         if cost is not None and cost > self.caps.max_cost_per_run:
             raise UsageError(self._over_cap(cost))
+        service.check_budget(budget.given())
         # What it may spend now: the per-run cap and today's budget bound the new spend.
         state = service.status(self.settings, session_id)
         spent = totals(state.ledger).cost_usd
-        left = self.caps.daily_budget - spent_today(self.settings)
-        room = min(self.caps.max_cost_per_run, left)
-        if room <= 0:
-            raise UsageError(self._no_budget_left(left))
-        limit = min(cost or state.limits.max_cost_usd, spent + room)
-        budget = replace(budget, max_cost_usd=limit)
-        stack = ExitStack()
-        run = stack.enter_context(
-            service.reopen(
-                self.settings,
-                session_id,
-                budget,
-                max_parallel=None,
-                retry_cancelled=retry_cancelled,
-                on_info=_say_nothing,
-            )
+        limit = cost or state.limits.max_cost_usd
+        wanted = max(0.0, min(limit - spent, self.caps.max_cost_per_run))
+        held = await asyncio.to_thread(
+            self.ledger.reserve, wanted, exact=False, replacing=state.session_id
         )
-        return self._launch(run, stack)
+        budget = replace(budget, max_cost_usd=min(limit, spent + held.amount_usd))
+        stack = ExitStack()
+        try:
+            run = stack.enter_context(
+                service.reopen(
+                    self.settings,
+                    state.session_id,
+                    budget,
+                    max_parallel=None,
+                    retry_cancelled=retry_cancelled,
+                    on_info=_say_nothing,
+                )
+            )
+            await asyncio.to_thread(self.ledger.attach, held.id, run.state.session_id)
+        except BaseException:
+            stack.close()
+            self.ledger.release(held.id)
+            raise
+        return self._launch(run, stack, held.id)
 
     def _check_open(self) -> None:
         if self._closing:
             raise UsageError("the server is shutting down: it starts no new runs")
-
-    def _capped(self, options: service.RunOptions) -> service.RunOptions:
-        asked = options.max_cost_usd
-        if asked is not None and asked > self.caps.max_cost_per_run:
-            raise UsageError(self._over_cap(asked))
-        left = self.caps.daily_budget - spent_today(self.settings)
-        limit = min(asked or self.settings.max_cost_usd, self.caps.max_cost_per_run, left)
-        if limit <= 0 or (asked is not None and asked > left):
-            raise UsageError(self._no_budget_left(left))
-        return replace(options, max_cost_usd=limit)
-
-    def _no_budget_left(self, left: float) -> str:
-        return (
-            f"today's server budget of ${self.caps.daily_budget:.2f} has "
-            f"${max(0.0, left):.2f} left: not enough for this run "
-            "(DEEP_RESEARCH_SERVER_DAILY_BUDGET_USD)"
-        )
 
     def _over_cap(self, asked: float) -> str:
         return (
@@ -138,12 +149,16 @@ class RunManager:
             f"${self.caps.max_cost_per_run:.2f} a run (DEEP_RESEARCH_SERVER_MAX_COST_USD)"
         )
 
-    def _launch(self, run: service.Run, stack: ExitStack) -> str:
+    def _launch(self, run: service.Run, stack: ExitStack, reservation: str) -> str:
         """Research ``run`` in a task. ``stack`` holds the session's lock, from its creation
-        to the end of the task, however it ends: even cancelled before its first step."""
+        to the end of the task, however it ends: even cancelled before its first step.
+        ``reservation`` (its share of today's budget) is released once the session's last
+        state is saved, if nothing of it is left running at the provider."""
         session_id = run.state.session_id
         began = asyncio.Event()
-        task = asyncio.create_task(self._research(run, began), name=f"research {session_id}")
+        task = asyncio.create_task(
+            self._research(run, began, reservation), name=f"research {session_id}"
+        )
         self._tasks[session_id] = task
         self._logs[session_id] = run.events
 
@@ -153,11 +168,19 @@ class RunManager:
             with stack:
                 if not began.is_set():  # stopped while queued: nothing researched or spent
                     service.interrupt_unstarted(run)
+            if not began.is_set() and not _jobs_out(run.state):  # (a resume's may be out)
+                self._release(reservation, session_id)
 
         task.add_done_callback(finished)
         return session_id
 
-    async def _research(self, run: service.Run, began: asyncio.Event) -> None:
+    def _release(self, reservation: str, session_id: str) -> None:
+        try:
+            self.ledger.release(reservation)
+        except (DeepResearchError, OSError):  # then held until its day ends: the safe side
+            log.exception("could not release the reservation of run %s", session_id)
+
+    async def _research(self, run: service.Run, began: asyncio.Event, reservation: str) -> None:
         if self._slots.locked():
             waiting = sum(1 for t in self._tasks.values() if not t.done())
             run.events.append(
@@ -178,6 +201,11 @@ class RunManager:
                 # In the session's event log already; a server has no one to raise it to.
                 log.exception("run %s failed", run.state.session_id)
                 service.save_interrupted(run)
+        # Saved above: what it spent is on disk before its reservation goes. Off the loop,
+        # as the ledger's lock may be held by another process counting the day.
+        state = run.state
+        if state.status in ("complete", "stopped", "failed") and not _jobs_out(state):
+            await asyncio.to_thread(self._release, reservation, state.session_id)
 
     # --- following and stopping ------------------------------------------------------------
 
@@ -218,20 +246,24 @@ class RunManager:
             await asyncio.wait({task})
 
 
+def _jobs_out(state: SessionState) -> bool:
+    """Research jobs of the session may still be running (and billing) at the provider."""
+    return any(node.remote_jobs for node in state.nodes.values())
+
+
+def daily_ledger(settings: Settings, budget_usd: float | None = None) -> DailyLedger:
+    """The daily budget's ledger in the data directory, shared by every server process."""
+    budget = settings.server_daily_budget_usd if budget_usd is None else budget_usd
+    return DailyLedger(settings.home / DIR, SessionStore(settings.sessions_dir), budget)
+
+
 def spent_today(settings: Settings, now: datetime | None = None) -> float:
     """USD in every session's ledger entries of today (UTC)."""
-    today = (now or datetime.now(UTC)).date()
-    store = SessionStore(settings.sessions_dir)
-    total = 0.0
-    for state in _states(store):
-        total += sum(e.cost_usd for e in state.ledger if e.at.astimezone(UTC).date() == today)
-    return total
-
-
-def _states(store: SessionStore) -> Iterator[SessionState]:
-    for summary in store.list():
-        with contextlib.suppress(SessionError):
-            yield store.load(summary.session_id)
+    clock = (lambda: now) if now is not None else (lambda: datetime.now(UTC))
+    ledger = DailyLedger(
+        settings.home / DIR, SessionStore(settings.sessions_dir), 0.0, clock=clock
+    )
+    return ledger.committed().spent
 
 
 def _say_nothing(_message: object) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -134,6 +134,16 @@ def clean_question(question: str) -> str:
     return question
 
 
+def check_budget(given: Mapping[str, object], names: Mapping[str, str] | None = None) -> None:
+    """Refuse a limit no run can have (``Limits.problem``: not finite, not positive, past a
+    generous maximum) as a usage error naming its flag (``names``: field -> flag) or field."""
+    for field_name, value in given.items():
+        problem = None if value is None else Limits.problem(field_name, value)
+        if problem:
+            flag = (names or {}).get(field_name, field_name)
+            raise UsageError(f"{flag} {problem} (got {value})")
+
+
 def limits_of(settings: Settings) -> Limits:
     return Limits(
         max_iterations=settings.max_iterations,
@@ -148,6 +158,14 @@ def prepare(settings: Settings, question: str, options: RunOptions) -> Prepared:
     from deep_research.app import wiring
 
     question = clean_question(question)
+    check_budget(
+        {
+            "max_iterations": options.max_iterations,
+            "max_cost_usd": options.max_cost_usd,
+            "max_total_tokens": options.max_total_tokens,
+            "max_runtime_seconds": options.max_runtime_seconds,
+        }
+    )
     if options.kb_only and options.web_only:
         raise UsageError("--kb-only and --web-only exclude each other")
     chat = options.chat_model
@@ -279,6 +297,7 @@ def reopen(
     from deep_research.app import wiring
     from deep_research.core.tree import ResearchTree
 
+    check_budget(budget.given())  # before the session is touched: it is saved as given
     store = SessionStore(settings.sessions_dir)
     session_id = store.resolve(session_id)
     # Loaded inside the lock: a resume that finished meanwhile is never overwritten by a

@@ -14,6 +14,10 @@ Invariants:
   things in mostly the same words, with each of the claim's numbers and negations. A changed
   name or an added "not" in the passage can still pass: the judge (``judge``) is the check
   for that; with no model it is None.
+- The judge's call is paid for out of the servers' daily budget
+  (``DEEP_RESEARCH_SERVER_DAILY_BUDGET_USD``): its worst case is reserved before it is made
+  and its cost booked after; when the day cannot cover it, the judge is not asked and
+  ``reason`` says why.
 - A source that cannot be read is data (``source_unreachable`` with the one-line reason),
   never an error; a bad argument is a ``UsageError``.
 - Nothing is fetched but the URL given, and only as the page reader allows (robots.txt, the
@@ -33,6 +37,7 @@ from urllib.parse import unquote
 import numpy as np
 import Stemmer
 from langchain_core.embeddings import Embeddings
+from langchain_core.messages import BaseMessage
 from pydantic import BaseModel, Field
 
 from deep_research.adapters.llm.llm import load_prompt
@@ -41,7 +46,9 @@ from deep_research.adapters.web.search_branch import Reader
 from deep_research.app.config import Settings
 from deep_research.core.errors import DeepResearchError, KnowledgeBaseError, UsageError
 from deep_research.core.models import Role, Usage
+from deep_research.core.ports import PriceBook
 from deep_research.kb.rank import rank
+from deep_research.persistence.daily import DailyLedger, DayIsSpent
 
 MAX_CLAIM_CHARS = 2000
 PASSAGE_WORDS = 60
@@ -240,7 +247,8 @@ PROMPT = load_prompt("verify")
 
 
 class _Tally:
-    """The judge's usage (a verification belongs to no session, so no ledger holds it)."""
+    """The judge's usage (a verification belongs to no session: its cost is booked in the
+    servers' daily ledger instead)."""
 
     def __init__(self) -> None:
         self.usage = Usage()
@@ -256,7 +264,7 @@ class _Tally:
     ) -> None:
         self.usage = self.usage + usage
 
-    # One call, bounded by DEEP_RESEARCH_MAX_TOKENS_PER_CALL: no budget to reserve from.
+    # Its worst case is reserved in the daily ledger before the call (``LLMSupportJudge``).
     def remaining_usd(self) -> float:
         return float("inf")
 
@@ -272,18 +280,51 @@ class _Tally:
 
 @dataclass(frozen=True)
 class LLMSupportJudge:
-    """The configured judge model (``DEEP_RESEARCH_JUDGE_MODEL``), one pool per question."""
+    """The configured judge model (``DEEP_RESEARCH_JUDGE_MODEL``), one pool per question.
+
+    Its call is paid for out of the servers' daily budget: the call's worst case is reserved
+    in ``daily`` before it is made (``DayIsSpent`` when the day cannot cover it), and what
+    it cost is booked there after, whether it answered or failed."""
 
     settings: Settings
+    daily: DailyLedger
 
     async def judge(self, claim: str, passage: str) -> JudgeVerdict:
-        from deep_research.app.wiring import chat_model, http_client
+        from deep_research.app.wiring import chat_model, http_client, price_book
 
-        async with http_client() as http:
-            model = chat_model(self.settings, "judge", http)
-            messages = PROMPT.messages(claim=claim, passage=passage)
-            answer = await model.structured(ClaimSupport, messages, _Tally())
+        messages = PROMPT.messages(claim=claim, passage=passage)
+        prices = price_book(self.settings)
+        worst = judge_worst_usd(self.settings, messages, prices)
+        held = await asyncio.to_thread(
+            self.daily.reserve, worst, exact=True, kind="call", purpose="the judge's call"
+        )
+        tally = _Tally()
+        try:
+            async with http_client() as http:
+                model = chat_model(self.settings, "judge", http)
+                answer = await model.structured(ClaimSupport, messages, tally)
+        finally:
+            cost = prices.cost(self.settings.judge_model, tally.usage)
+            await asyncio.to_thread(self.daily.settle, held.id, cost)
         return JudgeVerdict(model=model.model, **answer.model_dump())
+
+
+def judge_worst_usd(
+    settings: Settings, messages: Sequence[BaseMessage], prices: PriceBook
+) -> float:
+    """The most the judge's structured call can cost: a reply cut off at the token cap, then
+    every attempt ``ChatModel.structured`` may make at twice the cap. The prompt is counted
+    as one token a byte, which no byte-level tokenizer exceeds."""
+    from deep_research.adapters.llm.llm import MAX_CAP_TOKENS
+    from deep_research.core.guard import call_cost_estimate
+
+    prompt = sum(len(str(m.content).encode("utf-8")) for m in messages) + 100
+    cap = settings.max_tokens_per_call
+    attempts = settings.structured_output_retries + 1
+    model = settings.judge_model
+    cut_off = call_cost_estimate(model, prompt, cap, prices)
+    enlarged = call_cost_estimate(model, prompt, min(2 * cap, MAX_CAP_TOKENS), prices)
+    return cut_off + attempts * enlarged
 
 
 # --- verification ---------------------------------------------------------------------------
@@ -393,12 +434,16 @@ async def verify_claim(
     passages = split_passages(text.text, max_words=PASSAGE_WORDS)
     match = await asyncio.to_thread(best_passage, claim, passages, embedder)
     if judge is None and settings.has_model:
-        judge = LLMSupportJudge(settings)
+        from deep_research.app.runs import daily_ledger
+
+        judge = LLMSupportJudge(settings, daily_ledger(settings))
     opinion: JudgeVerdict | None = None
     problem = ""
     if match is not None and judge is not None:
         try:
             opinion = await judge.judge(claim, match.passage)
+        except DayIsSpent as exc:
+            problem = f"the judge model was not asked: {exc}"
         except DeepResearchError as exc:  # the retrieval's answer stands without it
             problem = f"the judge model failed: {' '.join(str(exc).split())}"
     found = match is not None and match.found

@@ -7,10 +7,11 @@ descriptions are what the model reads.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, ValidationError
 
 NodeStatus = Literal["pending", "running", "done", "failed", "blocked", "cancelled"]
 SourceHint = Literal["web", "internal", "mixed"]
@@ -192,13 +193,59 @@ class IterationRecord(BaseModel):
     """How many nodes were done when the draft was written (a later one makes it stale)."""
 
 
+# --- budgets: what a limit may be, on every surface (flags, settings, HTTP, MCP, sessions) --
+# Finite, positive and below a generous maximum: `inf` would be saved as JSON null (a session
+# no one can load again), NaN compares false with everything (no limit at all), and a figure
+# past these is a typo, not a budget.
+MAX_COST_USD = 100_000.0
+MAX_RUNTIME_SECONDS = 30 * 24 * 3600.0
+MAX_TOTAL_TOKENS = 10_000_000_000
+MAX_ITERATIONS = 50
+
+CostUSD = Annotated[float, Field(gt=0, le=MAX_COST_USD, allow_inf_nan=False)]
+"""A cost limit or budget in USD."""
+RuntimeSeconds = Annotated[float, Field(gt=0, le=MAX_RUNTIME_SECONDS, allow_inf_nan=False)]
+TokenBudget = Annotated[int, Field(ge=1000, le=MAX_TOTAL_TOKENS)]
+Iterations = Annotated[int, Field(ge=1, le=MAX_ITERATIONS)]
+
+
 class Limits(BaseModel):
     """The run's hard limits, saved with the session (a resume may raise them)."""
 
-    max_iterations: int = 3
-    max_total_tokens: int = 5_000_000
-    max_cost_usd: float = 20.0
-    max_runtime_seconds: float = 3600.0
+    max_iterations: Iterations = 3
+    max_total_tokens: TokenBudget = 5_000_000
+    max_cost_usd: CostUSD = 20.0
+    max_runtime_seconds: RuntimeSeconds = 3600.0
+
+    @classmethod
+    def problem(cls, name: str, value: object) -> str | None:
+        """Why ``value`` cannot be the limit ``name`` ("must be a finite number"); None when
+        it can."""
+        try:
+            cls.model_validate({name: value})
+        except ValidationError as exc:
+            return str(exc.errors()[0]["msg"]).replace("Input should be", "must be")
+        return None
+
+    @classmethod
+    def repaired(cls, saved: object) -> dict[str, Any]:
+        """Saved limits as this version accepts them. Earlier versions saved what no flag
+        accepts now (``--max-runtime inf`` as null, NaN, zero): such a value becomes the
+        default, and a finite figure past the maximum becomes the maximum."""
+        given = saved if isinstance(saved, dict) else {}
+        fixed: dict[str, Any] = {}
+        for name, field in cls.model_fields.items():
+            if name not in given:
+                continue
+            value = given[name]
+            if cls.problem(name, value) is None:
+                fixed[name] = value
+                continue
+            bound = next((m.le for m in field.metadata if getattr(m, "le", None) is not None), None)
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            too_big = number and math.isfinite(value) and bound is not None and value > bound
+            fixed[name] = bound if too_big else field.default
+        return fixed
 
 
 class RunSpec(BaseModel):

@@ -14,9 +14,13 @@ Invariants:
 - ``state.json`` is only ever replaced whole: write a temp file in the same
   directory, fsync it, ``os.replace``. A reader sees the previous or the new
   state, never a torn one, and no temp file survives a successful save.
-- A corrupt, unreadable or future-version ``state.json`` is reported as a
-  ``SessionError`` naming the file and is never overwritten by this module;
-  ``list()`` shows such a session as ``corrupt`` instead of skipping it.
+- A corrupt, unreadable (nested past the parsers' depth, too) or future-version
+  ``state.json`` is reported as a ``SessionError`` naming the file and is never
+  overwritten by this module; ``list()`` shows such a session as ``corrupt`` instead of
+  skipping it, and lists the others.
+- Limits no flag accepts now (null, inf, NaN, out of range: earlier versions saved
+  ``--max-runtime inf`` as null) are repaired on load (``Limits.repaired``), so such a
+  session loads and resumes.
 - At most one process drives a session: ``lock()`` holds an exclusive ``flock``
   that the kernel drops when the holder exits or dies, so a crash never leaves a
   stale lock behind.
@@ -46,7 +50,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from deep_research.core.errors import SessionError, SessionLocked
-from deep_research.core.models import RunStatus, SessionState, StopReason, utcnow
+from deep_research.core.models import Limits, RunStatus, SessionState, StopReason, utcnow
 
 SCHEMA_VERSION: int = SessionState.model_fields["schema_version"].default
 STATE_FILE = "state.json"
@@ -155,6 +159,21 @@ class SessionStore:
         # Anything not shaped like an id (temp dirs, stray files) is not a session.
         return [e.name for e in entries if _ID.fullmatch(e.name) and e.is_dir()]
 
+    def changed_since(self, when: datetime) -> builtins.list[str]:
+        """The sessions whose state.json was written at or after ``when``: no other holds a
+        ledger entry dated since (an entry is dated before the save that writes it)."""
+        # A second's slack for file systems with coarse timestamps.
+        cutoff = when.timestamp() - 1.0
+        changed: builtins.list[str] = []
+        for session_id in self._ids():
+            try:
+                written = (self.root / session_id / STATE_FILE).stat().st_mtime
+            except OSError:
+                continue  # no state.json: nothing in it to count
+            if written >= cutoff:
+                changed.append(session_id)
+        return changed
+
     def _existing(self, session_id: str) -> Path:
         directory = self.path(session_id)
         if not directory.is_dir():
@@ -225,6 +244,10 @@ class SessionStore:
             raise SessionError(
                 f"session {session_id} is corrupt: {file} is not valid JSON ({exc})"
             ) from None
+        except RecursionError:
+            raise SessionError(
+                f"session {session_id} is corrupt: {file} is not valid JSON (nested too deeply)"
+            ) from None
         if not isinstance(data, dict):
             raise SessionError(f"session {session_id} is corrupt: {file} is not a JSON object")
         version = data.get("schema_version")
@@ -236,8 +259,14 @@ class SessionStore:
                 f"session {session_id}: {file} has schema_version {version!r}; "
                 f"this deep-research reads versions 1 to {SCHEMA_VERSION}"
             )
+        if "limits" in data:
+            data["limits"] = Limits.repaired(data["limits"])
         try:
             state = SessionState.model_validate(data)
+        except RecursionError:
+            raise SessionError(
+                f"session {session_id} is corrupt: {file} is nested too deeply"
+            ) from None
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"]) or "state"

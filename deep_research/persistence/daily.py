@@ -1,0 +1,258 @@
+"""The servers' daily budget: one ledger, in the data directory, that every server process
+(``serve``, ``mcp``) admits against.
+
+Layout::
+
+    <home>/daily/ledger.json   open reservations, and the day's spend outside sessions
+    <home>/daily/lock          flock'ed around every read-check-write of ledger.json
+
+What a UTC day has committed is what every session spent that day (their ledger entries
+dated that day: CLI runs included), plus what was booked outside sessions
+(``verify_claim``'s judge), plus what each open reservation may still spend: its amount
+less what its session has spent since it was made.
+
+Invariants:
+- Every change reads ``ledger.json``, decides and writes it back whole (temp file, fsync,
+  ``os.replace``) under an exclusive ``flock`` of ``lock``: two processes never admit
+  against the same figure.
+- ``reserve`` adds a reservation only when the day's committed figure plus its amount stays
+  within the budget; a refusal is ``DayIsSpent``, naming the setting. So admissions never
+  take the day over: only spend that no reservation covers can (a CLI run, which the
+  servers' budget does not bind, or a call costing more than its worst case).
+- A reservation counts on the UTC day it was made, and after that day only while its
+  session is locked (its run goes on past midnight).
+- ``release`` ends a reservation when its run has ended: what it spent is then in its
+  session's ledger (saved before the release). A run that did not end (interrupted by
+  Ctrl-C, a shutdown, kill -9) keeps its reservation until the end of its day, since its
+  research jobs may still be running at the provider; ``attach`` of a resume's new
+  reservation ends the session's earlier one.
+- ``settle`` ends a reservation of a call outside any session and books what it cost.
+- Reservations and bookings of past days are dropped whenever the file is written.
+- An unreadable ``ledger.json`` refuses every change, naming the file, rather than forget
+  what was reserved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from deep_research.core.errors import DeepResearchError, SessionError, UsageError
+from deep_research.core.models import utcnow
+from deep_research.persistence.sessions import SessionStore, _atomic_write_text
+
+DIR = "daily"
+FILE = "ledger.json"
+LOCK = "lock"
+SETTING = "DEEP_RESEARCH_SERVER_DAILY_BUDGET_USD"
+SLACK_USD = 1e-9
+"""Float sums of cents: a run that fits exactly is not refused by rounding."""
+
+Kind = Literal["run", "call"]
+
+
+class DayIsSpent(UsageError):
+    """What is left of the day's budget cannot cover what was asked."""
+
+
+class Reservation(BaseModel):
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    kind: Kind = "run"
+    """A run (ended by ``release``) or one call outside any session (``settle``)."""
+    day: date
+    made_at: datetime
+    amount_usd: float
+    session_id: str | None = None
+    """The run's session, once it is saved (``attach``)."""
+
+
+class _Book(BaseModel):
+    schema_version: int = 1
+    reservations: list[Reservation] = Field(default_factory=list)
+    booked_usd: dict[date, float] = Field(default_factory=dict)
+    """Spend outside sessions by UTC day (verify_claim's judge)."""
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A day's figures, in USD."""
+
+    spent: float
+    """Every session's ledger entries of the day."""
+    booked: float
+    """Calls outside sessions."""
+    reserved: float
+    """What the open reservations may still spend."""
+
+    @property
+    def total(self) -> float:
+        return self.spent + self.booked + self.reserved
+
+
+class DailyLedger:
+    def __init__(
+        self,
+        directory: Path,
+        sessions: SessionStore,
+        budget_usd: float,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.directory = directory
+        self.sessions = sessions
+        self.budget_usd = budget_usd
+        self._clock = clock
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def committed(self) -> Committed:
+        """Today's figures (read under the lock: never a half-written state)."""
+        with self._locked() as book:
+            return self._committed(book, self._clock())
+
+    def reservations(self) -> list[Reservation]:
+        """The reservations that count today."""
+        with self._locked() as book:
+            return self._live(book, self._clock())
+
+    # --- changing ---------------------------------------------------------------------------
+
+    def reserve(
+        self,
+        wanted_usd: float,
+        *,
+        exact: bool,
+        kind: Kind = "run",
+        replacing: str | None = None,
+        purpose: str = "this run",
+    ) -> Reservation:
+        """Reserve ``wanted_usd`` of today's budget, or (``exact=False``) as much of it as
+        is left. ``replacing``: a session being resumed, whose earlier reservation is left
+        out of the figure (``attach`` then ends it). Raises ``DayIsSpent``."""
+        now = self._clock()
+        with self._locked(write=True) as book:
+            ignored = set()
+            if replacing is not None and not self.sessions.is_locked(replacing):
+                ignored = {r.id for r in book.reservations if r.session_id == replacing}
+            left = self.budget_usd - self._committed(book, now, ignored).total
+            if left <= SLACK_USD or (exact and wanted_usd > left + SLACK_USD):
+                raise DayIsSpent(
+                    f"today's server budget of ${self.budget_usd:.2f} has "
+                    f"${max(0.0, left):.2f} left: not enough for {purpose} ({SETTING})"
+                )
+            amount = max(0.0, min(wanted_usd, left))
+            held = Reservation(kind=kind, day=now.date(), made_at=now, amount_usd=amount)
+            book.reservations.append(held)
+            return held
+
+    def attach(self, reservation_id: str, session_id: str) -> None:
+        """The run of ``reservation_id`` is saved as ``session_id``: its spend now counts
+        against it, and the session's earlier reservation (a resumed run's) ends."""
+        with self._locked(write=True) as book:
+            kept: list[Reservation] = []
+            for held in book.reservations:
+                if held.id == reservation_id:
+                    held.session_id = session_id
+                elif held.session_id == session_id:
+                    continue
+                kept.append(held)
+            book.reservations = kept
+
+    def release(self, reservation_id: str) -> None:
+        """The run has ended; what it spent is in its session's ledger."""
+        with self._locked(write=True) as book:
+            book.reservations = [r for r in book.reservations if r.id != reservation_id]
+
+    def settle(self, reservation_id: str, cost_usd: float) -> None:
+        """A call outside any session is done: book what it cost on today's account."""
+        today = self._clock().date()
+        with self._locked(write=True) as book:
+            book.reservations = [r for r in book.reservations if r.id != reservation_id]
+            book.booked_usd[today] = book.booked_usd.get(today, 0.0) + max(0.0, cost_usd)
+
+    # --- the figure -------------------------------------------------------------------------
+
+    def _live(self, book: _Book, now: datetime) -> list[Reservation]:
+        today = now.date()
+        return [
+            held
+            for held in book.reservations
+            if held.day == today
+            or (held.session_id is not None and self.sessions.is_locked(held.session_id))
+        ]
+
+    def _committed(self, book: _Book, now: datetime, ignored: set[str] | None = None) -> Committed:
+        live = [r for r in self._live(book, now) if r.id not in (ignored or set())]
+        midnight = datetime.combine(now.date(), time.min, UTC)
+        tracked = {r.session_id: r.made_at for r in live if r.session_id is not None}
+        since = min([midnight, *tracked.values()])
+        spent_today = 0.0
+        spent_since: dict[str, float] = {}
+        for session_id in self.sessions.changed_since(since):
+            try:
+                state = self.sessions.load(session_id)
+            except SessionError:
+                continue  # unreadable: its spend cannot be counted (nor can it grow)
+            spent_today += sum(e.cost_usd for e in state.ledger if _utc(e.at) >= midnight)
+            made = tracked.get(session_id)
+            if made is not None:
+                spent_since[session_id] = sum(
+                    e.cost_usd for e in state.ledger if _utc(e.at) >= made
+                )
+        reserved = sum(
+            max(0.0, held.amount_usd - spent_since.get(held.session_id or "", 0.0))
+            for held in live
+        )
+        return Committed(spent_today, book.booked_usd.get(now.date(), 0.0), reserved)
+
+    # --- the file ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self, *, write: bool = False) -> Iterator[_Book]:
+        """The ledger under the exclusive lock; written back (past days dropped) when
+        ``write`` and the block ends without an error."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # every holder is brief: wait for it
+            book = self._read()
+            yield book
+            if write:
+                now = self._clock()
+                book.reservations = self._live(book, now)
+                book.booked_usd = {d: v for d, v in book.booked_usd.items() if d == now.date()}
+                _atomic_write_text(self.directory / FILE, book.model_dump_json())
+        finally:
+            os.close(fd)  # drops the lock
+
+    def _read(self) -> _Book:
+        path = self.directory / FILE
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return _Book()
+        except OSError as exc:
+            raise DeepResearchError(
+                f"cannot read the daily budget's ledger {path}: {exc}"
+            ) from None
+        try:
+            return _Book.model_validate_json(raw)
+        except ValidationError:
+            raise DeepResearchError(
+                f"the daily budget's ledger {path} is damaged: runs are refused until it is "
+                f"removed (what it reserved today is then forgotten)"
+            ) from None
+
+
+def _utc(moment: datetime) -> datetime:
+    """Sessions write aware UTC times; a naive one (edited by hand) is taken as UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -17,9 +17,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from mcp import Client
 
 from deep_research.app import service, verify
 from deep_research.app.config import Settings
+from deep_research.app.mcp_server import create_server
 from deep_research.app.runs import Caps, RunManager
 from deep_research.core.errors import UsageError
 from deep_research.core.models import LedgerEntry
@@ -281,3 +283,24 @@ async def test_the_judge_of_verify_claim_is_booked_and_refused_once_the_day_is_s
     assert refused.judge is None
     assert SETTING in refused.reason
     assert world.calls["verifier"] == 1, "the judge was not asked"
+
+
+async def test_verify_claim_over_mcp_is_booked_in_the_servers_ledger(
+    with_kb: Settings, fake_openai: FakeOpenAI
+) -> None:
+    world = ResearchWorld(plans=[])
+    world.install(fake_openai)
+    runs = RunManager(with_kb, Caps(daily_budget=1.0))
+    source = service.kb_search(with_kb, "worst-case cost reserved", k=1)[0].chunk_id
+    arguments = {"claim": "Every web job reserves its worst-case cost.", "source": source}
+    async with Client(create_server(with_kb, runs=runs)) as client:
+        checked = await client.call_tool("verify_claim", arguments)
+        assert checked.structured_content is not None
+        assert checked.structured_content["judge"] is not None
+        assert runs.ledger.committed().booked > 0
+        spend(with_kb, 1.0)  # the day is spent
+        refused = await client.call_tool("verify_claim", arguments)
+        assert refused.structured_content is not None
+        assert refused.structured_content["judge"] is None
+        assert SETTING in refused.structured_content["reason"]
+    assert world.calls["verifier"] == 1

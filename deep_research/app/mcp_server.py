@@ -419,8 +419,10 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
         """Check a claim against its source: is there a passage in it that states the claim?
         Returns the verdict, the best passage verbatim, its score and, when a model is
         configured, the judge model's reading of that passage."""
+        # The judge's call is paid out of the day's budget this server's runs share.
+        judge = verify.LLMSupportJudge(settings, manager.ledger) if settings.has_model else None
         with one_line_errors():
-            return await verify.verify_claim(settings, claim, source, reader=reader)
+            return await verify.verify_claim(settings, claim, source, reader=reader, judge=judge)
 
     @server.tool(annotations=reading)
     async def search(

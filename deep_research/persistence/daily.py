@@ -28,8 +28,8 @@ Invariants:
   reservation ends the session's earlier one.
 - ``settle`` ends a reservation of a call outside any session and books what it cost.
 - Reservations and bookings of past days are dropped whenever the file is written.
-- An unreadable ``ledger.json`` refuses every change, naming the file, rather than forget
-  what was reserved.
+- A damaged or unreadable ``ledger.json`` refuses every change, naming the file, rather
+  than forget what was reserved; a ledger that cannot be written is a ``StorageError``.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from deep_research.core.errors import DeepResearchError, SessionError, UsageError
+from deep_research.core.errors import DeepResearchError, SessionError, StorageError, UsageError
 from deep_research.core.models import utcnow
 from deep_research.persistence.sessions import SessionStore, _atomic_write_text
 
@@ -220,8 +220,11 @@ class DailyLedger:
     def _locked(self, *, write: bool = False) -> Iterator[_Book]:
         """The ledger under the exclusive lock; written back (past days dropped) when
         ``write`` and the block ends without an error."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot use the daily budget's ledger: {exc}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # every holder is brief: wait for it
             book = self._read()
@@ -230,7 +233,12 @@ class DailyLedger:
                 now = self._clock()
                 book.reservations = self._live(book, now)
                 book.booked_usd = {d: v for d, v in book.booked_usd.items() if d == now.date()}
-                _atomic_write_text(self.directory / FILE, book.model_dump_json())
+                try:
+                    _atomic_write_text(self.directory / FILE, book.model_dump_json())
+                except OSError as exc:  # the previous file stands: nothing half-written
+                    raise StorageError(
+                        f"cannot write the daily budget's ledger {self.directory / FILE}: {exc}"
+                    ) from None
         finally:
             os.close(fd)  # drops the lock
 
@@ -241,9 +249,7 @@ class DailyLedger:
         except FileNotFoundError:
             return _Book()
         except OSError as exc:
-            raise DeepResearchError(
-                f"cannot read the daily budget's ledger {path}: {exc}"
-            ) from None
+            raise StorageError(f"cannot read the daily budget's ledger {path}: {exc}") from None
         try:
             return _Book.model_validate_json(raw)
         except ValidationError:

@@ -16,7 +16,7 @@ import pytest
 from deep_research.adapters.prices import PriceTable
 from deep_research.app.config import load_settings
 from deep_research.core.budget import make_entry
-from deep_research.core.errors import SessionError, SessionLocked
+from deep_research.core.errors import SessionError, SessionLocked, StorageError
 from deep_research.core.models import (
     MAX_RUNTIME_SECONDS,
     Citation,
@@ -125,11 +125,25 @@ def test_failed_save_keeps_the_previous_state_and_cleans_up(
 
     monkeypatch.setattr(sessions.os, "replace", disk_full)
     state.summary = "lost"
-    with pytest.raises(SessionError, match=r"cannot save session .*No space left"):
+    with pytest.raises(StorageError, match=r"cannot save session .*No space left"):
         store.save(state)
     monkeypatch.undo()
     assert files_in(store.path(state.session_id)) == {"state.json"}
     assert store.load(state.session_id).summary == "saved"
+
+
+def test_a_session_that_cannot_be_saved_at_creation_leaves_nothing_behind(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sessions.os, "replace", disk_full)
+    with pytest.raises(StorageError, match=r"No space left"):
+        store.create("q")
+    monkeypatch.undo()
+    assert store.list() == []
+    assert list(store.root.iterdir()) == []
 
 
 def test_saving_an_unknown_session_is_a_session_error(store: SessionStore) -> None:

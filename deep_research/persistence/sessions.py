@@ -49,7 +49,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from deep_research.core.errors import SessionError, SessionLocked
+from deep_research.core.errors import SessionError, SessionLocked, StorageError
 from deep_research.core.models import Limits, RunStatus, SessionState, StopReason, utcnow
 
 SCHEMA_VERSION: int = SessionState.model_fields["schema_version"].default
@@ -193,7 +193,11 @@ class SessionStore:
                 continue
             break
         state = SessionState(session_id=session_id, question=question, **fields)
-        self.save(state)
+        try:
+            self.save(state)
+        except StorageError:
+            shutil.rmtree(self.root / session_id, ignore_errors=True)  # no empty session left
+            raise
         return state
 
     @staticmethod
@@ -211,8 +215,8 @@ class SessionStore:
         directory = self._existing(session_id)
         try:
             _atomic_write_text(directory / STATE_FILE, payload)
-        except OSError as exc:
-            raise SessionError(f"cannot save session {session_id}: {exc}") from exc
+        except OSError as exc:  # a full disk, a read-only data directory: nothing is lost
+            raise StorageError(f"cannot save session {session_id}: {exc}") from exc
 
     def load(self, session_id_or_prefix: str) -> SessionState:
         return self._read(self.resolve(session_id_or_prefix))

@@ -107,10 +107,10 @@ class RunManager:
         self, session_id: str, budget: service.BudgetOverrides, *, retry_cancelled: bool = False
     ) -> str:
         self._check_open()
+        service.check_budget(budget.given())
         cost = budget.max_cost_usd
         if cost is not None and cost > self.caps.max_cost_per_run:
             raise UsageError(self._over_cap(cost))
-        service.check_budget(budget.given())
         # What it may spend now: the per-run cap and today's budget bound the new spend.
         state = service.status(self.settings, session_id)
         spent = totals(state.ledger).cost_usd

@@ -419,3 +419,23 @@ async def test_a_session_nested_past_the_parsers_is_listed_as_corrupt_with_the_o
     shown = await client.get(f"/research/{bad.session_id}")
     assert shown.status_code == 404
     assert shown.json()["error"]["code"] == "unknown_session"
+
+
+async def test_a_full_disk_is_507_and_leaves_no_session(
+    llm_settings: Settings, serve: Serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    client = await serve(llm_settings)
+
+    def disk_full(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device", dst)
+
+    monkeypatch.setattr(os, "replace", disk_full)
+    response = await client.post("/research", json={"question": QUESTION})
+    monkeypatch.undo()
+    assert response.status_code == 507, response.text
+    assert response.json()["error"]["code"] == "storage"
+    assert "No space left" in response.json()["error"]["message"]
+    store = SessionStore(llm_settings.sessions_dir)
+    assert store.list() == []

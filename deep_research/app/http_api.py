@@ -60,6 +60,7 @@ from deep_research.core.errors import (
     ProviderError,
     SessionError,
     SessionLocked,
+    StorageError,
     UsageError,
 )
 from deep_research.core.models import CostUSD, Iterations, RuntimeSeconds, TokenBudget
@@ -116,6 +117,7 @@ ERRORS: tuple[tuple[type[DeepResearchError], int, str], ...] = (
     (ConfigError, 422, "invalid_settings"),
     (KnowledgeBaseError, 422, "knowledge_base"),
     (ProviderError, 502, "provider_failed"),
+    (StorageError, 507, "storage"),
     (DeepResearchError, 500, "failed"),
 )
 

@@ -298,8 +298,8 @@ class OnnxEmbeddings(NamedEmbeddings):
     ) -> None:
         # int8 activations are scaled per batch, so batch-mates shift a vector slightly;
         # one text per run makes vectors independent of batching and was measured
-        # fastest on 2 cores (~50 texts/s; 8 per batch: ~40/s). Larger batches still
-        # go length-sorted, which pays off for float models.
+        # fastest on 2 cores (8 per batch: 20% slower). Larger batches still go
+        # length-sorted, which pays off for float models.
         self.model_dir = (model_dir or ASSETS_DIR / DEFAULT_ONNX_MODEL).resolve()
         self.batch_size = batch_size
         self.workers = workers or usable_cores()

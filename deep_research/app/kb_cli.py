@@ -21,7 +21,7 @@ from deep_research.core.errors import KBMissing, UsageError
 from deep_research.kb.modes import Mode
 
 if TYPE_CHECKING:  # imported inside the commands: Chroma and numpy load in seconds
-    from rich.progress import Progress
+    from rich.progress import Progress, TaskID
 
     from deep_research.kb.ingest import IngestProgress, IngestReport
     from deep_research.kb.store import KBStore
@@ -108,7 +108,7 @@ class _ProgressBar:
     def __init__(self, bar: Progress) -> None:
         self.bar = bar
         self.files = bar.add_task("reading", total=None)
-        self.chunks = bar.add_task("embedding chunks", total=None, visible=False)
+        self.chunks: TaskID | None = None  # added when the first chunk embeds: its clock too
 
     def __call__(self, state: IngestProgress) -> None:
         reading = state.files_done < state.files_total
@@ -118,10 +118,10 @@ class _ProgressBar:
             total=state.files_total,
             description=state.current if reading and state.current else "files read",
         )
-        if state.chunks_total:
-            self.bar.update(
-                self.chunks, completed=state.chunks_done, total=state.chunks_total, visible=True
-            )
+        if self.chunks is None and (state.chunks_done or not reading) and state.chunks_total:
+            self.chunks = self.bar.add_task("embedding chunks", total=state.chunks_total)
+        if self.chunks is not None:
+            self.bar.update(self.chunks, completed=state.chunks_done, total=state.chunks_total)
 
 
 def _print_report(report: IngestReport) -> None:

@@ -17,6 +17,8 @@ loopback uvicorn. Figures (targets):
 - mcp_tool_roundtrip_ms_p95     a research_status call on a finished 3-node run, from the
                                 SDK's client over stdio to a real `deep-research mcp`
                                 process and back, p95 of 300 calls                    <= 20
+- mcp_initialize_ms             spawning `deep-research mcp` to its reply to `initialize` (the
+                                engine loads on the first tool call), median of 5
 Timings come from this shared, noisy machine: medians and percentiles of one process.
 --smoke computes every figure once at toy sizes (the test suite runs it): its values are
 not the targets'.
@@ -145,6 +147,41 @@ async def mcp_roundtrips(latency: float, calls: int) -> list[float]:
         return times
 
 
+async def mcp_initialize(home: str) -> float:
+    """Milliseconds from spawning `deep-research mcp` to its reply to `initialize`."""
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"},
+        },
+    }
+    started = time.perf_counter()
+    server = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "deep_research.app.cli", "mcp"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "DEEP_RESEARCH_HOME": home},
+    )
+    assert server.stdin is not None
+    assert server.stdout is not None
+    assert server.stderr is not None
+    server.stdin.write(json.dumps(request).encode() + b"\n")
+    await server.stdin.drain()
+    reply = await server.stdout.readline()
+    elapsed = (time.perf_counter() - started) * 1000
+    server.stdin.close()
+    errors = await server.stderr.read()
+    await server.wait()
+    if "result" not in json.loads(reply or b"{}"):
+        raise SystemExit(f"no reply to initialize: {reply!r} {errors.decode()[-500:]}")
+    return elapsed
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
@@ -179,6 +216,9 @@ def main() -> None:
     roundtrips = asyncio.run(mcp_roundtrips(args.latency, calls=mcp_calls))
     mcp_p50, mcp_p95 = statistics.median(roundtrips), percentile(roundtrips, 0.95)
     print(f"mcp: research_status over stdio p50 {mcp_p50:.1f} ms, p95 {mcp_p95:.1f} ms (<= 20)")
+    with tempfile.TemporaryDirectory() as home:
+        starts = [asyncio.run(mcp_initialize(home)) for _ in range(1 if args.smoke else 5)]
+    print(f"mcp: spawn to the initialize reply, median {statistics.median(starts):.0f} ms")
 
     figures: dict[str, Any] = {
         "sse_event_lag_ms_p50": round(lag_p50, 2),
@@ -186,6 +226,7 @@ def main() -> None:
         "sse_events": len(lags),
         "mcp_tool_roundtrip_ms_p50": round(mcp_p50, 2),
         "mcp_tool_roundtrip_ms_p95": round(mcp_p95, 2),
+        "mcp_initialize_ms": round(statistics.median(starts), 1),
         "one_run_s": round(statistics.median(one), 3),
         "eight_runs_s": round(statistics.median(eight), 3),
         "concurrent_runs_8_wall_over_1": round(ratio, 3),

@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -35,6 +36,7 @@ from deep_research.app.mcp_server import (
 )
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import SessionState
+from deep_research.kb.store import LEXICAL_FILE
 from tests.clirun import cli, session_state
 from tests.conftest import NOTES
 from tests.fake_openai import FakeOpenAI
@@ -42,6 +44,7 @@ from tests.serving import free_port, serving
 from tests.world import ResearchWorld, plan_task
 
 QUESTION = "How do vector databases handle deletes?"
+TOKEN = "s3cret-token-for-the-mcp-tests-0123456789"
 TOOLS = {
     "research_start",
     "research_resume",
@@ -78,10 +81,13 @@ def settings_of(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Setting
 
 @asynccontextmanager
 async def stdio_server(env: dict[str, str], cwd: Path) -> AsyncIterator[tuple[Client, Path]]:
-    """`deep-research mcp` as a subprocess, its stdout copied to a file by `tee`."""
+    """`deep-research mcp` as a subprocess, its stdout copied to a file by `tee`, its stderr
+    written to ``cwd/stderr.txt``."""
     wire = cwd / "stdout.jsonl"
+    errors = shlex.quote(str(cwd / "stderr.txt"))
     command = (
-        f"{shlex.quote(sys.executable)} -m deep_research.app.cli mcp | tee {shlex.quote(str(wire))}"
+        f"{shlex.quote(sys.executable)} -m deep_research.app.cli mcp 2> {errors}"
+        f" | tee {shlex.quote(str(wire))}"
     )
     params = StdioServerParameters(
         command="sh", args=["-c", command], env={**os.environ, **env}, cwd=cwd
@@ -176,6 +182,42 @@ async def test_a_run_over_stdio_from_start_to_report(
     assert world.calls["verifier"] == 2
 
 
+def lexical_indexes(home: Path) -> list[Path]:
+    return list(home.rglob(LEXICAL_FILE))
+
+
+async def test_the_stdio_server_writes_no_debug_or_info_lines(
+    kb_env: dict[str, str], tmp_path: Path
+) -> None:
+    """An MCP client shows the server's stderr to its user. bm25s sets its logger to DEBUG
+    and logs while it builds an index, and the SDK logs a failed tool at INFO."""
+    home = Path(kb_env["DEEP_RESEARCH_HOME"])
+    for index in lexical_indexes(home):
+        index.unlink()  # the server builds it again (as after an upgrade)
+    async with stdio_server(kb_env, tmp_path) as (client, _wire):
+        hits = data(await client.call_tool("kb_search", {"query": "worst-case cost reserved"}))
+        failed = await client.call_tool("research_status", {"session_id": "abcdef012345"})
+    assert hits["hits"]
+    assert "no session" in error_text(failed)
+    assert lexical_indexes(home), "the index was built in the server"
+    assert not re.search(r"\b(DEBUG|INFO)\b", (tmp_path / "stderr.txt").read_text())
+
+
+def test_warnings_still_reach_stderr() -> None:
+    probe = (
+        "import logging\n"
+        "from deep_research.app.mcp_server import log_warnings_only\n"
+        "log_warnings_only()\n"
+        "noisy = logging.getLogger('noisy')\n"
+        "noisy.setLevel(logging.DEBUG)\n"
+        "noisy.debug('a debug line'); noisy.info('an info line'); noisy.warning('a warning')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stderr == "WARNING noisy: a warning\n"
+
+
 def server_pid(cwd: Path) -> int:
     """The `deep-research mcp` process working in ``cwd`` (each test has its own)."""
     for proc in Path("/proc").iterdir():
@@ -236,7 +278,7 @@ async def test_a_client_going_away_mid_run_leaves_it_saved_interrupted(
 async def test_streamable_http_with_a_token(
     kb_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = settings_of(kb_env, monkeypatch).with_overrides(api_token="s3cret-token")
+    settings = settings_of(kb_env, monkeypatch).with_overrides(api_token=TOKEN)
     port = free_port()
     app = http_app(settings, create_server(settings), port)
     async with serving(app, port) as base:
@@ -250,10 +292,10 @@ async def test_streamable_http_with_a_token(
             rebound = await plain.post(
                 url,
                 json={},
-                headers={"Authorization": "Bearer s3cret-token", "Host": "evil.example"},
+                headers={"Authorization": f"Bearer {TOKEN}", "Host": "evil.example"},
             )
             assert rebound.status_code in (403, 421)
-        headers = {"Authorization": "Bearer s3cret-token"}
+        headers = {"Authorization": f"Bearer {TOKEN}"}
         async with (
             httpx2.AsyncClient(headers=headers) as http,
             Client(streamable_http_client(url, http_client=http)) as client,
@@ -398,11 +440,11 @@ async def test_the_public_host_passes_the_rebinding_check_and_others_do_not(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = settings_of(env, monkeypatch).with_overrides(
-        kb_mcp_url="https://kb.example.org/mcp", api_token="s3cret-token"
+        kb_mcp_url="https://kb.example.org/mcp", api_token=TOKEN
     )
     port = free_port()
     app = http_app(settings, create_server(settings), port)
-    auth = {"Authorization": "Bearer s3cret-token", "Accept": "application/json"}
+    auth = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json"}
     async with serving(app, port) as base, httpx.AsyncClient() as plain:
         public = await plain.post(
             base + MCP_PATH, json={}, headers={**auth, "Host": "kb.example.org"}
@@ -457,6 +499,34 @@ async def test_sigterm_on_the_http_server_saves_its_runs(
     assert state["nodes"]["t1"]["remote_jobs"], "the job's id is kept for resume"
 
 
+async def test_unknown_arguments_are_refused_naming_the_ones_a_tool_takes(
+    offline: Settings,
+) -> None:
+    """The SDK drops arguments a tool does not take: `max_cost` for `max_cost_usd` would
+    start a run on the default budget."""
+    async with Client(create_server(offline)) as client:
+        tools = (await client.list_tools()).tools
+        typo = await client.call_tool("research_start", {"question": QUESTION, "max_cost": 1})
+        strays = {
+            tool.name: await client.call_tool(tool.name, {"no_such_argument": 1})
+            for tool in tools
+        }
+        several = await client.call_tool("research_list", {"a b": 1, "c\nd": 2})
+        missing = await client.call_tool("research_status", {})
+    assert error_text(typo) == (
+        "unknown argument max_cost (did you mean max_cost_usd?); research_start takes: "
+        "question, max_cost_usd, max_iterations, web_engine, kb_only, web_only, chat_model"
+    )
+    assert not offline.sessions_dir.exists() or not list(offline.sessions_dir.iterdir())
+    for tool in tools:
+        assert tool.input_schema["additionalProperties"] is False, tool.name
+        assert f"unknown argument no_such_argument; {tool.name} takes: " in error_text(
+            strays[tool.name]
+        )
+    assert error_text(several) == "unknown arguments 'a b', 'c\\nd'; research_list takes: limit"
+    assert error_text(missing) == "missing argument session_id"
+
+
 @pytest.mark.parametrize("value", [-1.0, 0.0, 1e9])
 async def test_absurd_budgets_are_refused_naming_the_argument(
     offline: Settings, value: float
@@ -466,6 +536,7 @@ async def test_absurd_budgets_are_refused_naming_the_argument(
             "research_start", {"question": QUESTION, "max_cost_usd": value}
         )
         assert "max_cost_usd" in error_text(started)
+        assert len(error_text(started).splitlines()) == 1
         resumed = await client.call_tool(
             "research_resume", {"session_id": "abcdef012345", "max_cost_usd": value}
         )

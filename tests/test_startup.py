@@ -73,6 +73,60 @@ def test_the_probe_sees_heavy_libraries_when_a_command_loads_them(home: Path) ->
     assert "chromadb" in loaded_by(["kb", "list"], home), "the check is not vacuous"
 
 
+ENGINE = ("chromadb", "langchain", "openai", "trafilatura", "onnxruntime", "bm25s", "genai_prices")
+MCP_PROBE = """
+import sys
+from deep_research.app import mcp_server
+
+build = mcp_server.create_server
+
+
+def create_server(*args, **kwargs):
+    server = build(*args, **kwargs)
+
+    @server.tool()
+    def loaded_modules() -> list[str]:
+        \"\"\"The top-level modules this process has imported.\"\"\"
+        return sorted({m.split(".")[0] for m in sys.modules})
+
+    return server
+
+
+mcp_server.create_server = create_server
+sys.argv = ["deep-research", "mcp"]
+from deep_research.__main__ import main
+main()
+"""
+
+
+async def test_the_mcp_server_answers_before_it_loads_the_engine(home: Path) -> None:
+    """`deep-research mcp` (with a probe tool added) answers initialize and tools/list with
+    the engine unloaded; the first tool that needs it loads it."""
+    from mcp import Client, StdioServerParameters
+
+    env = {
+        **os.environ,
+        "DEEP_RESEARCH_HOME": str(home),
+        "PYTHONPATH": str(REPO),
+        "OPENAI_API_KEY": "sk-not-used",
+    }
+    server = StdioServerParameters(
+        command=sys.executable, args=["-c", MCP_PROBE], env=env, cwd=home.parent
+    )
+    async with Client(server, read_timeout_seconds=60) as client:
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        at_start = await client.call_tool("loaded_modules", {})
+        await client.call_tool("kb_search", {"query": "anything"})
+        after_a_search = await client.call_tool("loaded_modules", {})
+    assert "research_start" in tools
+    assert at_start.structured_content is not None
+    loaded = at_start.structured_content["result"]
+    assert "mcp" in loaded, "the probe ran the server"
+    assert sorted(m for m in loaded if m.startswith(ENGINE)) == []
+    assert after_a_search.structured_content is not None
+    assert "chromadb" in after_a_search.structured_content["result"], "not vacuous"
+
+
 def test_version(tmp_path: Path) -> None:
     code, out, _ = cli({"DEEP_RESEARCH_HOME": str(tmp_path)}, "--version")
     assert code == 0

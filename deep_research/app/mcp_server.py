@@ -25,7 +25,12 @@ Invariants:
   a public URL without a token is refused.
 - When the client goes away (stdin closed, SIGTERM, Ctrl-C, the HTTP server stopped) every
   run is saved as interrupted; ``resume`` picks it up.
-- A tool that fails returns a tool error with our one-line message, never a traceback.
+- A tool that fails returns a tool error with our one-line message, never a traceback;
+  arguments a tool does not take are such an error too (``StrictServer``).
+- Starting is light: ``initialize`` and ``tools/list`` are answered before the engine
+  (LangChain, OpenAI, Chroma, the page reader, the embedder) is imported; the first tool
+  that needs it loads it (``tests/test_startup.py``).
+- stderr gets warnings and errors only, whatever level a library sets on its logger.
 """
 
 from __future__ import annotations
@@ -33,27 +38,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import logging
 import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import quote, urlsplit
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import ToolAnnotations
-from pydantic import BaseModel, Field
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp_types import Tool as ToolInfo
+from pydantic import BaseModel, Field, ValidationError
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from deep_research.adapters.web.shared import SharedReader
-from deep_research.app import service, verify, wiring
+from deep_research.app import service, verify
 from deep_research.app.cli_common import hit_json, session_detail
 from deep_research.app.config import Settings
 from deep_research.app.runs import RunManager
@@ -72,6 +78,9 @@ from deep_research.core.models import (
     StopReason,
 )
 from deep_research.persistence.sessions import SessionSummary
+
+if TYPE_CHECKING:
+    from deep_research.adapters.web.shared import SharedReader
 
 MCP_PATH = "/mcp"
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
@@ -227,9 +236,91 @@ def one_line_errors() -> Iterator[None]:
         raise ToolError(" ".join(str(exc).split())) from None
 
 
+class StrictServer(MCPServer[None]):
+    """The SDK's server, strict about arguments. The SDK drops the names a tool does not
+    take, so a typo (``max_cost`` for ``max_cost_usd``) would run on the default budget:
+    here it is a tool error naming the ones it takes, and every input schema says
+    ``additionalProperties: false``. Arguments that fail validation are one line too."""
+
+    _takes: dict[str, list[str]] | None = None
+
+    async def list_tools(self) -> list[ToolInfo]:
+        return [
+            tool.model_copy(
+                update={"input_schema": {**tool.input_schema, "additionalProperties": False}}
+            )
+            for tool in await super().list_tools()
+        ]
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[None, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        if self._takes is None:  # every tool is registered before the first call
+            tools = await super().list_tools()
+            self._takes = {t.name: list(t.input_schema.get("properties", {})) for t in tools}
+        takes = self._takes.get(name)  # None: no such tool, which the SDK says
+        if takes is not None and (unknown := [arg for arg in arguments if arg not in takes]):
+            raise ToolError(unknown_arguments(name, unknown, takes))
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(invalid_arguments(exc.__cause__)) from exc.__cause__
+            raise
+
+
+def unknown_arguments(tool: str, unknown: list[str], takes: list[str]) -> str:
+    """``unknown argument max_cost (did you mean max_cost_usd?); research_start takes: …``"""
+    from difflib import get_close_matches
+
+    shown = [arg if arg.isidentifier() else repr(arg[:60]) for arg in unknown]
+    guess = get_close_matches(unknown[0], takes, n=1) if len(unknown) == 1 else []
+    return (
+        f"unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(shown)}"
+        + (f" (did you mean {guess[0]}?)" if guess else "")
+        + f"; {tool} takes: {', '.join(takes) or 'no arguments'}"
+    )
+
+
+def invalid_arguments(error: ValidationError) -> str:
+    """The SDK's message is pydantic's, over several lines: one line per argument here."""
+    problems = []
+    for problem in error.errors(include_url=False):
+        where = ".".join(str(part) for part in problem["loc"]) or "arguments"
+        if problem["type"] == "missing":
+            problems.append(f"missing argument {where}")
+        else:
+            problems.append(f"invalid argument {where}: {' '.join(problem['msg'].split())}")
+    return "; ".join(problems)
+
+
+class LazyReader:
+    """The page reader for verify_claim, built by its first call: building it loads the
+    fetching stack, which the server's start must not wait for."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._reader: SharedReader | None = None
+
+    def get(self) -> SharedReader:
+        if self._reader is None:
+            from deep_research.adapters.web.shared import SharedReader
+            from deep_research.app.wiring import reader_settings
+
+            self._reader = SharedReader(reader_settings(self.settings))
+        return self._reader
+
+    async def aclose(self) -> None:
+        if self._reader is not None:
+            await self._reader.aclose()
+
+
 def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPServer[None]:
+    """The server and its tools. Light: the engine (LangChain, Chroma, the page reader, the
+    embedder) loads with the first tool call that needs it, so ``initialize`` and
+    ``tools/list`` are answered at once."""
     manager = runs or RunManager(settings)
-    reader = SharedReader(wiring.reader_settings(settings))  # one per process, as runs share it
+    reader = LazyReader(settings)  # one per process, as runs share it
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[None]) -> AsyncIterator[None]:
@@ -241,7 +332,7 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
                 await reader.aclose()
             sys.stdout.flush()  # while fd 1 is still stderr: nothing stray on the wire after
 
-    server: MCPServer[None] = MCPServer(
+    server = StrictServer(
         "deep-research",
         instructions=INSTRUCTIONS,
         version=_version(),
@@ -422,7 +513,9 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
         # The judge's call is paid out of the day's budget this server's runs share.
         judge = verify.LLMSupportJudge(settings, manager.ledger) if settings.has_model else None
         with one_line_errors():
-            return await verify.verify_claim(settings, claim, source, reader=reader, judge=judge)
+            return await verify.verify_claim(
+                settings, claim, source, reader=reader.get(), judge=judge
+            )
 
     @server.tool(annotations=reading)
     async def search(
@@ -511,8 +604,19 @@ def _version() -> str:
 # --- transports -------------------------------------------------------------------------
 
 
+def log_warnings_only() -> None:
+    """Warnings and errors reach stderr; libraries' DEBUG and INFO lines do not. The level is
+    the handler's, because loggers may set their own (bm25s sets DEBUG on import). Installed
+    before the SDK's server, whose own set-up then adds no handler."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+
+
 def serve_stdio(settings: Settings) -> None:
     """Serve over stdin/stdout until the client closes stdin (or SIGTERM, Ctrl-C)."""
+    log_warnings_only()
     asyncio.run(_serve_stdio(settings))
 
 
@@ -571,6 +675,7 @@ def serve_http(settings: Settings, port: int) -> None:
     """Serve streamable HTTP on 127.0.0.1:``port`` until Ctrl-C or SIGTERM (runs saved)."""
     import uvicorn
 
+    log_warnings_only()
     app = http_app(settings, create_server(settings), port)
     uvicorn.run(
         app,

@@ -27,28 +27,31 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 from urllib.parse import unquote
 
-import numpy as np
 import Stemmer
-from langchain_core.embeddings import Embeddings
-from langchain_core.messages import BaseMessage
 from pydantic import BaseModel, Field
 
-from deep_research.adapters.llm.llm import load_prompt
-from deep_research.adapters.web.reader import PageSkipped, split_passages
-from deep_research.adapters.web.search_branch import Reader
 from deep_research.app.config import Settings
 from deep_research.core.errors import DeepResearchError, KnowledgeBaseError, UsageError
 from deep_research.core.models import Role, Usage
-from deep_research.core.ports import PriceBook
-from deep_research.kb.rank import rank
 from deep_research.persistence.daily import DailyLedger, DayIsSpent
+
+# The MCP server publishes this module's models when it starts: the page reader, the ranker
+# and LangChain load with the first check, not with the server (``test_startup``).
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.messages import BaseMessage
+
+    from deep_research.adapters.llm.llm import Prompt
+    from deep_research.adapters.web.search_branch import Reader
+    from deep_research.core.ports import PriceBook
 
 MAX_CLAIM_CHARS = 2000
 PASSAGE_WORDS = 60
@@ -196,6 +199,10 @@ def best_passage(claim: str, passages: Sequence[str], embedder: Embeddings) -> M
     if len(passages) > MAX_RANKED:  # a long page: embed only the likely passages
         kept = sorted(range(len(passages)), key=lambda i: -len(wanted & held[i]))[:MAX_RANKED]
         passages, held = [passages[i] for i in kept], [held[i] for i in kept]
+    import numpy as np
+
+    from deep_research.kb.rank import rank
+
     ranked = rank(claim, passages, embedder)[:CANDIDATES]
     if not ranked:
         return None
@@ -243,7 +250,11 @@ class SupportJudge(Protocol):
         ...
 
 
-PROMPT = load_prompt("verify")
+@functools.cache
+def prompt() -> Prompt:
+    from deep_research.adapters.llm.llm import load_prompt
+
+    return load_prompt("verify")
 
 
 class _Tally:
@@ -292,7 +303,7 @@ class LLMSupportJudge:
     async def judge(self, claim: str, passage: str) -> JudgeVerdict:
         from deep_research.app.wiring import chat_model, http_client, price_book
 
-        messages = PROMPT.messages(claim=claim, passage=passage)
+        messages = prompt().messages(claim=claim, passage=passage)
         prices = price_book(self.settings)
         worst = judge_worst_usd(self.settings, messages, prices)
         held = await asyncio.to_thread(
@@ -415,6 +426,7 @@ async def verify_claim(
 
     ``reader``: the page reader (default: the event loop's shared one); ``judge``: the model
     that reads the best passage (default: the judge model, when one is configured)."""
+    from deep_research.adapters.web.reader import PageSkipped, split_passages
     from deep_research.kb.embeddings import MemoEmbeddings, make_embeddings
 
     claim, source = _clean(claim), source.strip()

@@ -614,7 +614,7 @@ def test_research_jobs_search_the_kb_through_its_mcp_url_with_the_token(
     env: dict[str, str], fake_openai: FakeOpenAI
 ) -> None:
     ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
-    token = "kb-token-0123456789"
+    token = "kb-token-0123456789-0123456789-0123"  # 32 characters or more
     served = {
         **env,
         "DEEP_RESEARCH_KB_MCP_URL": "https://kb.example.org/mcp",

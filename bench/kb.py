@@ -20,7 +20,8 @@ rank is its best chunk's. Figures (targets):
 - sample_kb_ingest_seconds                   `deep-research kb ingest kb/` (the shipped sample
                                              KB, 239 chunks) in a fresh DEEP_RESEARCH_HOME,
                                              start-up included, median of 3 (<= 16: a third
-                                             of the 47.5 s it took on a busy 2-core machine)
+                                             of the 47.5 s the first run's ingest took on a
+                                             busy 2-core machine before issue 15)
 
 ``--smoke`` runs every step at a toy size: the abstracts relevant to the first 5 test
 queries plus a few dozen others, those 5 queries, and one sample-KB ingest. It needs

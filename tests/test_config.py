@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -83,10 +84,43 @@ def test_a_dotenv_that_is_not_utf8_is_a_one_line_config_error(
 def test_a_blank_api_token_is_no_token(monkeypatch: pytest.MonkeyPatch, blank: str) -> None:
     monkeypatch.setenv("DEEP_RESEARCH_API_TOKEN", blank)
     assert load_settings().api_token is None  # never an empty token an empty header matches
-    monkeypatch.setenv("DEEP_RESEARCH_API_TOKEN", "t0ken")
+    monkeypatch.setenv("DEEP_RESEARCH_API_TOKEN", LONG_TOKEN)
     token = load_settings().api_token
     assert token is not None
-    assert token.get_secret_value() == "t0ken"
+    assert token.get_secret_value() == LONG_TOKEN
+
+
+LONG_TOKEN = "t0ken-" + "x" * 26  # 32 characters, the least a token may have
+
+
+@pytest.mark.parametrize("short", ["t0ken", LONG_TOKEN[:-1]])
+def test_a_short_api_token_is_refused_with_how_to_make_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, short: str
+) -> None:
+    monkeypatch.setenv("DEEP_RESEARCH_API_TOKEN", short)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    message = str(info.value)
+    assert re.search(r"(?i)api_token: must be at least 32 characters", message), message
+    assert 'python -c "import secrets; print(secrets.token_urlsafe(32))"' in message
+    assert short not in message  # a bad secret is still a secret
+    assert "\n" not in message
+    code, _, err = cli({"DEEP_RESEARCH_HOME": str(tmp_path / "home")}, "serve")
+    assert code == 3
+    assert re.search(r"(?i)api_token: must be at least 32 characters", err), err
+    assert short not in err
+
+
+@pytest.mark.parametrize("value", ["https://proxy.example", "a.example:port", "a/b"])
+def test_public_hosts_are_host_or_host_and_port(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("DEEP_RESEARCH_PUBLIC_HOSTS", value)
+    with pytest.raises(ConfigError, match=r"(?i)public_hosts"):
+        load_settings()
+    monkeypatch.setenv("DEEP_RESEARCH_PUBLIC_HOSTS", " Research.Example , research.example:8443")
+    hosts = load_settings().public_host_list
+    assert hosts == ("research.example", "research.example:8443")
 
 
 # --- budgets: non-finite or absurd values are refused on every surface ---------------------

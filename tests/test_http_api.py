@@ -10,11 +10,13 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ from tests.world import ResearchWorld, plan_task
 
 QUESTION = "How do vector databases handle deletes?"
 JSON = {"Content-Type": "application/json"}
+TOKEN = "s3cret-token-0123456789012345678"  # 32 characters, the least a token may have
 
 Serve = Callable[..., Any]
 
@@ -210,19 +213,234 @@ async def test_bad_requests_get_one_line_json_errors(
 
 
 async def test_a_token_is_required_when_set(llm_settings: Settings, serve: Serve) -> None:
-    client = await serve(llm_settings, token="s3cret-token")
+    client = await serve(llm_settings, token=TOKEN)
     assert (await client.get("/sessions")).status_code == 401
     wrong = await client.get("/sessions", headers={"Authorization": "Bearer nope"})
     assert wrong.status_code == 401
     assert wrong.json()["error"]["code"] == "unauthorized"
-    right = await client.get("/sessions", headers={"Authorization": "Bearer s3cret-token"})
+    right = await client.get("/sessions", headers={"Authorization": f"Bearer {TOKEN}"})
     assert right.status_code == 200
+
+
+async def test_the_page_loads_without_the_token_and_no_data_does(
+    llm_settings: Settings, serve: Serve
+) -> None:
+    """The page is where the user types the token: its files (and the API's description)
+    hold no data and need none; every endpoint with data still does."""
+    client = await serve(llm_settings, token=TOKEN)
+    for path in ("/", "/app.js", "/app.css", "/openapi.json", "/docs"):
+        response = await client.get(path)
+        assert response.status_code == 200, (path, response.text)
+    assert 'id="token"' in (await client.get("/")).text
+    for method, path in [
+        ("GET", "/sessions"),
+        ("GET", "/research/abcdef012345"),
+        ("GET", "/research/abcdef012345/events"),
+        ("GET", "/research/abcdef012345/report"),
+        ("GET", "/kb/search?q=deletes"),
+        ("POST", "/research"),
+        ("POST", "/research/abcdef012345/cancel"),
+        ("POST", "/", ),
+    ]:
+        response = await client.request(method, path, json={"question": QUESTION})
+        assert response.status_code == 401, (method, path, response.text)
+    assert not llm_settings.sessions_dir.exists() or not list(llm_settings.sessions_dir.iterdir())
+
+
+# Run in a fresh interpreter: what a start imports shows what it had to build itself.
+FIRST_START = """
+import asyncio, json, sys
+import httpx
+from deep_research.app.config import load_settings
+from deep_research.app.http_api import create_app
+
+HEAVY = ("deep_research.app.wiring", "openai", "langchain_openai", "genai_prices", "chromadb")
+
+
+async def main():
+    app = create_app(load_settings(), port=8000)
+    before = [m for m in HEAVY if m in sys.modules]
+    transport = httpx.ASGITransport(app=app)
+    async with app.router.lifespan_context(app):
+        warm = getattr(app.state, "warm", None)
+        if warm is not None:
+            await warm.wait()
+        loaded = set(sys.modules)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as c:
+            started = await c.post("/research", json={"question": sys.argv[1]})
+        imported = sorted(set(sys.modules) - loaded)
+    print(json.dumps({"before": before, "status": started.status_code, "imported": imported}))
+
+
+asyncio.run(main())
+"""
+
+
+def test_the_server_builds_what_a_run_needs_as_it_starts_not_on_the_first_start(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    """The first POST on a fresh server took 12.7 s (the engine's imports, on a loaded
+    machine) with its client waiting: the server builds that as it starts (in the
+    background: creating the app builds nothing), and a start then imports nothing."""
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    fake_openai.hold_responses = True  # the run goes on until the server stops
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_START, QUESTION],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["status"] == 202
+    assert result["before"] == [], "creating the app stays cheap"
+    # anyio loads its event loop's backend on first use (a few ms, the first request's).
+    imported = [m for m in result["imported"] if m.split(".")[0] != "anyio"]
+    assert imported == []
 
 
 def test_binding_off_loopback_without_a_token_is_refused(llm_settings: Settings) -> None:
     with pytest.raises(ConfigError, match="DEEP_RESEARCH_API_TOKEN"):
         create_app(llm_settings, host="0.0.0.0")
-    create_app(llm_settings.with_overrides(api_token="t"), host="0.0.0.0")
+    create_app(llm_settings.with_overrides(api_token=TOKEN), host="0.0.0.0")
+
+
+def test_a_token_shorter_than_32_characters_is_refused(llm_settings: Settings) -> None:
+    with pytest.raises(ConfigError, match="api_token: must be at least 32 characters") as info:
+        llm_settings.with_overrides(api_token=TOKEN[:-1])
+    assert TOKEN[:-1] not in str(info.value)
+    assert "secrets.token_urlsafe(32)" in str(info.value)
+
+
+def route_address(family: socket.AddressFamily, probe: str) -> str | None:
+    """The address this machine's default route of ``family`` leaves from (None: no route);
+    a UDP connect sends nothing."""
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as udp:
+            udp.connect((probe, 9))
+            return str(udp.getsockname()[0])
+    except OSError:
+        return None
+
+
+@pytest.mark.parametrize("bind", ["0.0.0.0", "::"])
+async def test_a_public_bind_answers_to_the_machines_names_and_refuses_others(
+    llm_settings: Settings, bind: str
+) -> None:
+    """Bound to every address, the server answers loopback, LAN-address and host-name
+    clients and the names of DEEP_RESEARCH_PUBLIC_HOSTS (a proxy's), and still no other
+    name: a page on evil.example that points its name here (DNS rebinding) is refused."""
+    settings = llm_settings.with_overrides(
+        api_token=TOKEN, public_hosts="Research.example, proxy.example:8443"
+    )
+    port = free_port()
+    app = create_app(settings, host=bind, port=port)
+    name = socket.gethostname()
+    lan = [a for a in (route_address(socket.AF_INET, "192.0.2.1"),) if a]
+    lan += [f"[{a}]" for a in (route_address(socket.AF_INET6, "2001:db8::1"),) if a]
+    good = [
+        f"127.0.0.1:{port}",
+        f"localhost:{port}",
+        f"[::1]:{port}",
+        f"{name}:{port}",
+        f"{name.upper()}:{port}",
+        *(f"{address}:{port}" for address in lan),
+        "research.example",
+        f"research.example:{port}",
+        "proxy.example:8443",
+    ]
+    bad = [
+        "evil.example",
+        f"evil.example:{port}",
+        f"{name}.evil.example:{port}",
+        f"127.0.0.1.nip.io:{port}",
+        "proxy.example",  # given with its port only
+        "",
+    ]
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    async with serving(app, port) as base, httpx.AsyncClient(base_url=base) as client:
+        for host in good:
+            response = await client.get("/sessions", headers={"Host": host, **auth})
+            assert response.status_code == 200, (host, response.text)
+        for host in bad:
+            response = await client.get("/sessions", headers={"Host": host, **auth})
+            assert response.status_code == 421, (host, response.text)
+            assert response.json()["error"]["code"] == "wrong_host"
+        for origin, status in [
+            ("https://research.example", 401),  # an allowed origin, and then the token
+            (f"http://{name}:{port}", 401),
+            ("https://evil.example", 403),
+            (f"http://evil.example:{port}", 403),
+        ]:
+            response = await client.post(
+                "/research", json={"question": "q"}, headers={"Origin": origin}
+            )
+            assert response.status_code == status, (origin, response.text)
+
+
+async def test_a_specific_address_answers_to_that_address_alone(
+    llm_settings: Settings,
+) -> None:
+    port = free_port()
+    app = create_app(llm_settings.with_overrides(api_token=TOKEN), host="192.0.2.7", port=port)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    async with serving(app, port) as base, httpx.AsyncClient(base_url=base) as client:
+        ok = await client.get("/sessions", headers={"Host": f"192.0.2.7:{port}", **auth})
+        assert ok.status_code == 200, ok.text
+        for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"{socket.gethostname()}:{port}"):
+            response = await client.get("/sessions", headers={"Host": host, **auth})
+            assert response.status_code == 421, host
+
+
+LOADING = {"script": "src", "img": "src", "iframe": "src", "link": "href", "source": "src"}
+
+
+class ExternalLoads(HTMLParser):
+    """What an HTML page would load from elsewhere: scripts, stylesheets, images, frames
+    and other resources by an absolute or scheme-relative URL (links to follow are not)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        wanted = LOADING.get(tag)
+        for name, value in attrs:
+            if name == wanted and value and re.match(r"\s*(https?:)?//", value, re.I):
+                self.found.append(f"<{tag} {name}={value}>")
+
+    def handle_data(self, data: str) -> None:  # @import url(//…) and url(https://…) in <style>
+        self.found += re.findall(r"url\(\s*['\"]?\s*(?:https?:)?//[^)]*\)", data, re.I)
+
+
+async def test_nothing_the_server_serves_loads_from_elsewhere(
+    llm_settings: Settings, serve: Serve
+) -> None:
+    """Offline, a page that loads its script from a CDN is blank (Swagger UI at /docs was):
+    the server serves no such page, and says where the API's description is."""
+    client = await serve(llm_settings)
+    pages = {path: (await client.get(path)) for path in ("/", "/docs", "/redoc")}
+    report = Report(
+        before="# Q\n\nSee [1].",
+        sources=[Citation(kind="web", url="https://example.org/a", title="a", claim="c")],
+        after="",
+    )
+    texts = {path: r.text for path, r in pages.items()} | {"report": render_html(report)}
+    texts["/app.css"] = (await client.get("/app.css")).text  # fed as text: its url(…)s
+    for path, response in pages.items():
+        assert response.status_code == 200, path
+        assert response.headers["content-type"].startswith("text/html"), path
+        assert "default-src 'none'" in response.headers["content-security-policy"], path
+    for where, text in texts.items():
+        parser = ExternalLoads()
+        parser.feed(text)
+        assert parser.found == [], where
+    assert 'href="/openapi.json"' in texts["/docs"]
+    assert 'href="/openapi.json"' in texts["/"]
+    description = await client.get("/openapi.json")
+    assert description.status_code == 200
+    assert "/research" in description.json()["paths"]
 
 
 def test_serve_refuses_a_public_bind_without_a_token(env: dict[str, str]) -> None:

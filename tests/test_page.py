@@ -1,24 +1,35 @@
 """The page to watch a run, in a real headless browser (Debian's chromium-headless-shell,
 driven by playwright; never `playwright install`, which downloads). Start a run against the
-fake model, see the nodes appear, read the report with clickable citations.
+fake model, see the nodes appear and the run's state, read the report with clickable
+citations and sources that open in a new tab; one start however often the button is
+pressed; the questions the API takes; the token typed into a page that loads without it.
 
 Outside CI (``CI`` unset) the test skips when the browser or playwright is missing; in CI
 that is a failure (`.ci/run` installs both)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import re
 import shutil
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from deep_research.app import service
 from deep_research.app.config import Settings
 from deep_research.app.http_api import create_app
 from deep_research.app.runs import Caps, RunManager
+from deep_research.persistence.sessions import SessionStore
 from tests.fake_openai import FakeOpenAI
 from tests.serving import free_port, serving
 from tests.world import ResearchWorld, plan_task
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page, Route
 
 BROWSER = shutil.which("chromium-headless-shell") or "/usr/bin/chromium-headless-shell"
 HAVE_BROWSER = os.path.exists(BROWSER)
@@ -31,15 +42,43 @@ def need(condition: bool, why: str) -> None:
         pytest.skip(why)
 
 
+QUESTION = "How do vector databases handle deletes?"
+TOKEN = "page-token-" + "0123456789" * 2 + "x"  # 32 characters
+
+
 @pytest.fixture
-async def server(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+def settings(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    return Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+async def server(settings: Settings) -> AsyncIterator[str]:
     port = free_port()
     app = create_app(settings, port=port, runs=RunManager(settings, Caps(max_cost_per_run=20)))
     async with serving(app, port) as base:
         yield base
+
+
+@pytest.fixture
+async def page() -> AsyncIterator[Page]:
+    """A page of a fresh headless browser; fails the test on a script error."""
+    try:
+        from playwright.async_api import async_playwright
+    except ImportError:
+        need(False, "playwright is not installed (pip install -e '.[browser]')")
+    need(HAVE_BROWSER, f"no {BROWSER} (apt-get install chromium-headless-shell)")
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=BROWSER, args=["--no-sandbox"])
+        try:
+            opened = await browser.new_page()
+            problems: list[str] = []
+            opened.on("pageerror", lambda error: problems.append(str(error)))
+            yield opened
+            assert problems == []
+        finally:
+            await browser.close()
 
 
 async def test_a_run_started_in_the_page_fills_its_tree_live_and_shows_the_report(
@@ -76,6 +115,15 @@ async def test_a_run_started_in_the_page_fills_its_tree_live_and_shows_the_repor
             await page.wait_for_selector("#report h1", timeout=10_000)
             title = await page.inner_text("#report h1")
             assert title == "How do vector databases handle deletes?"
+            # Sources open in a new tab, with no opener and no referrer to this page.
+            links = await page.eval_on_selector_all(
+                "#report a[href]",
+                "links => links.filter(a => !a.getAttribute('href').startsWith('#'))"
+                ".map(a => [a.href, a.target, a.rel])",
+            )
+            assert links
+            for href, target, rel in links:
+                assert (target, rel) == ("_blank", "noopener noreferrer"), href
             citation = page.locator("#report a[href='#source-1']").first
             await citation.click()  # a citation leads to its source
             assert await page.locator("#report li#source-1").count() == 1
@@ -127,3 +175,130 @@ async def test_the_page_links_each_citation_to_its_real_source(
             assert page.url.endswith("#source-1")
         finally:
             await browser.close()
+
+
+async def test_the_research_button_starts_one_run_however_often_it_is_pressed(
+    server: str, fake_openai: FakeOpenAI, page: Page
+) -> None:
+    """Two clicks started two paid runs: while a start is on its way the button is
+    disabled and says so, and nothing else submits the form again."""
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    posts: list[str] = []
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def hold(route: Route) -> None:  # the server accepting a start slowly
+        posts.append(route.request.post_data or "")
+        arrived.set()
+        await release.wait()
+        await route.continue_()
+
+    await page.route("**/research", hold)
+    await page.goto(server + "/")
+    await page.fill("#question", QUESTION)
+    await page.click("#go")
+    await arrived.wait()
+    assert await page.is_disabled("#go")
+    assert await page.inner_text("#go") == "Starting…"
+    await page.click("#go", force=True)
+    await page.eval_on_selector("#start", "form => form.requestSubmit()")
+    await page.press("#max-cost", "Enter")
+    release.set()
+    await page.wait_for_selector("#run[data-ended='complete']", timeout=30_000)
+    assert await page.is_enabled("#go")
+    assert await page.inner_text("#go") == "Research"
+    assert len(posts) == 1
+    await page.wait_for_selector("#sessions tbody tr")
+    assert await page.locator("#sessions tbody tr").count() == 1
+
+
+async def test_the_page_shows_the_runs_state_iteration_and_elapsed_time(
+    server: str, fake_openai: FakeOpenAI, page: Page
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    fake_openai.hold_responses = True  # the research job runs until released
+    await page.goto(server + "/")
+    await page.fill("#question", QUESTION)
+    await page.click("#go")
+    await page.wait_for_selector("#tree tr[data-node='t1'] td.running", timeout=20_000)
+    state = page.locator("#run-status")
+    await page.wait_for_selector("#run-status[data-status='running']")
+    await page.wait_for_function(
+        "() => document.querySelector('#run-status').textContent.includes('iteration 1')"
+    )
+    running = await state.inner_text()
+    assert re.fullmatch(r"running · iteration 1 · \d+:\d\d elapsed( · .*)?", running), running
+    # The elapsed time goes on while the run does, between events.
+    await page.wait_for_function(
+        "first => document.querySelector('#run-status').textContent.split(' · ')[2] !== first",
+        arg=running.split(" · ")[2],
+        timeout=5_000,
+    )
+    for response_id in fake_openai.response_ids:
+        fake_openai.complete(response_id)
+    fake_openai.hold_responses = False
+    await page.wait_for_selector("#run-status[data-status='complete']", timeout=30_000)
+    done = await state.inner_text()
+    assert re.fullmatch(r"complete · iteration 1 · \d+:\d\d elapsed · spent \$.*", done), done
+
+
+def question_of(length: int) -> str:
+    """A question of ``length`` characters as the API counts them (code points, once runs of
+    whitespace are one space), typed with runs of spaces and characters a browser counts
+    twice (outside the BMP)."""
+    words = " ".join(["Which", "𝔽𝕒𝕤𝕥", "index", "handles", "deletes?"] * (length // 20 + 1))
+    return (words[: length - 1] + "x").replace(" ", "   ")
+
+
+async def test_the_page_takes_the_questions_the_api_takes(
+    server: str, settings: Settings, fake_openai: FakeOpenAI, page: Page
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    longest = question_of(service.MAX_QUESTION_CHARS)
+    assert len(" ".join(longest.split())) == service.MAX_QUESTION_CHARS
+    assert len(longest.encode("utf-16-le")) // 2 > service.MAX_QUESTION_CHARS  # as JS counts
+    sent: list[dict[str, Any]] = []
+
+    async def record(route: Route) -> None:
+        sent.append(json.loads(route.request.post_data or "{}"))
+        await route.continue_()
+
+    await page.route("**/research", record)
+    await page.goto(server + "/")
+    await page.focus("#question")
+    await page.keyboard.insert_text(longest)  # as typed or pasted: the field's limits apply
+    await page.click("#go")
+    await page.wait_for_selector("#run[data-ended='complete']", timeout=30_000)
+    assert [body["question"] for body in sent] == [longest]
+    [saved] = SessionStore(settings.sessions_dir).list()
+    assert saved.question == " ".join(longest.split())
+
+    await page.fill("#question", "")
+    await page.focus("#question")
+    await page.keyboard.insert_text(question_of(service.MAX_QUESTION_CHARS + 1))
+    await page.click("#go")
+    await page.wait_for_function("() => document.querySelector('#error').textContent")
+    assert "the limit is 4,000" in await page.inner_text("#error")
+    assert len(SessionStore(settings.sessions_dir).list()) == 1
+
+
+async def test_the_page_loads_with_a_token_set_and_takes_it(
+    settings: Settings, page: Page
+) -> None:
+    """With DEEP_RESEARCH_API_TOKEN set, the page (where the token is typed) loads; its data
+    comes once the token is given."""
+    settings = settings.with_overrides(api_token=TOKEN)
+    SessionStore(settings.sessions_dir).create(QUESTION)
+    port = free_port()
+    app = create_app(settings, port=port)
+    async with serving(app, port) as base:
+        loaded = await page.goto(base + "/")
+        assert loaded is not None
+        assert loaded.status == 200
+        await page.wait_for_function("() => document.querySelector('#error').textContent")
+        assert "token" in await page.inner_text("#error")
+        assert await page.locator("#sessions tbody tr").count() == 0
+        await page.fill("#token", TOKEN)
+        await page.press("#token", "Enter")
+        await page.wait_for_selector("#sessions tbody tr")
+        assert await page.inner_text("#error") == ""
+        assert await page.locator("#sessions tbody tr td:last-child").inner_text() == QUESTION

@@ -35,6 +35,8 @@ from deep_research.core.models import (
 
 EmbeddingProvider = Literal["local", "local-fast", "openai"]
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+MIN_TOKEN_CHARS = 32
+"""An API token shorter than this is refused: it guards the user's money."""
 
 
 def _legacy_home() -> Path:
@@ -227,7 +229,11 @@ class Settings(BaseSettings):
     server_daily_budget_usd: CostUSD = 50.0
     """What all sessions may spend in one UTC day before a server refuses new runs."""
     api_token: SecretStr | None = None
-    """Bearer token the HTTP API and MCP server ask of every request; required off loopback."""
+    """Bearer token the HTTP API and MCP server ask of every request; required off loopback.
+    At least ``MIN_TOKEN_CHARS`` characters: it guards the user's money."""
+    public_hosts: str = ""
+    """More ``host[:port]`` names the HTTP API answers to, comma-separated (a reverse proxy's
+    name); a public bind already answers to the machine's own names and addresses."""
     kb_mcp_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
     """The public URL of this tool's MCP server (``deep-research mcp --http``): web research
     jobs then search the knowledge base through it too."""
@@ -259,6 +265,16 @@ class Settings(BaseSettings):
         that an empty `Authorization: Bearer` header matches."""
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("api_token")
+    @classmethod
+    def _long_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < MIN_TOKEN_CHARS:
+            raise ValueError(
+                f"must be at least {MIN_TOKEN_CHARS} characters (it guards your money); make "
+                'one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
+            )
+        return value
+
     @field_validator("search_prices", "search_rate_per_second")
     @classmethod
     def _known_providers(cls, value: dict[str, float], info: ValidationInfo) -> dict[str, float]:
@@ -273,7 +289,7 @@ class Settings(BaseSettings):
                 )
         return value
 
-    @field_validator("fetch_allow")
+    @field_validator("fetch_allow", "public_hosts")
     @classmethod
     def _host_list(cls, value: str) -> str:
         for entry in filter(None, (e.strip() for e in value.split(","))):
@@ -308,6 +324,10 @@ class Settings(BaseSettings):
     def fetch_allow_list(self) -> tuple[str, ...]:
         return tuple(filter(None, (e.strip() for e in self.fetch_allow.split(","))))
 
+    @property
+    def public_host_list(self) -> tuple[str, ...]:
+        return tuple(filter(None, (e.strip().lower() for e in self.public_hosts.split(","))))
+
     def search_key(self, provider: str) -> SecretStr | None:
         key: SecretStr | None = getattr(self, f"{provider}_api_key", None)
         return key
@@ -341,11 +361,19 @@ class Settings(BaseSettings):
         return copy
 
 
+SECRETS = frozenset(
+    name for name, field in Settings.model_fields.items() if SecretStr in get_args(field.annotation)
+)
+
+
 def describe_validation_error(exc: ValidationError) -> str:
     """One line naming the first bad setting, e.g. `max_parallel_branches: ...`."""
     first = exc.errors()[0]
     loc = ".".join(str(part) for part in first["loc"]) or "settings"
-    return f"invalid setting {loc}: {first['msg']} (got {first.get('input')!r})"
+    why = first["msg"].removeprefix("Value error, ")  # our validators' own words
+    if loc in SECRETS:  # a bad secret is still a secret: never echoed
+        return f"invalid setting {loc}: {why}"
+    return f"invalid setting {loc}: {why} (got {first.get('input')!r})"
 
 
 def unreadable_dotenv(exc: UnicodeDecodeError) -> ConfigError:

@@ -8,7 +8,9 @@
     POST /research/{id}/cancel     stop the run and its research jobs
     GET  /sessions                 past runs, newest first
     GET  /kb/search?q=…&k=8        the knowledge base's best chunks
-    GET  /docs                     OpenAPI docs
+    GET  /openapi.json             the API's OpenAPI description (no Swagger UI: it would load
+                                   its script from a CDN, and this server loads nothing from
+                                   elsewhere; /docs says so and links here)
     GET  /                         a page to start runs, watch them live and read reports
 
 Every front-end goes through ``service`` (and a server's runs through ``runs.RunManager``),
@@ -17,10 +19,13 @@ so the CLI can watch, cancel and resume what this server started, and the other 
 This server spends the user's money, so (invariants):
 - It binds 127.0.0.1 unless told otherwise, and any other address needs
   ``DEEP_RESEARCH_API_TOKEN``; when a token is set, every request must carry it
-  (``Authorization: Bearer …``, compared in constant time).
-- ``Host`` must name this server (its bind address, or localhost on loopback) and an
-  ``Origin``, when sent, must be this server's: a web page the user visits cannot start
-  runs (CSRF) or reach it through DNS rebinding. No CORS headers are ever sent.
+  (``Authorization: Bearer …``, compared in constant time), except for the page's own
+  files and the API's description (``PUBLIC``): they hold no data, and the page is where
+  the user types the token.
+- ``Host`` must name this server (``hosts``: its bind address, the machine's names on a
+  public bind, ``DEEP_RESEARCH_PUBLIC_HOSTS``) and an ``Origin``, when sent, must be this
+  server's: a web page the user visits cannot start runs (CSRF) or reach it through DNS
+  rebinding. No CORS headers are ever sent.
 - A POST must be ``Content-Type: application/json`` and at most ``MAX_BODY_BYTES``.
 - Session ids are validated before they touch the file system; no endpoint reads a path a
   client gives. Reports are rendered as HTML by markdown-it-py with raw HTML off (model and
@@ -30,12 +35,15 @@ This server spends the user's money, so (invariants):
   never a traceback.
 - A client going away never stops a run; stopping the server saves every run as
   interrupted (resume picks them up).
+- What a run needs (the engine's modules, the TLS context, prices, the embedding model) is
+  built as the server starts, off the event loop (``runs.warm_up``); a start waits for it
+  rather than building it again, and the page answers meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
-import ipaddress
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -51,8 +59,9 @@ from sse_starlette import EventSourceResponse
 from deep_research.app import service
 from deep_research.app.cli_common import hit_json, session_detail
 from deep_research.app.config import Settings
+from deep_research.app.hosts import allowed_hosts, allowed_origins, is_loopback
 from deep_research.app.report_html import REPORT_POLICY, render_html
-from deep_research.app.runs import RunManager
+from deep_research.app.runs import RunManager, start_warm_up
 from deep_research.core.errors import (
     ConfigError,
     DeepResearchError,
@@ -68,7 +77,8 @@ from deep_research.core.models import CostUSD, Iterations, RuntimeSeconds, Token
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+PUBLIC = frozenset({"/", "/app.js", "/app.css", "/openapi.json", "/docs", "/redoc"})
+"""What a GET needs no token for: files with no data in them."""
 
 
 class ResearchRequest(BaseModel):
@@ -144,22 +154,6 @@ def _printable(part: object) -> str:
     return str(part).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def allowed_hosts(host: str, port: int) -> set[str]:
-    """The ``Host`` values this server answers to."""
-    names = {host} | (set(LOOPBACK_NAMES) if is_loopback(host) else set())
-    bracketed = {f"[{n}]" if ":" in n and not n.startswith("[") else n for n in names}
-    return bracketed | {f"{n}:{port}" for n in bracketed}
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def check_bind(settings: Settings, host: str) -> None:
     """Off loopback, a token is required: this server spends the user's money."""
     if not is_loopback(host) and settings.api_token is None:
@@ -175,11 +169,13 @@ def create_app(
     check_bind(settings, host)
     manager = runs or RunManager(settings)
     token = settings.api_token.get_secret_value().encode() if settings.api_token else None
-    hosts = allowed_hosts(host, port)
-    origins = {f"http://{h}" for h in hosts if ":" in h.rsplit("]", 1)[-1]}
+    public = settings.public_host_list
+    hosts = allowed_hosts(host, port, public)
+    origins = allowed_origins(hosts, port, public)
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.warm = start_warm_up(settings)
         yield
         await manager.shutdown()  # every run saved as interrupted
 
@@ -187,19 +183,29 @@ def create_app(
         title="deep-research",
         summary="Research a hard question and get a cited report.",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.runs = manager
+
+    async def warmed() -> None:
+        """Until the start-up build has ended (at once without one: an app whose lifespan
+        was not run), so a request does not build the same again on the event loop."""
+        warm: asyncio.Event | None = getattr(app.state, "warm", None)
+        if warm is not None:
+            await warm.wait()
 
     @app.middleware("http")
     async def guard(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
-        if request.headers.get("host", "") not in hosts:
+        if request.headers.get("host", "").lower() not in hosts:
             return error(421, "wrong_host", "this server does not answer to that Host")
         origin = request.headers.get("origin")
-        if origin is not None and origin not in origins:
+        if origin is not None and origin.lower() not in origins:
             return error(403, "wrong_origin", "requests from other sites are refused")
-        if token is not None:
+        public_file = request.method in ("GET", "HEAD") and request.url.path in PUBLIC
+        if token is not None and not public_file:
             given = request.headers.get("authorization", "")
             scheme, _, value = given.partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(value.encode(), token):
@@ -242,9 +248,16 @@ def create_app(
     async def style() -> Response:
         return asset("app.css", "text/css; charset=utf-8")
 
+    @app.get("/docs", include_in_schema=False)
+    @app.get("/redoc", include_in_schema=False)
+    async def docs() -> Response:
+        """No Swagger UI or ReDoc: both load from a CDN. The description they would show."""
+        return asset("docs.html", "text/html; charset=utf-8")
+
     @app.post("/research", status_code=202, response_model=Accepted)
     async def start(body: ResearchRequest) -> Accepted:
         """Start a run; it goes on in the server. Follow it at ``events_url``."""
+        await warmed()
         return accepted(await manager.start(body.question, body.options()))
 
     @app.get("/research/{session_id}")
@@ -293,12 +306,14 @@ def create_app(
         budget = service.BudgetOverrides(
             **body.model_dump(exclude={"retry_cancelled"}, exclude_none=True)
         )
+        await warmed()
         resumed = await manager.resume(session_id, budget, retry_cancelled=body.retry_cancelled)
         return accepted(resumed)
 
     @app.post("/research/{session_id}/cancel")
     async def cancel(session_id: str) -> dict[str, Any]:
         """Stop the run (saved as interrupted) and its research jobs at the provider."""
+        await warmed()
         result = await manager.cancel(session_id)
         return {
             "session_id": result.session_id,
@@ -319,6 +334,7 @@ def create_app(
         k: Annotated[int, Query(ge=1, le=100)] = 8,
     ) -> list[dict[str, object]]:
         """The knowledge base's best chunks for ``q``, with their locators."""
+        await warmed()
         hits = service.kb_search(settings, q, k=k)
         return [hit_json(hit) for hit in hits]
 
@@ -340,7 +356,7 @@ PAGE_POLICY = (
 
 
 def asset(name: str, media_type: str) -> Response:
-    """One of the page's three files (no build step, no external assets), under a
+    """One of the page's files (no build step, no external assets), under a
     content security policy that allows nothing from elsewhere and no inline script."""
     return Response(
         (WEB_DIR / name).read_bytes(), media_type=media_type, headers=protected(PAGE_POLICY)

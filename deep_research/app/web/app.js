@@ -5,6 +5,9 @@
 
 const $ = (selector) => document.querySelector(selector);
 let following = null; // the AbortController of the stream being read
+// The run on show: its state as the last event or status said, and its times (ms).
+const run = { id: null, status: "", iteration: 0, spent: "", startedAt: 0, endedAt: 0 };
+let ticker = null; // ticks the elapsed time while the run on show is running
 
 function headers(extra = {}) {
   const token = $("#token").value.trim();
@@ -59,18 +62,84 @@ async function showReport(sessionId) {
   const response = await api(`/research/${sessionId}/report`, { headers: { Accept: "text/html" } });
   const page = new DOMParser().parseFromString(await response.text(), "text/html");
   const main = page.querySelector("main");
+  // A source opens in a new tab, and learns nothing of this page (no opener, no referrer).
+  for (const link of main ? main.querySelectorAll("a[href]") : []) {
+    if (link.getAttribute("href").startsWith("#")) continue;
+    link.target = "_blank";
+    link.rel = "noopener noreferrer";
+  }
   $("#report").replaceChildren(...(main ? main.childNodes : []));
+}
+
+function clock(ms) {
+  const seconds = Math.max(0, Math.round(ms / 1000));
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor(seconds / 60) % 60;
+  const s = String(seconds % 60).padStart(2, "0");
+  return h ? `${h}:${String(m).padStart(2, "0")}:${s}` : `${m}:${s}`;
+}
+
+// One line: running · iteration 2 · 1:05 elapsed · spent $0.0123 · 4,321 tokens
+function showState() {
+  const parts = [run.status || "starting"];
+  if (run.iteration) parts.push(`iteration ${run.iteration}`);
+  if (run.startedAt) parts.push(`${clock((run.endedAt || Date.now()) - run.startedAt)} elapsed`);
+  if (run.spent) parts.push(`spent ${run.spent}`);
+  const line = $("#run-status");
+  line.textContent = parts.join(" · ");
+  line.className = `status ${run.status}`;
+  line.dataset.status = run.status;
+}
+
+function tick(on) {
+  clearInterval(ticker);
+  ticker = on ? setInterval(showState, 1000) : null;
+}
+
+// The run's status and iteration, asked again after what may change them; requests do not
+// pile up while a finished run's events replay at once.
+let asking = null;
+let askAgain = false;
+async function askStatus(sessionId) {
+  if (asking) {
+    askAgain = true;
+    return;
+  }
+  asking = sessionId;
+  try {
+    do {
+      askAgain = false;
+      const state = await (await api(`/research/${sessionId}`)).json();
+      if (run.id !== sessionId) return;
+      run.iteration = state.iteration;
+      if (!run.endedAt) run.status = state.status;
+      showState();
+    } while (askAgain && run.id === sessionId);
+  } catch (error) {
+    log(error.message);
+  } finally {
+    asking = null;
+  }
 }
 
 function handle(sessionId, event) {
   if (event.type === "node") showNode(event);
-  else if (event.type === "spend") $("#run-status").textContent = `spent ${event.message}`;
+  else if (event.type === "spend") run.spent = event.message;
   else if (event.type === "report") showReport(sessionId).catch((e) => log(e.message));
+  else if (event.type === "start") {
+    Object.assign(run, { status: "running", startedAt: Date.parse(event.at), endedAt: 0 });
+    delete $("#run").dataset.ended;
+    tick(true);
+  }
   if (event.type !== "node") log(event.message);
   if (event.type === "end") {
+    Object.assign(run, { status: event.data.status, endedAt: Date.parse(event.at) });
+    tick(false);
     $("#run").dataset.ended = event.data.status;
     loadSessions();
   }
+  if (["start", "node", "stop", "end"].includes(event.type)) askStatus(sessionId);
+  showState();
 }
 
 // Server-Sent Events read with fetch, so that the bearer token can be sent (EventSource
@@ -124,8 +193,10 @@ async function follow(sessionId) {
 function open(sessionId, question) {
   $("#run").hidden = false;
   delete $("#run").dataset.ended;
+  tick(false);
+  Object.assign(run, { id: sessionId, status: "", iteration: 0, spent: "", startedAt: 0, endedAt: 0 });
   $("#run-title").textContent = question;
-  $("#run-status").textContent = "";
+  showState();
   $("#tree tbody").replaceChildren();
   $("#log").replaceChildren();
   $("#report").replaceChildren();
@@ -154,8 +225,16 @@ async function loadSessions() {
   }
 }
 
+// One start at a time: each start is a paid run, and the server may take a while to accept
+// one (it checks the models first).
+let starting = false;
 $("#start").addEventListener("submit", async (submitted) => {
   submitted.preventDefault();
+  if (starting) return;
+  starting = true;
+  const button = $("#go");
+  button.disabled = true;
+  button.textContent = "Starting…";
   $("#error").textContent = "";
   const question = $("#question").value;
   const body = { question };
@@ -172,8 +251,16 @@ $("#start").addEventListener("submit", async (submitted) => {
     loadSessions();
   } catch (error) {
     $("#error").textContent = error.message;
+  } finally {
+    starting = false;
+    button.disabled = false;
+    button.textContent = "Research";
   }
 });
 
 $("#token").value = sessionStorage.getItem("token") || "";
+$("#token").addEventListener("change", () => {
+  $("#error").textContent = "";
+  loadSessions();
+});
 loadSessions();

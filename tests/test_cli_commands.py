@@ -137,9 +137,9 @@ def test_run_asks_a_question_named_like_a_command(
     asked: list[str] = []
     real_prepare = service.prepare
 
-    def prepare(settings, question, options):  # type: ignore[no-untyped-def]
+    def prepare(settings, question, options, *flags):  # type: ignore[no-untyped-def]
         asked.append(question)
-        return real_prepare(settings, question, options)
+        return real_prepare(settings, question, options, *flags)
 
     monkeypatch.setattr(service, "prepare", prepare)
     data = run_json(env, "run", name, "--estimate")
@@ -207,3 +207,54 @@ def test_a_data_directory_that_cannot_be_used_is_one_line_naming_it(
         assert line.startswith(f"error: cannot use {home}")
         assert "Not a directory" in line
         assert "a bug" not in line
+
+
+# --- with --json, an error is a JSON object on stdout too ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "exit_code", "code"),
+    [
+        (["", "--json"], 2, "bad_request"),
+        (["How?", "--max-parallel", "abc", "--json"], 2, "bad_request"),  # click's own check
+        (["How?", "--web-effort", "extreme", "--json"], 2, "bad_request"),
+        (["resume", "ffffffff", "--json"], 4, "unknown_session"),
+        (["resume", "BUSY", "--json"], 5, "session_busy"),
+        (["sessions", "show", "ffffffff", "--json"], 4, "unknown_session"),
+        (["sessions", "watch", "ffffffff", "--json"], 4, "unknown_session"),
+        (["sessions", "cancel", "ffffffff", "--json"], 4, "unknown_session"),
+        (["sessions", "prune", "--older-than", "soon", "--json"], 2, "bad_request"),
+        (["sessions", "list", "--json", "BAD_ENV"], 3, "invalid_settings"),
+        (["cache", "clear", "--json", "BAD_ENV"], 3, "invalid_settings"),
+        (["doctor", "--json", "BAD_ENV"], 3, "invalid_settings"),
+        (["kb", "list", "--json", "BAD_ENV"], 3, "invalid_settings"),
+        (["sessions", "list", "--json", "NO_HOME"], 8, "storage"),
+    ],
+)
+def test_with_json_an_error_is_one_object_on_stdout_and_one_line_on_stderr(
+    env: dict[str, str], tmp_path: Path, args: list[str], exit_code: int, code: str
+) -> None:
+    store = sessions(env)
+    busy = store.create("Busy?", status="interrupted")
+    if "BAD_ENV" in args:
+        env = {**env, "DEEP_RESEARCH_MAX_COST_USD": "-5"}
+    if "NO_HOME" in args:
+        (tmp_path / "a-file").write_text("where the data directory should be")
+        env = {**env, "DEEP_RESEARCH_HOME": str(tmp_path / "a-file" / "home")}
+    args = [busy.session_id if a == "BUSY" else a for a in args if a not in ("BAD_ENV", "NO_HOME")]
+    with store.lock(busy.session_id):
+        got, out, err = cli(env, *args)
+    assert got == exit_code, err
+    [line] = out.strip().splitlines()
+    error = json.loads(line)["error"]
+    assert (error["code"], error["exit_code"]) == (code, exit_code)
+    assert error["message"] in err.replace("\n", " ")
+    if "--max-parallel" not in args:  # click prints its usage lines before its error
+        assert err.strip().splitlines() == [f"error: {error['message']}"]
+
+
+def test_json_error_codes_are_the_http_apis() -> None:
+    from deep_research.app.cli_common import ERROR_CODES
+    from deep_research.app.http_api import ERRORS
+
+    assert list(ERROR_CODES) == [(kind, code) for kind, _, code in ERRORS]

@@ -212,11 +212,11 @@ def test_bad_input_gets_one_line_errors_and_distinct_codes(env: dict[str, str]) 
     code, _, err = cli(env, "x" * 5000)
     assert (code, "limit is 4,000" in err) == (2, True)
     code, _, err = cli(env, QUESTION, "--max-parallel", "0")
-    assert code == 3
-    assert "max_parallel_branches" in err
+    assert code == 2, "a bad flag is a usage error, naming the flag"
+    assert err.startswith("error: --max-parallel must be")
     code, _, err = cli({**env, "DEEP_RESEARCH_TEMPERATURE": "hot"}, QUESTION)
-    assert code == 3
-    assert "temperature" in err
+    assert code == 3, "a bad setting is a configuration error, naming its variable"
+    assert err.startswith("error: invalid DEEP_RESEARCH_TEMPERATURE:")
     assert not (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").exists() or not any(
         (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").iterdir()
     ), "bad input creates no session"
@@ -644,3 +644,30 @@ def test_a_public_kb_url_without_a_token_is_refused(env: dict[str, str]) -> None
     code, _, err = cli({**env, "DEEP_RESEARCH_KB_MCP_URL": "https://kb.example.org/mcp"}, QUESTION)
     assert code == 3
     assert "DEEP_RESEARCH_API_TOKEN" in err
+
+
+# --- auto and the web model: an explicit choice is never switched away silently -------------
+
+
+def test_a_web_model_the_server_does_not_serve_is_an_error_not_a_silent_switch(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    auto = {**env, "DEEP_RESEARCH_WEB_ENGINE": "auto"}  # a gateway: not OpenAI's own API
+    code, _, err = cli(auto, QUESTION, "--web-model", "gpt-9-nowhere", "--estimate")
+    assert code == 3, err
+    [line] = err.strip().splitlines()
+    assert "does not serve the web model gpt-9-nowhere" in line
+    assert "--web-model" in line
+    assert "--web-engine search" in line
+    chosen = {**auto, "DEEP_RESEARCH_WEB_MODEL": "gpt-9-nowhere"}
+    code, _, err = cli(chosen, QUESTION, "--estimate")
+    assert code == 3, err
+    assert "DEEP_RESEARCH_WEB_MODEL" in err
+
+    fake_openai.models.pop("gpt-5.5")  # the default web model, which nobody chose
+    code, out, err = cli(auto, QUESTION, "--estimate")
+    assert code == 0, err
+    [note] = [line for line in err.splitlines() if "does not serve gpt-5.5" in line]
+    assert "search and read pages instead" in note
+    assert "search and read via duckduckgo" in out
+    assert not (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").exists(), "nothing was saved"

@@ -145,7 +145,7 @@ def test_absurd_budgets_in_the_environment_are_config_errors(
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError) as info:
         load_settings()
-    assert name.removeprefix("DEEP_RESEARCH_").lower() in str(info.value)
+    assert f"invalid {name}:" in str(info.value)
     monkeypatch.delenv(name)
     (tmp_path / ".env").write_text(f"{name}={value}\n")
     code, _, err = cli({"DEEP_RESEARCH_HOME": str(tmp_path / "home")}, "sessions", "list")
@@ -190,3 +190,81 @@ def test_a_resume_with_an_absurd_budget_leaves_the_session_as_it_was(tmp_path: P
         assert flag in err
     assert file.read_bytes() == before
     assert store.load(state.session_id).limits == state.limits
+
+
+# --- a bad value names where the user gave it: the variable (exit 3), the flag (exit 2) ------
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DEEP_RESEARCH_MAX_COST_USD", "-5"),
+        ("DEEP_RESEARCH_MAX_PARALLEL_BRANCHES", "0"),
+        ("DEEP_RESEARCH_DEEP_RESEARCH_MAX_TOOL_CALLS", "0"),  # an old name, named as given
+        ("DEEP_RESEARCH_PRICES", "{not json"),  # was exit 70, "a bug"
+        ("DEEP_RESEARCH_PLANNER_MODEL", ""),
+        ("DEEP_RESEARCH_KB_NAME", "../notes"),
+    ],
+)
+def test_a_bad_setting_names_its_variable_and_the_file_it_is_in(
+    tmp_path: Path, name: str, value: str
+) -> None:
+    home = {"DEEP_RESEARCH_HOME": str(tmp_path / "home")}
+    code, _, err = cli({**home, name: value}, "sessions", "list")
+    assert code == 3, err
+    [line] = err.strip().splitlines()
+    assert line.startswith(f"error: invalid {name}: "), line
+    (tmp_path / ".env").write_text(f"{name}={value}\n")  # clean_env: cwd=tmp_path
+    code, _, err = cli(home, "sessions", "list")
+    assert code == 3, err
+    [line] = err.strip().splitlines()
+    assert line.startswith(f"error: invalid {name} in {(tmp_path / '.env').resolve()}: "), line
+
+
+def test_the_environment_wins_over_dotenv_and_names_match_in_any_case(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / ".env").write_text(
+        "DEEP_RESEARCH_MAX_COST_USD=3\ndeep_research_judge_model=from-dotenv\n"
+        'DEEP_RESEARCH_SEARCH_PRICES={"tavily": 0.01}\n'
+    )
+    monkeypatch.setenv("DEEP_RESEARCH_MAX_COST_USD", "4")
+    settings = load_settings()
+    assert (settings.max_cost_usd, settings.judge_model) == (4.0, "from-dotenv")
+    assert settings.search_prices == {"tavily": 0.01}
+    assert {"max_cost_usd", "judge_model"} <= settings.model_fields_set
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--max-parallel", "0"),
+        ("--max-parallel", "65"),
+        ("--web-effort", "extreme"),
+        ("--web-engine", "google"),
+        ("--search-provider", "bing"),
+        ("--kb", "../notes"),
+        ("--chat-model", ""),
+        ("--planner-model", " "),
+        ("--web-model", "gpt 5"),
+    ],
+)
+def test_bad_flag_values_are_usage_errors_naming_the_flag(
+    tmp_path: Path, flag: str, value: str
+) -> None:
+    env = {"DEEP_RESEARCH_HOME": str(tmp_path / "home")}
+    code, _, err = cli(env, "How do budgets work?", flag, value)
+    assert code == 2, err
+    [line] = err.strip().splitlines()
+    assert line.startswith(f"error: {flag} "), line
+    assert line.endswith((f"(got {value!r})", f"(got {value})")), line
+    assert not (tmp_path / "home" / "sessions").exists(), "nothing was saved"
+
+
+def test_a_resume_with_a_bad_max_parallel_names_the_flag(tmp_path: Path) -> None:
+    env = {"DEEP_RESEARCH_HOME": str(tmp_path / "home")}
+    store = SessionStore(tmp_path / "home" / "sessions")
+    state = store.create("How do budgets work?", status="interrupted")
+    code, _, err = cli(env, "resume", state.session_id, "--max-parallel", "0")
+    assert code == 2, err
+    assert err.startswith("error: --max-parallel must be greater than or equal to 1")

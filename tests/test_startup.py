@@ -73,6 +73,59 @@ def test_the_probe_sees_heavy_libraries_when_a_command_loads_them(home: Path) ->
     assert "chromadb" in loaded_by(["kb", "list"], home), "the check is not vacuous"
 
 
+EXIT_PROBE = PROBE.replace(
+    "except SystemExit:\n    pass",
+    "except SystemExit as exit:\n    sys.stderr.write(f'\\nEXIT {exit.code}\\n')",
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "exit_code"),
+    [
+        ([""], 2),
+        (["x" * 5000], 2),
+        (["How?", "--kb-only", "--web-only"], 2),
+        (["How?", "--max-parallel", "0"], 2),
+        (["How?", "--web-effort", "extreme"], 2),
+        (["How?", "--kb", "../notes"], 2),
+        (["resume", "ffffffff"], 4),
+        (["resume", "nope"], 4),
+        (["sessions", "show", "ffffffff"], 4),
+    ],
+)
+def test_a_mistake_fails_before_the_engine_loads(
+    home: Path, args: list[str], exit_code: int
+) -> None:
+    """An empty or huge question, a bad flag, an unknown session: checked before the engine's
+    libraries load (seconds of CPU), so the error is instant."""
+    env = {
+        **os.environ,
+        "DEEP_RESEARCH_HOME": str(home),
+        "PYTHONPATH": str(REPO),
+        "OPENAI_API_KEY": "sk-not-used",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_PROBE, json.dumps(args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=home.parent,
+    )
+    assert f"\nEXIT {exit_code}\n" in done.stderr, done.stderr
+    assert done.stderr.startswith("error: "), done.stderr
+    loaded = set(json.loads(done.stderr.rsplit("LOADED ", 1)[1]))
+    assert sorted(m for m in loaded if m.startswith(HEAVY)) == []
+
+
+def test_sessions_list_loads_neither_pydantic_settings_nor_asyncio(home: Path) -> None:
+    """What `sessions list` needs, no more (bench/startup.py times it): a third of its start
+    went to pydantic-settings and the asyncio it imports."""
+    loaded = loaded_by(["sessions", "list"], home)
+    assert "deep_research" in loaded
+    assert {"pydantic_settings", "asyncio", "dotenv"} & loaded == set()
+
+
 ENGINE = ("chromadb", "langchain", "openai", "trafilatura", "onnxruntime", "bm25s", "genai_prices")
 MCP_PROBE = """
 import sys
@@ -144,9 +197,9 @@ def test_the_question_from_stdin_or_a_file(
     asked: list[str] = []
     real_prepare = service.prepare
 
-    def prepare(settings, question, options):  # type: ignore[no-untyped-def]
+    def prepare(settings, question, options, *flags):  # type: ignore[no-untyped-def]
         asked.append(question)
-        return real_prepare(settings, question, options)
+        return real_prepare(settings, question, options, *flags)
 
     monkeypatch.setattr(service, "prepare", prepare)
     result = CliRunner().invoke(app, ["-", "--estimate"], env=no_model, input="From stdin?\n")

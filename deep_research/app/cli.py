@@ -18,12 +18,12 @@ import errno
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
 
-from deep_research.app.cli_common import JsonOpt, print_json
+from deep_research.app.cli_common import JsonOpt, error_code, error_json, print_json
 from deep_research.app.kb_cli import kb_app
 from deep_research.app.sessions_cli import sessions_app
 from deep_research.core.errors import (
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 _debug = False
 MAX_QUESTION_BYTES = 64_000
 _ROOT_OPTIONS = ("--help", "-h", "--version", "--install-completion", "--show-completion")
+_JSON_ERRORS = "deep_research.json_errors"
+"""``ctx.meta`` key: the command was given --json, so an error is also a JSON object."""
 
 
 class DefaultToRun(TyperGroup):
@@ -49,6 +51,7 @@ class DefaultToRun(TyperGroup):
 
     # typer vendors its own click; the context type is not public, hence Any.
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        ctx.meta[_JSON_ERRORS] = "--json" in (args[: args.index("--")] if "--" in args else args)
         for index, arg in enumerate(args):
             if arg == "--debug":
                 continue
@@ -64,17 +67,16 @@ class DefaultToRun(TyperGroup):
         except DeepResearchError as exc:
             if _debug:
                 raise
-            from deep_research.app import render
-
-            render.error(str(exc))
-            raise typer.Exit(exc.exit_code) from None
+            _fail(ctx, str(exc), error_code(exc), exc.exit_code)
         except KeyboardInterrupt:
-            from deep_research.app import render
-
-            render.error("interrupted")
-            raise typer.Exit(EXIT_INTERRUPTED) from None
-        except (typer.Exit, typer.Abort, typer.TyperException):
-            raise  # click's own: usage errors, --help, an answered "no"
+            _fail(ctx, "interrupted", "interrupted", EXIT_INTERRUPTED)
+        except (typer.Exit, typer.Abort):
+            raise  # --help, an answered "no", an exit code chosen by the command
+        except typer.TyperException as exc:  # click's usage errors, which it prints itself
+            exit_code = getattr(exc, "exit_code", 2)
+            if ctx.meta.get(_JSON_ERRORS) and hasattr(exc, "format_message"):
+                print_json(error_json("bad_request", exc.format_message(), exit_code))
+            raise
         except BrokenPipeError:
             # `... | head -1`: the reader has what it wanted. Point stdout at /dev/null so
             # the interpreter's last flush cannot raise again, and end quietly.
@@ -85,21 +87,25 @@ class DefaultToRun(TyperGroup):
         except Exception as exc:
             if _debug:
                 raise
-            from deep_research.app import render
-
             storage = storage_error(exc) if isinstance(exc, OSError) else None
             if storage is not None:  # a read-only data directory or a full disk: not a bug
-                render.error(str(storage))
-                raise typer.Exit(storage.exit_code) from None
+                _fail(ctx, str(storage), error_code(storage), storage.exit_code)
             from deep_research.app.crash import scrub, write_crash_log
 
             log = write_crash_log(exc)
             where = f"the traceback is in {log}" if log else "no log could be written"
-            render.error(
-                scrub(f"unexpected {type(exc).__name__}: {exc}")
-                + f" (a bug: {where}; --debug shows it here)"
-            )
-            raise typer.Exit(EXIT_BUG) from None
+            message = scrub(f"unexpected {type(exc).__name__}: {exc}")
+            _fail(ctx, f"{message} (a bug: {where}; --debug shows it here)", "internal", EXIT_BUG)
+
+
+def _fail(ctx: Any, message: str, code: str, exit_code: int) -> NoReturn:
+    """An error's one line on stderr (and, after --json, its JSON object on stdout)."""
+    from deep_research.app import render
+
+    render.error(message)
+    if ctx.meta.get(_JSON_ERRORS):
+        print_json(error_json(code, message, exit_code))
+    raise typer.Exit(exit_code) from None
 
 
 _STORAGE_ERRNOS = {
@@ -193,6 +199,18 @@ BUDGET_FLAGS = {
     "max_runtime_seconds": "--max-runtime",
 }
 """The budget flags by the limit each sets: a bad value is a usage error naming the flag."""
+RUN_FLAGS = BUDGET_FLAGS | {
+    "max_parallel": "--max-parallel",
+    "chat_model": "--chat-model",
+    "planner_model": "--planner-model",
+    "branch_model": "--branch-model",
+    "web_model": "--web-model",
+    "web_effort": "--web-effort",
+    "kb_name": "--kb",
+    "web_engine": "--web-engine",
+    "search_provider": "--search-provider",
+}
+"""Every ``run`` flag by the ``RunOptions`` field it sets (see ``service.prepare``)."""
 
 
 @app.command()
@@ -263,15 +281,6 @@ def run(
     from deep_research.app.config import load_settings
 
     question = _read_question(question, question_file)
-    service.check_budget(
-        {
-            "max_iterations": max_iterations,
-            "max_cost_usd": max_cost,
-            "max_total_tokens": max_tokens,
-            "max_runtime_seconds": max_runtime,
-        },
-        BUDGET_FLAGS,
-    )
     options = service.RunOptions(
         max_parallel=max_parallel,
         max_iterations=max_iterations,
@@ -289,11 +298,12 @@ def run(
         web_engine=web_engine,
         search_provider=search_provider,
     )
-    prepared = service.prepare(load_settings(), question, options)
+    # Every check a user can fail (question, flags, settings) runs before the engine loads.
+    prepared = service.prepare(load_settings(), question, options, RUN_FLAGS)
     if not prepared.extractive:
         import asyncio
 
-        prepared = asyncio.run(service.choose_engine(prepared))
+        prepared = asyncio.run(service.choose_engine(prepared, _info(as_json)))
     free = prepared.extractive and prepared.engine is None
     if estimate_only and free:
         if as_json:
@@ -339,7 +349,10 @@ def resume(
     )
     # Validates the values given before anything is read.
     service.check_budget(budget.given(), BUDGET_FLAGS)
-    settings = load_settings(max_parallel_branches=max_parallel, **budget.given())
+    settings = load_settings().with_flags(
+        BUDGET_FLAGS | {"max_parallel_branches": "--max-parallel"},
+        {"max_parallel_branches": max_parallel, **budget.given()},
+    )
     with service.reopen(
         settings,
         session_id,
@@ -532,9 +545,11 @@ def _drive(run: service.Run, *, as_json: bool) -> None:
                 if running
                 else ""
             )
-            render.info(
-                f"interrupted; saved. Resume with: deep-research resume {state.session_id}." + jobs
-            )
+            message = f"interrupted; saved. Resume with: deep-research resume {state.session_id}."
+            render.info(message + jobs)
+            if as_json:
+                error = error_json("interrupted", message + jobs, EXIT_INTERRUPTED)
+                print_json({"error": error["error"] | {"session_id": state.session_id}})
             raise typer.Exit(EXIT_INTERRUPTED) from None
     if as_json:
         print_json(run_summary(state))

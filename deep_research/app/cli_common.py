@@ -1,4 +1,5 @@
-"""What every command shares: the --json option and how a run is summarised as JSON."""
+"""What every command shares: the --json option, how a run is summarised as JSON, and an
+error as JSON (the HTTP API's codes)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,17 @@ import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from deep_research.core.errors import (
+    ConfigError,
+    DeepResearchError,
+    KnowledgeBaseError,
+    ProviderError,
+    SessionError,
+    SessionLocked,
+    StorageError,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     from deep_research.core.models import SessionState
@@ -71,6 +83,29 @@ def hit_json(hit: Hit) -> dict[str, object]:
         "text": hit.text,
         "locator": hit.locator,
     }
+
+
+ERROR_CODES: tuple[tuple[type[DeepResearchError], str], ...] = (
+    (SessionLocked, "session_busy"),
+    (SessionError, "unknown_session"),
+    (UsageError, "bad_request"),
+    (ConfigError, "invalid_settings"),
+    (KnowledgeBaseError, "knowledge_base"),
+    (ProviderError, "provider_failed"),
+    (StorageError, "storage"),
+    (DeepResearchError, "failed"),
+)
+"""Each error's stable code (most specific first): the HTTP API's, so a script reads one
+set. Beyond these: ``interrupted`` (Ctrl-C) and ``internal`` (a bug)."""
+
+
+def error_code(exc: DeepResearchError) -> str:
+    return next(code for kind, code in ERROR_CODES if isinstance(exc, kind))
+
+
+def error_json(code: str, message: str, exit_code: int) -> dict[str, Any]:
+    """A failed ``--json`` command's one object: ``{"error": {code, message, exit_code}}``."""
+    return {"error": {"code": code, "message": " ".join(message.split()), "exit_code": exit_code}}
 
 
 def print_json(value: object) -> None:

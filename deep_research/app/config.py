@@ -2,29 +2,39 @@
 
 Every setting is read from the environment (``DEEP_RESEARCH_<NAME>``, plus the
 standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``) or from a `.env` file in the
-working directory. Per-run CLI flags override them with ``Settings.with_overrides``.
-Secrets are ``SecretStr`` and are never written to sessions, logs or caches.
+working directory (the environment wins), names matched case-insensitively and
+JSON-decoded for the settings that are mappings. Per-run CLI flags override them with
+``Settings.with_flags`` (a bad value names its flag: exit 2); a bad value in the environment
+or `.env` names its variable (exit 3). Secrets are ``SecretStr`` and are never written to
+sessions, logs or caches.
+
+Read here rather than with pydantic-settings: importing it (and the asyncio it imports)
+cost ``sessions list`` a third of its start-up.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import (
     AliasChoices,
+    BaseModel,
+    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
     ValidationInfo,
     field_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from deep_research.core.errors import ConfigError
+from deep_research.core.errors import ConfigError, UsageError
 from deep_research.core.models import (
     MAX_COST_USD,
     CostUSD,
@@ -76,15 +86,19 @@ def data_home() -> Path:
     return Path(given).expanduser() if given else default_home()
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="DEEP_RESEARCH_",
-        env_file=".env",
-        env_file_encoding="utf-8",
-        extra="ignore",
-        validate_assignment=True,
-        populate_by_name=True,
-    )
+ENV_PREFIX = "DEEP_RESEARCH_"
+ENV_FILE = ".env"
+MAX_MODEL_NAME = 200
+
+
+class Settings(BaseModel):
+    """Every setting. ``Settings(**values)`` reads the environment and ``_env_file`` under
+    ``values`` (as pydantic-settings did); ``load_settings`` also names a bad value's variable."""
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=True, populate_by_name=True)
+
+    def __init__(self, _env_file: str | None = ENV_FILE, **values: Any) -> None:
+        super().__init__(**(read_environment(_env_file)[0] | values))
 
     # --- provider -------------------------------------------------------------
     openai_api_key: SecretStr | None = Field(
@@ -242,7 +256,7 @@ class Settings(BaseSettings):
     home: Path = Field(default_factory=default_home)
 
     # --- knowledge base -------------------------------------------------------
-    kb_name: str = Field(default="default", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+    kb_name: str = "default"
     kb_path: Path = Path("kb")
     embedding_provider: EmbeddingProvider = "local"
     openai_embedding_model: str = "text-embedding-3-small"
@@ -272,6 +286,34 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"must be at least {MIN_TOKEN_CHARS} characters (it guards your money); make "
                 'one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
+            )
+        return value
+
+    @field_validator(
+        "planner_model",
+        "synthesizer_model",
+        "judge_model",
+        "branch_model",
+        "summarizer_model",
+        "web_model",
+        "openai_embedding_model",
+    )
+    @classmethod
+    def _model_name(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name a model")
+        if len(value) > MAX_MODEL_NAME or any(c.isspace() or not c.isprintable() for c in value):
+            raise ValueError(
+                f"is not a model name (no spaces, at most {MAX_MODEL_NAME} characters)"
+            )
+        return value
+
+    @field_validator("kb_name")
+    @classmethod
+    def _kb_name(cls, value: str) -> str:
+        if not _KB_NAME.fullmatch(value):
+            raise ValueError(
+                "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
             )
         return value
 
@@ -346,18 +388,25 @@ class Settings(BaseSettings):
 
     def with_overrides(self, **values: Any) -> Settings:
         """A copy with per-run values applied (None means "not given"), validated."""
+        return self.with_flags({}, values)
+
+    def with_flags(self, flags: Mapping[str, str], values: Mapping[str, Any]) -> Settings:
+        """``with_overrides``, where ``flags`` names the command-line flag that gave a setting
+        its value: a bad one is then a usage error naming the flag (exit 2), not the setting."""
         given = {k: v for k, v in values.items() if v is not None}
         if not given:
             return self
         copy = self.model_copy()
-        try:
-            for name, value in given.items():
-                if name not in type(self).model_fields:
-                    raise ValueError(f"unknown setting {name!r}")
+        for name, value in given.items():
+            if name not in type(self).model_fields:
+                raise ValueError(f"unknown setting {name!r}")
+            try:
                 # Validated on assignment; not re-reading the environment and .env (~10 ms).
                 setattr(copy, name, value)
-        except ValidationError as exc:
-            raise ConfigError(describe_validation_error(exc)) from None
+            except ValidationError as exc:
+                if name in flags:
+                    raise UsageError(f"{flags[name]} {_reason(exc)} (got {value!r})") from None
+                raise ConfigError(describe_validation_error(exc)) from None
         return copy
 
 
@@ -366,14 +415,77 @@ SECRETS = frozenset(
 )
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """One line naming the first bad setting, e.g. `max_parallel_branches: ...`."""
+def describe_validation_error(exc: ValidationError, origin: Mapping[str, str] = {}) -> str:
+    """One line naming the first bad setting: its variable, when ``origin`` (setting ->
+    where it was read) says where it came from, else the setting."""
     first = exc.errors()[0]
-    loc = ".".join(str(part) for part in first["loc"]) or "settings"
-    why = first["msg"].removeprefix("Value error, ")  # our validators' own words
-    if loc in SECRETS:  # a bad secret is still a secret: never echoed
-        return f"invalid setting {loc}: {why}"
-    return f"invalid setting {loc}: {why} (got {first.get('input')!r})"
+    parts = [str(part) for part in first["loc"]]
+    field = _field_named(parts[0]) if parts else ""
+    where = origin.get(field, f"setting {'.'.join(parts) or 'settings'}")
+    inner = ".".join(parts[1:]) + ": " if field in origin and len(parts) > 1 else ""
+    if field in SECRETS:  # a bad secret is still a secret: never echoed
+        return f"invalid {where}: {inner}{_reason(exc)}"
+    return f"invalid {where}: {inner}{_reason(exc)} (got {first.get('input')!r})"
+
+
+def _reason(exc: ValidationError) -> str:
+    """Why the first value is refused, in the words the CLI uses (``must be …``)."""
+    why = exc.errors()[0]["msg"].removeprefix("Value error, ")  # our validators' own words
+    return why.replace("Input should be", "must be")
+
+
+def _field_named(name: str) -> str:
+    """The setting ``name`` is, or is an alias of (an error's location may be either)."""
+    if name in Settings.model_fields:
+        return name
+    for field in Settings.model_fields:
+        if name in variables(field):
+            return field
+    return name
+
+
+def variables(field: str) -> tuple[str, ...]:
+    """The environment variables that set ``field``, the preferred first."""
+    alias = Settings.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices):
+        return tuple(c for c in alias.choices if isinstance(c, str) and c.isupper())
+    return (ENV_PREFIX + field.upper(),)
+
+
+def read_environment(env_file: str | None = ENV_FILE) -> tuple[dict[str, Any], dict[str, str]]:
+    """Every setting given in the environment or ``env_file`` (the environment wins), and
+    where each was read: ``DEEP_RESEARCH_X``, or ``DEEP_RESEARCH_X in /path/.env``."""
+    sources = [({name.upper(): value for name, value in os.environ.items()}, "")]
+    dotenv = Path(env_file) if env_file else None
+    if dotenv is not None and dotenv.is_file():
+        from dotenv import dotenv_values  # only when there is a file: a third of its cost
+
+        found = dotenv_values(dotenv, encoding="utf-8")
+        given = {name.upper(): value for name, value in found.items() if value is not None}
+        sources.append((given, f" in {dotenv.resolve()}"))
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for field, info in Settings.model_fields.items():
+        names = variables(field)
+        hit = next(
+            ((source[n], n + where) for source, where in sources for n in names if n in source),
+            None,
+        )
+        if hit is None:
+            continue
+        raw, origin[field] = hit
+        if get_origin(info.annotation) in (dict, list, tuple):
+            try:
+                raw = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(
+                    f"invalid {origin[field]}: not JSON ({exc.msg}, character {exc.pos})"
+                ) from None
+        values[field] = raw
+    return values, origin
+
+
+_KB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 
 
 def unreadable_dotenv(exc: UnicodeDecodeError) -> ConfigError:
@@ -386,9 +498,11 @@ def unreadable_dotenv(exc: UnicodeDecodeError) -> ConfigError:
 def load_settings(**overrides: Any) -> Settings:
     """Read the environment and `.env`, then apply per-run overrides."""
     try:
-        settings = Settings()
-    except ValidationError as exc:
-        raise ConfigError(describe_validation_error(exc)) from None
+        values, origin = read_environment()
     except UnicodeDecodeError as exc:
         raise unreadable_dotenv(exc) from None
+    try:
+        settings = Settings.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, origin)) from None
     return settings.with_overrides(**overrides)

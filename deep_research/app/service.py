@@ -19,7 +19,6 @@ inside its lock (never a stale snapshot) and replays its ``RunSpec``.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -153,10 +152,38 @@ def limits_of(settings: Settings) -> Limits:
     )
 
 
-def prepare(settings: Settings, question: str, options: RunOptions) -> Prepared:
-    """A new run's settings (``options`` over ``settings``), validated; nothing is saved."""
-    from deep_research.app import wiring
+OPTION_SETTINGS: dict[str, tuple[str, ...]] = {
+    "max_parallel": ("max_parallel_branches",),
+    "max_iterations": ("max_iterations",),
+    "max_cost_usd": ("max_cost_usd",),
+    "max_total_tokens": ("max_total_tokens",),
+    "max_runtime_seconds": ("max_runtime_seconds",),
+    "chat_model": (
+        "planner_model", "branch_model", "summarizer_model", "synthesizer_model", "judge_model"
+    ),
+    "planner_model": ("planner_model",),  # after chat_model: a role's own model wins
+    "branch_model": ("branch_model",),
+    "web_model": ("web_model",),
+    "web_effort": ("web_reasoning_effort",),
+    "kb_name": ("kb_name",),
+    "web_engine": ("web_engine",),
+    "search_provider": ("search_provider",),
+}
+"""The settings each ``RunOptions`` field sets."""
 
+
+def prepare(
+    settings: Settings,
+    question: str,
+    options: RunOptions,
+    flags: Mapping[str, str] | None = None,
+) -> Prepared:
+    """A new run's settings (``options`` over ``settings``), validated; nothing is saved.
+
+    ``flags`` (option -> the command-line flag that gives it) makes a bad value a usage
+    error naming its flag. Everything a user can get wrong is checked before the engine's
+    modules load (seconds), so a mistake fails at once."""
+    flags = flags or {}
     question = clean_question(question)
     check_budget(
         {
@@ -164,28 +191,25 @@ def prepare(settings: Settings, question: str, options: RunOptions) -> Prepared:
             "max_cost_usd": options.max_cost_usd,
             "max_total_tokens": options.max_total_tokens,
             "max_runtime_seconds": options.max_runtime_seconds,
-        }
+        },
+        flags,
     )
     if options.kb_only and options.web_only:
         raise UsageError("--kb-only and --web-only exclude each other")
-    chat = options.chat_model
-    settings = settings.with_overrides(
-        max_parallel_branches=options.max_parallel,
-        max_iterations=options.max_iterations,
-        max_cost_usd=options.max_cost_usd,
-        max_total_tokens=options.max_total_tokens,
-        max_runtime_seconds=options.max_runtime_seconds,
-        planner_model=options.planner_model or chat,
-        branch_model=options.branch_model or chat,
-        summarizer_model=chat,
-        synthesizer_model=chat,
-        judge_model=chat,
-        web_model=options.web_model,
-        web_reasoning_effort=options.web_effort,
-        kb_name=options.kb_name,
-        web_engine=options.web_engine,
-        search_provider=options.search_provider,
-    )
+    overrides: dict[str, object] = {}
+    named: dict[str, str] = {}
+    for option, targets in OPTION_SETTINGS.items():
+        value = getattr(options, option)
+        if value is None:
+            continue
+        for target in targets:
+            overrides[target] = value
+            named.pop(target, None)
+            if option in flags:
+                named[target] = flags[option]
+    settings = settings.with_flags(named, overrides)
+    from deep_research.app import wiring
+
     policy: SourcePolicy = (
         "kb_only" if options.kb_only else "web_only" if options.web_only else "auto"
     )
@@ -230,10 +254,12 @@ async def check_models(prepared: Prepared) -> list[str]:
         return await preflight.check_live_models(settings, client, refs, today=date.today())
 
 
-async def choose_engine(prepared: Prepared) -> Prepared:
+async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prepared:
     """``auto`` on a server other than OpenAI's: research jobs when the server serves the web
     model (asked once, the answer cached for a day), search-and-read when it does not or
-    cannot say. Any other choice is returned as it is."""
+    cannot say, said in one line to ``on_info``. A web model the user chose (a flag, or
+    ``DEEP_RESEARCH_WEB_MODEL``) that the server does not serve is a ``ConfigError``: never
+    a silent switch. Any other choice is returned as it is."""
     settings = prepared.settings
     undecided = settings.web_engine == "auto" and prepared.engine == "search"
     if not undecided or settings.on_openai or not settings.check_models:
@@ -255,9 +281,26 @@ async def choose_engine(prepared: Prepared) -> Prepared:
         cache.close()
     status = found[settings.web_model]
     shut_down = status.shutdown_date is not None and status.shutdown_date <= date.today()
-    if status.known is not True or shut_down:
-        return prepared
-    return dataclasses.replace(prepared, engine="openai", spec=wiring.job_spec(settings))
+    if status.known is True and not shut_down:
+        return dataclasses.replace(prepared, engine="openai", spec=wiring.job_spec(settings))
+    from deep_research.app.doctor import mask_url
+
+    server, model = mask_url(settings.openai_base_url or ""), settings.web_model
+    if status.known is None:
+        why = f"{server} cannot say whether it serves {model}"
+        force = "--web-engine openai runs research jobs anyway"
+    else:
+        if "web_model" in settings.model_fields_set:  # named by the user: never ignored
+            raise ConfigError(
+                f"{server} does not serve the web model {model} (--web-model, "
+                "DEEP_RESEARCH_WEB_MODEL): name a model it serves, or --web-engine search "
+                "to search and read pages with the branch model"
+            )
+        why = f"{server} does not serve {model}"
+        force = "--web-model picks one it serves"
+    if on_info is not None:
+        on_info(f"web research: {why}, so branches search and read pages instead ({force})")
+    return prepared
 
 
 @contextmanager
@@ -293,10 +336,8 @@ def reopen(
     on_info: Info,
 ) -> Iterator[Run]:
     """A saved session, loaded inside its lock, with its ``RunSpec`` replayed over today's
-    settings; only ``budget`` and ``max_parallel`` override it."""
-    from deep_research.app import wiring
-    from deep_research.core.tree import ResearchTree
-
+    settings; only ``budget`` and ``max_parallel`` override it. An unknown id fails before
+    the engine's modules load."""
     check_budget(budget.given())  # before the session is touched: it is saved as given
     store = SessionStore(settings.sessions_dir)
     session_id = store.resolve(session_id)
@@ -304,6 +345,9 @@ def reopen(
     # stale snapshot (whose done nodes would run, and be paid for, again).
     with store.lock(session_id):
         state = store.load(session_id)
+        from deep_research.app import wiring
+        from deep_research.core.tree import ResearchTree
+
         settings = wiring.replay(settings, state.run_spec, max_parallel=max_parallel)
         state.limits = state.limits.model_copy(update=budget.given())
         if state.mode == "llm" and not settings.has_model:
@@ -531,6 +575,8 @@ async def cancel(settings: Settings, session_id: str) -> CancelResult:
         raise ConfigError(
             "cancelling jobs needs the provider: set OPENAI_API_KEY or OPENAI_BASE_URL"
         )
+    import asyncio
+
     import openai
 
     from deep_research.adapters.web.openai_jobs import ResponsesJobs

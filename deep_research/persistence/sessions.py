@@ -31,7 +31,6 @@ Invariants:
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import contextlib
 import fcntl
@@ -433,6 +432,8 @@ class Checkpointer:
     """
 
     def __init__(self, store: SessionStore) -> None:
+        import asyncio  # here, not at the top: `sessions list` starts without it (~25 ms)
+
         self._store = store
         self._seq = 0
         self._pending: dict[str, tuple[int, str]] = {}
@@ -461,6 +462,8 @@ class Checkpointer:
             self._written[session_id] = seq
 
     async def save(self, state: SessionState) -> None:
+        import asyncio
+
         seq = self._snapshot(state)
         async with self._loop_lock:
             if self._written.get(state.session_id, 0) >= seq:

@@ -415,9 +415,12 @@ SECRETS = frozenset(
 )
 
 
-def describe_validation_error(exc: ValidationError, origin: Mapping[str, str] = {}) -> str:
+def describe_validation_error(
+    exc: ValidationError, origin: Mapping[str, str] | None = None
+) -> str:
     """One line naming the first bad setting: its variable, when ``origin`` (setting ->
     where it was read) says where it came from, else the setting."""
+    origin = origin or {}
     first = exc.errors()[0]
     parts = [str(part) for part in first["loc"]]
     field = _field_named(parts[0]) if parts else ""
@@ -458,7 +461,7 @@ def read_environment(env_file: str | None = ENV_FILE) -> tuple[dict[str, Any], d
     sources = [({name.upper(): value for name, value in os.environ.items()}, "")]
     dotenv = Path(env_file) if env_file else None
     if dotenv is not None and dotenv.is_file():
-        from dotenv import dotenv_values  # only when there is a file: a third of its cost
+        from dotenv import dotenv_values  # imported only when there is a file (~15 ms)
 
         found = dotenv_values(dotenv, encoding="utf-8")
         given = {name.upper(): value for name, value in found.items() if value is not None}

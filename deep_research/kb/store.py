@@ -8,9 +8,10 @@ Layout of ``settings.kb_dir / <name>``::
     bm25.npz        the lexical index, derived from the chunks           (see lexical.py)
     .lock           held by the one process that writes (ingest, rm)
 
-Chunks are embedded by the store's own embedder (so an ingest can show progress and
-use every core) and written, vectors included, to the chromadb collection; reads
-(search, locators, the BM25 rebuild) go to the same collection.
+Chunks are written through langchain-chroma's public API (``add_texts``, ``delete``), a
+slice of the embedder's ``progress_step`` chunks at a time, so an ingest can say how many
+are embedded; reads (search, locators, the BM25 rebuild) go to the chromadb collection
+directly.
 A chunk's stored document is its ``indexed_text`` (title, heading path, text), which is
 what the embedding model and BM25 both see; ``text_start`` in its metadata marks where
 the chunk's own text begins. Chunks written before roots existed have no ``root`` and no
@@ -33,11 +34,11 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import chromadb
 import httpx
@@ -46,6 +47,9 @@ from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import ChromaError, NotFoundError
 
 from deep_research.app.config import Settings
+
+if TYPE_CHECKING:
+    from langchain_chroma import Chroma
 from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
 from deep_research.kb.chunking import Chunk, document_key, indexed_text
 from deep_research.kb.embeddings import Done, NamedEmbeddings, make_embeddings
@@ -227,6 +231,7 @@ class KBStore:
         name: str,
         embeddings: NamedEmbeddings,
         client: ClientAPI,
+        vectorstore: Callable[[], Chroma],
         collection: Any,
     ) -> None:
         self.settings = settings
@@ -234,12 +239,23 @@ class KBStore:
         self.embeddings = embeddings
         self.directory = settings.kb_dir / name
         self.client = client
+        self._make_vectorstore = vectorstore
+        self._vectorstore: Chroma | None = None
         self.collection = collection
-        """The chromadb collection itself."""
+        """Reads: the chromadb collection itself."""
         self._lock = threading.RLock()
         self._write_lock = threading.Lock()
         self._lexical: LexicalIndex | None = None
         self._roots: tuple[tuple[int, int, int], Manifest | None] | None = None
+
+    @property
+    def vectorstore(self) -> Chroma:
+        """Writes: langchain-chroma's public API (loaded on the first write: it takes half a
+        second to import, and searching never needs it)."""
+        with self._lock:
+            if self._vectorstore is None:
+                self._vectorstore = self._make_vectorstore()
+            return self._vectorstore
 
     @property
     def location(self) -> str:
@@ -303,21 +319,21 @@ class KBStore:
             bump_generation(self.directory)
 
     def upsert(self, chunks: Sequence[Chunk], progress: Done | None = None) -> None:
-        """Embed the chunks (telling ``progress`` how many are embedded so far), then write
-        them. The chunks stay as they were until every vector is ready."""
+        """Embed and write the chunks a slice at a time (the embedder's ``progress_step``,
+        large enough to keep every core busy), telling ``progress`` how many are done."""
         if not chunks:
             return
-        vectors = self.embeddings.embed_many([c.indexed_text for c in chunks], progress)
-        step = self._step()
+        step = max(1, min(self._step(), self.embeddings.progress_step))
         with self._changing("writing chunks"):
             for start in range(0, len(chunks), step):
                 batch = chunks[start : start + step]
-                self.collection.upsert(
-                    ids=[c.id for c in batch],
-                    embeddings=vectors[start : start + step],
-                    documents=[c.indexed_text for c in batch],
+                self.vectorstore.add_texts(
+                    texts=[c.indexed_text for c in batch],
                     metadatas=[_chroma_metadata(c) for c in batch],
+                    ids=[c.id for c in batch],
                 )
+                if progress:
+                    progress(start + len(batch))
 
     def delete(self, ids: Sequence[str]) -> None:
         if not ids:
@@ -325,7 +341,7 @@ class KBStore:
         step = self._step()
         with self._changing("deleting chunks"):
             for start in range(0, len(ids), step):
-                self.collection.delete(ids=list(ids[start : start + step]))
+                self.vectorstore.delete(ids=list(ids[start : start + step]))
 
     def count(self) -> int:
         with _store_errors("counting chunks"):
@@ -499,16 +515,25 @@ def open_kb(
         if stored != model_id:
             raise _mismatch(name, str(stored), model_id)
     directory.mkdir(parents=True, exist_ok=True)
+
+    def vectorstore() -> Chroma:
+        from langchain_chroma import Chroma
+
+        with _store_errors("opening the knowledge base"):
+            return Chroma(
+                collection_name=cname,
+                embedding_function=embeddings,
+                client=client,
+                collection_metadata={META_MODEL: model_id, META_NAME: name},
+                collection_configuration={"hnsw": {"space": "cosine"}},
+            )
+
     collection = existing
     if collection is None:
+        vectorstore()  # creates the collection, with our metadata
         with _store_errors("opening the knowledge base"):
-            collection = client.get_or_create_collection(
-                cname,
-                embedding_function=None,  # vectors come from `embeddings`, never from Chroma
-                metadata={META_MODEL: model_id, META_NAME: name},
-                configuration={"hnsw": {"space": "cosine"}},
-            )
-    return KBStore(settings, name, embeddings, client, collection)
+            collection = client.get_collection(cname, embedding_function=None)
+    return KBStore(settings, name, embeddings, client, vectorstore, collection)
 
 
 def list_kbs(settings: Settings) -> list[str]:

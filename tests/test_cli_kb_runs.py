@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,10 @@ def test_extractive_mode_end_to_end_ingests_kb_first(kb_env: dict[str, str]) -> 
     code, out, err = cli(env, "When does a research node start, and how are costs capped?")
     assert code == 0, err
     assert "ingesting kb/ first" in err
+    told = re.findall(r"embedded (\d+)/(\d+) chunks", err)
+    assert told, "the first run's ingest says how far it is"
+    assert told[-1][0] == told[-1][1], "up to the last chunk"
+    assert len(told) <= 4, "a line a quarter, not a line a chunk"
     assert "extractive mode" in err
     assert "Extractive mode" in out
     assert "judge" not in err, "no model judged an extractive run: nothing may say one did"

@@ -342,11 +342,19 @@ def knowledge_base(
     root = settings.kb_path
     if not root.is_dir():
         return None
-    from deep_research.kb.ingest import ingest
+    from deep_research.kb.ingest import IngestProgress, ingest
 
     on_info(f"knowledge base {settings.kb_name!r} is empty: ingesting {root}/ first")
     store = open_kb(settings, create=True)
-    summary = ingest(store, root)
+    told = [0]
+
+    def progress(state: IngestProgress) -> None:
+        # A line at each quarter of the chunks: the first run is not silent for a minute.
+        if state.chunks_total and state.chunks_done * 4 >= (told[0] + 1) * state.chunks_total:
+            told[0] = state.chunks_done * 4 // state.chunks_total
+            on_info(f"embedded {state.chunks_done}/{state.chunks_total} chunks")
+
+    summary = ingest(store, root, progress=progress)
     on_info(f"ingested {summary.chunks} chunks from {root}/ in {summary.seconds:.1f}s")
     return store
 

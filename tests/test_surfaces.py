@@ -136,3 +136,16 @@ def test_doctor_masks_credentials_in_the_base_url(tmp_path: Path, url: str, show
     assert isinstance(settings, dict)
     assert settings["openai_base_url"] == shown
     assert "s3cret-pass" not in json.dumps(report)
+
+
+def test_doctor_masks_credentials_in_every_url_setting(tmp_path: Path) -> None:
+    env = {
+        **fresh_env(tmp_path),
+        "DEEP_RESEARCH_SEARXNG_URL": "https://admin:hunter2-pass@searx.example/",
+        "DEEP_RESEARCH_CHROMA_HOST": "http://kb:hunter2-pass@chroma.internal",
+    }
+    _, report = doctor(tmp_path, env=env)
+    settings = report["settings"]
+    assert isinstance(settings, dict)
+    assert settings["searxng_url"] == "https://***@searx.example/"
+    assert "hunter2-pass" not in json.dumps(report)

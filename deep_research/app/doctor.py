@@ -17,12 +17,13 @@ import asyncio
 import importlib
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Literal
 
 from deep_research.app.config import Settings
+from deep_research.app.urls import mask_url
 from deep_research.core.errors import DeepResearchError
 
 if TYPE_CHECKING:
@@ -229,28 +230,19 @@ async def _unreachable_models(prepared: Prepared) -> str | None:
 
 
 def _masked(settings: Settings) -> dict[str, Any]:
-    secrets = {n for n in type(settings).model_fields if n.endswith(("_api_key", "_token"))}
+    """Every setting as the doctor shows it: secrets as set / not set, URLs without the
+    credentials they may carry (people paste this into bug reports)."""
+    from deep_research.app.config import SECRETS
+
     shown: dict[str, Any] = {}
     for name, value in settings.model_dump(mode="json").items():
-        if name in secrets:
+        if name in SECRETS:
             shown[name] = "set" if value else "not set"
-        elif name == "openai_base_url" and value:
-            shown[name] = mask_url(str(value))
+        elif isinstance(value, str) and (name.endswith("_url") or name == "chroma_host"):
+            shown[name] = mask_url(value)
         else:
             shown[name] = value
     return shown
-
-
-def mask_url(url: str) -> str:
-    """A URL with the credentials it may carry (``user:pass@``, ``?key=``) masked."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rsplit("@", 1)[1]
-    query = urlencode([(k, "***") for k, _ in parse_qsl(parts.query, keep_blank_values=True)])
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 async def doctor(settings: Settings) -> dict[str, Any]:
@@ -275,6 +267,7 @@ async def doctor(settings: Settings) -> dict[str, Any]:
         check_page(),
         Check("price data", "ok", _price_data()),
     ]
+    checks = _without_credentials(checks, settings)
     return {
         "version": version("deep-research"),
         "python": python,
@@ -289,6 +282,26 @@ async def doctor(settings: Settings) -> dict[str, Any]:
         "problems": [f"{c.name}: {c.detail}" for c in checks if c.status == "fail"],
         "seconds": round(time.perf_counter() - started, 2),
     }
+
+
+def _without_credentials(checks: list[Check], settings: Settings) -> list[Check]:
+    """The checks with every URL setting's credentials masked wherever an error quoted it
+    (a store or client names the server it could not reach)."""
+    raw = {
+        value: mask_url(value)
+        for name, value in settings.model_dump(mode="json").items()
+        if isinstance(value, str) and (name.endswith("_url") or name == "chroma_host")
+        and mask_url(value) != value
+    }
+    if not raw:
+        return checks
+
+    def clean(text: str | None) -> str | None:
+        for value, masked in raw.items():
+            text = text.replace(value, masked) if text else text
+        return text
+
+    return [replace(c, detail=clean(c.detail) or "", fix=clean(c.fix)) for c in checks]
 
 
 def _price_data() -> str:

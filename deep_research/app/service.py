@@ -283,7 +283,7 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
     shut_down = status.shutdown_date is not None and status.shutdown_date <= date.today()
     if status.known is True and not shut_down:
         return dataclasses.replace(prepared, engine="openai", spec=wiring.job_spec(settings))
-    from deep_research.app.doctor import mask_url
+    from deep_research.app.urls import mask_url
 
     server, model = mask_url(settings.openai_base_url or ""), settings.web_model
     if status.known is None:

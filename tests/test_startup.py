@@ -313,3 +313,15 @@ def test_a_crash_log_masks_short_secrets_and_falls_back_to_a_private_folder(
     text = log.read_text()
     assert short not in text
     assert "<EXA_API_KEY (settings)>" in text
+
+
+def test_a_short_dummy_key_is_masked_as_a_word_without_garbling_the_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from deep_research.app import crash
+
+    monkeypatch.setenv("OPENAI_API_KEY", "x")  # a local server's dummy key
+    scrubbed = crash.scrub("unexpected IndexError in /home/alex/x/run.py with key x")
+    assert scrubbed == (
+        "unexpected IndexError in /home/alex/<OPENAI_API_KEY>/run.py with key <OPENAI_API_KEY>"
+    )

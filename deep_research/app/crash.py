@@ -18,6 +18,8 @@ SECRET_VARIABLES = (
     "BRAVE_API_KEY",
     "EXA_API_KEY",
 )
+LONG_SECRET = 8
+"""Secrets this long are masked wherever they occur; shorter ones as whole words only."""
 _KEY_SHAPED = re.compile(r"\b(sk|tvly|exa)-[A-Za-z0-9_-]{8,}")
 
 
@@ -64,10 +66,15 @@ def _private_temp_dir() -> Path | None:
 def scrub(text: str) -> str:
     """``text`` without any secret: the value of every secret setting (from the environment
     or ``.env``), however short, becomes its name, and anything shaped like an API key is
-    masked. Longer secrets first, so one that holds another is replaced whole."""
+    masked. Longer secrets first, so one that holds another is replaced whole. A short one
+    (a local server's dummy key, ``x`` or ``ollama``) is replaced only as a whole word, or it
+    would garble every word that holds its letters."""
     for name, secret in sorted(_secrets().items(), key=lambda item: -len(item[1])):
-        if secret:
+        if len(secret) >= LONG_SECRET:
             text = text.replace(secret, f"<{name}>")
+        elif secret:
+            whole = re.compile(rf"(?<![\w-]){re.escape(secret)}(?![\w-])")
+            text = whole.sub(f"<{name}>", text)
     return _KEY_SHAPED.sub(lambda m: f"{m.group(1)}-<masked>", text)
 
 

@@ -261,3 +261,14 @@ def test_long_quotes_are_cut_between_words_and_say_so() -> None:
     assert len(quote) <= len("   > ") + 300
     last_word = quote.removesuffix("…").split()[-1]
     assert last_word in long_quote.split(), "no word is cut in half"
+
+
+def test_a_bracket_after_an_escaped_backslash_is_no_citation() -> None:
+    from deep_research.app.report_html import render_html
+    from deep_research.core.report import assemble
+
+    state = SessionState(session_id="g" * 12, question="q?", sources={"S1": WEB, "S2": KB})
+    body = "Chroma handles ten million vectors [S1]. The budget page never said \\\\[2]."
+    html = render_html(assemble(state, body))
+    assert html.count('href="#source-') == 1, "only the builder's [1] is a link"
+    assert "never said \\[2]" in html

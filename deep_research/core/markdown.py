@@ -87,3 +87,14 @@ def no_definitions(markdown: str) -> str:
     followed at once by a colon; its colon is escaped (``]\\:`` renders as ``]:``). Labels
     elsewhere, in code such as ``list[int]:``, are left as they are."""
     return _DEFINITION.sub(r"\1\\:", re.sub(r"\r\n?", "\n", markdown))
+
+
+_BRACKET_AFTER_BACKSLASHES = re.compile(r"(?<!\\)((?:\\\\)+)\[")
+
+
+def no_forged_markers(markdown: str) -> str:
+    """Model-written ``markdown`` with every ``[`` that follows an even run of backslashes
+    escaped: ``\\[1]`` renders as a backslash and a live ``[1]``, which the citation rules
+    (a ``[n]`` after a backslash is literal) would not count but a reader would click."""
+    return _BRACKET_AFTER_BACKSLASHES.sub(lambda m: m.group(1) + "\\[", markdown)
+

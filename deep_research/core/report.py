@@ -69,7 +69,7 @@ def assemble(state: SessionState, body: str | None) -> Report:
     unknown = sum(1 for ref in cited_refs(body) if ref not in state.sources)
     # NUL splits the body from the appendix below: none may come from a model.
     joined = body.replace("\x00", "\ufffd") + "\n\n\x00\n\n" + appendix.replace("\x00", "\ufffd")
-    text, sources = renumber(md.no_definitions(joined), state.sources)
+    text, sources = renumber(md.no_definitions(md.no_forged_markers(joined)), state.sources)
     body_text, appendix_text = text.split("\x00", 1)
     checked = check(body_text, sources, unknown=unknown)
 

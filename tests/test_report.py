@@ -268,7 +268,7 @@ def test_a_bracket_after_an_escaped_backslash_is_no_citation() -> None:
     from deep_research.core.report import assemble
 
     state = SessionState(session_id="g" * 12, question="q?", sources={"S1": WEB, "S2": KB})
-    body = "Chroma handles ten million vectors [S1]. The budget page never said \\\\[2]."
+    body = "Chroma handles ten million vectors [S1]. The budget page never said \\\\[1]."
     html = render_html(assemble(state, body))
     assert html.count('href="#source-') == 1, "only the builder's [1] is a link"
-    assert "never said \\[2]" in html
+    assert "never said \\[1]" in html

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sys
 import threading
 
@@ -117,11 +118,14 @@ def test_a_jobs_age_ticks_between_polls_and_one_poll_is_singular(
 
 
 def test_the_last_frame_shows_the_final_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(render, "err", Console(file=open("/dev/null", "w")))  # noqa: SIM115
+    screen = Console(file=io.StringIO(), record=True, width=160, force_terminal=True)
+    monkeypatch.setattr(render, "err", screen)
     state = SessionState(session_id="s1", question="q?")
     state.nodes["n1"] = ResearchNode(id="n1", question="First sub-question")
     with render.live_view(state, enabled=True) as view:
         view.event("started n1")
         state.nodes["n1"].status = "done"  # the run ends with no event after this change
-    render.err.file.close()
-    assert view.frame.nodes[0].status == "done"
+    drawn = screen.export_text()
+    last = drawn[drawn.rindex("deep-research s1") :]  # the frame drawn last
+    assert "done" in last
+    assert "pending" not in last

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 
 from deep_research.app import config, service
 from deep_research.persistence.sessions import SessionStore
@@ -179,7 +180,8 @@ def test_sessions_list_is_one_line_a_session_at_any_width(
 
     store = sessions(env)
     long = "How do the leading vector databases handle deletes, compaction and " * 3
-    for question in (long, "Short?", "Another fairly long question about something " * 2):
+    wide = "向量数据库如何处理删除和压缩？" * 6  # two terminal cells a character
+    for question in (long, "Short?", "Another fairly long question about something " * 2, wide):
         store.create(question)
     done = subprocess.run(
         [sys.executable, "-m", "deep_research", "sessions", "list"],
@@ -188,8 +190,8 @@ def test_sessions_list_is_one_line_a_session_at_any_width(
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.rstrip("\n").splitlines()
-    assert len(lines) == 1 + 3, done.stdout  # the header, then one line each
-    assert all(len(line) <= columns for line in lines)
+    assert len(lines) == 1 + 4, done.stdout  # the header, then one line each
+    assert all(cell_len(line) <= columns for line in lines)
     assert any("Short?" in line for line in lines)
     assert any(line.rstrip().endswith("…") for line in lines), "the long question is cut"
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
@@ -213,11 +214,14 @@ def sessions_table(rows: list[SessionSummary]) -> None:
                 " ".join((row.question or row.error or "").split()),
             )
         )
-    widths = [max(len(cell[i]) for cell in cells) for i in range(len(header) - 1)]
+    widths = [max(cell_len(cell[i]) for cell in cells) for i in range(len(header) - 1)]
     room = max(out.width - sum(widths) - 2 * len(widths), 12)
     for index, cell in enumerate(cells):
-        question = cell[-1] if len(cell[-1]) <= room else cell[-1][: room - 1] + "…"
-        line = Text("  ".join(c.ljust(w) for c, w in zip(cell, widths, strict=False)))
+        # Terminal cells, not characters: a CJK character takes two.
+        question = cell[-1]
+        if cell_len(question) > room:
+            question = set_cell_size(question, room - 1) + "…"
+        line = Text("  ".join(set_cell_size(c, w) for c, w in zip(cell, widths, strict=False)))
         line.append("  " + question)
         if index == 0:
             line.stylize("bold")

@@ -636,3 +636,10 @@ def test_limits_no_flag_accepts_are_repaired_on_load(
     assert [row.status for row in store.list()] == ["interrupted"]
     store.save(repaired)
     assert store.load(state.session_id).limits == repaired.limits
+
+
+def test_a_sessions_folder_that_cannot_be_made_is_a_storage_error(tmp_path: Path) -> None:
+    (tmp_path / "sessions").write_text("a file where the sessions folder goes")
+    store = SessionStore(tmp_path / "sessions")
+    with pytest.raises(StorageError, match=r"cannot create a session in .*sessions"):
+        store.create("q")

@@ -183,14 +183,17 @@ class SessionStore:
 
     def create(self, question: str, **fields: Any) -> SessionState:
         """A new session directory with its first state.json."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        while True:
-            session_id = new_session_id()
-            try:
-                (self.root / session_id).mkdir()
-            except FileExistsError:  # 48 random bits: practically never, but never clobber
-                continue
-            break
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            while True:
+                session_id = new_session_id()
+                try:
+                    (self.root / session_id).mkdir()
+                except FileExistsError:  # 48 random bits: practically never; never clobber
+                    continue
+                break
+        except OSError as exc:  # a read-only data directory, a file where a folder goes
+            raise StorageError(f"cannot create a session in {self.root}: {exc}") from exc
         state = SessionState(session_id=session_id, question=question, **fields)
         try:
             self.save(state)
@@ -294,7 +297,7 @@ class SessionStore:
                 _atomic_write_text(path.with_name(REPORT_DATA_FILE), data)
             _atomic_write_text(path, markdown)
         except OSError as exc:
-            raise SessionError(f"cannot write the report of session {session_id}: {exc}") from exc
+            raise StorageError(f"cannot write the report of session {session_id}: {exc}") from exc
         return path
 
     # --- locking -----------------------------------------------------------------

@@ -9,9 +9,13 @@ from pathlib import Path
 import pytest
 
 from deep_research.app.config import load_settings
+from deep_research.app.home import settings_home
 from deep_research.core.errors import ConfigError
 from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli
+
+READS_EVERY_SETTING = ("sessions", "prune", "--older-than", "30d", "--dry-run")
+"""A quick command that reads every setting (`sessions list` and `show` read only the home)."""
 
 
 @pytest.fixture(autouse=True)
@@ -148,7 +152,7 @@ def test_absurd_budgets_in_the_environment_are_config_errors(
     assert f"invalid {name}:" in str(info.value)
     monkeypatch.delenv(name)
     (tmp_path / ".env").write_text(f"{name}={value}\n")
-    code, _, err = cli({"DEEP_RESEARCH_HOME": str(tmp_path / "home")}, "sessions", "list")
+    code, _, err = cli({"DEEP_RESEARCH_HOME": str(tmp_path / "home")}, *READS_EVERY_SETTING)
     assert code == 3, err
 
 
@@ -210,12 +214,12 @@ def test_a_bad_setting_names_its_variable_and_the_file_it_is_in(
     tmp_path: Path, name: str, value: str
 ) -> None:
     home = {"DEEP_RESEARCH_HOME": str(tmp_path / "home")}
-    code, _, err = cli({**home, name: value}, "sessions", "list")
+    code, _, err = cli({**home, name: value}, *READS_EVERY_SETTING)
     assert code == 3, err
     [line] = err.strip().splitlines()
     assert line.startswith(f"error: invalid {name}: "), line
     (tmp_path / ".env").write_text(f"{name}={value}\n")  # clean_env: cwd=tmp_path
-    code, _, err = cli(home, "sessions", "list")
+    code, _, err = cli(home, *READS_EVERY_SETTING)
     assert code == 3, err
     [line] = err.strip().splitlines()
     assert line.startswith(f"error: invalid {name} in {(tmp_path / '.env').resolve()}: "), line
@@ -233,6 +237,45 @@ def test_the_environment_wins_over_dotenv_and_names_match_in_any_case(
     assert (settings.max_cost_usd, settings.judge_model) == (4.0, "from-dotenv")
     assert settings.search_prices == {"tavily": 0.01}
     assert {"max_cost_usd", "judge_model"} <= settings.model_fields_set
+
+
+def test_a_bare_web_variable_is_not_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only DEEP_RESEARCH_WEB_* set the web settings: names match in any case, so a
+    lower-case alias such as "web_model" would also read someone else's WEB_MODEL."""
+    monkeypatch.setenv("WEB_MODEL", "not ours")
+    monkeypatch.setenv("WEB_POLL_SECONDS", "-1")
+    settings = load_settings()
+    assert (settings.web_model, settings.web_poll_seconds) == ("gpt-5.5", 5.0)
+
+
+@pytest.mark.parametrize(
+    ("environ", "dotenv", "expected"),
+    [
+        ({}, "", "xdg/deep-research"),
+        ({"DEEP_RESEARCH_HOME": "from-env"}, "", "from-env"),
+        ({}, "DEEP_RESEARCH_HOME=from-dotenv\n", "from-dotenv"),
+        ({}, "deep_research_home=~/any-case\n", "user/any-case"),
+        ({"DEEP_RESEARCH_HOME": "from-env"}, "DEEP_RESEARCH_HOME=from-dotenv\n", "from-env"),
+        ({"DEEP_RESEARCH_HOME": " "}, "DEEP_RESEARCH_HOME=from-dotenv\n", "xdg/deep-research"),
+        ({}, "DEEP_RESEARCH_HOME=\n", "xdg/deep-research"),  # blank is unset, not "."
+    ],
+)
+def test_sessions_list_finds_the_data_directory_where_every_command_does(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    environ: dict[str, str],
+    dotenv: str,
+    expected: str,
+) -> None:
+    """`sessions list|show` find the home without pydantic-settings (app.home): the same
+    one as ``Settings.home``, from the environment (which wins), `.env` or the default."""
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / ".env").write_text(dotenv)
+    assert load_settings().home.absolute() == tmp_path / expected
+    assert settings_home().absolute() == tmp_path / expected
 
 
 @pytest.mark.parametrize(

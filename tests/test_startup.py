@@ -14,7 +14,7 @@ import pytest
 
 from deep_research.app import service
 from deep_research.persistence.sessions import SessionStore
-from tests.clirun import cli
+from tests.clirun import cli, run_json
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("openai", "langchain", "chromadb", "genai_prices", "mcp", "trafilatura")
@@ -118,12 +118,48 @@ def test_a_mistake_fails_before_the_engine_loads(
     assert sorted(m for m in loaded if m.startswith(HEAVY)) == []
 
 
-def test_sessions_list_loads_neither_pydantic_settings_nor_asyncio(home: Path) -> None:
-    """What `sessions list` needs, no more (bench/startup.py times it): a third of its start
-    went to pydantic-settings and the asyncio it imports."""
-    loaded = loaded_by(["sessions", "list"], home)
+@pytest.mark.parametrize("args", [["sessions", "list"], ["sessions", "show", "SESSION"]])
+def test_sessions_list_loads_neither_pydantic_settings_nor_asyncio(
+    home: Path, args: list[str]
+) -> None:
+    """What `sessions list|show` need, no more (bench/startup.py times them): the data
+    directory (app.home), not every setting; a fifth of their start went to pydantic-settings
+    and the asyncio it imports."""
+    session_id = (home / "session-id").read_text()
+    loaded = loaded_by([session_id if a == "SESSION" else a for a in args], home)
     assert "deep_research" in loaded
     assert {"pydantic_settings", "asyncio", "dotenv"} & loaded == set()
+
+
+def test_sessions_list_finds_a_data_directory_given_only_in_dotenv(home: Path) -> None:
+    (home.parent / ".env").write_text(f"DEEP_RESEARCH_HOME={home}\n")
+    env = {k: v for k, v in os.environ.items() if k.upper() != "DEEP_RESEARCH_HOME"}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(["sessions", "list", "--json"])],
+        env={**env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=home.parent,
+    )
+    listed = [row["session_id"] for row in json.loads(done.stdout)]
+    assert listed == [(home / "session-id").read_text()], done.stderr
+    loaded = set(json.loads(done.stderr.rsplit("LOADED ", 1)[1]))
+    assert {"pydantic_settings", "asyncio"} & loaded == set()
+
+
+def test_sessions_show_reads_a_run_as_the_service_does(tmp_path: Path) -> None:
+    """`show` reads the store itself (no Settings): a run no process holds is interrupted,
+    and its report path is given once there is a report, as ``service.status`` has it."""
+    env = {"DEEP_RESEARCH_HOME": str(tmp_path / "home")}
+    store = SessionStore(tmp_path / "home" / "sessions")
+    state = store.create("Still running?", status="running")
+    shown = run_json(env, "sessions", "show", state.session_id)
+    assert (shown["status"], shown["report_path"]) == ("interrupted", None)
+    report = store.write_report(state.session_id, "# Report\n")
+    with store.lock(state.session_id):
+        shown = run_json(env, "sessions", "show", state.session_id[:6])
+    assert (shown["status"], shown["report_path"]) == ("running", str(report))
 
 
 ENGINE = ("chromadb", "langchain", "openai", "trafilatura", "onnxruntime", "bm25s", "genai_prices")

@@ -1,15 +1,16 @@
-"""Settings: the only reader of the environment and of `.env`.
+"""Settings: the only reader of the environment and of `.env`, with pydantic-settings.
 
 Every setting is read from the environment (``DEEP_RESEARCH_<NAME>``, plus the
 standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``) or from a `.env` file in the
 working directory (the environment wins), names matched case-insensitively and
 JSON-decoded for the settings that are mappings. Per-run CLI flags override them with
 ``Settings.with_flags`` (a bad value names its flag: exit 2); a bad value in the environment
-or `.env` names its variable (exit 3). Secrets are ``SecretStr`` and are never written to
-sessions, logs or caches.
+or `.env` names its variable, and the file it is in (exit 3): where a value came from is
+worked out only then. Secrets are ``SecretStr`` and are never written to sessions, logs or
+caches.
 
-Read here rather than with pydantic-settings: importing it (and the asyncio it imports)
-cost ``sessions list`` a third of its start-up.
+The data directory alone is found without this module (``home``): ``sessions list|show``
+need nothing else, and start faster without pydantic-settings and the asyncio it imports.
 """
 
 from __future__ import annotations
@@ -18,22 +19,23 @@ import json
 import math
 import os
 import re
-import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, get_args
 
 from pydantic import (
     AliasChoices,
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
     ValidationInfo,
     field_validator,
 )
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from deep_research.app.home import ENV_FILE, default_home, home_from, read_dotenv
+from deep_research.app.home import data_home as data_home  # crash logs', from here before
+from deep_research.app.home import unreadable_dotenv as unreadable_dotenv  # and __main__'s
 from deep_research.core.errors import ConfigError, UsageError
 from deep_research.core.models import (
     MAX_COST_USD,
@@ -47,66 +49,28 @@ EmbeddingProvider = Literal["local", "local-fast", "openai"]
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 MIN_TOKEN_CHARS = 32
 """An API token shorter than this is refused: it guards the user's money."""
-
-
-def _legacy_home() -> Path:
-    """Where versions before platformdirs kept their data, on every platform."""
-    xdg = os.environ.get("XDG_DATA_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "share"
-    return base / "deep-research"
-
-
-_said_legacy = False
-
-
-def default_home() -> Path:
-    """The per-user data directory (``platformdirs``: XDG on Linux, ``~/Library/Application
-    Support`` on macOS, ``%LOCALAPPDATA%`` on Windows). A data directory left where earlier
-    versions put it keeps being used, and the run says so once."""
-    global _said_legacy
-    from platformdirs import user_data_dir
-
-    home = Path(user_data_dir("deep-research", appauthor=False))
-    legacy = _legacy_home()
-    if legacy != home and legacy.is_dir():
-        if not _said_legacy:
-            _said_legacy = True
-            sys.stderr.write(
-                f"note: using the data directory of earlier versions, {legacy} "
-                f"(move it to {home}, or set DEEP_RESEARCH_HOME)\n"
-            )
-        return legacy
-    return home
-
-
-def data_home() -> Path:
-    """The data directory without reading every setting: ``DEEP_RESEARCH_HOME`` or the
-    default (for crash logs, which must be written even when the settings are invalid)."""
-    given = os.environ.get("DEEP_RESEARCH_HOME")
-    return Path(given).expanduser() if given else default_home()
-
-
 ENV_PREFIX = "DEEP_RESEARCH_"
-ENV_FILE = ".env"
 MAX_MODEL_NAME = 200
 
 
-class Settings(BaseModel):
-    """Every setting. ``Settings(**values)`` reads the environment and ``_env_file`` under
-    ``values`` (as pydantic-settings did); ``load_settings`` also names a bad value's variable."""
+class Settings(BaseSettings):
+    """Every setting. ``Settings(_env_file=None, **values)``: without `.env` (tests);
+    ``load_settings`` also names a bad value's variable."""
 
-    model_config = ConfigDict(extra="ignore", validate_assignment=True, populate_by_name=True)
-
-    def __init__(self, _env_file: str | None = ENV_FILE, **values: Any) -> None:
-        super().__init__(**(read_environment(_env_file)[0] | values))
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_file=ENV_FILE,
+        env_file_encoding="utf-8",
+        extra="ignore",
+        validate_assignment=True,
+        populate_by_name=True,
+    )
 
     # --- provider -------------------------------------------------------------
-    openai_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "openai_api_key")
-    )
-    openai_base_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url")
-    )
+    # Aliases are upper case only: pydantic-settings matches names in any case, so a
+    # "web_model" choice would let a bare WEB_MODEL in the environment set web_model.
+    openai_api_key: SecretStr | None = Field(default=None, validation_alias="OPENAI_API_KEY")
+    openai_base_url: str | None = Field(default=None, validation_alias="OPENAI_BASE_URL")
 
     # --- models per role (checked 2026-11-23 against the pinned openai SDK's model list and
     # genai-prices 0.2.3: live, no announced shutdown, priced; see README "Models") ----------
@@ -142,19 +106,11 @@ class Settings(BaseModel):
     web_model: str = Field(
         default="gpt-5.5",
         validation_alias=AliasChoices(
-            "DEEP_RESEARCH_WEB_MODEL", "DEEP_RESEARCH_DEEP_RESEARCH_MODEL", "web_model"
+            "DEEP_RESEARCH_WEB_MODEL", "DEEP_RESEARCH_DEEP_RESEARCH_MODEL"
         ),
     )
-    web_reasoning_effort: ReasoningEffort = Field(
-        default="high",
-        validation_alias=AliasChoices("DEEP_RESEARCH_WEB_REASONING_EFFORT", "web_reasoning_effort"),
-    )
-    web_reasoning_summary: Literal["off", "auto", "concise", "detailed"] = Field(
-        default="off",
-        validation_alias=AliasChoices(
-            "DEEP_RESEARCH_WEB_REASONING_SUMMARY", "web_reasoning_summary"
-        ),
-    )
+    web_reasoning_effort: ReasoningEffort = "high"
+    web_reasoning_summary: Literal["off", "auto", "concise", "detailed"] = "off"
     web_max_tool_calls: int = Field(
         default=16,
         ge=1,
@@ -162,24 +118,15 @@ class Settings(BaseModel):
         validation_alias=AliasChoices(
             "DEEP_RESEARCH_WEB_MAX_TOOL_CALLS",
             "DEEP_RESEARCH_DEEP_RESEARCH_MAX_TOOL_CALLS",
-            "web_max_tool_calls",
         ),
     )
-    web_max_output_tokens: int = Field(
-        default=32_000,
-        ge=1000,
-        le=272_000,
-        validation_alias=AliasChoices(
-            "DEEP_RESEARCH_WEB_MAX_OUTPUT_TOKENS", "web_max_output_tokens"
-        ),
-    )
+    web_max_output_tokens: int = Field(default=32_000, ge=1000, le=272_000)
     web_max_wait_seconds: float = Field(
         default=3600.0,
         gt=0,
         validation_alias=AliasChoices(
             "DEEP_RESEARCH_WEB_MAX_WAIT_SECONDS",
             "DEEP_RESEARCH_DEEP_RESEARCH_MAX_WAIT_SECONDS",
-            "web_max_wait_seconds",
         ),
     )
     web_poll_seconds: float = Field(
@@ -188,7 +135,6 @@ class Settings(BaseModel):
         validation_alias=AliasChoices(
             "DEEP_RESEARCH_WEB_POLL_SECONDS",
             "DEEP_RESEARCH_DEEP_RESEARCH_POLL_SECONDS",
-            "web_poll_seconds",
         ),
     )
 
@@ -198,15 +144,9 @@ class Settings(BaseModel):
     where the server serves the web model, search elsewhere (README "Web research")."""
     search_provider: Literal["duckduckgo", "searxng", "tavily", "brave", "exa"] = "duckduckgo"
     searxng_url: str | None = None
-    tavily_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("TAVILY_API_KEY", "tavily_api_key")
-    )
-    brave_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("BRAVE_API_KEY", "brave_api_key")
-    )
-    exa_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("EXA_API_KEY", "exa_api_key")
-    )
+    tavily_api_key: SecretStr | None = Field(default=None, validation_alias="TAVILY_API_KEY")
+    brave_api_key: SecretStr | None = Field(default=None, validation_alias="BRAVE_API_KEY")
+    exa_api_key: SecretStr | None = Field(default=None, validation_alias="EXA_API_KEY")
     search_prices: dict[str, float] = Field(default_factory=dict)
     """USD per search request by provider, over the list prices, e.g. '{"tavily": 0.005}'."""
     search_rate_per_second: dict[str, float] = Field(default_factory=dict)
@@ -267,10 +207,16 @@ class Settings(BaseModel):
     max_file_bytes: int = Field(default=5_000_000, ge=1)
     retrieval_k: int = Field(default=8, ge=1, le=100)
 
+    @field_validator("home", mode="before")
+    @classmethod
+    def _home(cls, value: object) -> object:
+        """As ``sessions list`` finds it (``home``): `~` expanded, blank is the default."""
+        return home_from(value) if isinstance(value, str) else value
+
     @field_validator("home")
     @classmethod
     def _expand_user(cls, value: Path) -> Path:
-        return value.expanduser()  # `DEEP_RESEARCH_HOME=~/research` in a .env
+        return value.expanduser()
 
     @field_validator("openai_base_url", "searxng_url", "kb_mcp_url", "api_token", mode="before")
     @classmethod
@@ -442,7 +388,7 @@ def _field_named(name: str) -> str:
     if name in Settings.model_fields:
         return name
     for field in Settings.model_fields:
-        if name in variables(field):
+        if name.upper() in variables(field):
             return field
     return name
 
@@ -451,61 +397,55 @@ def variables(field: str) -> tuple[str, ...]:
     """The environment variables that set ``field``, the preferred first."""
     alias = Settings.model_fields[field].validation_alias
     if isinstance(alias, AliasChoices):
-        return tuple(c for c in alias.choices if isinstance(c, str) and c.isupper())
-    return (ENV_PREFIX + field.upper(),)
+        return tuple(c for c in alias.choices if isinstance(c, str))
+    return (alias if isinstance(alias, str) else ENV_PREFIX + field.upper(),)
 
 
-def read_environment(env_file: str | None = ENV_FILE) -> tuple[dict[str, Any], dict[str, str]]:
-    """Every setting given in the environment or ``env_file`` (the environment wins), and
-    where each was read: ``DEEP_RESEARCH_X``, or ``DEEP_RESEARCH_X in /path/.env``."""
-    sources = [({name.upper(): value for name, value in os.environ.items()}, "")]
-    dotenv = Path(env_file) if env_file else None
-    if dotenv is not None and dotenv.is_file():
-        from dotenv import dotenv_values  # imported only when there is a file (~15 ms)
+def _origin(field: str) -> dict[str, str]:
+    """Where pydantic-settings read ``field``, looked for once it has refused the value:
+    ``{field: "VARIABLE"}``, ``{field: "VARIABLE in /path/.env"}``, or nothing (not from
+    either). Its order: the environment over `.env`, a field's preferred name over an old
+    one, names in any case."""
+    if field not in Settings.model_fields:
+        return {}
+    environ = {name.upper() for name in os.environ}
+    dotenv = read_dotenv()
+    for name in variables(field):
+        if name in environ:
+            return {field: name}
+    for name in variables(field):
+        if name in dotenv:
+            return {field: f"{name} in {Path(ENV_FILE).resolve()}"}
+    return {}
 
-        found = dotenv_values(dotenv, encoding="utf-8")
-        given = {name.upper(): value for name, value in found.items() if value is not None}
-        sources.append((given, f" in {dotenv.resolve()}"))
-    values: dict[str, Any] = {}
-    origin: dict[str, str] = {}
-    for field, info in Settings.model_fields.items():
-        names = variables(field)
-        hit = next(
-            ((source[n], n + where) for source, where in sources for n in names if n in source),
-            None,
-        )
-        if hit is None:
-            continue
-        raw, origin[field] = hit
-        if get_origin(info.annotation) in (dict, list, tuple):
-            try:
-                raw = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(
-                    f"invalid {origin[field]}: not JSON ({exc.msg}, character {exc.pos})"
-                ) from None
-        values[field] = raw
-    return values, origin
+
+def _unparsable(exc: SettingsError) -> ConfigError:
+    """pydantic-settings' error for a value it could not decode (JSON, for the mappings),
+    naming the variable instead of the field and its source class."""
+    named = re.search(r'field "(\w+)"', str(exc))
+    if named is None or named.group(1) not in Settings.model_fields:
+        return ConfigError(f"invalid settings: {exc}")
+    field = named.group(1)
+    where = _origin(field).get(field, f"setting {field}")
+    cause = exc.__cause__
+    if isinstance(cause, json.JSONDecodeError):
+        return ConfigError(f"invalid {where}: not JSON ({cause.msg}, character {cause.pos})")
+    return ConfigError(f"invalid {where}: {cause or exc}")
 
 
 _KB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 
 
-def unreadable_dotenv(exc: UnicodeDecodeError) -> ConfigError:
-    env = Path(".env").resolve()
-    return ConfigError(
-        f"cannot read {env}: it is not UTF-8 text (byte {exc.start}); fix or remove it"
-    )
-
-
 def load_settings(**overrides: Any) -> Settings:
     """Read the environment and `.env`, then apply per-run overrides."""
     try:
-        values, origin = read_environment()
+        settings = Settings()
+    except ValidationError as exc:
+        loc = exc.errors()[0]["loc"]
+        origin = _origin(_field_named(str(loc[0]))) if loc else {}
+        raise ConfigError(describe_validation_error(exc, origin)) from None
+    except SettingsError as exc:
+        raise _unparsable(exc) from None
     except UnicodeDecodeError as exc:
         raise unreadable_dotenv(exc) from None
-    try:
-        settings = Settings.model_validate(values)
-    except ValidationError as exc:
-        raise ConfigError(describe_validation_error(exc, origin)) from None
     return settings.with_overrides(**overrides)

@@ -5,12 +5,15 @@ Each command imports what it uses in its body (see ``cli``)."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from deep_research.app.cli_common import JsonOpt, print_json
 from deep_research.core.errors import EXIT_DECLINED
+
+if TYPE_CHECKING:
+    from deep_research.persistence.sessions import SessionStore
 
 sessions_app = typer.Typer(
     help="Past runs: list, show, watch, cancel their research jobs, rm, prune.",
@@ -25,10 +28,9 @@ def sessions_list(
     limit: Annotated[int, typer.Option("--limit", "-n", help="Show at most N sessions.")] = 50,
 ) -> None:
     """Past runs, newest first."""
-    from deep_research.app import render, service
-    from deep_research.app.config import load_settings
+    from deep_research.app import render
 
-    rows = service.list_sessions(load_settings())[:limit]
+    rows = _store().list()[:limit]
     if as_json:
         print_json([row.model_dump(mode="json") for row in rows])
     elif not rows:
@@ -72,13 +74,15 @@ def sessions_show(
     as_json: JsonOpt = False,
 ) -> None:
     """One run: its tree, status, spend and report path."""
-    from deep_research.app import render, service
+    from deep_research.app import render
     from deep_research.app.cli_common import session_detail
-    from deep_research.app.config import load_settings
 
-    settings = load_settings()
-    state = service.status(settings, session_id)
-    report_path = service.report_path(settings, state.session_id)
+    store = _store()
+    state = store.load(session_id)
+    if state.status == "running" and not store.is_locked(state.session_id):
+        state.status = "interrupted"  # its process died: as service.status and `list` say
+    report = store.path(state.session_id) / "report.md"
+    report_path = str(report) if report.exists() else None
     if as_json:
         print_json(session_detail(state, report_path))
     else:
@@ -176,6 +180,16 @@ def sessions_prune(
     for session_id in running:
         render.info(f"kept {session_id}: a process is running it")
     render.info(f"{verb} {len(removed)} session(s)")
+
+
+def _store() -> SessionStore:
+    """The session store, found from the data directory alone (``Settings.sessions_dir``):
+    listing and showing runs read no other setting, so they start without pydantic-settings
+    and the asyncio it imports (bench/startup.py times them)."""
+    from deep_research.app.home import settings_home
+    from deep_research.persistence.sessions import SessionStore
+
+    return SessionStore(settings_home() / "sessions")
 
 
 _UNITS = {"h": 3600, "d": 86400, "w": 7 * 86400}

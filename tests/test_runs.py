@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 from deep_research.app import service
 from deep_research.app.config import Settings
-from deep_research.app.runs import Caps, RunManager, spent_today
+from deep_research.app.runs import Caps, RunManager
 from deep_research.core.errors import UsageError
 from deep_research.core.events import RunEvent
 from deep_research.core.models import LedgerEntry
@@ -80,8 +81,8 @@ def spend(settings: Settings, usd: float, at: datetime) -> None:
 async def test_the_daily_budget_counts_every_session_of_the_day(offline: Settings) -> None:
     spend(offline, 48.0, datetime.now(UTC))
     spend(offline, 30.0, datetime(2026, 1, 1, tzinfo=UTC))  # another day: not counted
-    assert spent_today(offline) == pytest.approx(48.0)
     runs = RunManager(offline, Caps(max_cost_per_run=5.0, daily_budget=50.0))
+    assert runs.ledger.committed().spent == pytest.approx(48.0)
     with pytest.raises(UsageError, match=r"has \$2.00 left"):
         await runs.start(QUESTION, service.RunOptions(max_cost_usd=3.0))
     session_id = await runs.start(QUESTION, service.RunOptions())  # given what is left
@@ -204,3 +205,34 @@ def test_a_running_session_no_process_holds_reads_as_interrupted(offline: Settin
     # Its process is gone (kill -9): nothing holds the lock, the file still says running.
     assert store.load(run.state.session_id).status == "running"
     assert service.status(offline, run.state.session_id).status == "interrupted"
+
+
+async def test_a_start_cancelled_while_reserving_gives_its_reservation_back(
+    offline: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    runs = RunManager(offline, Caps(max_cost_per_run=5.0, daily_budget=50.0))
+    entered, proceed, released = threading.Event(), threading.Event(), threading.Event()
+    reserve, release = runs.ledger.reserve, runs.ledger.release
+
+    def slow_reserve(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        proceed.wait(30)  # the client goes away while the ledger is being written
+        return reserve(*args, **kwargs)
+
+    def observed_release(reservation: str) -> None:
+        release(reservation)
+        released.set()
+
+    monkeypatch.setattr(runs.ledger, "reserve", slow_reserve)
+    monkeypatch.setattr(runs.ledger, "release", observed_release)
+    starting = asyncio.create_task(runs.start(QUESTION, service.RunOptions(max_cost_usd=3.0)))
+    assert await asyncio.to_thread(entered.wait, 30)
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    proceed.set()
+    assert await asyncio.to_thread(released.wait, 30), "what was reserved meanwhile is given back"
+    assert runs.ledger.committed().reserved == 0
+    assert service.list_sessions(offline) == []

@@ -37,7 +37,7 @@ import logging
 import threading
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from typing import Any
 
 from deep_research.app import service
 from deep_research.app.config import Settings
@@ -45,7 +45,7 @@ from deep_research.core.budget import totals
 from deep_research.core.errors import DeepResearchError, UsageError
 from deep_research.core.events import RunEvent
 from deep_research.core.models import SessionState
-from deep_research.persistence.daily import DIR, DailyLedger
+from deep_research.persistence.daily import DIR, DailyLedger, Reservation
 from deep_research.persistence.events import EventLog
 from deep_research.persistence.sessions import SessionStore
 
@@ -92,7 +92,7 @@ class RunManager:
         if asked is not None and asked > self.caps.max_cost_per_run:
             raise UsageError(self._over_cap(asked))
         wanted = asked or min(self.settings.max_cost_usd, self.caps.max_cost_per_run)
-        held = await asyncio.to_thread(self.ledger.reserve, wanted, exact=asked is not None)
+        held = await self._reserve(wanted, exact=asked is not None)
         stack = ExitStack()
         try:
             options = replace(options, max_cost_usd=held.amount_usd)
@@ -104,7 +104,7 @@ class RunManager:
             await asyncio.to_thread(self.ledger.attach, held.id, run.state.session_id)
         except BaseException:
             stack.close()
-            self.ledger.release(held.id)
+            self._release(held.id, "not started")
             raise
         return self._launch(run, stack, held.id)
 
@@ -121,9 +121,7 @@ class RunManager:
         spent = totals(state.ledger).cost_usd
         limit = cost or state.limits.max_cost_usd
         wanted = max(0.0, min(limit - spent, self.caps.max_cost_per_run))
-        held = await asyncio.to_thread(
-            self.ledger.reserve, wanted, exact=False, replacing=state.session_id
-        )
+        held = await self._reserve(wanted, exact=False, replacing=state.session_id)
         budget = replace(budget, max_cost_usd=min(limit, spent + held.amount_usd))
         stack = ExitStack()
         try:
@@ -140,9 +138,24 @@ class RunManager:
             await asyncio.to_thread(self.ledger.attach, held.id, run.state.session_id)
         except BaseException:
             stack.close()
-            self.ledger.release(held.id)
+            self._release(held.id, state.session_id)
             raise
         return self._launch(run, stack, held.id)
+
+    async def _reserve(self, amount: float, **how: Any) -> Reservation:
+        """``ledger.reserve`` off the loop. A caller cancelled meanwhile (a client going
+        away) cannot stop the thread: what it reserves is given back when it ends, never
+        held for the rest of the day by a run that was not started."""
+        pending = asyncio.ensure_future(asyncio.to_thread(self.ledger.reserve, amount, **how))
+        try:
+            return await asyncio.shield(pending)
+        except asyncio.CancelledError:
+            pending.add_done_callback(self._give_back)
+            raise
+
+    def _give_back(self, reserved: asyncio.Future[Reservation]) -> None:
+        if not reserved.cancelled() and reserved.exception() is None:
+            self._release(reserved.result().id, "not started")
 
     def _check_open(self) -> None:
         if self._closing:
@@ -260,15 +273,6 @@ def daily_ledger(settings: Settings, budget_usd: float | None = None) -> DailyLe
     """The daily budget's ledger in the data directory, shared by every server process."""
     budget = settings.server_daily_budget_usd if budget_usd is None else budget_usd
     return DailyLedger(settings.home / DIR, SessionStore(settings.sessions_dir), budget)
-
-
-def spent_today(settings: Settings, now: datetime | None = None) -> float:
-    """USD in every session's ledger entries of today (UTC)."""
-    clock = (lambda: now) if now is not None else (lambda: datetime.now(UTC))
-    ledger = DailyLedger(
-        settings.home / DIR, SessionStore(settings.sessions_dir), 0.0, clock=clock
-    )
-    return ledger.committed().spent
 
 
 # What a run imports as it starts (``service.execute``), and a search-and-read run as it is

@@ -119,7 +119,7 @@ def test_the_data_dir_of_earlier_versions_is_kept_and_said_once(
     new, legacy = tmp_path / "new" / "deep-research", tmp_path / "xdg" / "deep-research"
     monkeypatch.setattr("platformdirs.user_data_dir", lambda *a, **k: str(new))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setattr(config, "_said_legacy", False)
+    monkeypatch.setattr("deep_research.app.home._said_legacy", False)
     assert config.default_home() == new, "no earlier data: the platform's directory"
     legacy.mkdir(parents=True)
     assert config.default_home() == legacy
@@ -226,7 +226,7 @@ def test_a_data_directory_that_cannot_be_used_is_one_line_naming_it(
         (["sessions", "watch", "ffffffff", "--json"], 4, "unknown_session"),
         (["sessions", "cancel", "ffffffff", "--json"], 4, "unknown_session"),
         (["sessions", "prune", "--older-than", "soon", "--json"], 2, "bad_request"),
-        (["sessions", "list", "--json", "BAD_ENV"], 3, "invalid_settings"),
+        (["sessions", "prune", "--older-than", "30d", "--json", "BAD_ENV"], 3, "invalid_settings"),
         (["cache", "clear", "--json", "BAD_ENV"], 3, "invalid_settings"),
         (["doctor", "--json", "BAD_ENV"], 3, "invalid_settings"),
         (["kb", "list", "--json", "BAD_ENV"], 3, "invalid_settings"),

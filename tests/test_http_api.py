@@ -307,8 +307,9 @@ def test_binding_off_loopback_without_a_token_is_refused(llm_settings: Settings)
 
 
 def test_a_token_shorter_than_32_characters_is_refused(llm_settings: Settings) -> None:
-    with pytest.raises(ConfigError, match="api_token: must be at least 32 characters") as info:
-        llm_settings.with_overrides(api_token=TOKEN[:-1])
+    short = llm_settings.with_overrides(api_token=TOKEN[:-1])
+    with pytest.raises(ConfigError, match="API_TOKEN: must be at least 32 characters") as info:
+        create_app(short, host="127.0.0.1")
     assert TOKEN[:-1] not in str(info.value)
     assert "secrets.token_urlsafe(32)" in str(info.value)
 

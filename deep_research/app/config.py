@@ -225,16 +225,6 @@ class Settings(BaseSettings):
         that an empty `Authorization: Bearer` header matches."""
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("api_token")
-    @classmethod
-    def _long_token(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and len(value.get_secret_value()) < MIN_TOKEN_CHARS:
-            raise ValueError(
-                f"must be at least {MIN_TOKEN_CHARS} characters (it guards your money); make "
-                'one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
-            )
-        return value
-
     @field_validator(
         "planner_model",
         "synthesizer_model",
@@ -331,6 +321,21 @@ class Settings(BaseSettings):
     @property
     def kb_dir(self) -> Path:
         return self.home / "kb"
+
+    def token(self) -> str | None:
+        """The API token, checked where it guards something (``serve``, ``mcp --http``, a
+        published KB), not on every command: an old short token in `.env` must not lock
+        the user out of ``sessions list``. None when there is none."""
+        if self.api_token is None:
+            return None
+        value = self.api_token.get_secret_value()
+        if len(value) < MIN_TOKEN_CHARS:
+            raise ConfigError(
+                f"invalid DEEP_RESEARCH_API_TOKEN: must be at least {MIN_TOKEN_CHARS} "
+                "characters (it guards your money); make one with: "
+                'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+            )
+        return value
 
     def with_overrides(self, **values: Any) -> Settings:
         """A copy with per-run values applied (None means "not given"), validated."""

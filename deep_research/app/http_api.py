@@ -156,7 +156,7 @@ def _printable(part: object) -> str:
 
 def check_bind(settings: Settings, host: str) -> None:
     """Off loopback, a token is required: this server spends the user's money."""
-    if not is_loopback(host) and settings.api_token is None:
+    if not is_loopback(host) and settings.token() is None:
         raise ConfigError(
             f"serving on {host} needs DEEP_RESEARCH_API_TOKEN (every request must then carry "
             "it); or bind 127.0.0.1"
@@ -168,7 +168,8 @@ def create_app(
 ) -> FastAPI:
     check_bind(settings, host)
     manager = runs or RunManager(settings)
-    token = settings.api_token.get_secret_value().encode() if settings.api_token else None
+    given = settings.token()
+    token = given.encode() if given else None
     public = settings.public_host_list
     hosts = allowed_hosts(host, port, public)
     origins = allowed_origins(hosts, port, public)

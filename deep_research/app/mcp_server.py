@@ -642,8 +642,9 @@ def http_app(settings: Settings, server: MCPServer[None], port: int) -> ASGIApp:
     loopback address (and the public URL's host), and the API token when one is set."""
     hosts = [f"{name}:{port}" for name in LOOPBACK]
     origins = [f"http://{host}" for host in hosts]
+    token = settings.token()
     if settings.kb_mcp_url:
-        if settings.api_token is None:
+        if token is None:
             raise ConfigError(
                 "DEEP_RESEARCH_KB_MCP_URL publishes this server: set DEEP_RESEARCH_API_TOKEN "
                 "too (every request must then carry it)"
@@ -657,9 +658,9 @@ def http_app(settings: Settings, server: MCPServer[None], port: int) -> ASGIApp:
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH, transport_security=security, host="127.0.0.1"
     )
-    if settings.api_token is None:
+    if token is None:
         return app
-    return BearerToken(app, settings.api_token.get_secret_value())
+    return BearerToken(app, token)
 
 
 def public_hosts(url: str) -> list[str]:

@@ -461,7 +461,7 @@ def kb_tool(settings: Settings) -> KbTool | None:
     never without a token (the URL is reachable from the internet)."""
     if settings.kb_mcp_url is None:
         return None
-    if settings.api_token is None:
+    if settings.token() is None or settings.api_token is None:
         raise ConfigError(
             "DEEP_RESEARCH_KB_MCP_URL exposes your knowledge base: set DEEP_RESEARCH_API_TOKEN "
             "too (the MCP server asks every request for it)"

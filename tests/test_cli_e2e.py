@@ -529,6 +529,10 @@ def test_an_expensive_run_asks_first_on_a_terminal(
     result = CliRunner().invoke(app, [QUESTION], env=env, input=answer)
     assert result.exit_code == code, result.stderr
     assert "This run may spend up to $" in result.stdout + result.stderr
+    if code == 10:
+        [said] = [line for line in result.stderr.splitlines() if "nothing was spent" in line]
+        assert "--max-cost" in said
+        assert "--yes" in said
     creates = fake_openai.count("/v1/responses", "POST")
     assert creates == (0 if code == 10 else 1)
     sessions = Path(env["DEEP_RESEARCH_HOME"]) / "sessions"

@@ -22,6 +22,7 @@ import httpx
 import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult
@@ -92,8 +93,12 @@ async def stdio_server(env: dict[str, str], cwd: Path) -> AsyncIterator[tuple[Cl
     params = StdioServerParameters(
         command="sh", args=["-c", command], env={**os.environ, **env}, cwd=cwd
     )
-    async with Client(params, read_timeout_seconds=60) as client:
-        yield client, wire
+    # sh's own stderr to a file too: the SDK's default is the sys.stderr of the moment it was
+    # imported, which a test's output capture may have been (no file descriptor).
+    with (cwd / "sh-stderr.txt").open("w") as shell_errors:
+        transport = stdio_client(params, errlog=shell_errors)
+        async with Client(transport, read_timeout_seconds=60) as client:
+            yield client, wire
 
 
 def data(result: CallToolResult) -> dict[str, Any]:

@@ -192,6 +192,7 @@ async def test_the_mcp_server_answers_before_it_loads_the_engine(home: Path) -> 
     """`deep-research mcp` (with a probe tool added) answers initialize and tools/list with
     the engine unloaded; the first tool that needs it loads it."""
     from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
 
     env = {
         **os.environ,
@@ -202,11 +203,15 @@ async def test_the_mcp_server_answers_before_it_loads_the_engine(home: Path) -> 
     server = StdioServerParameters(
         command=sys.executable, args=["-c", MCP_PROBE], env=env, cwd=home.parent
     )
-    async with Client(server, read_timeout_seconds=60) as client:
-        tools = {tool.name for tool in (await client.list_tools()).tools}
-        at_start = await client.call_tool("loaded_modules", {})
-        await client.call_tool("kb_search", {"query": "anything"})
-        after_a_search = await client.call_tool("loaded_modules", {})
+    # The server's stderr to a file: the SDK's default is the sys.stderr of the moment it
+    # was imported, which a test's output capture may have been (no file descriptor).
+    with (home.parent / "mcp-stderr.txt").open("w") as errors:
+        transport = stdio_client(server, errlog=errors)
+        async with Client(transport, read_timeout_seconds=60) as client:
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+            at_start = await client.call_tool("loaded_modules", {})
+            await client.call_tool("kb_search", {"query": "anything"})
+            after_a_search = await client.call_tool("loaded_modules", {})
     assert "research_start" in tools
     assert at_start.structured_content is not None
     loaded = at_start.structured_content["result"]

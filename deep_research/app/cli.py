@@ -15,6 +15,7 @@ run research through the same service. Each command imports what it uses in its 
 from __future__ import annotations
 
 import errno
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -80,8 +81,6 @@ class DefaultToRun(TyperGroup):
         except BrokenPipeError:
             # `... | head -1`: the reader has what it wanted. Point stdout at /dev/null so
             # the interpreter's last flush cannot raise again, and end quietly.
-            import os
-
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(0) from None
         except Exception as exc:
@@ -115,9 +114,16 @@ _STORAGE_ERRNOS = {
 
 
 def storage_error(exc: OSError) -> StorageError | None:
-    """A failed write to one of our files or folders as the user's one line, naming the path
-    (None: not a storage failure, so a bug)."""
+    """A file or folder of the data directory that cannot be used (read-only, full disk, a
+    file in a folder's place) as the user's one line, naming the path; None for any other
+    OSError, which stays a bug."""
     if exc.errno not in _STORAGE_ERRNOS or not exc.filename:
+        return None
+    from deep_research.app.home import data_home
+
+    path = Path(os.fsdecode(exc.filename)).absolute()
+    home = data_home().absolute()
+    if path != home and home not in path.parents:
         return None
     reason = exc.strerror or type(exc).__name__
     return StorageError(
@@ -520,6 +526,10 @@ def _preflight(
     if too_much and not yes and not as_json and render.interactive():
         render.info("\n".join(worst.lines()))
         if not typer.confirm(f"This run may spend up to ${worst.run_worst_usd:.2f}. Go on?"):
+            render.info(
+                "nothing was spent; --max-cost USD bounds the run (--max-parallel N fewer jobs "
+                "at once), --yes or DEEP_RESEARCH_CONFIRM_ABOVE_USD skips this question"
+            )
             raise typer.Exit(EXIT_DECLINED)
 
 

@@ -57,7 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
 from deep_research.app import service
-from deep_research.app.cli_common import hit_json, session_detail
+from deep_research.app.cli_common import error_code, hit_json, session_detail
 from deep_research.app.config import Settings
 from deep_research.app.hosts import allowed_hosts, allowed_origins, is_loopback
 from deep_research.app.report_html import REPORT_POLICY, render_html
@@ -65,12 +65,7 @@ from deep_research.app.runs import RunManager, start_warm_up
 from deep_research.core.errors import (
     ConfigError,
     DeepResearchError,
-    KnowledgeBaseError,
-    ProviderError,
     SessionError,
-    SessionLocked,
-    StorageError,
-    UsageError,
 )
 from deep_research.core.models import CostUSD, Iterations, RuntimeSeconds, TokenBudget
 
@@ -119,17 +114,18 @@ class Accepted(BaseModel):
     events_url: str
 
 
-# One table: our errors, their HTTP status and stable code (most specific first).
-ERRORS: tuple[tuple[type[DeepResearchError], int, str], ...] = (
-    (SessionLocked, 409, "session_busy"),
-    (SessionError, 404, "unknown_session"),
-    (UsageError, 400, "bad_request"),
-    (ConfigError, 422, "invalid_settings"),
-    (KnowledgeBaseError, 422, "knowledge_base"),
-    (ProviderError, 502, "provider_failed"),
-    (StorageError, 507, "storage"),
-    (DeepResearchError, 500, "failed"),
-)
+HTTP_STATUS = {
+    "session_busy": 409,
+    "unknown_session": 404,
+    "bad_request": 400,
+    "invalid_settings": 422,
+    "knowledge_base": 422,
+    "provider_failed": 502,
+    "storage": 507,
+    "failed": 500,
+}
+"""The HTTP status of each of our errors' stable codes (``cli_common.ERROR_CODES``: one
+table of codes for the CLI's ``--json`` and this API)."""
 
 
 def error(status: int, code: str, message: str) -> JSONResponse:
@@ -222,10 +218,8 @@ def create_app(
 
     @app.exception_handler(DeepResearchError)
     async def our_error(_request: Request, exc: DeepResearchError) -> JSONResponse:
-        for kind, status, code in ERRORS:
-            if isinstance(exc, kind):
-                return error(status, code, " ".join(str(exc).split()))
-        raise AssertionError("DeepResearchError is in ERRORS")  # pragma: no cover
+        code = error_code(exc)
+        return error(HTTP_STATUS[code], code, " ".join(str(exc).split()))
 
     @app.exception_handler(RequestValidationError)
     async def not_valid(_request: Request, exc: RequestValidationError) -> JSONResponse:

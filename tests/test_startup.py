@@ -31,21 +31,26 @@ sys.stderr.write("\\nLOADED " + json.dumps(loaded) + "\\n")
 """
 
 
-def loaded_by(args: list[str], home: Path) -> set[str]:
+def probed(probe: str, args: list[str], home: Path) -> subprocess.CompletedProcess[str]:
+    """The CLI with ``args`` in a fresh process, run by ``probe`` (which reports on stderr)."""
     env = {
         **os.environ,
         "DEEP_RESEARCH_HOME": str(home),
         "PYTHONPATH": str(REPO),
         "OPENAI_API_KEY": "sk-not-used",
     }
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(args)],
+    return subprocess.run(
+        [sys.executable, "-c", probe, json.dumps(args)],
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
         cwd=home.parent,
     )
+
+
+def loaded_by(args: list[str], home: Path) -> set[str]:
+    done = probed(PROBE, args, home)
     line = done.stderr.rsplit("LOADED ", 1)[1]
     return set(json.loads(line))
 
@@ -98,20 +103,7 @@ def test_a_mistake_fails_before_the_engine_loads(
 ) -> None:
     """An empty or huge question, a bad flag, an unknown session: checked before the engine's
     libraries load (seconds of CPU), so the error is instant."""
-    env = {
-        **os.environ,
-        "DEEP_RESEARCH_HOME": str(home),
-        "PYTHONPATH": str(REPO),
-        "OPENAI_API_KEY": "sk-not-used",
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", EXIT_PROBE, json.dumps(args)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=home.parent,
-    )
+    done = probed(EXIT_PROBE, args, home)
     assert f"\nEXIT {exit_code}\n" in done.stderr, done.stderr
     assert done.stderr.startswith("error: "), done.stderr
     loaded = set(json.loads(done.stderr.rsplit("LOADED ", 1)[1]))

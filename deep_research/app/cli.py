@@ -108,8 +108,14 @@ def _fail(ctx: Any, message: str, code: str, exit_code: int) -> NoReturn:
 
 
 _STORAGE_ERRNOS = {
-    errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.ENOTDIR,
-    errno.EISDIR, errno.EEXIST,
+    errno.EROFS,
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.EEXIST,
 }
 
 

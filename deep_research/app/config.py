@@ -366,9 +366,7 @@ SECRETS = frozenset(
 )
 
 
-def describe_validation_error(
-    exc: ValidationError, origin: Mapping[str, str] | None = None
-) -> str:
+def describe_validation_error(exc: ValidationError, origin: Mapping[str, str] | None = None) -> str:
     """One line naming the first bad setting: its variable, when ``origin`` (setting ->
     where it was read) says where it came from, else the setting."""
     origin = origin or {}

@@ -53,8 +53,11 @@ class Surface:
 
 
 SURFACES = (
-    Surface("page reader", "--web-engine search, verify_claim on URLs",
-            ("deep_research.adapters.web.reader",)),
+    Surface(
+        "page reader",
+        "--web-engine search, verify_claim on URLs",
+        ("deep_research.adapters.web.reader",),
+    ),
     Surface("web search", "--web-engine search", ("deep_research.adapters.web.search",)),
     Surface("HTTP API", "deep-research serve", ("deep_research.app.http_api", "uvicorn")),
     Surface("MCP server", "deep-research mcp", ("deep_research.app.mcp_server",)),
@@ -96,7 +99,9 @@ def check_page() -> Check:
     missing = [name for name in PAGE_FILES if not (folder / name).is_file()]
     if missing:
         return Check(
-            "page", "fail", f"the serve page's files are missing: {', '.join(missing)}",
+            "page",
+            "fail",
+            f"the serve page's files are missing: {', '.join(missing)}",
             "reinstall deep-research (pip install -e . in its folder)",
         )
     return Check("page", "ok", "the serve page's files are installed")
@@ -152,12 +157,16 @@ def web_research(settings: Settings, engine: WebEngine | None) -> Check:
     key_env = DEFAULTS[provider].key_env
     if key_env and settings.search_key(provider) is None:
         return Check(
-            "web research", "fail", f"{shown}: the {provider} search provider needs {key_env}",
+            "web research",
+            "fail",
+            f"{shown}: the {provider} search provider needs {key_env}",
             f"set {key_env}",
         )
     if provider == "searxng" and not settings.searxng_url:
         return Check(
-            "web research", "fail", f"{shown}: searxng needs DEEP_RESEARCH_SEARXNG_URL",
+            "web research",
+            "fail",
+            f"{shown}: searxng needs DEEP_RESEARCH_SEARXNG_URL",
             "set DEEP_RESEARCH_SEARXNG_URL",
         )
     return Check("web research", "ok", shown)
@@ -170,11 +179,14 @@ async def check_models(settings: Settings) -> tuple[list[Check], WebEngine | Non
     engine = wiring.web_engine(settings, "auto")
     if not settings.has_model:
         return (
-            [Check(
-                "models", "note",
-                "none configured: runs answer from the knowledge base extractively",
-                "set OPENAI_API_KEY (or OPENAI_BASE_URL) for a model",
-            )],
+            [
+                Check(
+                    "models",
+                    "note",
+                    "none configured: runs answer from the knowledge base extractively",
+                    "set OPENAI_API_KEY (or OPENAI_BASE_URL) for a model",
+                )
+            ],
             engine,
             [],
         )
@@ -290,7 +302,8 @@ def _without_credentials(checks: list[Check], settings: Settings) -> list[Check]
     raw = {
         value: mask_url(value)
         for name, value in settings.model_dump(mode="json").items()
-        if isinstance(value, str) and (name.endswith("_url") or name == "chroma_host")
+        if isinstance(value, str)
+        and (name.endswith("_url") or name == "chroma_host")
         and mask_url(value) != value
     }
     if not raw:

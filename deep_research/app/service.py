@@ -159,7 +159,11 @@ OPTION_SETTINGS: dict[str, tuple[str, ...]] = {
     "max_total_tokens": ("max_total_tokens",),
     "max_runtime_seconds": ("max_runtime_seconds",),
     "chat_model": (
-        "planner_model", "branch_model", "summarizer_model", "synthesizer_model", "judge_model"
+        "planner_model",
+        "branch_model",
+        "summarizer_model",
+        "synthesizer_model",
+        "judge_model",
     ),
     "planner_model": ("planner_model",),  # after chat_model: a role's own model wins
     "branch_model": ("branch_model",),

@@ -97,4 +97,3 @@ def no_forged_markers(markdown: str) -> str:
     escaped: ``\\[1]`` renders as a backslash and a live ``[1]``, which the citation rules
     (a ``[n]`` after a backslash is literal) would not count but a reader would click."""
     return _BRACKET_AFTER_BACKSLASHES.sub(lambda m: m.group(1) + "\\[", markdown)
-

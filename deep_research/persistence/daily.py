@@ -209,8 +209,7 @@ class DailyLedger:
                     e.cost_usd for e in state.ledger if _utc(e.at) >= made
                 )
         reserved = sum(
-            max(0.0, held.amount_usd - spent_since.get(held.session_id or "", 0.0))
-            for held in live
+            max(0.0, held.amount_usd - spent_since.get(held.session_id or "", 0.0)) for held in live
         )
         return Committed(spent_today, book.booked_usd.get(now.date(), 0.0), reserved)
 

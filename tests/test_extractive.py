@@ -284,6 +284,8 @@ class Hit:
     source: str
     heading: str
     text: str
+    title: str = ""
+    tags: tuple[str, ...] = ()
 
 
 class FixedRetriever:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from deep_research.adapters.kb_branch import FALLBACK_NOTE, KBExecutor
+from deep_research.adapters.kb_branch import FALLBACK_NOTE, KBExecutor, citation_of
 from deep_research.adapters.llm.branch import Passage
 from deep_research.adapters.prices import PriceTable
 from deep_research.app.wiring import extractive_engine
@@ -26,6 +26,8 @@ class Hit:
     source: str
     heading: str
     text: str
+    title: str = ""
+    tags: tuple[str, ...] = ()
 
 
 HITS = [
@@ -135,3 +137,17 @@ async def test_a_knowledge_base_failure_mid_run_fails_nodes_not_the_run() -> Non
     assert {n.status for n in state.nodes.values()} == {"failed"}
     assert all("Could not connect" in (n.error or "") for n in state.nodes.values())
     assert state.stop_reason is not None, "the run ended on its own terms, with a reason"
+
+
+def test_citations_carry_the_files_front_matter_title_and_tags() -> None:
+    titled = Hit(
+        "c9", "notes/e.md#Deletes:1-4", "e.md", "Deletes", "Text.", "Storage notes", ("db",)
+    )
+    assert (citation_of(titled).title, citation_of(titled).tags) == (
+        "Storage notes › Deletes",
+        ("db",),
+    )
+    untitled = Hit("c8", "notes/f.md#Deletes:1-4", "f.md", "Deletes", "Text.")
+    assert (citation_of(untitled).title, citation_of(untitled).tags) == ("f.md › Deletes", ())
+    same = Hit("c7", "notes/g.md#Guide:1-4", "g.md", "Guide", "Text.", "Guide")
+    assert citation_of(same).title == "Guide"  # not "Guide › Guide"

@@ -58,7 +58,9 @@ def test_ingest_prints_a_summary_table(runner: CliRunner) -> None:
     assert result.exit_code == 0, result.output
     assert "added" in result.stdout
     assert "skipped blob.md: binary" in result.stdout
-    assert json.loads(runner.invoke(kb_app, ["list", "--json"]).stdout) == ["team"]
+    assert [kb["name"] for kb in json.loads(runner.invoke(kb_app, ["list", "--json"]).stdout)] == [
+        "team"
+    ]
 
 
 def test_ingest_progress_shows_chunks_embedded_while_they_are_embedded(tmp_path: Path) -> None:
@@ -136,15 +138,41 @@ def test_stats_list_and_rm(runner: CliRunner) -> None:
     assert stats["chunks"] == 2
     assert stats["embedding_model"] == "hash:256"
     assert stats["size_bytes"] > 0
-    assert "embedding model" in runner.invoke(kb_app, ["stats"]).stdout
-    assert runner.invoke(kb_app, ["list"]).stdout.strip() == "default  (default)"
+    folder = str(Path("kb").resolve())
+    assert stats["roots"] == [{"name": "kb", "path": folder, "files": 2}]
+    table = runner.invoke(kb_app, ["stats"]).stdout
+    assert "embedding model" in table
+    assert "root 'kb'" in table
+    assert "(2 files)" in table
+    listed = runner.invoke(kb_app, ["list"]).stdout.splitlines()
+    assert listed == ["default  (default)", f"  kb  {folder}  (2 files)"]
 
     declined = runner.invoke(kb_app, ["rm"], input="n\n")
     assert declined.exit_code != 0
-    assert json.loads(runner.invoke(kb_app, ["list", "--json"]).stdout) == ["default"]
+    assert json.loads(runner.invoke(kb_app, ["list", "--json"]).stdout) == [
+        {"name": "default", "default": True, "roots": [{"name": "kb", "path": folder, "files": 2}]}
+    ]
 
     assert runner.invoke(kb_app, ["rm", "default", "--yes"]).exit_code == 0
     assert json.loads(runner.invoke(kb_app, ["list", "--json"]).stdout) == []
+
+
+def test_search_shows_front_matter_titles_and_tags(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "kb" / "ops" / "oncall.md").write_text(
+        "---\ntitle: On-call handbook\ntags: [ops, pager]\n---\n# Paging\n\n"
+        + "Escalate a page after fifteen minutes of silence. " * 12,
+        encoding="utf-8",
+    )
+    runner.invoke(kb_app, ["ingest", "kb"])
+    (hit,) = json.loads(
+        runner.invoke(kb_app, ["search", "escalate page", "-k", "1", "--json"]).stdout
+    )
+    assert (hit["title"], hit["tags"]) == ("On-call handbook", ["ops", "pager"])
+    text = runner.invoke(kb_app, ["search", "escalate page", "-k", "1"]).stdout
+    assert "On-call handbook · #ops #pager" in text
+    snippet = text.splitlines()[-1]
+    assert snippet.endswith("…")
+    assert snippet[:-1].split()[-1] in hit["text"].split()  # cut between words
 
 
 def test_missing_kb_raises_the_typed_error(runner: CliRunner) -> None:

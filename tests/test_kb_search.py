@@ -149,3 +149,18 @@ def test_fusion_methods() -> None:
     assert rrf[0][0] == "b"  # ranked by both
     weighted = fuse([(dense, 1.0), (lexical, 0.0)], Fusion(method="weighted"))
     assert [cid for cid, _ in weighted] == ["a", "b"]
+
+
+def test_scores_are_on_one_scale_in_every_mode(store: KBStore) -> None:
+    for mode in ("hybrid", "dense", "bm25"):
+        hits = search(store, "bread crust automobile regulator", k=4, mode=mode)
+        assert hits, mode
+        assert all(0.0 <= h.score <= 1.0 for h in hits), (mode, [h.score for h in hits])
+    # Each ranker's best is 1.0: bm25 no longer reports raw BM25, dense no longer cosine.
+    assert search(store, "bread crust", k=1, mode="bm25")[0].score == 1.0
+    assert search(store, "bread crust", k=1, mode="dense")[0].score == 1.0
+    # A lone candidate (one file passes the filter) is the best there is, not 0.0.
+    (only,) = search(store, "bread crust", tags=["food"])
+    assert only.score == 1.0
+    (only_dense,) = search(store, "bread crust", mode="dense", tags=["food"])
+    assert only_dense.score == 1.0

@@ -263,6 +263,13 @@ def test_long_quotes_are_cut_between_words_and_say_so() -> None:
     assert last_word in long_quote.split(), "no word is cut in half"
 
 
+def test_kb_sources_show_their_front_matter_tags() -> None:
+    kb = KB.model_copy(update={"title": "Budgets handbook › Cost limits", "tags": ("money",)})
+    state = SessionState(session_id="e" * 12, question="q?", sources={"S2": kb})
+    entry = sources_section(build_report(state, "Runs stop at the limit [S2].")).splitlines()[0]
+    assert entry == "1. `budgets.md#Cost limits:0-120` — Budgets handbook › Cost limits `#money`"
+
+
 def test_a_bracket_after_an_escaped_backslash_is_no_citation() -> None:
     from deep_research.app.report_html import render_html
     from deep_research.core.report import assemble

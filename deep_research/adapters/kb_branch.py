@@ -41,6 +41,13 @@ class Evidence(Protocol):
     def heading(self) -> str: ...
     @property
     def text(self) -> str: ...
+    @property
+    def title(self) -> str:
+        """The file's front-matter title ("" when it has none)."""
+        ...
+
+    @property
+    def tags(self) -> tuple[str, ...]: ...
 
 
 class Retriever(Protocol):
@@ -113,11 +120,13 @@ def quote_best(hits: Sequence[Evidence]) -> BranchResult:
 
 
 def citation_of(hit: Evidence) -> Citation:
+    name = hit.title or hit.source  # the front-matter title when the file has one
     return Citation(
         kind="kb",
-        title=f"{hit.source} › {hit.heading}" if hit.heading else hit.source,
+        title=f"{name} › {hit.heading}" if hit.heading and hit.heading != name else name,
         locator=hit.locator,
         quote=cap_tokens(plain_text(hit.text), 120),
+        tags=hit.tags,
     )
 
 

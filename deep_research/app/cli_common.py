@@ -78,6 +78,8 @@ def hit_json(hit: Hit) -> dict[str, object]:
         "root": hit.root,
         "source": hit.source,
         "heading": hit.heading,
+        "title": hit.title,
+        "tags": list(hit.tags),
         "lines": [hit.start_line, hit.end_line],
         "score": hit.score,
         "text": hit.text,

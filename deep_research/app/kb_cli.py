@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from deep_research.core import markdown as md
 from deep_research.core.errors import KBMissing, UsageError
 from deep_research.kb.modes import Mode
 
@@ -186,10 +187,12 @@ def search_command(
             f"[bold]{rank}. {_escape(anchor)}[/bold]  "
             f"lines {hit.start_line}-{hit.end_line}  score {hit.score:.4f}"
         )
-        snippet = " ".join(hit.text.split())
-        if len(snippet) > SNIPPET_CHARS:
-            snippet = snippet[: SNIPPET_CHARS - 1] + "…"
-        console.print(f"   {snippet}", markup=False)
+        about = " · ".join(
+            part for part in (hit.title, " ".join(f"#{tag}" for tag in hit.tags)) if part
+        )
+        if about:
+            console.print(f"   {about}", markup=False, style="dim")
+        console.print(f"   {md.clip(hit.text, SNIPPET_CHARS)}", markup=False)
 
 
 def _warn_if_legacy(store: KBStore) -> None:
@@ -228,6 +231,9 @@ def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     table.add_row("chunks", str(stats.chunks))
     if stats.legacy_chunks:
         table.add_row("from an older version", f"{stats.legacy_chunks} (re-ingest to upgrade)")
+    for root in stats.roots:
+        where = root.path or "(folder not recorded: re-ingest it)"
+        table.add_row(f"root {root.name!r}", f"{where}  ({root.files} files)")
     table.add_row("embedding model", stats.embedding_model)
     table.add_row("size on disk", f"{stats.size_bytes / 1_000_000:.1f} MB")
     _out().print(table)
@@ -235,18 +241,32 @@ def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
 
 @kb_app.command("list")
 def list_command(as_json: JsonOpt = False) -> None:
-    """The named knowledge bases."""
+    """The named knowledge bases and the folders ingested into each."""
     from deep_research.app.config import load_settings
-    from deep_research.kb.store import list_kbs
+    from deep_research.kb.store import kb_roots, list_kbs
 
     settings = load_settings()
     names = list_kbs(settings)
+    roots = {name: kb_roots(settings, name) for name in names}
     if as_json:
-        _print_json(names)
+        _print_json(
+            [
+                {
+                    "name": name,
+                    "default": name == settings.kb_name,
+                    "roots": [asdict(root) for root in roots[name]],
+                }
+                for name in names
+            ]
+        )
         return
     for name in names:
         marker = "  (default)" if name == settings.kb_name else ""
         typer.echo(f"{name}{marker}")
+        for root in roots[name]:
+            typer.echo(
+                f"  {root.name}  {root.path or '(folder not recorded)'}  ({root.files} files)"
+            )
     if not names:
         typer.echo("no knowledge bases yet: run `deep-research kb ingest`")
 

@@ -23,6 +23,8 @@ def cap_tokens(text: str, max_tokens: int) -> str:
     boundary = max(cut.rfind(". "), cut.rfind("\n"))
     if boundary > limit // 2:
         cut = cut[: boundary + 1]
+    elif not text[limit].isspace() and " " in cut:  # never end on half a word
+        cut = cut.rsplit(" ", 1)[0]
     return cut.rstrip() + " …"
 
 

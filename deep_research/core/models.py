@@ -86,6 +86,7 @@ class Citation(BaseModel):
         description="verbatim source text (a KB chunk); empty when the provider returns none",
     )
     claim: str = Field(default="", description="the report sentence this source is cited for")
+    tags: tuple[str, ...] = Field(default=(), description="KB: the file's front-matter tags")
     accessed_at: datetime | None = Field(
         default=None, description="when the page was read (search-and-read web branches)"
     )

@@ -211,6 +211,7 @@ def source_entry(source: Citation) -> str:
         entry = md.link(source.title or source.url or "untitled", source.url or "")
     else:
         entry = md.code(source.locator) + (f" — {md.text(source.title)}" if source.title else "")
+        entry += "".join(f" {md.code('#' + tag)}" for tag in source.tags)
     quote = " ".join(source.quote.split())
     claim = " ".join(source.claim.split())
     if quote:

@@ -8,6 +8,11 @@ defaults (measured best on BEIR SciFact with the default embedder, see bench/kb.
 every one of them is also a parameter of `search`.
 MMR (optional) re-orders the fused candidates for diversity using the dense vectors.
 
+A hit's score is on one scale in every mode: in [0, 1], relative to the query's
+candidates. Each ranker's scores are min-max scaled (its best candidate 1.0, a lone or
+tied candidate 1.0 too), so "dense" and "bm25" report that scaled score and "hybrid" the
+weighted sum of both (1.0 when both rankers put the chunk first).
+
 A hit's locator, ``root/path#heading:start-end``, names the folder it was ingested from,
 the file in it, its heading path and its lines; `resolve_locator` turns one back into the
 exact text. Locators from before roots (``path#heading:start-end``) still resolve when
@@ -105,7 +110,9 @@ def _normalise(scores: list[float], how: Normalization) -> list[float]:
     if how == "zscore":
         values = (values - values.mean()) / (float(values.std()) or 1.0)
     else:
-        values = (values - values.min()) / (float(values.max() - values.min()) or 1.0)
+        span = float(values.max() - values.min())
+        # A lone or tied candidate is as good as the best: 1.0, not 0.0.
+        values = (values - values.min()) / span if span else np.ones_like(values)
     normalised: list[float] = values.tolist()
     return normalised
 
@@ -178,8 +185,9 @@ def search(
     lexical_hits = lexical.search(query, n, allowed) if mode != "dense" else []
     if mode == "hybrid":
         ranked = fuse([(dense, fusion.dense_weight), (lexical_hits, fusion.bm25_weight)], fusion)
-    else:
-        ranked = dense if mode == "dense" else lexical_hits
+    else:  # one ranker, scaled as hybrid scales it: a score means the same in every mode
+        one = Fusion(method="weighted", normalization="minmax")
+        ranked = fuse([(dense if mode == "dense" else lexical_hits, 1.0)], one)
     if mmr and vector is not None:
         pool = ranked[:n]
         ranked = mmr_order(vector, pool, store.vectors([cid for cid, _ in pool]), k, mmr_lambda)

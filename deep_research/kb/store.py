@@ -75,6 +75,15 @@ _UNREACHABLE = (ValueError, OSError, httpx.HTTPError)
 
 
 @dataclass(frozen=True)
+class KBRoot:
+    """A folder ingested into a KB: its name in citations, where it was last read from."""
+
+    name: str
+    path: str
+    files: int
+
+
+@dataclass(frozen=True)
 class KBStats:
     name: str
     location: str
@@ -84,6 +93,21 @@ class KBStats:
     size_bytes: int
     legacy_chunks: int = 0
     """Chunks from before roots and token-exact sizes: a re-ingest upgrades them."""
+    roots: tuple[KBRoot, ...] = ()
+
+
+def roots_of(manifest: Manifest) -> tuple[KBRoot, ...]:
+    return tuple(
+        KBRoot(name, entry.path, sum(1 for f in entry.files.values() if f.hash))
+        for name, entry in sorted(manifest.roots.items())
+    )
+
+
+def kb_roots(settings: Settings, name: str) -> tuple[KBRoot, ...]:
+    """The roots a KB's manifest records, read without opening the KB (nothing when the
+    manifest is missing: the next open rebuilds it)."""
+    manifest = load_manifest(settings.kb_dir / name)
+    return roots_of(manifest) if manifest is not None else ()
 
 
 @dataclass(frozen=True)
@@ -468,6 +492,7 @@ class KBStore:
             embedding_model=self.embeddings.model_id,
             size_bytes=size,
             legacy_chunks=self.lexical().legacy_chunks,
+            roots=roots_of(manifest),
         )
 
 

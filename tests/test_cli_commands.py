@@ -86,6 +86,19 @@ def test_doctor_reports_the_setup_with_secrets_masked(
     assert fake_openai.count("/v1/models") >= 1, "the models were looked up"
 
 
+def test_doctor_says_when_auto_switches_to_search_and_read(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.models.pop("gpt-5.5")  # a gateway that does not serve the default web model
+    code, out, err = cli({**env, "DEEP_RESEARCH_WEB_ENGINE": "auto"}, "doctor", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["web_research"].startswith("search and read via ")
+    [note] = [c for c in report["checks"] if c["name"] == "web research" and c["status"] == "note"]
+    assert "does not serve gpt-5.5" in note["detail"]
+    assert "search and read pages instead" in note["detail"]
+
+
 def test_doctor_says_what_a_search_provider_lacks(
     env: dict[str, str], fake_openai: FakeOpenAI
 ) -> None:
@@ -162,7 +175,10 @@ def test_a_reader_that_closed_the_pipe_ends_the_command_quietly(
     try:
         done = subprocess.run(
             [sys.executable, "-m", "deep_research", *args],
-            stdout=write, stderr=subprocess.PIPE, text=True, env={**os.environ, **env},
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **env},
             timeout=120,
         )
     finally:
@@ -185,7 +201,9 @@ def test_sessions_list_is_one_line_a_session_at_any_width(
         store.create(question)
     done = subprocess.run(
         [sys.executable, "-m", "deep_research", "sessions", "list"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, **env, "COLUMNS": str(columns), "TERM": "dumb"},
     )
     assert done.returncode == 0, done.stderr

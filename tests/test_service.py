@@ -3,6 +3,8 @@ will call it exactly like this."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -52,6 +54,20 @@ async def test_a_run_started_and_followed_through_the_service(offline: Settings)
     assert Path(path).read_bytes().decode() == run.report_markdown  # noqa: ASYNC240
     with pytest.raises(SessionError):
         service.status(offline, "000000000000")
+
+
+async def test_choices_made_for_the_user_reach_the_sessions_event_log(offline: Settings) -> None:
+    """A server has no terminal: why ``auto`` chose an engine is in the log it follows."""
+    prepared = service.prepare(offline, "How are costs capped?", service.RunOptions())
+    prepared = replace(prepared, notices=("web research: chosen for you",))
+    shown: list[object] = []
+    with service.start(prepared, lambda _line: None) as run:
+        await service.execute(run, shown.append)
+    log = Path(offline.sessions_dir, run.state.session_id, "events.jsonl").read_text()  # noqa: ASYNC240
+    events = [json.loads(line) for line in log.splitlines()]
+    assert [e["type"] for e in events[:2]] == ["start", "message"]
+    assert events[1]["message"] == "web research: chosen for you"
+    assert "web research: chosen for you" not in shown, "whoever prepared the run said it"
 
 
 async def test_a_session_without_research_jobs_has_nothing_to_cancel(offline: Settings) -> None:

@@ -173,8 +173,12 @@ async def test_auto_searches_when_the_server_does_not_serve_it(
     else:  # vLLM, llama.cpp: no models API
         fake_openai.retrieve_endpoint = fake_openai.list_endpoint = False
     prepared = service.prepare(gateway, "q?", service.RunOptions())
-    chosen = await service.choose_engine(prepared)
+    said: list[str] = []
+    chosen = await service.choose_engine(prepared, said.append)
     assert (chosen.engine, chosen.spec) == ("search", None)
+    assert chosen.notices == tuple(said), "said, and kept for the session's event log"
+    [notice] = chosen.notices
+    assert "search and read pages instead" in notice
 
 
 async def test_a_chosen_engine_is_not_second_guessed(

@@ -195,6 +195,7 @@ async def check_models(settings: Settings) -> tuple[list[Check], WebEngine | Non
             prepared = await service.choose_engine(
                 service.prepare(settings, "doctor", service.RunOptions())
             )
+            choices = [Check("web research", "note", notice) for notice in prepared.notices]
             warnings = await service.check_models(prepared)
             unknown = await _unreachable_models(prepared)
     except DeepResearchError as exc:
@@ -209,7 +210,7 @@ async def check_models(settings: Settings) -> tuple[list[Check], WebEngine | Non
     if not checks:
         roles = sorted({ref.model for ref in _configured(prepared)})
         checks.append(Check("models", "ok", ", ".join(roles)))
-    return checks, prepared.engine, warnings
+    return [*checks, *choices], prepared.engine, warnings
 
 
 def _configured(prepared: Prepared) -> list[Any]:
@@ -272,8 +273,9 @@ async def doctor(settings: Settings) -> dict[str, Any]:
     checks = [
         Check("deep-research", "ok", f"{version('deep-research')}, Python {python}"),
         data_dir,
-        *model_checks,
+        *(c for c in model_checks if c.name == "models"),
         web_research(settings, engine),
+        *(c for c in model_checks if c.name != "models"),  # why auto chose that engine
         *kb_checks,
         *surfaces,
         check_page(),

@@ -95,6 +95,8 @@ class Prepared:
     question: str = ""
     engine: WebEngine | None = None
     """How web branches are researched; None: the run does not search the web."""
+    notices: tuple[str, ...] = ()
+    """Choices made for the user (``choose_engine``'s), for the session's event log."""
 
     @property
     def extractive(self) -> bool:
@@ -302,9 +304,10 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
             )
         why = f"{server} does not serve {model}"
         force = "--web-model picks one it serves"
+    notice = f"web research: {why}, so branches search and read pages instead ({force})"
     if on_info is not None:
-        on_info(f"web research: {why}, so branches search and read pages instead ({force})")
-    return prepared
+        on_info(notice)
+    return dataclasses.replace(prepared, notices=(*prepared.notices, notice))
 
 
 @contextmanager
@@ -390,6 +393,8 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
         observer(message)
 
     observer.start(resumed=run.resumed)
+    for notice in run.prepared.notices:
+        observer(notice)  # the log's; whoever prepared the run has shown them already
     failure = ""
     try:
         guard = wiring.guard_for(run.prepared.settings, state)

@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from langchain_core.embeddings import Embeddings
 
+from deep_research.adapters.branches.search_read import SearchLimits, SearchReadExecutor
 from deep_research.adapters.extractive.roles import (
     ExtractiveJudge,
     ExtractiveSummarizer,
@@ -58,7 +59,6 @@ from deep_research.adapters.extractive.roles import (
 from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.reader import PageReader, ReaderSettings, split_passages
 from deep_research.adapters.web.search import default_rate_limits, make_provider, normalize
-from deep_research.adapters.web.search_branch import SearchLimits, SearchReadExecutor
 from deep_research.core.errors import KnowledgeBaseError
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import Limits, Plan, SessionState

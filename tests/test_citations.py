@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from deep_research.adapters.kb_branch import plain_text
+from deep_research.adapters.branches.kb import plain_text
 from deep_research.core.citations import (
     check,
     identity,

@@ -12,7 +12,7 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from deep_research.adapters.web.deep_research import (
+from deep_research.adapters.branches.openai_research import (
     JOB_NAME,
     MAX_DEPENDENCY_CHARS,
     DeepResearchExecutor,

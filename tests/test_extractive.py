@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from deep_research.adapters.branches.kb import KBExecutor
+from deep_research.adapters.branches.protocols import Passage
 from deep_research.adapters.extractive.roles import (
     ExtractiveJudge,
     ExtractivePlanner,
@@ -16,8 +18,6 @@ from deep_research.adapters.extractive.roles import (
     ExtractiveWriter,
 )
 from deep_research.adapters.extractive.text import facets
-from deep_research.adapters.kb_branch import KBExecutor
-from deep_research.adapters.llm.branch import Passage
 from deep_research.adapters.prices import PriceTable
 from deep_research.app.wiring import extractive_engine
 from deep_research.core.guard import BudgetGuard

@@ -240,7 +240,10 @@ async def test_the_page_loads_without_the_token_and_no_data_does(
         ("GET", "/kb/search?q=deletes"),
         ("POST", "/research"),
         ("POST", "/research/abcdef012345/cancel"),
-        ("POST", "/", ),
+        (
+            "POST",
+            "/",
+        ),
     ]:
         response = await client.request(method, path, json={"question": QUESTION})
         assert response.status_code == 401, (method, path, response.text)

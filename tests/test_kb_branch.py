@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from deep_research.adapters.kb_branch import FALLBACK_NOTE, KBExecutor, citation_of
-from deep_research.adapters.llm.branch import Passage
+from deep_research.adapters.branches.kb import FALLBACK_NOTE, KBExecutor, citation_of
+from deep_research.adapters.branches.protocols import Passage
 from deep_research.adapters.prices import PriceTable
 from deep_research.app.wiring import extractive_engine
 from deep_research.core.errors import BranchError, KnowledgeBaseError

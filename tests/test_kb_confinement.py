@@ -175,15 +175,19 @@ def test_chunks_of_a_file_inside_its_root_are_still_served_when_the_folder_is_go
 # --- one small file never aborts or stalls the run -------------------------------------------
 
 SELF_ALIAS = "---\ntitle: &a [*a]\n---\n# Loop\n\nBody.\n"
-BOMB = "---\n" + "\n".join(
-    [
-        'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]',
-        *(
-            f"{c}: &{c} [" + ",".join([f"*{p}"] * 9) + "]"
-            for p, c in zip("abcdefgh", "bcdefghi", strict=True)
-        ),
-    ]
-) + "\n---\n# Bomb\n\nBody.\n"
+BOMB = (
+    "---\n"
+    + "\n".join(
+        [
+            'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]',
+            *(
+                f"{c}: &{c} [" + ",".join([f"*{p}"] * 9) + "]"
+                for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+            ),
+        ]
+    )
+    + "\n---\n# Bomb\n\nBody.\n"
+)
 DEEP = "---\nx: " + "[" * 3000 + "]" * 3000 + "\n---\n# Deep\n\nBody.\n"
 
 

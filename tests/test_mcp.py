@@ -389,9 +389,7 @@ def test_the_findings_so_far_quote_titles_and_notes_without_forging_links() -> N
         question="Which one?](https://phish.example/q) [x",
         status="done",
         notes="It is so [S1].\n\n[S1]: https://phish.example/def",
-        citations=[
-            Citation(ref="S1", kind="web", url="https://nist.gov/p", title=FORGED_TITLE)
-        ],
+        citations=[Citation(ref="S1", kind="web", url="https://nist.gov/p", title=FORGED_TITLE)],
     )
     text = findings_so_far(state)
     hrefs = re.findall(r'href="([^"]*)"', MarkdownIt("commonmark").render(text))
@@ -513,8 +511,7 @@ async def test_unknown_arguments_are_refused_naming_the_ones_a_tool_takes(
         tools = (await client.list_tools()).tools
         typo = await client.call_tool("research_start", {"question": QUESTION, "max_cost": 1})
         strays = {
-            tool.name: await client.call_tool(tool.name, {"no_such_argument": 1})
-            for tool in tools
+            tool.name: await client.call_tool(tool.name, {"no_such_argument": 1}) for tool in tools
         }
         several = await client.call_tool("research_list", {"a b": 1, "c\nd": 2})
         missing = await client.call_tool("research_status", {})

@@ -281,9 +281,7 @@ async def test_the_page_takes_the_questions_the_api_takes(
     assert len(SessionStore(settings.sessions_dir).list()) == 1
 
 
-async def test_the_page_loads_with_a_token_set_and_takes_it(
-    settings: Settings, page: Page
-) -> None:
+async def test_the_page_loads_with_a_token_set_and_takes_it(settings: Settings, page: Page) -> None:
     """With DEEP_RESEARCH_API_TOKEN set, the page (where the token is typed) loads; its data
     comes once the token is given."""
     settings = settings.with_overrides(api_token=TOKEN)

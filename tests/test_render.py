@@ -87,7 +87,7 @@ def test_questions_errors_and_notes_are_shown_as_written_never_as_markup() -> No
     )
     console = Console(width=200, record=True, force_terminal=True, file=open("/dev/null", "w"))  # noqa: SIM115
     console.print(render.node_table(state.nodes.values()))
-    assert "href=\"https://phish" not in console.export_html(clear=False)
+    assert 'href="https://phish' not in console.export_html(clear=False)
     drawn = console.export_text()
     assert "See [link=https://phish.example]NIST[/link] [bold]now[/bold]" in drawn
     assert "Paths (no such file [/etc/x])" in drawn

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from deep_research.adapters.router import RoutingExecutor, Unavailable
+from deep_research.adapters.branches.router import RoutingExecutor, Unavailable
 from deep_research.core.errors import BranchError, BudgetExhausted
 from deep_research.core.models import Citation
 from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook

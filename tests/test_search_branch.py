@@ -8,14 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from deep_research.adapters.llm.branch import Passage
-from deep_research.adapters.web.search_branch import (
-    Page,
-    SearchHit,
-    SearchLimits,
-    SearchReadExecutor,
-    SearchResults,
-)
+from deep_research.adapters.branches.protocols import Page, Passage, SearchHit, SearchResults
+from deep_research.adapters.branches.search_read import SearchLimits, SearchReadExecutor
 from deep_research.core.citations import identity
 from deep_research.core.errors import BranchError, BudgetExhausted
 from deep_research.core.models import BranchNotes

@@ -57,7 +57,11 @@ def fresh_env(tmp_path: Path) -> dict[str, str]:
 def test_every_surface_imports_and_answers_in_a_fresh_process(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", SURFACES],
-        capture_output=True, text=True, env=fresh_env(tmp_path), cwd=tmp_path, timeout=300,
+        capture_output=True,
+        text=True,
+        env=fresh_env(tmp_path),
+        cwd=tmp_path,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
@@ -72,15 +76,19 @@ def test_every_surface_imports_and_answers_in_a_fresh_process(tmp_path: Path) ->
     assert seen["/sessions"][0] == 200
 
 
-def doctor(tmp_path: Path, *, prelude: str = "", env: dict[str, str] | None = None) -> tuple[
-    int, dict[str, object]
-]:
+def doctor(
+    tmp_path: Path, *, prelude: str = "", env: dict[str, str] | None = None
+) -> tuple[int, dict[str, object]]:
     """``deep-research doctor --json`` in a fresh process, after ``prelude`` ran in it."""
     code = f"{prelude}\nimport sys\nsys.argv = ['deep-research', 'doctor', '--json']\n"
     code += "from deep_research.__main__ import main\nmain()\n"
     done = subprocess.run(
         [sys.executable, "-c", code],
-        capture_output=True, text=True, env=env or fresh_env(tmp_path), cwd=tmp_path, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env or fresh_env(tmp_path),
+        cwd=tmp_path,
+        timeout=300,
     )
     report: dict[str, object] = json.loads(done.stdout)
     return done.returncode, report

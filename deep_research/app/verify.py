@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
     from langchain_core.messages import BaseMessage
 
+    from deep_research.adapters.branches.protocols import Reader
     from deep_research.adapters.llm.llm import Prompt
-    from deep_research.adapters.web.search_branch import Reader
     from deep_research.core.ports import PriceBook
 
 MAX_CLAIM_CHARS = 2000

@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING
 import openai
 from langchain_openai import ChatOpenAI
 
+from deep_research.adapters.branches.kb import KBExecutor
+from deep_research.adapters.branches.openai_research import DeepResearchExecutor
+from deep_research.adapters.branches.protocols import Evidence
+from deep_research.adapters.branches.router import RoutingExecutor, Unavailable
 from deep_research.adapters.extractive.roles import (
     ExtractiveJudge,
     ExtractivePlanner,
@@ -25,7 +29,6 @@ from deep_research.adapters.extractive.roles import (
     ExtractiveSynthesizer,
     ExtractiveWriter,
 )
-from deep_research.adapters.kb_branch import Evidence, KBExecutor
 from deep_research.adapters.llm.branch import LLMEvidenceWriter
 from deep_research.adapters.llm.compress import LLMCompressor
 from deep_research.adapters.llm.judge import LLMJudge
@@ -35,8 +38,6 @@ from deep_research.adapters.llm.planning import LLMPlanner
 from deep_research.adapters.llm.summary import LLMSummarizer
 from deep_research.adapters.llm.synthesis import LLMSynthesizer
 from deep_research.adapters.prices import Price, PriceTable
-from deep_research.adapters.router import RoutingExecutor, Unavailable
-from deep_research.adapters.web.deep_research import DeepResearchExecutor
 from deep_research.adapters.web.openai_jobs import JobSpec, KbTool, ResponsesJobs
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError, KBMissing, KnowledgeBaseError, UsageError
@@ -475,10 +476,10 @@ def search_executor(
     """The search-and-read executor: the configured provider under the process's rate
     limits, the process's page reader, the KB's ranking; notes by ``branch`` (None: the
     best passages quoted)."""
+    from deep_research.adapters.branches.search_read import SearchLimits, SearchReadExecutor
     from deep_research.adapters.llm.queries import LLMQueryWriter
     from deep_research.adapters.web.reader import split_passages
     from deep_research.adapters.web.search import make_provider
-    from deep_research.adapters.web.search_branch import SearchLimits, SearchReadExecutor
     from deep_research.adapters.web.shared import SharedRateLimits, SharedReader
     from deep_research.kb.embeddings import MemoEmbeddings, make_embeddings
     from deep_research.kb.rank import rank

@@ -19,6 +19,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from deep_research.adapters.branches.protocols import Passage
 from deep_research.adapters.extractive.text import (
     facets,
     idf_weights,
@@ -30,7 +31,6 @@ from deep_research.adapters.extractive.text import (
     stems,
     weighted_coverage,
 )
-from deep_research.adapters.llm.branch import Passage
 from deep_research.core import memory
 from deep_research.core.citations import has_session_marker
 from deep_research.core.memory import estimate_tokens

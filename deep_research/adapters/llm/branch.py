@@ -5,18 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from deep_research.adapters.branches.protocols import Passage
 from deep_research.adapters.llm.llm import ChatModel, load_prompt
 from deep_research.core.memory import cap_tokens
 from deep_research.core.models import BranchNotes
 from deep_research.core.ports import Finding, Meter
-
-
-@dataclass(frozen=True)
-class Passage:
-    """One numbered piece of evidence as the model sees it."""
-
-    label: str
-    text: str
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ import httpx
 import trafilatura
 from aiolimiter import AsyncLimiter
 
+from deep_research.adapters.branches.protocols import Page
 from deep_research.adapters.web.fetch_guard import (
     AddressRefused,
     AllowList,
@@ -65,7 +66,6 @@ from deep_research.adapters.web.fetch_guard import (
     Resolver,
     system_resolver,
 )
-from deep_research.adapters.web.search_branch import Page
 from deep_research.core.errors import BranchError
 
 __all__ = ["Page", "PageReader", "PageSkipped", "ReaderSettings", "SkipKind", "split_passages"]

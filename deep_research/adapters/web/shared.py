@@ -19,9 +19,9 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from deep_research.adapters.branches.protocols import Page
 from deep_research.adapters.web.reader import PageReader, ReaderSettings
 from deep_research.adapters.web.search import RateLimits, default_rate_limits
-from deep_research.adapters.web.search_branch import Page
 
 T = TypeVar("T")
 

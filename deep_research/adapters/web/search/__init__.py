@@ -1,4 +1,4 @@
-"""Web search providers behind one interface (``search_branch.Searcher``).
+"""Web search providers behind one interface (``branches.protocols.Searcher``).
 
     limits = default_rate_limits()                # once per process, in the composition root
     search = make_provider("tavily", limits=limits, cache=result_cache, api_key=key)
@@ -31,6 +31,7 @@ from typing import Literal, get_args
 import httpx
 from pydantic import SecretStr
 
+from deep_research.adapters.branches.protocols import Searcher, SearchHit, SearchResults
 from deep_research.adapters.web.search.apis import Brave, Exa, Searxng, Tavily
 from deep_research.adapters.web.search.base import (
     RETRYABLE,
@@ -46,7 +47,6 @@ from deep_research.adapters.web.search.base import (
 )
 from deep_research.adapters.web.search.duckduckgo import DdgsClient, DuckDuckGo
 from deep_research.adapters.web.search.http_api import HttpSearchApi
-from deep_research.adapters.web.search_branch import Searcher, SearchHit, SearchResults
 from deep_research.core.errors import ConfigError
 
 __all__ = [

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import httpx
 
+from deep_research.adapters.branches.protocols import SearchHit
 from deep_research.adapters.web.search.base import SearchFailed
 from deep_research.adapters.web.search.http_api import HttpSearchApi, hit, rows
-from deep_research.adapters.web.search_branch import SearchHit
 
 _BRAVE_KEY_CODES = frozenset({"SUBSCRIPTION_TOKEN_INVALID", "SUBSCRIPTION_TOKEN_MISSING"})
 

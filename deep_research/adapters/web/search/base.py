@@ -28,7 +28,7 @@ from typing import Literal, Protocol
 
 from aiolimiter import AsyncLimiter
 
-from deep_research.adapters.web.search_branch import SearchHit, SearchResults
+from deep_research.adapters.branches.protocols import SearchHit, SearchResults
 from deep_research.core.errors import BranchError
 
 FailKind = Literal[
@@ -156,7 +156,7 @@ class RateLimits:
 class WebSearch:
     """A provider API behind the result cache, its rate limit and Retry-After handling.
 
-    Implements ``search_branch.Searcher``: ``search`` returns a `SearchOutcome` (hits,
+    Implements ``branches.protocols.Searcher``: ``search`` returns a `SearchOutcome` (hits,
     ``cached``, ``fee_usd``) or raises `SearchFailed`.
     """
 

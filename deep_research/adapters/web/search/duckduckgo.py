@@ -24,9 +24,9 @@ from typing import Any, Protocol
 
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
+from deep_research.adapters.branches.protocols import SearchHit
 from deep_research.adapters.web.search.base import SearchFailed
 from deep_research.adapters.web.search.http_api import hit
-from deep_research.adapters.web.search_branch import SearchHit
 
 _NO_RESULTS = "No results found."
 _USERINFO = re.compile(r"//[^/@\s]*@")  # a proxy URL's credentials (DDGS_PROXY)

@@ -31,8 +31,8 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
+from deep_research.adapters.branches.protocols import SearchHit
 from deep_research.adapters.web.search.base import FailKind, RetryAfter, SearchFailed
-from deep_research.adapters.web.search_branch import SearchHit
 
 _DETAIL_CHARS = 160
 _SNIPPET_CHARS = 500  # Exa may send a page's whole text where a snippet would do

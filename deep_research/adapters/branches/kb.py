@@ -15,54 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from deep_research.adapters.llm.branch import Passage
+from deep_research.adapters.branches.protocols import Evidence, EvidenceWriter, Passage, Retriever
 from deep_research.core.citations import escape_literal, keep_cited
 from deep_research.core.errors import BranchError, KnowledgeBaseError
 from deep_research.core.memory import cap_tokens
-from deep_research.core.models import BranchNotes, Citation
-from deep_research.core.ports import BranchResult, BranchTask, Finding, Meter, RemoteJobHook
+from deep_research.core.models import Citation
+from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook
 
 FALLBACK_PASSAGES = 3
 FALLBACK_NOTE = (
     "_The branch model's notes cited no passage, so the best passages are quoted verbatim._"
 )
-
-
-class Evidence(Protocol):
-    @property
-    def chunk_id(self) -> str: ...
-    @property
-    def locator(self) -> str: ...
-    @property
-    def source(self) -> str: ...
-    @property
-    def heading(self) -> str: ...
-    @property
-    def text(self) -> str: ...
-    @property
-    def title(self) -> str:
-        """The file's front-matter title ("" when it has none)."""
-        ...
-
-    @property
-    def tags(self) -> tuple[str, ...]: ...
-
-
-class Retriever(Protocol):
-    async def retrieve(self, query: str, k: int) -> Sequence[Evidence]: ...
-
-
-class EvidenceWriter(Protocol):
-    async def write(
-        self,
-        root_question: str,
-        question: str,
-        passages: Sequence[Passage],
-        dependencies: Sequence[Finding],
-        meter: Meter,
-    ) -> BranchNotes: ...
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,20 @@ one-line reason and the run goes on.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Protocol
 
-from deep_research.adapters.kb_branch import EvidenceWriter
-from deep_research.adapters.llm.branch import Passage
+from deep_research.adapters.branches.protocols import (
+    EvidenceWriter,
+    Page,
+    Passage,
+    QueryWriter,
+    Ranker,
+    Reader,
+    Searcher,
+    SearchResults,
+    Splitter,
+)
 from deep_research.adapters.prices import search_model
 from deep_research.core.citations import escape_literal, keep_cited, sentence_of
 from deep_research.core.errors import BranchError, BudgetExhausted
@@ -33,7 +40,6 @@ from deep_research.core.models import Citation, Usage
 from deep_research.core.ports import (
     BranchResult,
     BranchTask,
-    Finding,
     JobEvent,
     Meter,
     RemoteJobHook,
@@ -41,70 +47,6 @@ from deep_research.core.ports import (
 
 THIN_EVIDENCE = 0.5
 """Below this confidence the notes are thin: search once more, if a round is left."""
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    url: str
-    title: str
-    snippet: str = ""
-
-
-@dataclass(frozen=True)
-class SearchResults:
-    hits: list[SearchHit]
-    cached: bool = False
-    """Served from the result cache: no fee."""
-
-
-class Searcher(Protocol):
-    """A web search provider (duckduckgo, searxng, tavily, …)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def price_usd(self) -> float:
-        """What one search costs at the provider (a cache hit costs nothing)."""
-        ...
-
-    async def search(self, query: str, max_results: int) -> SearchResults:
-        """Raises ``BranchError`` with a one-line reason when the provider fails."""
-        ...
-
-
-@dataclass(frozen=True)
-class Page:
-    url: str
-    """Where the text was read, after redirects."""
-    title: str
-    text: str
-    """The page's main text, as markdown."""
-    fetched_at: datetime
-
-
-class Reader(Protocol):
-    async def read(self, url: str) -> Page:
-        """Raises ``PageSkipped`` (a ``BranchError``) with the reason a page is not read."""
-        ...
-
-
-class QueryWriter(Protocol):
-    async def queries(
-        self,
-        root_question: str,
-        question: str,
-        dependencies: Sequence[Finding],
-        tried: Sequence[str],
-        max_queries: int,
-        meter: Meter,
-    ) -> list[str]: ...
-
-
-Ranker = Callable[[str, Sequence[str]], list[tuple[int, float]]]
-"""(query, passages) -> (index, score) for each passage, best first (``kb.rank``)."""
-Splitter = Callable[[str], list[str]]
-"""A page's text -> its passages."""
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ def _cli(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen[bytes]:
     own = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_RESEARCH_"))}
     with log.open("wb") as stderr:
         return subprocess.Popen(
-            [sys.executable, "-m", "deep_research.app.cli", *args],
+            [sys.executable, "-m", "deep_research.frontends.cli", *args],
             env={**own, **env, "PYTHONPATH": str(REPO)},
             stdout=subprocess.DEVNULL,
             stderr=stderr,

@@ -46,9 +46,9 @@ import httpx
 
 from deep_research.app import service
 from deep_research.app.config import Settings
-from deep_research.app.http_api import create_app
 from deep_research.app.runs import Caps, RunManager
 from deep_research.core.events import RunEvent
+from deep_research.frontends.http_api import create_app
 from tests.fake_openai import FakeOpenAI
 from tests.serving import free_port, serving
 from tests.world import ResearchWorld, plan_task, verdict
@@ -133,7 +133,7 @@ async def mcp_roundtrips(latency: float, calls: int) -> list[float]:
         await manager.wait(session_id)
         server = StdioServerParameters(
             command=sys.executable,
-            args=["-m", "deep_research.app.cli", "mcp"],
+            args=["-m", "deep_research.frontends.cli", "mcp"],
             env={"DEEP_RESEARCH_HOME": str(settings.home)},
         )
         times: list[float] = []
@@ -161,7 +161,7 @@ async def mcp_initialize(home: str) -> float:
     }
     started = time.perf_counter()
     server = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "deep_research.app.cli", "mcp"),
+        *(sys.executable, "-m", "deep_research.frontends.cli", "mcp"),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

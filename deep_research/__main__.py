@@ -9,7 +9,7 @@ import sys
 
 def main() -> None:
     try:
-        from deep_research.app.cli import main as cli_main
+        from deep_research.frontends.cli import main as cli_main
     except UnicodeDecodeError as exc:
         from deep_research.app.config import unreadable_dotenv
 

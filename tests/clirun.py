@@ -8,7 +8,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from deep_research.app.cli import app
+from deep_research.frontends.cli import app
 
 
 def cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:

@@ -227,7 +227,7 @@ def test_bad_input_gets_one_line_errors_and_distinct_codes(env: dict[str, str]) 
 
 def spawn(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "deep_research.app.cli", *args],
+        [sys.executable, "-m", "deep_research.frontends.cli", *args],
         env={**os.environ, **env, "PYTHONPATH": str(REPO)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -520,8 +520,8 @@ def test_an_expensive_run_asks_first_on_a_terminal(
 ) -> None:
     from typer.testing import CliRunner
 
-    from deep_research.app import render
-    from deep_research.app.cli import app
+    from deep_research.frontends import render
+    from deep_research.frontends.cli import app
 
     ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
     monkeypatch.setattr(render, "interactive", lambda: True)

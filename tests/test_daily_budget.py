@@ -21,10 +21,10 @@ from mcp import Client
 
 from deep_research.app import service, verify
 from deep_research.app.config import Settings
-from deep_research.app.mcp_server import create_server
 from deep_research.app.runs import Caps, RunManager
 from deep_research.core.errors import UsageError
 from deep_research.core.models import LedgerEntry
+from deep_research.frontends.mcp_server import create_server
 from deep_research.kb.ingest import ingest
 from deep_research.kb.store import open_kb
 from deep_research.persistence.daily import DailyLedger, DayIsSpent
@@ -192,7 +192,7 @@ def two_servers(small_env: dict[str, str]) -> Iterator[list[str]]:
     ports = [free_port(), free_port()]
     servers = [
         subprocess.Popen(
-            [sys.executable, "-m", "deep_research.app.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "deep_research.frontends.cli", "serve", "--port", str(port)],
             env={**os.environ, **small_env},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -23,14 +23,14 @@ from typing import Any
 import httpx
 import pytest
 
+from deep_research.adapters.report_html import render_html
 from deep_research.app import service
 from deep_research.app.config import Settings
-from deep_research.app.http_api import create_app
-from deep_research.app.report_html import render_html
 from deep_research.app.runs import Caps, RunManager
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import Citation
 from deep_research.core.report import Report
+from deep_research.frontends.http_api import create_app
 from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli
 from tests.fake_openai import ChatReply, ChatRequest, FakeOpenAI, ResearchReport, ResearchRequest
@@ -255,7 +255,7 @@ FIRST_START = """
 import asyncio, json, sys
 import httpx
 from deep_research.app.config import load_settings
-from deep_research.app.http_api import create_app
+from deep_research.frontends.http_api import create_app
 
 HEAVY = ("deep_research.app.wiring", "openai", "langchain_openai", "genai_prices", "chromadb")
 
@@ -549,7 +549,7 @@ def test_ctrl_c_on_the_server_saves_its_runs_while_a_client_follows_one(
     fake_openai.hold_responses = True
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "deep_research.app.cli", "serve", "--port", str(port)],
+        [sys.executable, "-m", "deep_research.frontends.cli", "serve", "--port", str(port)],
         env={**os.environ, **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

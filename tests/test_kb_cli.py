@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from deep_research.app.config import Settings
-from deep_research.app.kb_cli import _ProgressBar, kb_app
 from deep_research.core.errors import KBMissing, UsageError
+from deep_research.frontends.kb_cli import _ProgressBar, kb_app
 from deep_research.kb import store as store_module
 from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
 from deep_research.kb.ingest import ingest

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from deep_research.app import service
 from deep_research.app.config import Settings
-from deep_research.app.kb_cli import kb_app
 from deep_research.app.verify import kb_fetch
 from deep_research.core.errors import KnowledgeBaseError, UsageError
+from deep_research.frontends.kb_cli import kb_app
 from deep_research.kb import ingest as ingest_module
 from deep_research.kb import store as store_module
 from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings

@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from deep_research.app.config import Settings
-from deep_research.app.kb_cli import kb_app
 from deep_research.core.errors import KnowledgeBaseError
+from deep_research.frontends.kb_cli import kb_app
 from deep_research.kb import store as store_module
 from deep_research.kb.chunking import Chunk, chunk_markdown
 from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings

@@ -28,15 +28,15 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult
 
 from deep_research.app.config import Settings
-from deep_research.app.mcp_server import (
+from deep_research.core.errors import ConfigError
+from deep_research.core.models import SessionState
+from deep_research.frontends.mcp_server import (
     MCP_PATH,
     create_server,
     findings_so_far,
     http_app,
     public_hosts,
 )
-from deep_research.core.errors import ConfigError
-from deep_research.core.models import SessionState
 from deep_research.kb.store import LEXICAL_FILE
 from tests.clirun import cli, session_state
 from tests.conftest import NOTES
@@ -87,7 +87,7 @@ async def stdio_server(env: dict[str, str], cwd: Path) -> AsyncIterator[tuple[Cl
     wire = cwd / "stdout.jsonl"
     errors = shlex.quote(str(cwd / "stderr.txt"))
     command = (
-        f"{shlex.quote(sys.executable)} -m deep_research.app.cli mcp 2> {errors}"
+        f"{shlex.quote(sys.executable)} -m deep_research.frontends.cli mcp 2> {errors}"
         f" | tee {shlex.quote(str(wire))}"
     )
     params = StdioServerParameters(
@@ -211,7 +211,7 @@ async def test_the_stdio_server_writes_no_debug_or_info_lines(
 def test_warnings_still_reach_stderr() -> None:
     probe = (
         "import logging\n"
-        "from deep_research.app.mcp_server import log_warnings_only\n"
+        "from deep_research.frontends.mcp_server import log_warnings_only\n"
         "log_warnings_only()\n"
         "noisy = logging.getLogger('noisy')\n"
         "noisy.setLevel(logging.DEBUG)\n"
@@ -230,7 +230,7 @@ def server_pid(cwd: Path) -> int:
             if (
                 proc.name.isdigit()
                 and (proc / "cwd").resolve() == cwd.resolve()
-                and b"deep_research.app.cli\0mcp" in (proc / "cmdline").read_bytes()
+                and b"deep_research.frontends.cli\0mcp" in (proc / "cmdline").read_bytes()
             ):
                 return int(proc.name)
         except OSError:
@@ -466,7 +466,7 @@ async def test_sigterm_on_the_http_server_saves_its_runs(
     server = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "deep_research.app.cli",
+        "deep_research.frontends.cli",
         "mcp",
         "--http",
         str(port),

@@ -21,8 +21,8 @@ import pytest
 
 from deep_research.app import service
 from deep_research.app.config import Settings
-from deep_research.app.http_api import create_app
 from deep_research.app.runs import Caps, RunManager
+from deep_research.frontends.http_api import create_app
 from deep_research.persistence.sessions import SessionStore
 from tests.fake_openai import FakeOpenAI
 from tests.serving import free_port, serving

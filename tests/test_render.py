@@ -9,10 +9,10 @@ import threading
 import pytest
 from rich.console import Console
 
-from deep_research.app import render
-from deep_research.app.render import LiveView
 from deep_research.core.models import ResearchNode, SessionState
 from deep_research.core.ports import JobEvent
+from deep_research.frontends import render
+from deep_research.frontends.render import LiveView
 
 
 def draw(view: LiveView) -> str:
@@ -76,7 +76,7 @@ def test_drawing_from_another_thread_never_sees_a_state_being_changed() -> None:
 def test_questions_errors_and_notes_are_shown_as_written_never_as_markup() -> None:
     """A model's ``[link=…]`` would be a hidden link in the terminal, and an unmatched
     ``[/x]`` in an error stopped the run's display with a MarkupError."""
-    from deep_research.app import render
+    from deep_research.frontends import render
 
     state = SessionState(session_id="s1", question="q?")
     state.nodes["n1"] = ResearchNode(

@@ -156,7 +156,7 @@ def test_titles_quotes_and_urls_are_written_as_text_and_links_go_where_they_say(
 
 
 def test_the_html_report_links_each_source_to_its_own_address() -> None:
-    from deep_research.app.report_html import render_html
+    from deep_research.adapters.report_html import render_html
     from deep_research.core.report import assemble
 
     body = " ".join(f"Page {i} says so [S{i}]." for i in range(1, 8))
@@ -271,7 +271,7 @@ def test_kb_sources_show_their_front_matter_tags() -> None:
 
 
 def test_a_bracket_after_an_escaped_backslash_is_no_citation() -> None:
-    from deep_research.app.report_html import render_html
+    from deep_research.adapters.report_html import render_html
     from deep_research.core.report import assemble
 
     state = SessionState(session_id="g" * 12, question="q?", sources={"S1": WEB, "S2": KB})

@@ -157,7 +157,7 @@ def test_sessions_show_reads_a_run_as_the_service_does(tmp_path: Path) -> None:
 ENGINE = ("chromadb", "langchain", "openai", "trafilatura", "onnxruntime", "bm25s", "genai_prices")
 MCP_PROBE = """
 import sys
-from deep_research.app import mcp_server
+from deep_research.frontends import mcp_server
 
 build = mcp_server.create_server
 
@@ -224,7 +224,7 @@ def test_the_question_from_stdin_or_a_file(
 ) -> None:
     from typer.testing import CliRunner
 
-    from deep_research.app.cli import app
+    from deep_research.frontends.cli import app
 
     no_model = {k: v for k, v in env.items() if not k.startswith("OPENAI_")}
     asked: list[str] = []
@@ -315,7 +315,7 @@ def test_a_crash_log_that_cannot_be_written_still_gives_one_line(
 def test_short_help_and_a_huge_question_on_stdin(env: dict[str, str]) -> None:
     from typer.testing import CliRunner
 
-    from deep_research.app.cli import app
+    from deep_research.frontends.cli import app
 
     assert cli(env, "-h")[0] == 0
     result = CliRunner().invoke(app, ["-"], env=env, input="x" * 1_000_000)
@@ -328,7 +328,7 @@ def test_a_crash_log_masks_short_secrets_and_falls_back_to_a_private_folder(
 ) -> None:
     import stat
 
-    from deep_research.app import crash
+    from deep_research.frontends import crash
 
     short = "tok5x"  # under 8 characters: the scrubber used to let it through
     (tmp_path / ".env").write_text(f"EXA_API_KEY={short}\n")  # env fixture: cwd=tmp_path
@@ -351,7 +351,7 @@ def test_a_crash_log_masks_short_secrets_and_falls_back_to_a_private_folder(
 def test_a_short_dummy_key_is_masked_as_a_word_without_garbling_the_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from deep_research.app import crash
+    from deep_research.frontends import crash
 
     monkeypatch.setenv("OPENAI_API_KEY", "x")  # a local server's dummy key
     scrubbed = crash.scrub("unexpected IndexError in /home/alex/x/run.py with key x")

@@ -33,13 +33,13 @@ SURFACES = textwrap.dedent(
     seen["page_reader"] = "Main text" in (trafilatura.extract(html) or "")
 
     # The MCP server: built, with its tools listed as a client would see them.
-    from deep_research.app import mcp_server
+    from deep_research.frontends import mcp_server
     server = mcp_server.create_server(settings)
     tools = asyncio.run(server.list_tools())
     seen["mcp_tools"] = sorted(tool.name for tool in tools)
 
     # The ASGI app and the browser-free parts of the page: its files as the server sends them.
-    from deep_research.app.http_api import create_app
+    from deep_research.frontends.http_api import create_app
     with TestClient(create_app(settings), base_url="http://127.0.0.1:8000") as client:
         for path in ("/", "/app.js", "/app.css", "/openapi.json", "/sessions"):
             reply = client.get(path)

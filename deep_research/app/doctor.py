@@ -59,8 +59,8 @@ SURFACES = (
         ("deep_research.adapters.web.reader",),
     ),
     Surface("web search", "--web-engine search", ("deep_research.adapters.web.search",)),
-    Surface("HTTP API", "deep-research serve", ("deep_research.app.http_api", "uvicorn")),
-    Surface("MCP server", "deep-research mcp", ("deep_research.app.mcp_server",)),
+    Surface("HTTP API", "deep-research serve", ("deep_research.frontends.http_api", "uvicorn")),
+    Surface("MCP server", "deep-research mcp", ("deep_research.frontends.mcp_server",)),
 )
 PAGE_FILES = ("index.html", "app.js", "app.css")
 
@@ -95,7 +95,7 @@ def check_surface(surface: Surface) -> Check:
 
 
 def check_page() -> Check:
-    folder = resources.files("deep_research.app") / "web"
+    folder = resources.files("deep_research.frontends") / "page"
     missing = [name for name in PAGE_FILES if not (folder / name).is_file()]
     if missing:
         return Check(

@@ -60,7 +60,6 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deep_research.app import service, verify
-from deep_research.app.cli_common import hit_json, session_detail
 from deep_research.app.config import Settings
 from deep_research.app.runs import RunManager
 from deep_research.app.verify import KbChunk, Verification
@@ -77,6 +76,7 @@ from deep_research.core.models import (
     SourceHint,
     StopReason,
 )
+from deep_research.frontends.common import hit_json, session_detail
 from deep_research.persistence.sessions import SessionSummary
 
 if TYPE_CHECKING:

@@ -56,11 +56,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
+from deep_research.adapters.report_html import REPORT_POLICY, render_html
 from deep_research.app import service
-from deep_research.app.cli_common import error_code, hit_json, session_detail
 from deep_research.app.config import Settings
-from deep_research.app.hosts import allowed_hosts, allowed_origins, is_loopback
-from deep_research.app.report_html import REPORT_POLICY, render_html
 from deep_research.app.runs import RunManager, start_warm_up
 from deep_research.core.errors import (
     ConfigError,
@@ -68,6 +66,8 @@ from deep_research.core.errors import (
     SessionError,
 )
 from deep_research.core.models import CostUSD, Iterations, RuntimeSeconds, TokenBudget
+from deep_research.frontends.common import error_code, hit_json, session_detail
+from deep_research.frontends.hosts import allowed_hosts, allowed_origins, is_loopback
 
 log = logging.getLogger(__name__)
 
@@ -343,7 +343,7 @@ def create_app(
     return app
 
 
-WEB_DIR = Path(__file__).parent / "web"
+WEB_DIR = Path(__file__).parent / "page"
 PAGE_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
     "img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"

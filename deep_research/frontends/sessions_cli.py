@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from deep_research.app.cli_common import JsonOpt, print_json
 from deep_research.core.errors import EXIT_DECLINED
+from deep_research.frontends.common import JsonOpt, print_json
 
 if TYPE_CHECKING:
     from deep_research.persistence.sessions import SessionStore
@@ -28,7 +28,7 @@ def sessions_list(
     limit: Annotated[int, typer.Option("--limit", "-n", help="Show at most N sessions.")] = 50,
 ) -> None:
     """Past runs, newest first."""
-    from deep_research.app import render
+    from deep_research.frontends import render
 
     rows = _store().list()[:limit]
     if as_json:
@@ -54,8 +54,9 @@ def sessions_watch(
     ends (at once, if no process runs it)."""
     import asyncio
 
-    from deep_research.app import render, service
+    from deep_research.app import service
     from deep_research.app.config import load_settings
+    from deep_research.frontends import render
 
     async def follow() -> None:
         async for event in service.watch(load_settings(), session_id, after=after):
@@ -74,8 +75,8 @@ def sessions_show(
     as_json: JsonOpt = False,
 ) -> None:
     """One run: its tree, status, spend and report path."""
-    from deep_research.app import render
-    from deep_research.app.cli_common import session_detail
+    from deep_research.frontends import render
+    from deep_research.frontends.common import session_detail
 
     store = _store()
     state = store.load(session_id)
@@ -100,9 +101,10 @@ def sessions_cancel(
     are recorded as such; `resume` does not research them again unless --retry-cancelled."""
     import asyncio
 
-    from deep_research.app import render, service
+    from deep_research.app import service
     from deep_research.app.config import load_settings
     from deep_research.core.errors import ProviderError
+    from deep_research.frontends import render
 
     result = asyncio.run(service.cancel(load_settings(), session_id))
     rows = [
@@ -133,9 +135,10 @@ def sessions_rm(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Delete a session and its report. Refused while a process runs it."""
-    from deep_research.app import render, service
+    from deep_research.app import service
     from deep_research.app.config import load_settings
     from deep_research.core.errors import UsageError
+    from deep_research.frontends import render
 
     settings = load_settings()
     state = service.status(settings, session_id)  # an unknown id fails before any question
@@ -159,8 +162,9 @@ def sessions_prune(
     as_json: JsonOpt = False,
 ) -> None:
     """Delete the sessions not changed for longer than --older-than (never a running one)."""
-    from deep_research.app import render, service
+    from deep_research.app import service
     from deep_research.app.config import load_settings
+    from deep_research.frontends import render
 
     removed, running = service.prune_sessions(
         load_settings(), parse_age(older_than), dry_run=dry_run

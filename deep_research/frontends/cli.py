@@ -24,9 +24,6 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 from typer.core import TyperGroup
 
-from deep_research.app.cli_common import JsonOpt, error_code, error_json, print_json
-from deep_research.app.kb_cli import kb_app
-from deep_research.app.sessions_cli import sessions_app
 from deep_research.core.errors import (
     EXIT_BUG,
     EXIT_DECLINED,
@@ -35,6 +32,9 @@ from deep_research.core.errors import (
     StorageError,
     UsageError,
 )
+from deep_research.frontends.common import JsonOpt, error_code, error_json, print_json
+from deep_research.frontends.kb_cli import kb_app
+from deep_research.frontends.sessions_cli import sessions_app
 
 if TYPE_CHECKING:
     from deep_research.app import service
@@ -89,7 +89,7 @@ class DefaultToRun(TyperGroup):
             storage = storage_error(exc) if isinstance(exc, OSError) else None
             if storage is not None:  # a read-only data directory or a full disk: not a bug
                 _fail(ctx, str(storage), error_code(storage), storage.exit_code)
-            from deep_research.app.crash import scrub, write_crash_log
+            from deep_research.frontends.crash import scrub, write_crash_log
 
             log = write_crash_log(exc)
             where = f"the traceback is in {log}" if log else "no log could be written"
@@ -99,7 +99,7 @@ class DefaultToRun(TyperGroup):
 
 def _fail(ctx: Any, message: str, code: str, exit_code: int) -> NoReturn:
     """An error's one line on stderr (and, after --json, its JSON object on stdout)."""
-    from deep_research.app import render
+    from deep_research.frontends import render
 
     render.error(message)
     if ctx.meta.get(_JSON_ERRORS):
@@ -289,8 +289,9 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Research QUESTION and write a cited report (the default command)."""
-    from deep_research.app import render, service
+    from deep_research.app import service
     from deep_research.app.config import load_settings
+    from deep_research.frontends import render
 
     question = _read_question(question, question_file)
     options = service.RunOptions(
@@ -381,8 +382,9 @@ def resume(
 @cache_app.command("clear")
 def cache_clear(as_json: JsonOpt = False) -> None:
     """Empty the cache: repeated questions are researched (and paid for) again."""
-    from deep_research.app import render, service
+    from deep_research.app import service
     from deep_research.app.config import load_settings
+    from deep_research.frontends import render
 
     freed = service.clear_cache(load_settings())
     if as_json:
@@ -403,9 +405,9 @@ def serve(
     docs at /docs. Ctrl-C saves every run as interrupted."""
     import uvicorn
 
-    from deep_research.app import render
     from deep_research.app.config import load_settings
-    from deep_research.app.http_api import create_app
+    from deep_research.frontends import render
+    from deep_research.frontends.http_api import create_app
 
     settings = load_settings()
     api = create_app(settings, host=host, port=port)
@@ -430,14 +432,14 @@ def mcp(
     """Serve the MCP server: research, the knowledge base and claim checks as tools for an
     MCP client (Claude Code, Claude Desktop, …); stdio unless --http. Every run is saved as
     interrupted when the client goes away."""
-    from deep_research.app import mcp_server
     from deep_research.app.config import load_settings
+    from deep_research.frontends import mcp_server
 
     settings = load_settings()
     if http is None:
         mcp_server.serve_stdio(settings)
         return
-    from deep_research.app import render
+    from deep_research.frontends import render
 
     render.info(f"serving MCP on http://127.0.0.1:{http}/mcp; Ctrl-C stops")
     mcp_server.serve_http(settings, http)
@@ -455,9 +457,9 @@ def doctor(
     the command that fixes it; no model configured is fine (runs answer extractively)."""
     import asyncio
 
-    from deep_research.app import render
     from deep_research.app.config import load_settings
     from deep_research.app.doctor import doctor as run_doctor
+    from deep_research.frontends import render
 
     report = asyncio.run(run_doctor(load_settings()))
     if as_json:
@@ -515,7 +517,8 @@ def _preflight(
     """Before anything is spent: the estimate (and exit, or ask), known prices, live models."""
     import asyncio
 
-    from deep_research.app import render, service
+    from deep_research.app import service
+    from deep_research.frontends import render
 
     worst = service.estimate(prepared)
     if estimate_only:
@@ -543,9 +546,10 @@ def _drive(run: service.Run, *, as_json: bool) -> None:
     """Research a session held under its lock, showing progress; then the report."""
     import asyncio
 
-    from deep_research.app import render, service
-    from deep_research.app.cli_common import run_summary
+    from deep_research.app import service
     from deep_research.core.budget import totals
+    from deep_research.frontends import render
+    from deep_research.frontends.common import run_summary
 
     state = run.state
     show_live = not as_json and render.err.is_terminal
@@ -579,7 +583,7 @@ def _drive(run: service.Run, *, as_json: bool) -> None:
 
 
 def _info(as_json: bool) -> service.Info:
-    from deep_research.app import render
+    from deep_research.frontends import render
 
     return _quiet if as_json else render.info
 

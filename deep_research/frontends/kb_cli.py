@@ -173,7 +173,7 @@ def search_command(
     hits = search(store, query, k=k, mode=mode, mmr=mmr, path_glob=path, tags=tag)
     _warn_if_legacy(store)
     if as_json:
-        from deep_research.app.cli_common import hit_json
+        from deep_research.frontends.common import hit_json
 
         _print_json([hit_json(hit) for hit in hits])
         return

@@ -180,7 +180,7 @@ def sample_kb_ingest(runs: int) -> float:
 def ingest_only(root: Path) -> None:
     settings = load_settings()
     started = time.perf_counter()
-    store = open_kb(settings, create=True)
+    store = open_kb(settings.kb, create=True)
     report = ingest(store, root)
     seconds = time.perf_counter() - started
     print(
@@ -194,7 +194,7 @@ def evaluate(
     home: Path, queries: dict[str, str], qrels: dict[str, set[str]], fusion: Fusion | None
 ) -> dict[str, float]:
     os.environ["DEEP_RESEARCH_HOME"] = str(home)
-    store = open_kb(load_settings())
+    store = open_kb(load_settings().kb)
     search(store, "warm-up: build the lexical index and load the model", k=1)
     figures: dict[str, float] = {}
     latencies: list[float] = []

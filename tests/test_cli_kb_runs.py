@@ -93,7 +93,7 @@ def test_kb_only_branch_cites_exact_chunks_and_makes_no_web_call(
     citations: list[dict[str, Any]] = [c for n in state["nodes"].values() for c in n["citations"]]
     assert citations
     settings = Settings(home=Path(kb_env["DEEP_RESEARCH_HOME"]))
-    store = open_kb(settings)
+    store = open_kb(settings.kb)
     for citation in citations:
         assert citation["kind"] == "kb"
         text = resolve_locator(store, citation["locator"])

@@ -257,7 +257,7 @@ def with_kb(settings: Settings, tmp_path: Path) -> Settings:
     for name, text in NOTES.items():
         (kb / name).write_text(text)
     settings = settings.with_overrides(kb_path=kb)
-    ingest(open_kb(settings, create=True), kb)
+    ingest(open_kb(settings.kb, create=True), kb)
     return settings
 
 

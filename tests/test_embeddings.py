@@ -197,10 +197,10 @@ def test_hash_embeddings_are_deterministic_and_word_based() -> None:
 
 
 def test_make_embeddings_picks_by_provider(tmp_path: Path) -> None:
-    local = make_embeddings(Settings(home=tmp_path, embedding_provider="local"))
+    local = make_embeddings(Settings(home=tmp_path, embedding_provider="local").kb)
     assert isinstance(local, OnnxEmbeddings)
-    assert isinstance(make_embeddings(Settings(home=tmp_path)), OnnxEmbeddings)
-    fast = make_embeddings(Settings(home=tmp_path, embedding_provider="local-fast"))
+    assert isinstance(make_embeddings(Settings(home=tmp_path).kb), OnnxEmbeddings)
+    fast = make_embeddings(Settings(home=tmp_path, embedding_provider="local-fast").kb)
     assert isinstance(fast, StaticEmbeddings)
     remote = make_embeddings(
         Settings(
@@ -208,7 +208,7 @@ def test_make_embeddings_picks_by_provider(tmp_path: Path) -> None:
             embedding_provider="openai",
             openai_api_key=SecretStr("sk-test"),
             openai_embedding_model="text-embedding-3-small",
-        )
+        ).kb
     )
     assert isinstance(remote, OpenAIEmbeddingsNamed)
     assert remote.model_id == "openai:text-embedding-3-small"
@@ -217,9 +217,9 @@ def test_make_embeddings_picks_by_provider(tmp_path: Path) -> None:
 def test_openai_embeddings_need_a_key_or_a_server(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path, embedding_provider="openai", openai_api_key=None)
     with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
-        make_embeddings(settings)
+        make_embeddings(settings.kb)
     local_server = settings.with_overrides(openai_base_url="http://127.0.0.1:9/v1")
-    assert isinstance(make_embeddings(local_server), OpenAIEmbeddingsNamed)
+    assert isinstance(make_embeddings(local_server.kb), OpenAIEmbeddingsNamed)
 
 
 def test_memo_embeddings_embed_each_distinct_text_once() -> None:

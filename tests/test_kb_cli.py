@@ -15,6 +15,7 @@ from deep_research.frontends.kb_cli import _ProgressBar, kb_app
 from deep_research.kb import store as store_module
 from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
 from deep_research.kb.ingest import ingest
+from deep_research.kb.settings import KBSettings
 from deep_research.kb.store import open_kb
 
 
@@ -26,7 +27,7 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     monkeypatch.delenv("DEEP_RESEARCH_CHROMA_HOST", raising=False)
     monkeypatch.delenv("DEEP_RESEARCH_KB_NAME", raising=False)
 
-    def make_embeddings(settings: Settings) -> NamedEmbeddings:
+    def make_embeddings(settings: KBSettings) -> NamedEmbeddings:
         return HashEmbeddings()
 
     monkeypatch.setattr(store_module, "make_embeddings", make_embeddings)
@@ -88,7 +89,7 @@ def test_ingest_progress_shows_chunks_embedded_while_they_are_embedded(tmp_path:
     for i in range(4):
         (root / f"n{i}.md").write_text(f"# Note {i}\n\nFigs {i}.\n", encoding="utf-8")
     settings = Settings(home=tmp_path / "home", chroma_host=None)
-    store = open_kb(settings, "p", embeddings=Watched(), create=True)
+    store = open_kb(settings.kb, "p", embeddings=Watched(), create=True)
     ingest(store, root, progress=view)
     # Not frozen at "4/4 files": the chunk row counts up while the chunks embed.
     assert seen == [(0, 4), (1, 4), (2, 4), (3, 4)]

@@ -23,6 +23,7 @@ from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.markdown import split_front_matter
 from deep_research.kb.search import resolve_locator, search
+from deep_research.kb.settings import KBSettings
 from deep_research.kb.store import KBStore, open_kb
 
 SECRET = "# Secret\n\nThe launch code is zebra-orchid.\n"
@@ -34,7 +35,7 @@ def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.delenv("DEEP_RESEARCH_CHROMA_HOST", raising=False)
     monkeypatch.delenv("DEEP_RESEARCH_KB_NAME", raising=False)
 
-    def make_embeddings(settings: Settings) -> NamedEmbeddings:
+    def make_embeddings(settings: KBSettings) -> NamedEmbeddings:
         return HashEmbeddings()
 
     monkeypatch.setattr(store_module, "make_embeddings", make_embeddings)
@@ -43,7 +44,7 @@ def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
 
 @pytest.fixture
 def store(settings: Settings) -> KBStore:
-    return open_kb(settings, create=True)
+    return open_kb(settings.kb, create=True)
 
 
 @pytest.fixture

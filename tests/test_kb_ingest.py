@@ -24,7 +24,7 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def store(settings: Settings) -> KBStore:
-    return open_kb(settings, "t", embeddings=HashEmbeddings(), create=True)
+    return open_kb(settings.kb, "t", embeddings=HashEmbeddings(), create=True)
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_changed_file_replaces_its_chunks_and_removed_file_is_deleted(
 
 def test_bad_files_are_skipped_with_reasons(settings: Settings, docs: Path) -> None:
     small = settings.with_overrides(max_file_bytes=200)
-    store = open_kb(small, "bad", embeddings=HashEmbeddings(), create=True)
+    store = open_kb(small.kb, "bad", embeddings=HashEmbeddings(), create=True)
     (docs / "binary.md").write_bytes(b"# Bin\x00\x01\x02")
     (docs / "latin1.md").write_bytes("# Caf\xe9\n".encode("latin-1"))
     (docs / "empty.md").write_text("  \n\n", encoding="utf-8")
@@ -145,7 +145,7 @@ def test_progress_counts_chunks_while_they_are_embedded(settings: Settings, tmp_
     for i in range(5):
         (root / f"f{i}.md").write_text(f"# File {i}\n\nCherries {i}.\n", encoding="utf-8")
     log: list[tuple[str, int]] = []
-    store = open_kb(settings, "w", embeddings=Watched(log), create=True)
+    store = open_kb(settings.kb, "w", embeddings=Watched(log), create=True)
     states: list[IngestProgress] = []
 
     def progress(state: IngestProgress) -> None:
@@ -171,7 +171,7 @@ def test_past_the_held_chunks_files_are_written_as_they_are_read(
     root.mkdir()
     for i in range(5):
         (root / f"f{i}.md").write_text(f"# File {i}\n\nDates {i}.\n", encoding="utf-8")
-    store = open_kb(settings, "h", embeddings=HashEmbeddings(), create=True)
+    store = open_kb(settings.kb, "h", embeddings=HashEmbeddings(), create=True)
     states: list[IngestProgress] = []
     report = ingest(store, root, progress=states.append)
     assert len(report.added) == store.count() == 5
@@ -327,9 +327,11 @@ def test_a_new_token_cap_chunks_unchanged_files_again(
 ) -> None:
     long_text = "# Long\n\n" + "\n".join(f"Line {i} about figs and dates." for i in range(60))
     (docs / "long.md").write_text(long_text + "\n", encoding="utf-8")
-    store = open_kb(settings, "cap", embeddings=HashEmbeddings(), create=True)
+    store = open_kb(settings.kb, "cap", embeddings=HashEmbeddings(), create=True)
     before = ingest(store, docs).total_chunks
-    smaller = open_kb(settings.with_overrides(chunk_tokens=32), "cap", embeddings=HashEmbeddings())
+    smaller = open_kb(
+        settings.with_overrides(chunk_tokens=32).kb, "cap", embeddings=HashEmbeddings()
+    )
     report = ingest(smaller, docs)
     assert report.updated == ["a.md", "long.md", "sub/b.markdown"]
     assert report.unchanged == []

@@ -53,7 +53,7 @@ def store(tmp_path: Path) -> KBStore:
     for name, text in files.items():
         (root / name).write_text(text, encoding="utf-8")
     settings = Settings(home=tmp_path / "home", chroma_host=None)
-    kb = open_kb(settings, "s", embeddings=ConceptEmbeddings(), create=True)
+    kb = open_kb(settings.kb, "s", embeddings=ConceptEmbeddings(), create=True)
     ingest(kb, root)
     return kb
 
@@ -124,7 +124,7 @@ def test_mmr_prefers_diverse_results(tmp_path: Path) -> None:
         "# Three\n\nSolar power storage in batteries.\n", encoding="utf-8"
     )
     settings = Settings(home=tmp_path / "home", chroma_host=None)
-    kb = open_kb(settings, "m", embeddings=HashEmbeddings(), create=True)
+    kb = open_kb(settings.kb, "m", embeddings=HashEmbeddings(), create=True)
     ingest(kb, root)
     plain = {h.source for h in search(kb, "solar panels sunlight", k=2, mode="dense")}
     assert plain == {"one.md", "two.md"}

@@ -55,7 +55,7 @@ def onnx() -> OnnxEmbeddings:
 
 
 def chunk_like_ingest(text: str, source: str, embeddings: OnnxEmbeddings) -> list[Chunk]:
-    sizing = chunk_sizing(Settings(), embeddings)
+    sizing = chunk_sizing(Settings().kb, embeddings)
     return chunk_markdown(
         text,
         source,
@@ -68,9 +68,9 @@ def chunk_like_ingest(text: str, source: str, embeddings: OnnxEmbeddings) -> lis
 
 def test_the_default_model_reads_254_tokens_and_the_cap_follows_it(onnx: OnnxEmbeddings) -> None:
     assert onnx.max_input_tokens == window(DEFAULT_ONNX_MODEL) - 2 == 254  # [CLS] … [SEP]
-    assert chunk_sizing(Settings(chunk_tokens=400), onnx).max_tokens == 254
-    assert chunk_sizing(Settings(chunk_tokens=120), onnx).max_tokens == 120
-    assert chunk_sizing(Settings(chunk_tokens=400), HashEmbeddings()).max_tokens == 400
+    assert chunk_sizing(Settings(chunk_tokens=400).kb, onnx).max_tokens == 254
+    assert chunk_sizing(Settings(chunk_tokens=120).kb, onnx).max_tokens == 120
+    assert chunk_sizing(Settings(chunk_tokens=400).kb, HashEmbeddings()).max_tokens == 400
 
 
 def test_no_chunk_of_the_shipped_kb_exceeds_the_model_window(onnx: OnnxEmbeddings) -> None:
@@ -111,7 +111,7 @@ def test_ingest_sizes_chunks_for_the_model_it_embeds_with(tmp_path: Path) -> Non
         (root / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
     (root / "cjk.md").write_text(CJK, encoding="utf-8")
     settings = Settings(home=tmp_path / "home", chroma_host=None, chunk_tokens=8000)
-    store = open_kb(settings, "s", embeddings=StaticEmbeddings(), create=True)
+    store = open_kb(settings.kb, "s", embeddings=StaticEmbeddings(), create=True)
     report = ingest(store, root)
     assert report.skipped == []
     tokenizer = measure(DEFAULT_STATIC_MODEL)

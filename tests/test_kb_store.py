@@ -39,14 +39,14 @@ def docs(tmp_path: Path) -> Path:
 
 def test_missing_kb_is_its_own_error_unless_created(settings: Settings) -> None:
     with pytest.raises(KBMissing, match="not found"):
-        open_kb(settings, "nope", embeddings=HashEmbeddings())
+        open_kb(settings.kb, "nope", embeddings=HashEmbeddings())
     assert issubclass(KBMissing, KnowledgeBaseError)
     assert KBMissing.exit_code == 7
-    assert list_kbs(settings) == []
-    open_kb(settings, "nope", embeddings=HashEmbeddings(), create=True)
-    assert list_kbs(settings) == ["nope"]
+    assert list_kbs(settings.kb) == []
+    open_kb(settings.kb, "nope", embeddings=HashEmbeddings(), create=True)
+    assert list_kbs(settings.kb) == ["nope"]
     with pytest.raises(KBMissing):
-        remove_kb(settings, "other")
+        remove_kb(settings.kb, "other")
 
 
 def not_missing(error: pytest.ExceptionInfo[KnowledgeBaseError]) -> bool:
@@ -60,21 +60,21 @@ def test_an_unreadable_store_is_a_kb_error_with_its_cause_not_a_missing_kb(
     chroma.mkdir(parents=True)
     (chroma / "chroma.sqlite3").write_bytes(b"not a database " * 100)
     with pytest.raises(KnowledgeBaseError, match="file is not a database") as error:
-        open_kb(settings, "broken", embeddings=HashEmbeddings())
+        open_kb(settings.kb, "broken", embeddings=HashEmbeddings())
     assert not_missing(error)
 
 
 def test_an_unreachable_chroma_server_is_a_kb_error_not_a_missing_kb(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path, chroma_host="127.0.0.1", chroma_port=_free_port())
     with pytest.raises(KnowledgeBaseError, match="cannot reach Chroma") as error:
-        open_kb(settings, "shared", embeddings=HashEmbeddings())
+        open_kb(settings.kb, "shared", embeddings=HashEmbeddings())
     assert not_missing(error)
 
 
 def test_reopen_sees_the_same_chunks_and_stats(settings: Settings, docs: Path) -> None:
-    store = open_kb(settings, "main", embeddings=HashEmbeddings(), create=True)
+    store = open_kb(settings.kb, "main", embeddings=HashEmbeddings(), create=True)
     ingest(store, docs)
-    reopened = open_kb(settings, "main", embeddings=HashEmbeddings())
+    reopened = open_kb(settings.kb, "main", embeddings=HashEmbeddings())
     stats = reopened.stats()
     assert (stats.files, stats.chunks, stats.embedding_model) == (2, 2, "hash:256")
     assert stats.size_bytes > 0
@@ -82,44 +82,44 @@ def test_reopen_sees_the_same_chunks_and_stats(settings: Settings, docs: Path) -
 
 
 def test_a_different_embedding_model_is_refused_with_a_hint(settings: Settings, docs: Path) -> None:
-    ingest(open_kb(settings, "main", embeddings=HashEmbeddings(), create=True), docs)
+    ingest(open_kb(settings.kb, "main", embeddings=HashEmbeddings(), create=True), docs)
     with pytest.raises(KnowledgeBaseError, match=r"hash:256.*hash:64.*kb rm main") as error:
-        open_kb(settings, "main", embeddings=HashEmbeddings(64))
+        open_kb(settings.kb, "main", embeddings=HashEmbeddings(64))
     assert not_missing(error)
     with pytest.raises(KnowledgeBaseError):
-        open_kb(settings, "main", embeddings=HashEmbeddings(64), create=True)
+        open_kb(settings.kb, "main", embeddings=HashEmbeddings(64), create=True)
 
 
 def test_named_kbs_are_separate_and_removable(settings: Settings, docs: Path) -> None:
-    first = open_kb(settings, "one", embeddings=HashEmbeddings(), create=True)
+    first = open_kb(settings.kb, "one", embeddings=HashEmbeddings(), create=True)
     ingest(first, docs)
-    open_kb(settings, "two", embeddings=HashEmbeddings(), create=True)
-    assert list_kbs(settings) == ["one", "two"]
-    assert open_kb(settings, "two", embeddings=HashEmbeddings()).count() == 0
+    open_kb(settings.kb, "two", embeddings=HashEmbeddings(), create=True)
+    assert list_kbs(settings.kb) == ["one", "two"]
+    assert open_kb(settings.kb, "two", embeddings=HashEmbeddings()).count() == 0
 
-    remove_kb(settings, "one")
-    assert list_kbs(settings) == ["two"]
+    remove_kb(settings.kb, "one")
+    assert list_kbs(settings.kb) == ["two"]
     with pytest.raises(KnowledgeBaseError):
-        remove_kb(settings, "one")
+        remove_kb(settings.kb, "one")
     # Re-creating a removed KB in the same process works (chromadb caches clients by path).
-    again = open_kb(settings, "one", embeddings=HashEmbeddings(), create=True)
+    again = open_kb(settings.kb, "one", embeddings=HashEmbeddings(), create=True)
     assert ingest(again, docs).added == ["a.md", "b.md"]
     assert again.count() == 2
 
 
 def test_kb_names_are_validated(settings: Settings) -> None:
     with pytest.raises(UsageError):
-        open_kb(settings, "../escape", embeddings=HashEmbeddings(), create=True)
+        open_kb(settings.kb, "../escape", embeddings=HashEmbeddings(), create=True)
 
 
 def test_lexical_index_is_persisted_and_follows_the_generation(
     settings: Settings, docs: Path
 ) -> None:
-    store = open_kb(settings, "main", embeddings=HashEmbeddings(), create=True)
+    store = open_kb(settings.kb, "main", embeddings=HashEmbeddings(), create=True)
     ingest(store, docs)
     assert (settings.kb_dir / "main" / LEXICAL_FILE).is_file()
     generation = store.generation
-    fresh = open_kb(settings, "main", embeddings=HashEmbeddings())
+    fresh = open_kb(settings.kb, "main", embeddings=HashEmbeddings())
     assert fresh.lexical().generation == generation
     assert fresh.lexical().size == 2
 
@@ -130,7 +130,7 @@ def test_lexical_index_is_persisted_and_follows_the_generation(
     assert [h.source for h in search(fresh, "grapes", k=1, mode="bm25")] == ["c.md"]
     # A damaged index file is rebuilt, never an error.
     (settings.kb_dir / "main" / LEXICAL_FILE).write_bytes(b"PK\x03\x04 torn")
-    again = open_kb(settings, "main", embeddings=HashEmbeddings())
+    again = open_kb(settings.kb, "main", embeddings=HashEmbeddings())
     assert [h.source for h in search(again, "grapes", k=1, mode="bm25")] == ["c.md"]
 
 
@@ -191,7 +191,7 @@ with store.write_lock():
 def test_kb_rm_is_refused_while_another_process_holds_the_write_lock(
     settings: Settings, docs: Path
 ) -> None:
-    ingest(open_kb(settings, "main", embeddings=HashEmbeddings(), create=True), docs)
+    ingest(open_kb(settings.kb, "main", embeddings=HashEmbeddings(), create=True), docs)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(settings.home)],
         stdin=subprocess.PIPE,
@@ -203,15 +203,15 @@ def test_kb_rm_is_refused_while_another_process_holds_the_write_lock(
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(KnowledgeBaseError, match="being written by another process"):
-            remove_kb(settings, "main")
-        assert list_kbs(settings) == ["main"]
-        assert open_kb(settings, "main", embeddings=HashEmbeddings()).count() == 2
+            remove_kb(settings.kb, "main")
+        assert list_kbs(settings.kb) == ["main"]
+        assert open_kb(settings.kb, "main", embeddings=HashEmbeddings()).count() == 2
     finally:
         holder.stdin.write("\n")
         holder.stdin.close()
         holder.wait(timeout=30)
-    remove_kb(settings, "main")
-    assert list_kbs(settings) == []
+    remove_kb(settings.kb, "main")
+    assert list_kbs(settings.kb) == []
 
 
 # --- a shared Chroma server (chromadb.HttpClient) ----------------------------------------
@@ -255,7 +255,7 @@ def test_a_chroma_server_is_used_when_a_host_is_set(
     tmp_path: Path, docs: Path, chroma_server: int
 ) -> None:
     settings = Settings(home=tmp_path / "h", chroma_host="127.0.0.1", chroma_port=chroma_server)
-    store = open_kb(settings, "shared", embeddings=HashEmbeddings(), create=True)
+    store = open_kb(settings.kb, "shared", embeddings=HashEmbeddings(), create=True)
     assert ingest(store, docs).added == ["a.md", "b.md"]
     assert store.location == f"http://127.0.0.1:{chroma_server}"
     assert not (settings.kb_dir / "shared" / "chroma").exists()
@@ -263,8 +263,8 @@ def test_a_chroma_server_is_used_when_a_host_is_set(
     assert hit.source == "b.md"
     filtered = search(store, "bananas", k=2, mode="dense", path_glob="docs/a.md")
     assert [h.source for h in filtered] == ["a.md"]  # the filter reaches the server
-    assert list_kbs(settings) == ["shared"]
+    assert list_kbs(settings.kb) == ["shared"]
     with pytest.raises(KnowledgeBaseError, match="re-ingest"):
-        open_kb(settings, "shared", embeddings=HashEmbeddings(64))
-    remove_kb(settings, "shared")
-    assert list_kbs(settings) == []
+        open_kb(settings.kb, "shared", embeddings=HashEmbeddings(64))
+    remove_kb(settings.kb, "shared")
+    assert list_kbs(settings.kb) == []

@@ -22,6 +22,7 @@ from deep_research.kb.chunking import Chunk, chunk_markdown
 from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.search import resolve_locator, search
+from deep_research.kb.settings import KBSettings
 from deep_research.kb.store import KBStore, open_kb
 
 GUIDE = "# Guide\n\n" + "\n".join(
@@ -37,7 +38,7 @@ FILES = {
 
 def write_old_kb(settings: Settings, name: str, root: Path) -> list[Chunk]:
     """Chunks and manifest as the version before roots wrote them."""
-    store = open_kb(settings, name, embeddings=HashEmbeddings(), create=True)
+    store = open_kb(settings.kb, name, embeddings=HashEmbeddings(), create=True)
     embeddings = HashEmbeddings()
     files: dict[str, object] = {}
     written: list[Chunk] = []
@@ -90,7 +91,7 @@ def old(settings: Settings, docs: Path) -> list[Chunk]:
 
 
 def reopen(settings: Settings) -> KBStore:
-    return open_kb(settings, "main", embeddings=HashEmbeddings())
+    return open_kb(settings.kb, "main", embeddings=HashEmbeddings())
 
 
 def test_an_old_kb_is_searchable_and_its_locators_resolve(
@@ -151,7 +152,7 @@ def test_an_old_locator_is_ambiguous_once_two_roots_hold_that_path(
 
 
 def test_a_newer_manifest_is_refused_not_overwritten(settings: Settings, docs: Path) -> None:
-    store = open_kb(settings, "main", embeddings=HashEmbeddings(), create=True)
+    store = open_kb(settings.kb, "main", embeddings=HashEmbeddings(), create=True)
     ingest(store, docs)
     manifest = store.directory / "manifest.json"
     manifest.write_text('{"schema_version": 99, "whatever": {}}', encoding="utf-8")
@@ -168,7 +169,7 @@ def test_kb_search_says_in_one_line_that_an_old_kb_needs_a_reingest(
     monkeypatch.delenv("DEEP_RESEARCH_CHROMA_HOST", raising=False)
     monkeypatch.delenv("DEEP_RESEARCH_KB_NAME", raising=False)
 
-    def make_embeddings(settings: Settings) -> NamedEmbeddings:
+    def make_embeddings(settings: KBSettings) -> NamedEmbeddings:
         return HashEmbeddings()
 
     monkeypatch.setattr(store_module, "make_embeddings", make_embeddings)

@@ -38,13 +38,24 @@ def test_the_core_imports_only_itself_the_standard_library_and_pydantic() -> Non
     assert offenders == []
 
 
-def test_adapters_kb_and_persistence_never_import_the_front_ends() -> None:
-    front_ends = ("deep_research.app.cli", "deep_research.app.service", "deep_research.app.wiring")
+LAYERS = ("core", "kb", "persistence", "adapters", "app", "frontends")
+"""Bottom to top: a layer may import the ones before it, never one after it."""
+
+
+def test_no_layer_imports_one_above_it() -> None:
+    """``kb/`` and the adapters know nothing of the settings or the use-cases in ``app/``,
+    and the use-cases nothing of the front-ends (the CLI, the HTTP API, the MCP server)."""
     offenders = [
         f"{path.relative_to(PACKAGE)}: {module}"
-        for layer in ("adapters", "kb", "persistence", "core")
+        for below, layer in enumerate(LAYERS)
         for path in sorted((PACKAGE / layer).rglob("*.py"))
         for module in imported_modules(path)
-        if module.startswith(front_ends)
+        for above in LAYERS[below + 1 :]
+        if module == f"deep_research.{above}" or module.startswith(f"deep_research.{above}.")
     ]
     assert offenders == []
+
+
+def test_every_folder_of_the_package_is_a_layer() -> None:
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(LAYERS)

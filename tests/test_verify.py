@@ -25,7 +25,7 @@ def web() -> FakeWeb:
 
 @pytest.fixture
 def ingested(offline: Settings) -> Settings:
-    ingest(open_kb(offline, create=True), offline.kb_path)
+    ingest(open_kb(offline.kb, create=True), offline.kb_path)
     return offline
 
 

@@ -44,8 +44,8 @@ from deep_research.core.models import (
     RuntimeSeconds,
     TokenBudget,
 )
+from deep_research.kb.settings import EmbeddingProvider, KBSettings
 
-EmbeddingProvider = Literal["local", "local-fast", "openai"]
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 MIN_TOKEN_CHARS = 32
 """An API token shorter than this is refused: it guards the user's money."""
@@ -321,6 +321,25 @@ class Settings(BaseSettings):
     @property
     def kb_dir(self) -> Path:
         return self.home / "kb"
+
+    @property
+    def kb(self) -> KBSettings:
+        """What the knowledge base reads of these settings."""
+        return KBSettings(
+            kb_dir=self.kb_dir,
+            kb_name=self.kb_name,
+            chroma_host=self.chroma_host,
+            chroma_port=self.chroma_port,
+            chunk_tokens=self.chunk_tokens,
+            chunk_overlap_tokens=self.chunk_overlap_tokens,
+            max_file_bytes=self.max_file_bytes,
+            embedding_provider=self.embedding_provider,
+            openai_embedding_model=self.openai_embedding_model,
+            openai_api_key=self.openai_api_key,
+            openai_base_url=self.openai_base_url,
+            max_retries=self.max_retries,
+            request_timeout_seconds=self.request_timeout_seconds,
+        )
 
     def token(self) -> str | None:
         """The API token, checked where it guards something (``serve``, ``mcp --http``, a

@@ -122,7 +122,7 @@ def check_knowledge_bases(settings: Settings) -> tuple[list[Check], list[dict[st
     from deep_research.kb.store import list_kbs, open_kb
 
     try:
-        names = list_kbs(settings)
+        names = list_kbs(settings.kb)
     except DeepResearchError as exc:
         return [Check("knowledge base", "fail", str(exc))], []
     if not names:
@@ -132,7 +132,7 @@ def check_knowledge_bases(settings: Settings) -> tuple[list[Check], list[dict[st
     kbs: list[dict[str, Any]] = []
     for name in names:
         try:
-            stats = open_kb(settings, name).stats()
+            stats = open_kb(settings.kb, name).stats()
         except DeepResearchError as exc:
             checks.append(Check(f"knowledge base {name}", "fail", str(exc)))
             continue

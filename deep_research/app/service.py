@@ -504,7 +504,7 @@ def kb_search(settings: Settings, query: str, *, k: int = 8, kb: str | None = No
         raise UsageError(f"the query is over {MAX_QUERY_CHARS:,} characters")
     if not 1 <= k <= 100:
         raise UsageError(f"k must be 1-100, got {k}")
-    return search(open_kb(settings, kb), query, k=k)
+    return search(open_kb(settings.kb, kb), query, k=k)
 
 
 def read_report(path: str) -> str:

@@ -120,7 +120,7 @@ def kb_fetch(settings: Settings, chunk_id: str, *, kb: str | None = None) -> KbC
     chunk_id = chunk_id.strip()
     if not CHUNK_ID.fullmatch(chunk_id):
         raise UsageError(f"{chunk_id[:80]!r} is not a chunk id (32 hex digits, from kb_search)")
-    store = open_kb(settings, kb)
+    store = open_kb(settings.kb, kb)
     chunk = store.get_chunks([chunk_id]).get(chunk_id)
     if chunk is None:
         raise KnowledgeBaseError(
@@ -147,7 +147,7 @@ def _resolve(settings: Settings, locator: str) -> str:
     from deep_research.kb.search import resolve_locator
     from deep_research.kb.store import open_kb
 
-    return resolve_locator(open_kb(settings), locator)
+    return resolve_locator(open_kb(settings.kb), locator)
 
 
 # --- scoring (pure, but for the embedder) ---------------------------------------------------
@@ -442,7 +442,7 @@ async def verify_claim(
             source=source,
             reason=" ".join(str(exc).split()),
         )
-    embedder = MemoEmbeddings(make_embeddings(settings))  # each passage is embedded once
+    embedder = MemoEmbeddings(make_embeddings(settings.kb))  # each passage is embedded once
     passages = split_passages(text.text, max_words=PASSAGE_WORDS)
     match = await asyncio.to_thread(best_passage, claim, passages, embedder)
     if judge is None and settings.has_model:

@@ -170,7 +170,7 @@ def chat_model(
 def open_default_kb(settings: Settings) -> KBStore | None:
     """The configured KB; None when there is none. Any other failure is raised as it is."""
     try:
-        return open_kb(settings)
+        return open_kb(settings.kb)
     except KBMissing:
         return None
 
@@ -346,7 +346,7 @@ def knowledge_base(
     from deep_research.kb.ingest import IngestProgress, ingest
 
     on_info(f"knowledge base {settings.kb_name!r} is empty: ingesting {root}/ first")
-    store = open_kb(settings, create=True)
+    store = open_kb(settings.kb, create=True)
     told = [0]
 
     def progress(state: IngestProgress) -> None:
@@ -504,7 +504,7 @@ def search_executor(
     resources.push_async_callback(searcher.aclose)
     reader = SharedReader(reader_settings(settings))
     resources.push_async_callback(reader.aclose)
-    embedder = MemoEmbeddings(make_embeddings(settings))  # a passage is embedded once a run
+    embedder = MemoEmbeddings(make_embeddings(settings.kb))  # a passage is embedded once a run
     return SearchReadExecutor(
         searcher,
         reader,

@@ -80,7 +80,7 @@ def ingest_command(
         raise UsageError(f"not a directory: {root}")
     if root_name is not None:
         check_root_name(root_name)
-    store = open_kb(settings, kb, create=True)
+    store = open_kb(settings.kb, kb, create=True)
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -169,7 +169,7 @@ def search_command(
     from deep_research.kb.store import open_kb
 
     settings = load_settings()
-    store = open_kb(settings, kb)
+    store = open_kb(settings.kb, kb)
     hits = search(store, query, k=k, mode=mode, mmr=mmr, path_glob=path, tags=tag)
     _warn_if_legacy(store)
     if as_json:
@@ -219,7 +219,7 @@ def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     from deep_research.kb.store import open_kb
 
     settings = load_settings()
-    stats = open_kb(settings, kb).stats()
+    stats = open_kb(settings.kb, kb).stats()
     if as_json:
         _print_json(asdict(stats))
         return
@@ -246,8 +246,8 @@ def list_command(as_json: JsonOpt = False) -> None:
     from deep_research.kb.store import kb_roots, list_kbs
 
     settings = load_settings()
-    names = list_kbs(settings)
-    roots = {name: kb_roots(settings, name) for name in names}
+    names = list_kbs(settings.kb)
+    roots = {name: kb_roots(settings.kb, name) for name in names}
     if as_json:
         _print_json(
             [
@@ -285,9 +285,9 @@ def rm_command(
 
     settings = load_settings()
     target = name or settings.kb_name
-    if target not in list_kbs(settings):
+    if target not in list_kbs(settings.kb):
         raise KBMissing(f"knowledge base {target!r} not found")
     if not yes and not typer.confirm(f"delete knowledge base {target!r}?", err=True):
         raise typer.Abort()
-    remove_kb(settings, target)
+    remove_kb(settings.kb, target)
     typer.echo(f"removed knowledge base {target!r}", err=True)

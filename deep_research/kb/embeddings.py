@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from onnxruntime import InferenceSession  # type: ignore[import-untyped]
     from tokenizers import Tokenizer
 
-    from deep_research.app.config import Settings
+    from deep_research.kb.settings import KBSettings
 
 ASSETS_DIR = Path(__file__).parent / "assets"
 DEFAULT_STATIC_MODEL = "minilm-l6-static-256"
@@ -513,7 +513,7 @@ class MemoEmbeddings(Embeddings):
         return self.inner.embed_query(text)
 
 
-def make_embeddings(settings: Settings) -> NamedEmbeddings:
+def make_embeddings(settings: KBSettings) -> NamedEmbeddings:
     """The embedder the settings ask for."""
     if settings.embedding_provider == "local":
         return OnnxEmbeddings()

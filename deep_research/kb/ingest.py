@@ -30,12 +30,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from deep_research.app.config import Settings
 from deep_research.core.errors import UsageError
 from deep_research.kb.chunking import Chunk, chunk_markdown
 from deep_research.kb.embeddings import NamedEmbeddings
 from deep_research.kb.manifest import FileEntry, Manifest, RootEntry, inside, root_name
 from deep_research.kb.markdown import FrontMatterRefused
+from deep_research.kb.settings import KBSettings
 from deep_research.kb.store import KBStore
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -264,7 +264,7 @@ class ChunkSizing:
     """Recorded per file: a file chunked under another signature is chunked again."""
 
 
-def chunk_sizing(settings: Settings, embeddings: NamedEmbeddings) -> ChunkSizing:
+def chunk_sizing(settings: KBSettings, embeddings: NamedEmbeddings) -> ChunkSizing:
     """``chunk_tokens``, capped by what the embedding model reads of one text."""
     window = embeddings.max_input_tokens
     cap = settings.chunk_tokens if window is None else min(settings.chunk_tokens, window)

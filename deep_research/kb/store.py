@@ -46,7 +46,7 @@ from chromadb.api import ClientAPI
 from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import ChromaError, NotFoundError
 
-from deep_research.app.config import Settings
+from deep_research.kb.settings import KBSettings
 
 if TYPE_CHECKING:
     from langchain_chroma import Chroma
@@ -103,7 +103,7 @@ def roots_of(manifest: Manifest) -> tuple[KBRoot, ...]:
     )
 
 
-def kb_roots(settings: Settings, name: str) -> tuple[KBRoot, ...]:
+def kb_roots(settings: KBSettings, name: str) -> tuple[KBRoot, ...]:
     """The roots a KB's manifest records, read without opening the KB (nothing when the
     manifest is missing: the next open rebuilds it)."""
     manifest = load_manifest(settings.kb_dir / name)
@@ -153,7 +153,7 @@ def _store_errors(action: str) -> Iterator[None]:
         raise KnowledgeBaseError(f"{action} failed: {exc or type(exc).__name__}") from exc
 
 
-def _client(settings: Settings, directory: Path, *, create: bool) -> ClientAPI:
+def _client(settings: KBSettings, directory: Path, *, create: bool) -> ClientAPI:
     chroma_settings = ChromaSettings(anonymized_telemetry=False)
     if settings.chroma_host:
         try:
@@ -251,7 +251,7 @@ class KBStore:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: KBSettings,
         name: str,
         embeddings: NamedEmbeddings,
         client: ClientAPI,
@@ -510,7 +510,7 @@ def _mismatch(name: str, stored: str, wanted: str) -> KnowledgeBaseError:
 
 
 def open_kb(
-    settings: Settings,
+    settings: KBSettings,
     name: str | None = None,
     *,
     embeddings: NamedEmbeddings | None = None,
@@ -561,7 +561,7 @@ def open_kb(
     return KBStore(settings, name, embeddings, client, vectorstore, collection)
 
 
-def list_kbs(settings: Settings) -> list[str]:
+def list_kbs(settings: KBSettings) -> list[str]:
     """Names of the knowledge bases (on the Chroma server when one is configured)."""
     if settings.chroma_host:
         client = _client(settings, settings.kb_dir, create=False)
@@ -593,7 +593,7 @@ def _forget_persistent_client(path: Path) -> None:
 _REMOVE_GUARD = threading.Lock()
 
 
-def remove_kb(settings: Settings, name: str) -> None:
+def remove_kb(settings: KBSettings, name: str) -> None:
     """Delete a KB: its collection and its local files, under its write lock (so never
     in the middle of an ingest). KBMissing if there is no such KB."""
     name = _check_name(name)

@@ -221,19 +221,12 @@ def _configured(prepared: Prepared) -> list[Any]:
 
 async def _unreachable_models(prepared: Prepared) -> str | None:
     """A run goes on when models cannot be looked up; the doctor says so."""
-    import openai
-
     from deep_research.adapters.llm.lifecycle import lookup_models
     from deep_research.app import wiring
 
     settings = prepared.settings
     models = sorted({ref.model for ref in _configured(prepared)})
-    async with openai.AsyncOpenAI(
-        api_key=wiring.api_key(settings),
-        base_url=settings.openai_base_url,
-        max_retries=0,
-        http_client=wiring.http_client(),
-    ) as client:
+    async with wiring.openai_client(settings, "probe") as client:
         statuses = await lookup_models(client, models, cache=None)
         server = mask_url(str(client.base_url))
     unknown = [model for model, status in statuses.items() if status.known is None]

@@ -586,18 +586,10 @@ async def cancel(settings: Settings, session_id: str) -> CancelResult:
         )
     import asyncio
 
-    import openai
-
     from deep_research.adapters.web.openai_jobs import ResponsesJobs
     from deep_research.app import wiring
 
-    async with openai.AsyncOpenAI(
-        api_key=wiring.api_key(settings),
-        base_url=settings.openai_base_url,
-        timeout=settings.request_timeout_seconds,
-        max_retries=settings.max_retries,
-        http_client=wiring.http_client(),
-    ) as client:
+    async with wiring.openai_client(settings, "jobs") as client:
         jobs = ResponsesJobs(client)
         outcomes = list(await asyncio.gather(*(jobs.cancel(jid) for _, _, jid in owned)))
     recorded = _record_cancels(settings, store, state.session_id, owned, outcomes)

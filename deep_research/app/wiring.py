@@ -13,7 +13,7 @@ import ssl
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import openai
 from langchain_openai import ChatOpenAI
@@ -127,16 +127,46 @@ def http_client() -> openai.DefaultAsyncHttpxClient:
     return openai.DefaultAsyncHttpxClient(verify=tls_context())
 
 
-def lookup_client(settings: Settings) -> openai.AsyncOpenAI:
-    """A client for a few short requests before a run (model lookups): 30 s at most a
-    request, one retry. Close it (``async with``)."""
+ClientPurpose = Literal["jobs", "lookup", "probe"]
+
+
+@dataclass(frozen=True)
+class ClientPolicy:
+    max_retries: Callable[[Settings], int]
+    timeout: Callable[[Settings], float]
+
+
+CLIENT_POLICIES: dict[ClientPurpose, ClientPolicy] = {
+    # Research jobs: polls and cancels retry as every call does. Creates never do: they go
+    # out with max_retries=0 whatever this says (``ResponsesJobs``: a resent POST whose
+    # reply was lost would start and bill a second job).
+    "jobs": ClientPolicy(lambda s: s.max_retries, lambda s: s.request_timeout_seconds),
+    # A few short requests before a run (model lookups): 30 s at most, one retry.
+    "lookup": ClientPolicy(lambda s: 1, lambda s: min(30.0, s.request_timeout_seconds)),
+    # doctor: whether the server answers at all, once, within its own deadline.
+    "probe": ClientPolicy(lambda s: 0, lambda s: min(30.0, s.request_timeout_seconds)),
+}
+
+
+def openai_client(
+    settings: Settings, purpose: ClientPurpose, http: openai.DefaultAsyncHttpxClient | None = None
+) -> openai.AsyncOpenAI:
+    """The one way an OpenAI SDK client is made, with the retry and timeout policy of its
+    ``purpose``. ``http``: a pool the caller owns; without one the client gets its own,
+    closed with it (``async with``)."""
+    policy = CLIENT_POLICIES[purpose]
     return openai.AsyncOpenAI(
         api_key=api_key(settings),
         base_url=settings.openai_base_url,
-        timeout=min(30.0, settings.request_timeout_seconds),
-        max_retries=1,
-        http_client=http_client(),
+        timeout=policy.timeout(settings),
+        max_retries=policy.max_retries(settings),
+        http_client=http or http_client(),
     )
+
+
+def lookup_client(settings: Settings) -> openai.AsyncOpenAI:
+    """A client for model lookups before a run. Close it (``async with``)."""
+    return openai_client(settings, "lookup")
 
 
 CHAT_ROLES: tuple[ChatRole, ...] = ("planner", "synthesizer", "judge", "branch", "summarizer")
@@ -423,13 +453,7 @@ def build(
         quoted = " (pages quoted verbatim)" if extractive else ""
         notices.append(f"web research: search and read via {settings.search_provider}{quoted}")
     else:
-        client = openai.AsyncOpenAI(
-            api_key=api_key(settings),
-            base_url=settings.openai_base_url,
-            max_retries=settings.max_retries,
-            timeout=settings.request_timeout_seconds,
-            http_client=http,
-        )
+        client = openai_client(settings, "jobs", http)
         web = DeepResearchExecutor(
             client,
             spec=spec or job_spec(settings),

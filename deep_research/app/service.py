@@ -379,11 +379,9 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
     """Research the session until it stops, then write its report. Ctrl-C (cancellation)
     saves it as interrupted and re-raises. Every step is also appended to the session's
     event log (``events.jsonl``), which any process can follow."""
-    from deep_research.app import wiring
     from deep_research.core.events import RunObserver
     from deep_research.core.orchestrator import ResearchOrchestrator
     from deep_research.core.report import assemble
-    from deep_research.persistence.sessions import Checkpointer
 
     state, built = run.state, run.built
     observer = RunObserver(state, run.events.append)
@@ -397,11 +395,15 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
         observer(notice)  # the log's; whoever prepared the run has shown them already
     failure = ""
     try:
-        guard = wiring.guard_for(run.prepared.settings, state)
         for notice in built.notices:
             listener(notice)
         orchestrator = ResearchOrchestrator(
-            state, built.engine, Checkpointer(run.store), guard, built.config, on_event=listener
+            state,
+            built.engine,
+            built.checkpointer(run.store),
+            built.guard(state),
+            built.config,
+            on_event=listener,
         )
         async with built.resources:
             await orchestrator.run()

@@ -56,6 +56,7 @@ from deep_research.core.ports import BranchExecutor, JobControl
 from deep_research.kb.search import search
 from deep_research.kb.store import KBStore, open_kb
 from deep_research.persistence.cache import ResultCache
+from deep_research.persistence.sessions import Checkpointer, SessionStore
 
 if TYPE_CHECKING:
     from deep_research.adapters.web.reader import ReaderSettings
@@ -71,11 +72,21 @@ ALLOWED: dict[SourcePolicy, tuple[SourceHint, ...]] = {
 
 @dataclass
 class Built:
+    """Everything a run needs, built in one call (``build_run``): a use-case that runs it
+    never comes back here."""
+
     engine: Engine
     config: RunConfig
+    guard: Callable[[SessionState], BudgetGuard]
+    """The session's budget guard, the final report's share kept back (``guard_for``)."""
     notices: list[str] = field(default_factory=list)
     resources: AsyncExitStack = field(default_factory=AsyncExitStack)
     """Closed (inside the run's event loop) when the run ends."""
+
+    @staticmethod
+    def checkpointer(store: SessionStore) -> Checkpointer:
+        """Saves the session after every step, off the event loop."""
+        return Checkpointer(store)
 
 
 @dataclass(frozen=True)
@@ -467,9 +478,10 @@ def build(
         jobs = ResponsesJobs(client)
 
     executor = RoutingExecutor(web=web, internal=internal)
+    guard = functools.partial(guard_for, settings)
     if extractive:
         hint: SourceHint = "mixed" if policy == "auto" else "web" if engine else "internal"
-        return Built(extractive_engine(executor, hint), config, notices, resources)
+        return Built(extractive_engine(executor, hint), config, guard, notices, resources)
     engine_ = Engine(
         planner=LLMPlanner(chat("planner")),
         executor=executor,
@@ -478,7 +490,7 @@ def build(
         judge=LLMJudge(chat("judge")),
         jobs=jobs,
     )
-    return Built(engine_, config, notices, resources)
+    return Built(engine_, config, guard, notices, resources)
 
 
 def kb_tool(settings: Settings) -> KbTool | None:

@@ -116,8 +116,10 @@ def test_without_a_knowledge_base_the_planner_is_offered_the_web_only(
     planner_prompts = [
         str(r.body) for r in fake_openai.requests if r.path == "/v1/chat/completions"
     ]
-    assert any("Allowed here: web." in p for p in planner_prompts)
-    assert not any("Allowed here: web, internal" in p for p in planner_prompts)
+    planner = [p for p in planner_prompts if "Allowed here:" in p]
+    assert planner, "the planner was asked"
+    assert all("'web': public information on the web" in p for p in planner)
+    assert not any("'internal'" in p or "'mixed'" in p for p in planner), "prompt and schema"
     (session_dir,) = (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").iterdir()
     nodes = json.loads((session_dir / "state.json").read_text())["nodes"]
     assert {n["source_hint"] for n in nodes.values()} == {"web"}, "no internal node is made"

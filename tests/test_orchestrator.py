@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -16,8 +16,8 @@ from deep_research.core.errors import (
 from deep_research.core.memory import estimate_tokens
 from deep_research.core.models import SessionState, Usage
 from deep_research.core.orchestrator import RunConfig
-from deep_research.core.ports import CancelOutcome, JobEvent
-from deep_research.core.report import build_report
+from deep_research.core.ports import CancelOutcome, JobEvent, Meter
+from deep_research.core.report import Report, build_report
 from tests.fakes import (
     FakeExecutor,
     FakeJudge,
@@ -486,3 +486,48 @@ def test_a_scripted_step_left_over_fails_the_test(pytester: pytest.Pytester) -> 
         "allow_leftovers('stale'), but every step was used"
         in failures[("test_leftovers_allowed_but_none_left", "teardown")]
     )
+
+
+@dataclass
+class StampingChecker:
+    """A phase after the writer: sees the written report, returns it with a line added."""
+
+    seen: list[str] = field(default_factory=list)
+
+    async def check(self, state: SessionState, report: Report, meter: Meter) -> Report:
+        self.seen.append(report.before)
+        return report.model_copy(update={"after": report.after + "\n\n_checked_"})
+
+
+class OneLineWriter:
+    async def write(self, state: SessionState, final_text: str | None, meter: Meter) -> Report:
+        return Report(before=f"# {state.question}\n\n{final_text}", sources=[], after="")
+
+
+async def test_a_writer_and_checkers_plug_in_after_the_loop_as_phases() -> None:
+    rig = Rig(
+        planner=FakePlanner([plan(task("a"))]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([verdict(True)]),
+    )
+    state = new_state()
+    orch = rig.orchestrator(state)
+    assert orch.report is None
+    await orch.run()
+    assert orch.report is not None, "the default writer: the report as assemble builds it"
+    assert orch.report.markdown == build_report(state, orch.final_text)
+
+    first, second = StampingChecker(), StampingChecker()
+    rig = Rig(
+        planner=FakePlanner([plan(task("a"))]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([verdict(True)]),
+    )
+    state = new_state()
+    orch = rig.orchestrator(state)
+    orch.engine = replace(orch.engine, writer=OneLineWriter(), checkers=(first, second))
+    await orch.run()
+    assert first.seen == [f"# {state.question}\n\n{orch.final_text}"]
+    assert second.seen == first.seen, "each checker gets the report the one before returned"
+    assert orch.report is not None
+    assert orch.report.after == "\n\n_checked_\n\n_checked_"

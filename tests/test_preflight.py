@@ -9,8 +9,9 @@ import pytest
 from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.openai_jobs import JobSpec
 from deep_research.app.config import Settings
+from deep_research.app.engines import job_spec
 from deep_research.app.preflight import check_prices, configured_models, estimate
-from deep_research.app.wiring import job_spec, price_book
+from deep_research.app.wiring import price_book
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import Usage
 
@@ -54,7 +55,7 @@ def test_every_default_model_is_live_and_priced(tmp_path: Path) -> None:
 
 def test_the_default_budget_admits_the_default_parallel_web_jobs(tmp_path: Path) -> None:
     s = settings(tmp_path)
-    worst = estimate(s, job_spec(s), price_book(s), final_reserve_usd=0.5)
+    worst = estimate(s, job_spec(s), price_book(s), final_reserve_usd=0.5, engine="openai")
     assert worst.parallel == s.max_parallel_branches
     assert worst.jobs_admitted >= s.max_parallel_branches
     assert worst.parallel_usd + worst.final_reserve_usd <= s.max_cost_usd
@@ -65,8 +66,8 @@ def test_the_default_budget_admits_the_default_parallel_web_jobs(tmp_path: Path)
 
 def test_a_bigger_job_costs_more_in_the_estimate(tmp_path: Path) -> None:
     s = settings(tmp_path)
-    small = estimate(s, JobSpec("gpt-5.5", max_tool_calls=4), price_book(s), 0.0)
-    large = estimate(s, JobSpec("gpt-5.5", max_tool_calls=40), price_book(s), 0.0)
+    small = estimate(s, JobSpec("gpt-5.5", max_tool_calls=4), price_book(s), 0.0, engine="openai")
+    large = estimate(s, JobSpec("gpt-5.5", max_tool_calls=40), price_book(s), 0.0, engine="openai")
     assert large.per_job_usd > small.per_job_usd
 
 

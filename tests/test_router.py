@@ -6,10 +6,16 @@ from dataclasses import dataclass
 
 import pytest
 
-from deep_research.adapters.branches.router import RoutingExecutor, Unavailable
+from deep_research.adapters.branches.router import Route, RoutingExecutor, Unavailable
 from deep_research.core.errors import BranchError, BudgetExhausted
 from deep_research.core.models import Citation
-from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook
+from deep_research.core.ports import (
+    BranchExecutor,
+    BranchResult,
+    BranchTask,
+    Meter,
+    RemoteJobHook,
+)
 
 
 @dataclass
@@ -52,20 +58,27 @@ async def no_jobs(name: str, response_id: str | None) -> None:
     pass
 
 
+def two(web: BranchExecutor, internal: BranchExecutor) -> RoutingExecutor:
+    """The two built-in sources, as every run has them."""
+    return RoutingExecutor(
+        {"internal": Route(internal, "knowledge base"), "web": Route(web, "web")}
+    )
+
+
 def task(hint: str) -> BranchTask:
     return BranchTask("n1", "q?", "root?", hint)  # type: ignore[arg-type]
 
 
 async def test_routes_by_source_hint() -> None:
     web, kb = Answer("web"), Answer("kb")
-    router = RoutingExecutor(web=web, internal=kb)
+    router = two(web=web, internal=kb)
     assert (await router.run(task("web"), NoMeter(), no_jobs)).notes == "web says so [1]."
     assert (await router.run(task("internal"), NoMeter(), no_jobs)).notes == "kb says so [1]."
     assert (web.calls, kb.calls) == (1, 1)
 
 
 async def test_mixed_merges_both_with_markers_shifted() -> None:
-    router = RoutingExecutor(web=Answer("web"), internal=Answer("kb"))
+    router = two(web=Answer("web"), internal=Answer("kb"))
     result = await router.run(task("mixed"), NoMeter(), no_jobs)
     assert [c.locator for c in result.citations] == ["kb", "web"]
     assert "kb says so [1]." in result.notes
@@ -74,25 +87,56 @@ async def test_mixed_merges_both_with_markers_shifted() -> None:
 
 
 async def test_mixed_keeps_the_half_that_worked_and_says_which_failed() -> None:
-    router = RoutingExecutor(web=Unavailable("web research is off"), internal=Answer("kb"))
+    router = two(web=Unavailable("web research is off"), internal=Answer("kb"))
     result = await router.run(task("mixed"), NoMeter(), no_jobs)
     assert result.notes.startswith("kb says so [1].")
     assert "web part failed: web research is off" in result.notes
 
 
 async def test_mixed_fails_only_when_both_fail() -> None:
-    router = RoutingExecutor(web=Unavailable("no web"), internal=Unavailable("no kb"))
+    router = two(web=Unavailable("no web"), internal=Unavailable("no kb"))
     with pytest.raises(BranchError, match="knowledge base: no kb; web: no web"):
         await router.run(task("mixed"), NoMeter(), no_jobs)
 
 
 async def test_budget_stops_are_not_branch_failures() -> None:
-    router = RoutingExecutor(web=Answer("web", BudgetExhausted("no money")), internal=Answer("kb"))
+    router = two(web=Answer("web", BudgetExhausted("no money")), internal=Answer("kb"))
     with pytest.raises(BudgetExhausted):
         await router.run(task("mixed"), NoMeter(), no_jobs)
 
 
 async def test_unavailable_source_fails_the_node_with_its_reason() -> None:
-    router = RoutingExecutor(web=Answer("web"), internal=Unavailable("run `kb ingest` first"))
+    router = two(web=Answer("web"), internal=Unavailable("run `kb ingest` first"))
     with pytest.raises(BranchError, match="kb ingest"):
         await router.run(task("internal"), NoMeter(), no_jobs)
+
+
+async def test_any_number_of_sources_route_by_name_and_merge_under_mixed() -> None:
+    arxiv = Answer("arxiv")
+    router = RoutingExecutor(
+        {
+            "internal": Route(Answer("kb"), "knowledge base"),
+            "web": Route(Answer("web"), "web"),
+            "arxiv": Route(arxiv, "arXiv preprints"),
+        }
+    )
+    assert (await router.run(task("arxiv"), NoMeter(), no_jobs)).notes == "arxiv says so [1]."
+    merged = await router.run(task("mixed"), NoMeter(), no_jobs)
+    assert [c.locator for c in merged.citations] == ["kb", "web", "arxiv"]
+    assert "**From the arXiv preprints**\n\narxiv says so [3]." in merged.notes
+    assert merged.researched_by == "gpt-5.5 (effort high)"
+    with pytest.raises(BranchError, match=r"unknown source 'wiki'.*internal, web, arxiv, mixed"):
+        await router.run(task("wiki"), NoMeter(), no_jobs)
+
+
+async def test_mixed_says_which_of_many_sources_failed() -> None:
+    router = RoutingExecutor(
+        {
+            "internal": Route(Answer("kb"), "knowledge base"),
+            "web": Route(Answer("web"), "web"),
+            "arxiv": Route(Unavailable("arXiv is down"), "arXiv preprints"),
+        }
+    )
+    merged = await router.run(task("mixed"), NoMeter(), no_jobs)
+    assert [c.locator for c in merged.citations] == ["kb", "web"]
+    assert merged.notes.endswith("_(arXiv preprints part failed: arXiv is down)_")

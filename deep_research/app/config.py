@@ -139,9 +139,10 @@ class Settings(BaseSettings):
     )
 
     # --- web research by search and read (any model, or none) --------------------
-    web_engine: Literal["auto", "openai", "search"] = "auto"
+    web_engine: str = "auto"
     """openai: research jobs; search: search-and-read with the branch model; auto: openai
-    where the server serves the web model, search elsewhere (README "Web research")."""
+    where the server serves the web model, search elsewhere (README "Web research"); or
+    the name of an engine registered in ``app/engines.py``."""
     search_provider: Literal["duckduckgo", "searxng", "tavily", "brave", "exa"] = "duckduckgo"
     searxng_url: str | None = None
     tavily_api_key: SecretStr | None = Field(default=None, validation_alias="TAVILY_API_KEY")
@@ -206,6 +207,17 @@ class Settings(BaseSettings):
     chunk_overlap_tokens: int = Field(default=40, ge=0, le=2000)
     max_file_bytes: int = Field(default=5_000_000, ge=1)
     retrieval_k: int = Field(default=8, ge=1, le=100)
+
+    @field_validator("web_engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        if value == "auto":
+            return value
+        from deep_research.app.engines import ENGINES  # only when an engine is named
+
+        if value not in ENGINES:
+            raise ValueError(f"should be one of auto, {', '.join(ENGINES)}")
+        return value
 
     @field_validator("home", mode="before")
     @classmethod

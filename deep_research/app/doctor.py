@@ -144,31 +144,18 @@ def check_knowledge_bases(settings: Settings) -> tuple[list[Check], list[dict[st
 
 def web_research(settings: Settings, engine: WebEngine | None) -> Check:
     """How a run researches the web with these settings, and what keeps it from it."""
-    from deep_research.adapters.web.search import DEFAULTS
+    from deep_research.app import engines
 
     if engine is None:
         return Check(
             "web research", "note", "off: no model (--web-engine search quotes pages without one)"
         )
-    if engine == "openai":
-        return Check("web research", "ok", f"OpenAI research jobs ({settings.web_model})")
-    provider = settings.search_provider
-    shown = f"search and read via {provider}"
-    key_env = DEFAULTS[provider].key_env
-    if key_env and settings.search_key(provider) is None:
-        return Check(
-            "web research",
-            "fail",
-            f"{shown}: the {provider} search provider needs {key_env}",
-            f"set {key_env}",
-        )
-    if provider == "searxng" and not settings.searxng_url:
-        return Check(
-            "web research",
-            "fail",
-            f"{shown}: searxng needs DEEP_RESEARCH_SEARXNG_URL",
-            "set DEEP_RESEARCH_SEARXNG_URL",
-        )
+    kind = engines.engine(engine)
+    shown = kind.describe(settings, engines.spec_for(settings, engine))
+    problem = kind.problem(settings)
+    if problem is not None:
+        detail, fix = problem
+        return Check("web research", "fail", f"{shown}: {detail}", fix)
     return Check("web research", "ok", shown)
 
 
@@ -222,11 +209,11 @@ def _configured(prepared: Prepared) -> list[Any]:
 async def _unreachable_models(prepared: Prepared) -> str | None:
     """A run goes on when models cannot be looked up; the doctor says so."""
     from deep_research.adapters.llm.lifecycle import lookup_models
-    from deep_research.app import wiring
+    from deep_research.app import clients
 
     settings = prepared.settings
     models = sorted({ref.model for ref in _configured(prepared)})
-    async with wiring.openai_client(settings, "probe") as client:
+    async with clients.openai_client(settings, "probe") as client:
         statuses = await lookup_models(client, models, cache=None)
         server = mask_url(str(client.base_url))
     unknown = [model for model, status in statuses.items() if status.known is None]

@@ -12,13 +12,13 @@ from datetime import date
 import openai
 
 from deep_research.adapters.llm.lifecycle import CacheLookups, ModelRef, check_models
-from deep_research.adapters.prices import PriceTable, search_model
+from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.openai_jobs import JobSpec
+from deep_research.app import engines
 from deep_research.app.config import Settings
-from deep_research.core.budget import web_job_worst_case
 from deep_research.core.errors import ConfigError
 from deep_research.core.guard import call_cost_estimate
-from deep_research.core.models import Usage, WebEngine
+from deep_research.core.models import WebEngine
 from deep_research.persistence.cache import ResultCache
 
 CHAT_ROLES = ("planner", "synthesizer", "judge", "branch", "summarizer")
@@ -135,24 +135,10 @@ def estimate(
         else 0.0
         for role in CHAT_ROLES
     )
-    per_job = 0.0
-    web = spec.describe() if spec is not None else None
-    if spec is not None:
-        per_job = web_job_worst_case(
-            prices,
-            spec.model,
-            max_tool_calls=spec.max_tool_calls,
-            max_output_tokens=spec.max_output_tokens,
-        )
-    elif engine == "search":
-        provider = settings.search_provider
-        rounds = 1 + settings.search_extra_rounds
-        searches = rounds * settings.search_max_queries
-        fee = prices.cost(search_model(provider), Usage(web_search_calls=searches))
-        # Each round: its queries and its notes, both by the branch model.
-        calls = 2 * rounds if settings.has_model else 0
-        per_job = fee + calls * chat
-        web = f"search and read via {provider}, up to {searches} searches"
+    per_job, web, unit = 0.0, None, "web branch"
+    if engine is not None:
+        worst = engines.engine(engine).worst_case(settings, prices, chat, spec)
+        per_job, web, unit = worst.per_branch_usd, worst.description, worst.unit
     spendable = max(0.0, settings.max_cost_usd - final_reserve_usd)
     parallel = settings.max_parallel_branches
     return Estimate(
@@ -166,5 +152,5 @@ def estimate(
         jobs_admitted=math.floor(spendable / per_job) if per_job > 0 else 0,
         max_nodes=settings.max_nodes_per_plan * settings.max_iterations,
         iterations=settings.max_iterations,
-        web_unit="web research job" if spec is not None else "web branch",
+        web_unit=unit,
     )

@@ -275,14 +275,9 @@ def daily_ledger(settings: Settings, budget_usd: float | None = None) -> DailyLe
     return DailyLedger(settings.home / DIR, SessionStore(settings.sessions_dir), budget)
 
 
-# What a run imports as it starts (``service.execute``), and a search-and-read run as it is
-# built (``wiring.search_executor``), beyond what ``service.prepare`` imports.
+# What a run imports as it starts (``service.execute``), beyond what ``service.prepare``
+# imports; its web engine's build imports its own (``WebEngineKind.warm_modules``).
 RUN_MODULES = ("deep_research.core.orchestrator", "deep_research.core.report")
-SEARCH_ENGINE_MODULES = (
-    "deep_research.adapters.llm.queries",
-    "deep_research.adapters.web.shared",
-    "deep_research.kb.rank",
-)
 
 
 def warm_up(settings: Settings) -> None:
@@ -290,15 +285,15 @@ def warm_up(settings: Settings) -> None:
     on an idle 2-core machine, 12 s measured on a loaded one), the TLS context, the price
     data of the configured models and, with a knowledge base and a local embedding model,
     that model. A setting that stops it is the first run's to meet and report."""
-    from deep_research.app import wiring
+    from deep_research.app import clients, engines, wiring
 
     try:
         prepared = service.prepare(settings, "What does a run need?", service.RunOptions())
         service.estimate(prepared)
-        wiring.tls_context()
+        clients.tls_context()
         _touch_clients(settings)
-        search = SEARCH_ENGINE_MODULES if prepared.engine == "search" else ()
-        for module in RUN_MODULES + search:
+        web = engines.engine(prepared.engine).warm_modules if prepared.engine else ()
+        for module in RUN_MODULES + web:
             importlib.import_module(module)
         if prepared.policy == "web_only":
             return

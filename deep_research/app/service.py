@@ -214,13 +214,15 @@ def prepare(
             if option in flags:
                 named[target] = flags[option]
     settings = settings.with_flags(named, overrides)
-    from deep_research.app import wiring
+    from deep_research.app import engines, wiring
 
     policy: SourcePolicy = (
         "kb_only" if options.kb_only else "web_only" if options.web_only else "auto"
     )
-    # With no model only an explicit search engine researches the web: it quotes pages.
-    if not settings.has_model and settings.web_engine != "search":
+    # With no model only an engine chosen by name that needs none researches the web
+    # (search and read quotes pages).
+    chosen = None if settings.web_engine == "auto" else engines.engine(settings.web_engine)
+    if not settings.has_model and (chosen is None or chosen.needs_model):
         if options.web_only:
             raise ConfigError(
                 "web research needs a model (set OPENAI_API_KEY or OPENAI_BASE_URL), or "
@@ -231,8 +233,7 @@ def prepare(
     if settings.has_model:
         wiring.check_token_limit(settings, limits)
     engine = wiring.web_engine(settings, policy)
-    spec = wiring.job_spec(settings) if engine == "openai" else None
-    return Prepared(settings, policy, limits, spec, question, engine)
+    return Prepared(settings, policy, limits, engines.spec_for(settings, engine), question, engine)
 
 
 def estimate(prepared: Prepared) -> Estimate:
@@ -250,13 +251,12 @@ async def check_models(prepared: Prepared) -> list[str]:
 
     Raises ``ConfigError`` naming the setting to change; returns warnings (a shutdown
     within 30 days)."""
-
-    from deep_research.app import preflight, wiring
+    from deep_research.app import clients, preflight, wiring
 
     settings = prepared.settings
     refs = preflight.configured_models(settings, prepared.spec)
     preflight.check_prices(settings, refs, wiring.price_book(settings))
-    async with wiring.lookup_client(settings) as client:
+    async with clients.lookup_client(settings) as client:
         return await preflight.check_live_models(settings, client, refs, today=date.today())
 
 
@@ -266,20 +266,22 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
     cannot say, said in one line to ``on_info``. A web model the user chose (a flag, or
     ``DEEP_RESEARCH_WEB_MODEL``) that the server does not serve is a ``ConfigError``: never
     a silent switch. Any other choice is returned as it is."""
+    from deep_research.app import engines
+
     settings = prepared.settings
-    undecided = settings.web_engine == "auto" and prepared.engine == "search"
+    undecided = settings.web_engine == "auto" and prepared.engine == engines.SEARCH.name
     if not undecided or settings.on_openai or not settings.check_models:
         return prepared
     import dataclasses
 
     from deep_research.adapters.llm.lifecycle import CacheLookups, lookup_models
-    from deep_research.app import wiring
+    from deep_research.app import clients
     from deep_research.core.errors import DeepResearchError
     from deep_research.persistence.cache import ResultCache
 
     cache = ResultCache(settings.cache_dir)
     try:
-        async with wiring.lookup_client(settings) as client:
+        async with clients.lookup_client(settings) as client:
             found = await lookup_models(client, [settings.web_model], cache=CacheLookups(cache))
     except DeepResearchError:
         return prepared  # a refused key: the model check that follows says so
@@ -288,7 +290,8 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
     status = found[settings.web_model]
     shut_down = status.shutdown_date is not None and status.shutdown_date <= date.today()
     if status.known is True and not shut_down:
-        return dataclasses.replace(prepared, engine="openai", spec=wiring.job_spec(settings))
+        jobs = engines.OPENAI.name
+        return dataclasses.replace(prepared, engine=jobs, spec=engines.spec_for(settings, jobs))
     from deep_research.app.urls import mask_url
 
     server, model = mask_url(settings.openai_base_url or ""), settings.web_model
@@ -352,7 +355,7 @@ def reopen(
     # stale snapshot (whose done nodes would run, and be paid for, again).
     with store.lock(session_id):
         state = store.load(session_id)
-        from deep_research.app import wiring
+        from deep_research.app import engines, wiring
         from deep_research.core.tree import ResearchTree
 
         settings = wiring.replay(settings, state.run_spec, max_parallel=max_parallel)
@@ -366,7 +369,7 @@ def reopen(
         engine = state.run_spec.web_engine if policy != "kb_only" else None
         if engine is None and state.run_spec.web_model and policy != "kb_only":
             engine = "openai"  # saved before the choice existed
-        spec = wiring.job_spec(settings) if engine == "openai" else None
+        spec = engines.spec_for(settings, engine)
         state.run_spec = wiring.run_spec(settings, spec, engine)
         if retry_cancelled and ResearchTree(state.nodes).retry_cancelled():
             state.phase = "execute"  # research them now, whatever phase the run had reached
@@ -381,7 +384,6 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
     event log (``events.jsonl``), which any process can follow."""
     from deep_research.core.events import RunObserver
     from deep_research.core.orchestrator import ResearchOrchestrator
-    from deep_research.core.report import assemble
 
     state, built = run.state, run.built
     observer = RunObserver(state, run.events.append)
@@ -407,7 +409,8 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
         )
         async with built.resources:
             await orchestrator.run()
-        built_report = assemble(state, orchestrator.final_text)
+        built_report = orchestrator.report
+        assert built_report is not None, "written when the run returns"
         run.report_markdown = built_report.markdown
         written = run.store.write_report(
             state.session_id, built_report.markdown, built_report.model_dump_json()
@@ -589,9 +592,9 @@ async def cancel(settings: Settings, session_id: str) -> CancelResult:
     import asyncio
 
     from deep_research.adapters.web.openai_jobs import ResponsesJobs
-    from deep_research.app import wiring
+    from deep_research.app import clients
 
-    async with wiring.openai_client(settings, "jobs") as client:
+    async with clients.openai_client(settings, "jobs") as client:
         jobs = ResponsesJobs(client)
         outcomes = list(await asyncio.gather(*(jobs.cancel(jid) for _, _, jid in owned)))
     recorded = _record_cancels(settings, store, state.session_id, owned, outcomes)

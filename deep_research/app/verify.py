@@ -301,7 +301,8 @@ class LLMSupportJudge:
     daily: DailyLedger
 
     async def judge(self, claim: str, passage: str) -> JudgeVerdict:
-        from deep_research.app.wiring import chat_model, http_client, price_book
+        from deep_research.app.clients import http_client
+        from deep_research.app.wiring import chat_model, price_book
 
         messages = prompt().messages(claim=claim, passage=passage)
         prices = price_book(self.settings)
@@ -394,7 +395,7 @@ async def _read(settings: Settings, source: str, reader: Reader | None) -> _Text
             page = await reader.read(source)
         else:
             from deep_research.adapters.web.shared import SharedReader
-            from deep_research.app.wiring import reader_settings
+            from deep_research.app.engines import reader_settings
 
             own = SharedReader(reader_settings(settings))
             try:

@@ -9,19 +9,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import ssl
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import openai
 from langchain_openai import ChatOpenAI
 
 from deep_research.adapters.branches.kb import KBExecutor
-from deep_research.adapters.branches.openai_research import DeepResearchExecutor
 from deep_research.adapters.branches.protocols import Evidence
-from deep_research.adapters.branches.router import RoutingExecutor, Unavailable
+from deep_research.adapters.branches.router import Route, RoutingExecutor, Unavailable
 from deep_research.adapters.extractive.roles import (
     ExtractiveJudge,
     ExtractivePlanner,
@@ -30,7 +28,6 @@ from deep_research.adapters.extractive.roles import (
     ExtractiveWriter,
 )
 from deep_research.adapters.llm.branch import LLMEvidenceWriter
-from deep_research.adapters.llm.compress import LLMCompressor
 from deep_research.adapters.llm.judge import LLMJudge
 from deep_research.adapters.llm.llm import ChatModel
 from deep_research.adapters.llm.params import model_params
@@ -38,11 +35,15 @@ from deep_research.adapters.llm.planning import LLMPlanner
 from deep_research.adapters.llm.summary import LLMSummarizer
 from deep_research.adapters.llm.synthesis import LLMSynthesizer
 from deep_research.adapters.prices import Price, PriceTable
-from deep_research.adapters.web.openai_jobs import JobSpec, KbTool, ResponsesJobs
+from deep_research.adapters.web.openai_jobs import JobSpec, KbTool
+from deep_research.app import engines, sources
+from deep_research.app.clients import http_client
 from deep_research.app.config import Settings
+from deep_research.app.sources import BUILTIN_TITLES, SourceKind
 from deep_research.core.errors import ConfigError, KBMissing, KnowledgeBaseError, UsageError
 from deep_research.core.guard import BudgetGuard, call_cost_estimate
 from deep_research.core.models import (
+    MIXED,
     ChatRole,
     Limits,
     RunSpec,
@@ -52,14 +53,14 @@ from deep_research.core.models import (
     WebEngine,
 )
 from deep_research.core.orchestrator import Engine, RunConfig
-from deep_research.core.ports import BranchExecutor, JobControl
+from deep_research.core.ports import BUILTIN_SOURCES, BranchExecutor, JobControl
 from deep_research.kb.search import search
 from deep_research.kb.store import KBStore, open_kb
 from deep_research.persistence.cache import ResultCache
 from deep_research.persistence.sessions import Checkpointer, SessionStore
 
 if TYPE_CHECKING:
-    from deep_research.adapters.web.reader import ReaderSettings
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -111,73 +112,23 @@ class StoreRetriever:
             ) from exc
 
 
-def run_config(settings: Settings, policy: SourcePolicy) -> RunConfig:
+def run_config(
+    settings: Settings, policy: SourcePolicy, registered: Sequence[SourceKind] = ()
+) -> RunConfig:
+    """The loop's limits and the sources the planner is offered: the policy's built-ins,
+    and under ``auto`` every registered source (before ``mixed``)."""
+    builtin = ALLOWED[policy]
+    extra = tuple(kind.name for kind in registered) if policy == "auto" else ()
+    allowed = tuple(s for s in builtin if s != MIXED) + extra + (MIXED,) * (MIXED in builtin)
     return RunConfig(
         max_depth=settings.max_depth,
         max_parallel=settings.max_parallel_branches,
         max_nodes_per_plan=settings.max_nodes_per_plan,
         summary_cap_tokens=settings.summary_max_tokens,
-        allowed_sources=ALLOWED[policy],
+        allowed_sources=allowed,
+        source_descriptions={**BUILTIN_SOURCES, **{k.name: k.description for k in registered}},
         finish_grace_seconds=settings.request_timeout_seconds,
     )
-
-
-@functools.cache
-def tls_context() -> ssl.SSLContext:
-    """The process's TLS context for the OpenAI clients: making one reads the CA bundle
-    (~25 ms of CPU), and every run makes clients. The same trust as the SDK's default
-    (``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, else the system's CAs)."""
-    import httpx2
-
-    return httpx2.create_ssl_context()
-
-
-def http_client() -> openai.DefaultAsyncHttpxClient:
-    """A new connection pool (pools are bound to their event loop: one per run or call)
-    on the process's TLS context. Whoever makes it closes it."""
-    return openai.DefaultAsyncHttpxClient(verify=tls_context())
-
-
-ClientPurpose = Literal["jobs", "lookup", "probe"]
-
-
-@dataclass(frozen=True)
-class ClientPolicy:
-    max_retries: Callable[[Settings], int]
-    timeout: Callable[[Settings], float]
-
-
-CLIENT_POLICIES: dict[ClientPurpose, ClientPolicy] = {
-    # Research jobs: polls and cancels retry as every call does. Creates never do: they go
-    # out with max_retries=0 whatever this says (``ResponsesJobs``: a resent POST whose
-    # reply was lost would start and bill a second job).
-    "jobs": ClientPolicy(lambda s: s.max_retries, lambda s: s.request_timeout_seconds),
-    # A few short requests before a run (model lookups): 30 s at most, one retry.
-    "lookup": ClientPolicy(lambda s: 1, lambda s: min(30.0, s.request_timeout_seconds)),
-    # doctor: whether the server answers at all, once, within its own deadline.
-    "probe": ClientPolicy(lambda s: 0, lambda s: min(30.0, s.request_timeout_seconds)),
-}
-
-
-def openai_client(
-    settings: Settings, purpose: ClientPurpose, http: openai.DefaultAsyncHttpxClient | None = None
-) -> openai.AsyncOpenAI:
-    """The one way an OpenAI SDK client is made, with the retry and timeout policy of its
-    ``purpose``. ``http``: a pool the caller owns; without one the client gets its own,
-    closed with it (``async with``)."""
-    policy = CLIENT_POLICIES[purpose]
-    return openai.AsyncOpenAI(
-        api_key=api_key(settings),
-        base_url=settings.openai_base_url,
-        timeout=policy.timeout(settings),
-        max_retries=policy.max_retries(settings),
-        http_client=http or http_client(),
-    )
-
-
-def lookup_client(settings: Settings) -> openai.AsyncOpenAI:
-    """A client for model lookups before a run. Close it (``async with``)."""
-    return openai_client(settings, "lookup")
 
 
 CHAT_ROLES: tuple[ChatRole, ...] = ("planner", "synthesizer", "judge", "branch", "summarizer")
@@ -224,21 +175,10 @@ def web_engine(settings: Settings, policy: SourcePolicy) -> WebEngine | None:
     if policy == "kb_only":
         return None
     if settings.web_engine != "auto":
-        return settings.web_engine
+        return engines.engine(settings.web_engine).name
     if not settings.has_model:
         return None
     return "openai" if settings.on_openai else "search"
-
-
-def job_spec(settings: Settings) -> JobSpec:
-    summary = settings.web_reasoning_summary
-    return JobSpec(
-        model=settings.web_model,
-        reasoning_effort=settings.web_reasoning_effort,
-        max_tool_calls=settings.web_max_tool_calls,
-        max_output_tokens=settings.web_max_output_tokens,
-        reasoning_summary=None if summary == "off" else summary,
-    )
 
 
 def run_spec(settings: Settings, spec: JobSpec | None, engine: WebEngine | None) -> RunSpec:
@@ -255,12 +195,13 @@ def run_spec(settings: Settings, spec: JobSpec | None, engine: WebEngine | None)
     )
     return RunSpec(
         **web,
+        web_research=engines.engine(engine).describe(settings, spec) if engine else "",
         models={role: getattr(settings, f"{role}_model") for role in CHAT_ROLES},
         efforts={role: getattr(settings, f"{role}_reasoning_effort") for role in CHAT_ROLES},
         kb_name=settings.kb_name,
         max_parallel=settings.max_parallel_branches,
         web_engine=engine,
-        search_provider=settings.search_provider if engine == "search" else "",
+        search_provider=settings.search_provider if engine else "",
     )
 
 
@@ -309,12 +250,6 @@ def price_book(settings: Settings) -> PriceTable:
     return PriceTable(
         {m: Price(*figures) for m, figures in settings.prices.items()}, search_fees(settings)
     )
-
-
-def api_key(settings: Settings) -> str:
-    """The key a client sends; a local server without one gets a placeholder."""
-    key = settings.openai_api_key
-    return key.get_secret_value() if key else "not-needed"
 
 
 def final_reserve_tokens(settings: Settings) -> int:
@@ -429,7 +364,8 @@ def build(
         # Never offer the planner a source that would fail every node that used it.
         policy = "web_only"
         notices.append(f"no knowledge base {kb_name}: researching the web only ({_ADD_KB})")
-    config = run_config(settings, policy)
+    registered = list(sources.SOURCES.values()) if policy == "auto" else []
+    config = run_config(settings, policy, registered)
     resources = AsyncExitStack()
     http: openai.DefaultAsyncHttpxClient | None = None
     if not extractive:
@@ -459,25 +395,30 @@ def build(
             if policy == "kb_only"
             else "web research needs a model, or --web-engine search"
         )
-    elif engine == "search":
-        web = search_executor(settings, None if extractive else chat("branch"), cache, resources)
-        quoted = " (pages quoted verbatim)" if extractive else ""
-        notices.append(f"web research: search and read via {settings.search_provider}{quoted}")
     else:
-        client = openai_client(settings, "jobs", http)
-        web = DeepResearchExecutor(
-            client,
-            spec=spec or job_spec(settings),
-            prices=price_book(settings),
-            max_wait_seconds=settings.web_max_wait_seconds,
-            poll_seconds=settings.web_poll_seconds,
-            compressor=LLMCompressor(chat("summarizer")),
-            cache=cache,
-            kb_tool=kb_tool(settings),
+        kind = engines.engine(engine)
+        prices = price_book(settings)
+        shared = engines.WebBuild(
+            settings,
+            None if extractive else chat,
+            http,
+            cache,
+            resources,
+            prices,
+            spec,
+            None if extractive else kb_tool(settings),
         )
-        jobs = ResponsesJobs(client)
+        built_web = kind.build(shared)
+        web, jobs = built_web.executor, built_web.jobs
+        notices.append(f"web research: {kind.describe(settings, spec)}")
 
-    executor = RoutingExecutor(web=web, internal=internal)
+    routes = {
+        "internal": Route(internal, BUILTIN_TITLES["internal"]),
+        "web": Route(web, BUILTIN_TITLES["web"]),
+    }
+    shared_source = sources.SourceBuild(settings, None if extractive else chat, cache, resources)
+    routes |= {kind.name: Route(kind.build(shared_source), kind.title) for kind in registered}
+    executor = RoutingExecutor(routes)
     guard = functools.partial(guard_for, settings)
     if extractive:
         hint: SourceHint = "mixed" if policy == "auto" else "web" if engine else "internal"
@@ -506,59 +447,6 @@ def kb_tool(settings: Settings) -> KbTool | None:
     return KbTool(settings.kb_mcp_url, settings.api_token)
 
 
-def search_executor(
-    settings: Settings, branch: ChatModel | None, cache: ResultCache, resources: AsyncExitStack
-) -> BranchExecutor:
-    """The search-and-read executor: the configured provider under the process's rate
-    limits, the process's page reader, the KB's ranking; notes by ``branch`` (None: the
-    best passages quoted)."""
-    from deep_research.adapters.branches.search_read import SearchLimits, SearchReadExecutor
-    from deep_research.adapters.llm.queries import LLMQueryWriter
-    from deep_research.adapters.web.reader import split_passages
-    from deep_research.adapters.web.search import make_provider
-    from deep_research.adapters.web.shared import SharedRateLimits, SharedReader
-    from deep_research.kb.embeddings import MemoEmbeddings, make_embeddings
-    from deep_research.kb.rank import rank
-
-    name = settings.search_provider
-    if name == "searxng" and not settings.searxng_url:
-        raise ConfigError(
-            "the searxng search provider needs its server: set DEEP_RESEARCH_SEARXNG_URL "
-            "(e.g. http://localhost:8080)"
-        )
-    limits = SharedRateLimits(settings.search_rate_per_second)
-    resources.callback(limits.release)
-    searcher = make_provider(
-        name,
-        limits=limits,
-        cache=cache,
-        api_key=settings.search_key(name),
-        base_url=settings.searxng_url if name == "searxng" else None,
-        price_usd=search_fees(settings)[name],
-        timeout=settings.search_timeout_seconds,
-    )
-    resources.push_async_callback(searcher.aclose)
-    reader = SharedReader(reader_settings(settings))
-    resources.push_async_callback(reader.aclose)
-    embedder = MemoEmbeddings(make_embeddings(settings.kb))  # a passage is embedded once a run
-    return SearchReadExecutor(
-        searcher,
-        reader,
-        rank=lambda query, passages: rank(query, passages, embedder),
-        split=split_passages,
-        writer=LLMEvidenceWriter(branch, evidence_source="web pages") if branch else None,
-        query_writer=LLMQueryWriter(branch) if branch else None,
-        limits=SearchLimits(
-            max_queries=settings.search_max_queries,
-            results_per_query=settings.search_results_per_query,
-            pages_per_round=settings.search_pages_per_round,
-            passages=settings.search_passages,
-            extra_rounds=settings.search_extra_rounds,
-        ),
-        model=branch.model if branch else "",
-    )
-
-
 def extractive_engine(executor: BranchExecutor, source_hint: SourceHint = "internal") -> Engine:
     """The no-model engine: ``executor`` quotes passages (``KBExecutor(..., ExtractiveWriter())``,
     or a search executor with no writer); the planner sends every facet to ``source_hint``."""
@@ -568,18 +456,4 @@ def extractive_engine(executor: BranchExecutor, source_hint: SourceHint = "inter
         summarizer=ExtractiveSummarizer(),
         synthesizer=ExtractiveSynthesizer(),
         judge=ExtractiveJudge(),
-    )
-
-
-def reader_settings(settings: Settings) -> ReaderSettings:
-    """The page reader's settings: every reader of a process is made with these, so that
-    they share one reader and its per-host politeness (``adapters/web/shared.py``)."""
-    from deep_research.adapters.web.reader import ReaderSettings
-
-    return ReaderSettings(
-        allow=settings.fetch_allow_list,
-        page_timeout=settings.fetch_timeout_seconds,
-        max_bytes=settings.fetch_max_bytes,
-        per_host_concurrency=settings.fetch_per_host_concurrency,
-        per_host_rate=settings.fetch_per_host_rate,
     )

@@ -14,7 +14,10 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, Field, ValidationError
 
 NodeStatus = Literal["pending", "running", "done", "failed", "blocked", "cancelled"]
-SourceHint = Literal["web", "internal", "mixed"]
+SourceHint = str
+"""Where a node is researched: a source the run offers (``web``, ``internal`` or one
+registered by name, see ``app/sources.py``) or ``mixed``: every source, merged."""
+MIXED: SourceHint = "mixed"
 SourcePolicy = Literal["auto", "kb_only", "web_only"]
 """Which sources a run may use: ``--kb-only``, ``--web-only``, or whatever exists."""
 Role = Literal[
@@ -32,7 +35,9 @@ StopReason = Literal[
 ]
 RunStatus = Literal["running", "complete", "stopped", "failed", "interrupted"]
 ChatRole = Literal["planner", "synthesizer", "judge", "branch", "summarizer"]
-WebEngine = Literal["openai", "search"]
+WebEngine = str
+"""How web branches are researched: ``openai``, ``search`` or a registered engine's name
+(``app/engines.py``)."""
 """How web branches are researched: OpenAI research jobs, or search-and-read (any model)."""
 
 
@@ -133,8 +138,9 @@ class PlannedTask(BaseModel):
     )
     priority: int = Field(description="0-10; higher runs first among ready tasks.")
     source_hint: SourceHint = Field(
-        description="'web' for public information, 'internal' for the user's knowledge "
-        "base, 'mixed' for both."
+        description="Where to research it: one of the sources listed in the instructions "
+        "(e.g. 'web' for public information, 'internal' for the user's knowledge base), "
+        "or 'mixed' for all of them."
     )
     parent_id: str | None = Field(
         description="Id of the existing node this refines, or null for a top-level task."
@@ -270,6 +276,9 @@ class RunSpec(BaseModel):
     """None: a session from before the choice existed (its web branches were OpenAI jobs),
     or a run with no web research."""
     search_provider: str = ""
+    web_research: str = ""
+    """How the web engine named itself ("search and read via duckduckgo"); "" when the run
+    does not research the web. Set whenever a run starts or resumes."""
 
 
 class LedgerEntry(BaseModel):

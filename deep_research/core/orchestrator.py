@@ -18,8 +18,8 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias
 
 from deep_research.core import context
@@ -43,6 +43,7 @@ from deep_research.core.models import (
     Verdict,
 )
 from deep_research.core.ports import (
+    BUILTIN_SOURCES,
     BranchExecutor,
     BranchTask,
     JobControl,
@@ -52,10 +53,13 @@ from deep_research.core.ports import (
     NodeDigest,
     Planner,
     PlanRequest,
+    ReportChecker,
+    ReportWriter,
     Summarizer,
     SynthesisRequest,
     Synthesizer,
 )
+from deep_research.core.report import AssembledReport, Report
 from deep_research.core.scheduler import run_dag
 from deep_research.core.tree import PlanPolicy, ResearchTree
 
@@ -67,6 +71,10 @@ class RunConfig:
     max_nodes_per_plan: int = 8
     summary_cap_tokens: int = 2000
     allowed_sources: tuple[SourceHint, ...] = ("web", "internal", "mixed")
+    source_descriptions: Mapping[SourceHint, str] = field(
+        default_factory=lambda: dict(BUILTIN_SOURCES)
+    )
+    """What each source holds, as the planner reads it (built-ins and registered ones)."""
     finish_grace_seconds: float = 120.0
 
 
@@ -81,6 +89,10 @@ class Engine:
     judge: Judge
     jobs: JobControl | None = None
     """Cancels remote jobs left in flight by a time limit; None when there are none."""
+    writer: ReportWriter = field(default_factory=AssembledReport)
+    """The phase after research: writes the report."""
+    checkers: tuple[ReportChecker, ...] = ()
+    """The phases after the writer, in order: each checks the report and returns it."""
 
 
 class SessionSaver(Protocol):
@@ -127,6 +139,8 @@ class ResearchOrchestrator:
         self.tree = ResearchTree(state.nodes)
         self.final_text: str | None = None
         """The answer the report is written from, once ``run`` returns."""
+        self.report: Report | None = None
+        """The report, written and checked, once ``run`` returns."""
         self._on_event = on_event or (lambda _message: None)
         self._summary_lock = asyncio.Lock()
 
@@ -159,6 +173,7 @@ class ResearchOrchestrator:
             self.saver.save_now(state)
             raise
         await self._finish(stop)
+        self.report = await self._write_report()
         return state
 
     async def _loop(self, previous: Stop | None) -> Stop:
@@ -211,6 +226,7 @@ class ResearchOrchestrator:
             max_tasks=self.config.max_nodes_per_plan,
             max_depth=self.config.max_depth,
             allowed_sources=self.config.allowed_sources,
+            source_descriptions=self.config.source_descriptions,
         )
         try:
             plan = await self.engine.planner.plan(request, self.guard.meter())
@@ -443,6 +459,13 @@ class ResearchOrchestrator:
             else ("failed" if stop.reason == "error" else "stopped")
         )
         await self._save()
+
+    async def _write_report(self) -> Report:
+        """The phases after research: the writer, then each checker in turn."""
+        report = await self.engine.writer.write(self.state, self.final_text, self.guard.meter())
+        for checker in self.engine.checkers:
+            report = await checker.check(self.state, report, self.guard.meter())
+        return report
 
     async def _cancel_remote_jobs(self) -> None:
         """After a time limit: cancel the jobs the unwound branches left running, by their

@@ -7,19 +7,23 @@ small scripted fakes.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from deep_research.core.models import (
     Citation,
     Plan,
     ResearchNode,
     Role,
+    SessionState,
     SourceHint,
     Usage,
     Verdict,
 )
+
+if TYPE_CHECKING:
+    from deep_research.core.report import Report
 
 
 class Meter(Protocol):
@@ -78,6 +82,14 @@ class JobEvent:
     elapsed_seconds: float
     note: str = ""
     """A one-off remark worth showing (a refused option, a transient failure)."""
+
+
+BUILTIN_SOURCES: Mapping[SourceHint, str] = {
+    "web": "public information on the web",
+    "internal": "the user's own knowledge base (their documents, decisions, designs)",
+    "mixed": "all of the sources above at once, when more than one matters",
+}
+"""The sources every run knows; others are registered by name (``app/sources.py``)."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +158,24 @@ class PlanRequest:
     max_tasks: int
     max_depth: int
     allowed_sources: tuple[SourceHint, ...]
+    source_descriptions: Mapping[SourceHint, str] = field(
+        default_factory=lambda: dict(BUILTIN_SOURCES)
+    )
+    """What each source holds, as the planner reads it."""
+
+
+class ReportWriter(Protocol):
+    """The phase after research: the report, from the session and the final answer
+    (``final_text``: the synthesis, or None when it did not run)."""
+
+    async def write(self, state: SessionState, final_text: str | None, meter: Meter) -> Report: ...
+
+
+class ReportChecker(Protocol):
+    """A phase after the writer: checks the report (its claims against their sources) and
+    returns it with what it found."""
+
+    async def check(self, state: SessionState, report: Report, meter: Meter) -> Report: ...
 
 
 class Planner(Protocol):

@@ -20,6 +20,7 @@ from deep_research.core import markdown as md
 from deep_research.core.budget import totals
 from deep_research.core.citations import CheckResult, check, cited_refs, renumber
 from deep_research.core.models import Citation, ResearchNode, SessionState, Verdict
+from deep_research.core.ports import Meter
 
 STOP_TEXT = {
     "complete": "complete: the judge found the answer complete",
@@ -51,6 +52,14 @@ class Report(BaseModel):
         return "\n\n".join(p for p in parts if p) + "\n"
 
 
+class AssembledReport:
+    """The report writer of every run today (``ReportWriter``): the synthesis as the body,
+    the per-question findings as the appendix, the sources numbered. No model call."""
+
+    async def write(self, state: SessionState, final_text: str | None, meter: Meter) -> Report:
+        return assemble(state, final_text)
+
+
 def build_report(state: SessionState, body: str | None) -> str:
     """The report markdown. ``body`` is the synthesis (with ``[S#]`` refs) or None."""
     return assemble(state, body).markdown
@@ -75,7 +84,7 @@ def assemble(state: SessionState, body: str | None) -> Report:
 
     parts = [f"# {md.text(state.question)}", _status_line(state)]
     if state.mode == "extractive":
-        searched = state.run_spec.web_engine == "search"
+        searched = bool(state.run_spec.web_research)  # only a model-free engine ran
         parts.append(
             "> **Extractive mode:** no language model was configured, so this report is built "
             "from the best passages "
@@ -150,7 +159,7 @@ def _limitations(state: SessionState, nodes: list[ResearchNode]) -> str:
                 "skipped: no model configured"
                 if state.mode == "extractive"
                 and node.source_hint == "web"
-                and state.run_spec.web_engine != "search"
+                and not state.run_spec.web_research
                 else "not researched before the run stopped"
             )
             lines.append(f"- **Not researched:** {question} — {why}")
@@ -232,14 +241,7 @@ def _footer(state: SessionState) -> str:
         if unknown
         else ""
     )
-    spec = state.run_spec
-    engine = (
-        f"search and read via {spec.search_provider}"
-        if spec.web_engine == "search"
-        else f"OpenAI research jobs ({spec.web_model})"
-        if spec.web_model and state.source_policy != "kb_only"
-        else ""
-    )
+    engine = state.run_spec.web_research
     return (
         "---\n\n"
         + (f"_Web research: {engine}._\n\n" if engine else "")

@@ -305,7 +305,7 @@ class LazyReader:
     def get(self) -> SharedReader:
         if self._reader is None:
             from deep_research.adapters.web.shared import SharedReader
-            from deep_research.app.wiring import reader_settings
+            from deep_research.app.engines import reader_settings
 
             self._reader = SharedReader(reader_settings(self.settings))
         return self._reader

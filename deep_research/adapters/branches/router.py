@@ -1,4 +1,4 @@
-"""Routes each node to its executor by ``source_hint``; ``mixed`` runs both and merges.
+"""Routes each node to its executor by ``source_hint``; ``mixed`` runs them all and merges.
 
 A source that is not available (no knowledge base yet, no model for the web, or turned
 off by ``--kb-only`` / ``--web-only``) fails the node with the reason, never silently.
@@ -7,10 +7,12 @@ off by ``--kb-only`` / ``--web-only``) fails the node with the reason, never sil
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from deep_research.core.citations import shift
 from deep_research.core.errors import BranchError
+from deep_research.core.models import MIXED, Citation, SourceHint
 from deep_research.core.ports import BranchExecutor, BranchResult, BranchTask, Meter, RemoteJobHook
 
 
@@ -27,41 +29,65 @@ class Unavailable:
 
 
 @dataclass(frozen=True)
+class Route:
+    executor: BranchExecutor
+    name: str
+    """How its part of a ``mixed`` node is named: "knowledge base", "web"."""
+
+
+@dataclass(frozen=True)
 class RoutingExecutor:
-    web: BranchExecutor
-    internal: BranchExecutor
+    """One route per source (``internal``, ``web``, registered ones), in the order a
+    ``mixed`` node runs them all and merges what they found."""
+
+    routes: Mapping[SourceHint, Route]
 
     async def run(
         self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
     ) -> BranchResult:
-        if task.source_hint == "web":
-            return await self.web.run(task, meter, on_remote_job)
-        if task.source_hint == "internal":
-            return await self.internal.run(task, meter, on_remote_job)
-        kb, web = await asyncio.gather(
-            self.internal.run(task, meter, on_remote_job),
-            self.web.run(task, meter, on_remote_job),
+        route = self.routes.get(task.source_hint)
+        if route is not None:
+            return await route.executor.run(task, meter, on_remote_job)
+        if task.source_hint != MIXED:
+            known = ", ".join([*self.routes, MIXED])
+            raise BranchError(f"unknown source {task.source_hint!r} (this run has: {known})")
+        routes = list(self.routes.values())
+        outcomes = await asyncio.gather(
+            *(r.executor.run(task, meter, on_remote_job) for r in routes),
             return_exceptions=True,
         )
-        for outcome in (kb, web):
+        for outcome in outcomes:
             if isinstance(outcome, BaseException) and not isinstance(outcome, BranchError):
                 raise outcome  # budget stops, cancellation and bugs are not branch failures
-        results = [r for r in (kb, web) if isinstance(r, BranchResult)]
-        if not results:
-            raise BranchError(f"knowledge base: {kb}; web: {web}")
-        if len(results) == 1:
-            failed = kb if isinstance(kb, BranchError) else web
-            only = results[0]
-            note = f"\n\n_({'knowledge base' if failed is kb else 'web'} part failed: {failed})_"
+        found = [
+            (r, o) for r, o in zip(routes, outcomes, strict=True) if isinstance(o, BranchResult)
+        ]
+        failed = [
+            (r, o) for r, o in zip(routes, outcomes, strict=True) if isinstance(o, BranchError)
+        ]
+        if not found:
+            raise BranchError("; ".join(f"{r.name}: {error}" for r, error in failed))
+        if len(found) == 1:
+            only = found[0][1]
+            notes = "".join(f"\n\n_({r.name} part failed: {error})_" for r, error in failed)
             return BranchResult(
-                only.notes + note, only.citations, only.confidence, only.researched_by
+                only.notes + notes, only.citations, only.confidence, only.researched_by
             )
-        return merge(results[0], results[1])
+        merged = merge([(r.name, result) for r, result in found])
+        notes = "".join(f"\n\n_({r.name} part failed: {error})_" for r, error in failed)
+        return BranchResult(
+            merged.notes + notes, merged.citations, merged.confidence, merged.researched_by
+        )
 
 
-def merge(kb: BranchResult, web: BranchResult) -> BranchResult:
-    """One result: KB notes, then web notes with their markers shifted past the KB's."""
-    shifted = shift(web.notes, len(kb.citations))
-    notes = f"**From the knowledge base**\n\n{kb.notes}\n\n**From the web**\n\n{shifted}"
-    confidence = max(kb.confidence, web.confidence)
-    return BranchResult(notes, kb.citations + web.citations, confidence, web.researched_by)
+def merge(parts: Sequence[tuple[str, BranchResult]]) -> BranchResult:
+    """One result: each part under its heading, in order, its markers shifted past the
+    citations of the parts before it. Researched by the last part that says who did."""
+    notes: list[str] = []
+    citations: tuple[Citation, ...] = ()
+    for name, result in parts:
+        notes.append(f"**From the {name}**\n\n{shift(result.notes, len(citations))}")
+        citations += result.citations
+    confidence = max(result.confidence for _, result in parts)
+    researched_by = next((r.researched_by for _, r in reversed(parts) if r.researched_by), "")
+    return BranchResult("\n\n".join(notes), citations, confidence, researched_by)

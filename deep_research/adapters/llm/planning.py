@@ -3,11 +3,32 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field, create_model
 
 from deep_research.adapters.llm.llm import ChatModel, load_prompt
 from deep_research.core.memory import cap_tokens
-from deep_research.core.models import Plan
+from deep_research.core.models import Plan, PlannedTask
 from deep_research.core.ports import Meter, PlanRequest
+
+
+def plan_schema(request: PlanRequest) -> type[Plan]:
+    """``Plan`` whose ``source_hint`` may only name the sources this run offers, each
+    described: the strict schema the model answers in, so a source registered by name
+    reaches the planner with what it holds."""
+    described = "; ".join(
+        f"'{name}': {request.source_descriptions.get(name, name)}"
+        for name in request.allowed_sources
+    )
+    allowed: Any = Literal[tuple(request.allowed_sources)]
+    task = create_model(
+        "PlannedTask",
+        __base__=PlannedTask,
+        source_hint=(allowed, Field(description=f"Where to research it. {described}.")),
+    )
+    tasks = Field(description=Plan.model_fields["tasks"].description)
+    return create_model("Plan", __base__=Plan, tasks=(list[task], tasks))
 
 
 @dataclass(frozen=True)
@@ -30,10 +51,13 @@ class LLMPlanner:
         messages = load_prompt("planner").messages(
             max_tasks=request.max_tasks,
             max_depth=request.max_depth,
-            allowed_sources=", ".join(request.allowed_sources),
+            allowed_sources="\n".join(
+                f"  - '{name}': {request.source_descriptions.get(name, name)}"
+                for name in request.allowed_sources
+            ),
             question=request.question,
             summary=request.summary or "(nothing yet)",
             catalog=catalog or "(none yet)",
             gaps=cap_tokens(gaps, 600),
         )
-        return await self.model.structured(Plan, messages, meter)
+        return await self.model.structured(plan_schema(request), messages, meter)

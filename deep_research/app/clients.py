@@ -1,0 +1,81 @@
+"""OpenAI SDK clients: the one place they are made, with an explicit policy per purpose.
+
+Every client of a process shares one TLS context (making one reads the CA bundle); each
+gets a fresh connection pool, because pools are bound to the event loop that opened them.
+"""
+
+from __future__ import annotations
+
+import functools
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import openai
+
+from deep_research.app.config import Settings
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The process's TLS context for the OpenAI clients: making one reads the CA bundle
+    (~25 ms of CPU), and every run makes clients. The same trust as the SDK's default
+    (``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, else the system's CAs)."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
+
+
+def http_client() -> openai.DefaultAsyncHttpxClient:
+    """A new connection pool (pools are bound to their event loop: one per run or call)
+    on the process's TLS context. Whoever makes it closes it."""
+    return openai.DefaultAsyncHttpxClient(verify=tls_context())
+
+
+ClientPurpose = Literal["jobs", "lookup", "probe"]
+
+
+@dataclass(frozen=True)
+class ClientPolicy:
+    max_retries: Callable[[Settings], int]
+    timeout: Callable[[Settings], float]
+
+
+CLIENT_POLICIES: dict[ClientPurpose, ClientPolicy] = {
+    # Research jobs: polls and cancels retry as every call does. Creates never do: they go
+    # out with max_retries=0 whatever this says (``ResponsesJobs``: a resent POST whose
+    # reply was lost would start and bill a second job).
+    "jobs": ClientPolicy(lambda s: s.max_retries, lambda s: s.request_timeout_seconds),
+    # A few short requests before a run (model lookups): 30 s at most, one retry.
+    "lookup": ClientPolicy(lambda s: 1, lambda s: min(30.0, s.request_timeout_seconds)),
+    # doctor: whether the server answers at all, once, within its own deadline.
+    "probe": ClientPolicy(lambda s: 0, lambda s: min(30.0, s.request_timeout_seconds)),
+}
+
+
+def openai_client(
+    settings: Settings, purpose: ClientPurpose, http: openai.DefaultAsyncHttpxClient | None = None
+) -> openai.AsyncOpenAI:
+    """The one way an OpenAI SDK client is made, with the retry and timeout policy of its
+    ``purpose``. ``http``: a pool the caller owns; without one the client gets its own,
+    closed with it (``async with``)."""
+    policy = CLIENT_POLICIES[purpose]
+    return openai.AsyncOpenAI(
+        api_key=api_key(settings),
+        base_url=settings.openai_base_url,
+        timeout=policy.timeout(settings),
+        max_retries=policy.max_retries(settings),
+        http_client=http or http_client(),
+    )
+
+
+def lookup_client(settings: Settings) -> openai.AsyncOpenAI:
+    """A client for model lookups before a run. Close it (``async with``)."""
+    return openai_client(settings, "lookup")
+
+
+def api_key(settings: Settings) -> str:
+    """The key a client sends; a local server without one gets a placeholder."""
+    key = settings.openai_api_key
+    return key.get_secret_value() if key else "not-needed"

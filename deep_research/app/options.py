@@ -95,11 +95,6 @@ def problem(exc: ValidationError, flags: Mapping[str, str]) -> str:
 class BudgetOverrides(Options):
     """A run's limits (``Limits``): what a resume may change, and a new run may set."""
 
-    max_iterations: Annotated[
-        Iterations | None,
-        Field(description="Plan -> research -> judge rounds (default: as configured)."),
-        Sets("max_iterations"),
-    ] = None
     max_cost_usd: Annotated[
         CostUSD | None,
         Field(
@@ -107,6 +102,11 @@ class BudgetOverrides(Options):
             "server caps what a run may spend, DEEP_RESEARCH_SERVER_MAX_COST_USD)."
         ),
         Sets("max_cost_usd"),
+    ] = None
+    max_iterations: Annotated[
+        Iterations | None,
+        Field(description="Plan -> research -> judge rounds (default: as configured)."),
+        Sets("max_iterations"),
     ] = None
     max_total_tokens: Annotated[
         TokenBudget | None,
@@ -193,6 +193,8 @@ OPTION_SETTINGS = option_settings()
 
 
 class Question(Options):
+    """What every new run is given."""
+
     question: Annotated[
         str,
         Field(
@@ -202,7 +204,7 @@ class Question(Options):
     ]
 
 
-class ResearchRequest(RunOptions, Question):
+class ResearchRequest(RunOptions, Question):  # Question's field first: the bases' in reverse
     """A new run: the question and its options (None: as configured)."""
 
     @property

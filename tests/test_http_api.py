@@ -156,11 +156,14 @@ async def test_a_resume_over_http_continues_a_run(
     assert code == 0, err
     session_id = json.loads(out)["session_id"]
     client = await serve(llm_settings)
-    resumed = await client.post(f"/research/{session_id}/resume", json={"max_iterations": 2})
+    body = {"max_iterations": 2, "max_parallel": 3}  # as `resume --max-parallel 3` takes it
+    resumed = await client.post(f"/research/{session_id}/resume", json=body)
     assert resumed.status_code == 202, resumed.text
     events = await sse(client, f"/research/{session_id}/events")
     assert events[0]["data"]["data"]["resumed"] is True
     assert events[-1]["event"] == "end"
+    state = SessionStore(llm_settings.sessions_dir).load(session_id)
+    assert (state.limits.max_iterations, state.run_spec.max_parallel) == (2, 3)
 
 
 @pytest.mark.parametrize(

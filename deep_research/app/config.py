@@ -21,9 +21,10 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     Field,
     SecretStr,
@@ -47,10 +48,48 @@ from deep_research.core.models import (
 from deep_research.kb.settings import EmbeddingProvider, KBSettings
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+
+
+def known_engine(value: str) -> str:
+    """``auto`` or a registered web engine (``app/engines.py``, loaded only when one is
+    named: the settings stay cheap to load)."""
+    if value == "auto":
+        return value
+    from deep_research.app.engines import ENGINES
+
+    if value not in ENGINES:
+        raise ValueError(f"should be one of auto, {', '.join(ENGINES)}")
+    return value
+
+
+WebEngineChoice = Annotated[str, AfterValidator(known_engine)]
+SearchProvider = Literal["duckduckgo", "searxng", "tavily", "brave", "exa"]
+ParallelBranches = Annotated[int, Field(ge=1, le=64)]
 MIN_TOKEN_CHARS = 32
 """An API token shorter than this is refused: it guards the user's money."""
 ENV_PREFIX = "DEEP_RESEARCH_"
 MAX_MODEL_NAME = 200
+
+KB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+_KB_NAME = re.compile(KB_NAME_PATTERN)
+
+
+def model_name(value: str) -> str:
+    """``value``, if it can name a model (a setting's, a run option's); else ValueError."""
+    if not value.strip():
+        raise ValueError("must name a model")
+    if len(value) > MAX_MODEL_NAME or any(c.isspace() or not c.isprintable() for c in value):
+        raise ValueError(f"is not a model name (no spaces, at most {MAX_MODEL_NAME} characters)")
+    return value
+
+
+def kb_name(value: str) -> str:
+    """``value``, if it can name a knowledge base; else ValueError."""
+    if not _KB_NAME.fullmatch(value):
+        raise ValueError(
+            "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return value
 
 
 class Settings(BaseSettings):
@@ -90,7 +129,7 @@ class Settings(BaseSettings):
     # --- guardrails -----------------------------------------------------------
     max_depth: int = Field(default=3, ge=1, le=10)
     max_iterations: Iterations = 3
-    max_parallel_branches: int = Field(default=4, ge=1, le=64)
+    max_parallel_branches: ParallelBranches = 4
     # Room for a reasoning model's hidden reasoning as well as the visible reply.
     max_tokens_per_call: int = Field(default=16_000, ge=256, le=200_000)
     max_total_tokens: TokenBudget = 5_000_000
@@ -139,11 +178,11 @@ class Settings(BaseSettings):
     )
 
     # --- web research by search and read (any model, or none) --------------------
-    web_engine: str = "auto"
+    web_engine: WebEngineChoice = "auto"
     """openai: research jobs; search: search-and-read with the branch model; auto: openai
     where the server serves the web model, search elsewhere (README "Web research"); or
     the name of an engine registered in ``app/engines.py``."""
-    search_provider: Literal["duckduckgo", "searxng", "tavily", "brave", "exa"] = "duckduckgo"
+    search_provider: SearchProvider = "duckduckgo"
     searxng_url: str | None = None
     tavily_api_key: SecretStr | None = Field(default=None, validation_alias="TAVILY_API_KEY")
     brave_api_key: SecretStr | None = Field(default=None, validation_alias="BRAVE_API_KEY")
@@ -208,17 +247,6 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(default=5_000_000, ge=1)
     retrieval_k: int = Field(default=8, ge=1, le=100)
 
-    @field_validator("web_engine")
-    @classmethod
-    def _known_engine(cls, value: str) -> str:
-        if value == "auto":
-            return value
-        from deep_research.app.engines import ENGINES  # only when an engine is named
-
-        if value not in ENGINES:
-            raise ValueError(f"should be one of auto, {', '.join(ENGINES)}")
-        return value
-
     @field_validator("home", mode="before")
     @classmethod
     def _home(cls, value: object) -> object:
@@ -248,22 +276,12 @@ class Settings(BaseSettings):
     )
     @classmethod
     def _model_name(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must name a model")
-        if len(value) > MAX_MODEL_NAME or any(c.isspace() or not c.isprintable() for c in value):
-            raise ValueError(
-                f"is not a model name (no spaces, at most {MAX_MODEL_NAME} characters)"
-            )
-        return value
+        return model_name(value)
 
     @field_validator("kb_name")
     @classmethod
     def _kb_name(cls, value: str) -> str:
-        if not _KB_NAME.fullmatch(value):
-            raise ValueError(
-                "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
-            )
-        return value
+        return kb_name(value)
 
     @field_validator("search_prices", "search_rate_per_second")
     @classmethod
@@ -465,9 +483,6 @@ def _unparsable(exc: SettingsError) -> ConfigError:
     if isinstance(cause, json.JSONDecodeError):
         return ConfigError(f"invalid {where}: not JSON ({cause.msg}, character {cause.pos})")
     return ConfigError(f"invalid {where}: {cause or exc}")
-
-
-_KB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -36,7 +36,7 @@ import importlib
 import logging
 import threading
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from deep_research.app import service
@@ -95,7 +95,7 @@ class RunManager:
         held = await self._reserve(wanted, exact=asked is not None)
         stack = ExitStack()
         try:
-            options = replace(options, max_cost_usd=held.amount_usd)
+            options = options.model_copy(update={"max_cost_usd": held.amount_usd})
             prepared = service.prepare(self.settings, question, options)
             prepared = await service.choose_engine(prepared)
             if not prepared.extractive:
@@ -109,7 +109,12 @@ class RunManager:
         return self._launch(run, stack, held.id)
 
     async def resume(
-        self, session_id: str, budget: service.BudgetOverrides, *, retry_cancelled: bool = False
+        self,
+        session_id: str,
+        budget: service.BudgetOverrides,
+        *,
+        max_parallel: int | None = None,
+        retry_cancelled: bool = False,
     ) -> str:
         self._check_open()
         service.check_budget(budget.given())
@@ -122,7 +127,7 @@ class RunManager:
         limit = cost or state.limits.max_cost_usd
         wanted = max(0.0, min(limit - spent, self.caps.max_cost_per_run))
         held = await self._reserve(wanted, exact=False, replacing=state.session_id)
-        budget = replace(budget, max_cost_usd=min(limit, spent + held.amount_usd))
+        budget = budget.model_copy(update={"max_cost_usd": min(limit, spent + held.amount_usd)})
         stack = ExitStack()
         try:
             run = stack.enter_context(
@@ -130,7 +135,7 @@ class RunManager:
                     self.settings,
                     state.session_id,
                     budget,
-                    max_parallel=None,
+                    max_parallel=max_parallel,
                     retry_cancelled=retry_cancelled,
                     on_info=_say_nothing,
                 )

@@ -1,9 +1,10 @@
 """Start, resume, cancel and inspect research runs: the one way every front-end does it.
 
-The CLI (and the MCP server and HTTP API after it) parse their input into ``RunOptions``,
-call these functions and present what they return; none of them builds an engine, a guard
-or a session itself. A run's choices are its ``RunSpec``, saved with the session, so a
-resume from any front-end repeats them exactly.
+The CLI (and the MCP server and HTTP API after it) parse their input into ``RunOptions``
+(``options``, where each option is declared once), call these functions and present what
+they return; none of them builds an engine, a guard or a session itself. A run's choices
+are its ``RunSpec``, saved with the session, so a resume from any front-end repeats them
+exactly.
 
 A run goes through the same steps whoever starts it::
 
@@ -24,9 +25,13 @@ from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from deep_research.app.config import Settings
+from deep_research.app.options import MAX_QUESTION_CHARS as MAX_QUESTION_CHARS
+from deep_research.app.options import OPTION_SETTINGS
+from deep_research.app.options import BudgetOverrides as BudgetOverrides
+from deep_research.app.options import RunOptions as RunOptions
 from deep_research.core.errors import ConfigError, SessionLocked, UsageError
 from deep_research.core.models import Limits, SessionState, SourcePolicy, Usage, WebEngine
 from deep_research.persistence.sessions import SessionStore, SessionSummary
@@ -42,46 +47,8 @@ if TYPE_CHECKING:
     from deep_research.kb.search import Hit
     from deep_research.persistence.events import EventLog
 
-MAX_QUESTION_CHARS = 4000
-
 Info = Callable[[str], None]
 """Where a step says what it does (ingesting the KB first, …): one line each."""
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """What a front-end may choose for a new run; None leaves the setting as configured."""
-
-    max_parallel: int | None = None
-    max_iterations: int | None = None
-    max_cost_usd: float | None = None
-    max_total_tokens: int | None = None
-    max_runtime_seconds: float | None = None
-    chat_model: str | None = None
-    """One model for every chat role; the role options below take precedence."""
-    planner_model: str | None = None
-    branch_model: str | None = None
-    web_model: str | None = None
-    web_effort: str | None = None
-    kb_name: str | None = None
-    kb_only: bool = False
-    web_only: bool = False
-    web_engine: str | None = None
-    """openai | search | auto; None: DEEP_RESEARCH_WEB_ENGINE."""
-    search_provider: str | None = None
-
-
-@dataclass(frozen=True)
-class BudgetOverrides:
-    """What a resume may change: the budget (and, separately, ``max_parallel``)."""
-
-    max_iterations: int | None = None
-    max_cost_usd: float | None = None
-    max_total_tokens: int | None = None
-    max_runtime_seconds: float | None = None
-
-    def given(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -154,30 +121,6 @@ def limits_of(settings: Settings) -> Limits:
     )
 
 
-OPTION_SETTINGS: dict[str, tuple[str, ...]] = {
-    "max_parallel": ("max_parallel_branches",),
-    "max_iterations": ("max_iterations",),
-    "max_cost_usd": ("max_cost_usd",),
-    "max_total_tokens": ("max_total_tokens",),
-    "max_runtime_seconds": ("max_runtime_seconds",),
-    "chat_model": (
-        "planner_model",
-        "branch_model",
-        "summarizer_model",
-        "synthesizer_model",
-        "judge_model",
-    ),
-    "planner_model": ("planner_model",),  # after chat_model: a role's own model wins
-    "branch_model": ("branch_model",),
-    "web_model": ("web_model",),
-    "web_effort": ("web_reasoning_effort",),
-    "kb_name": ("kb_name",),
-    "web_engine": ("web_engine",),
-    "search_provider": ("search_provider",),
-}
-"""The settings each ``RunOptions`` field sets."""
-
-
 def prepare(
     settings: Settings,
     question: str,
@@ -191,15 +134,7 @@ def prepare(
     modules load (seconds), so a mistake fails at once."""
     flags = flags or {}
     question = clean_question(question)
-    check_budget(
-        {
-            "max_iterations": options.max_iterations,
-            "max_cost_usd": options.max_cost_usd,
-            "max_total_tokens": options.max_total_tokens,
-            "max_runtime_seconds": options.max_runtime_seconds,
-        },
-        flags,
-    )
+    check_budget(options.given(), flags)  # ``options`` may have been copied unvalidated
     if options.kb_only and options.web_only:
         raise UsageError("--kb-only and --web-only exclude each other")
     overrides: dict[str, object] = {}

@@ -204,29 +204,23 @@ IterOpt = Annotated[
 CostOpt = Annotated[float | None, typer.Option("--max-cost", help="Cost limit in USD.")]
 TokensOpt = Annotated[int | None, typer.Option("--max-tokens", help="Total token limit.")]
 TimeOpt = Annotated[float | None, typer.Option("--max-runtime", help="Time limit in seconds.")]
-BUDGET_FLAGS = {
-    "max_iterations": "--max-iterations",
-    "max_cost_usd": "--max-cost",
-    "max_total_tokens": "--max-tokens",
-    "max_runtime_seconds": "--max-runtime",
-}
-"""The budget flags by the limit each sets: a bad value is a usage error naming the flag."""
-RUN_FLAGS = BUDGET_FLAGS | {
-    "max_parallel": "--max-parallel",
-    "chat_model": "--chat-model",
-    "planner_model": "--planner-model",
-    "branch_model": "--branch-model",
-    "web_model": "--web-model",
-    "web_effort": "--web-effort",
-    "kb_name": "--kb",
-    "web_engine": "--web-engine",
-    "search_provider": "--search-provider",
-}
-"""Every ``run`` flag by the ``RunOptions`` field it sets (see ``service.prepare``)."""
+CLI_ONLY = frozenset({"question", "question_file", "estimate_only", "yes", "as_json", "session_id"})
+"""Parameters of ``run`` and ``resume`` that are no run option: every other is a field of
+``options.RunOptions`` (``run``) or ``options.ResumeRequest`` (``resume``), by the same
+name (``tests/test_options.py`` holds them to it)."""
+
+
+def _given(ctx: typer.Context) -> tuple[dict[str, Any], dict[str, str]]:
+    """The command's run options as given (by field name), and the flag of each."""
+    params = [p for p in ctx.command.params if p.name and p.name not in CLI_ONLY]
+    values = {p.name: ctx.params[p.name] for p in params if p.name}
+    flags = {p.name: p.opts[0] for p in params if p.name}
+    return values, flags
 
 
 @app.command()
 def run(
+    ctx: typer.Context,
     question: Annotated[
         str | None, typer.Argument(help="The research question; - reads it from stdin.")
     ] = None,
@@ -236,9 +230,9 @@ def run(
     ] = None,
     max_parallel: ParallelOpt = None,
     max_iterations: IterOpt = None,
-    max_cost: CostOpt = None,
-    max_tokens: TokensOpt = None,
-    max_runtime: TimeOpt = None,
+    max_cost_usd: CostOpt = None,
+    max_total_tokens: TokensOpt = None,
+    max_runtime_seconds: TimeOpt = None,
     chat_model: Annotated[
         str | None, typer.Option(help="One model for every chat role (planner, branch, …).")
     ] = None,
@@ -274,7 +268,7 @@ def run(
             help="For --web-engine search: duckduckgo (default), searxng, tavily, brave, exa.",
         ),
     ] = None,
-    kb: Annotated[str | None, typer.Option("--kb", help="Knowledge base name.")] = None,
+    kb_name: Annotated[str | None, typer.Option("--kb", help="Knowledge base name.")] = None,
     kb_only: Annotated[
         bool, typer.Option("--kb-only", help="Research only the knowledge base.")
     ] = False,
@@ -291,28 +285,14 @@ def run(
     """Research QUESTION and write a cited report (the default command)."""
     from deep_research.app import service
     from deep_research.app.config import load_settings
+    from deep_research.app.options import RunOptions
     from deep_research.frontends import render
 
     question = _read_question(question, question_file)
-    options = service.RunOptions(
-        max_parallel=max_parallel,
-        max_iterations=max_iterations,
-        max_cost_usd=max_cost,
-        max_total_tokens=max_tokens,
-        max_runtime_seconds=max_runtime,
-        chat_model=chat_model,
-        planner_model=planner_model,
-        branch_model=branch_model,
-        web_model=web_model,
-        web_effort=web_effort,
-        kb_name=kb,
-        kb_only=kb_only,
-        web_only=web_only,
-        web_engine=web_engine,
-        search_provider=search_provider,
-    )
+    values, flags = _given(ctx)
+    options = RunOptions.parse(values, flags)
     # Every check a user can fail (question, flags, settings) runs before the engine loads.
-    prepared = service.prepare(load_settings(), question, options, RUN_FLAGS)
+    prepared = service.prepare(load_settings(), question, options, flags)
     if not prepared.extractive:
         import asyncio
 
@@ -332,12 +312,13 @@ def run(
 
 @app.command()
 def resume(
+    ctx: typer.Context,
     session_id: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
     max_parallel: ParallelOpt = None,
     max_iterations: IterOpt = None,
-    max_cost: CostOpt = None,
-    max_tokens: TokensOpt = None,
-    max_runtime: TimeOpt = None,
+    max_cost_usd: CostOpt = None,
+    max_total_tokens: TokensOpt = None,
+    max_runtime_seconds: TimeOpt = None,
     retry_cancelled: Annotated[
         bool,
         typer.Option(
@@ -353,25 +334,21 @@ def resume(
     re-attached by their saved ids, never submitted again."""
     from deep_research.app import service
     from deep_research.app.config import load_settings
+    from deep_research.app.options import ResumeRequest, option_settings
 
-    budget = service.BudgetOverrides(
-        max_iterations=max_iterations,
-        max_cost_usd=max_cost,
-        max_total_tokens=max_tokens,
-        max_runtime_seconds=max_runtime,
-    )
-    # Validates the values given before anything is read.
-    service.check_budget(budget.given(), BUDGET_FLAGS)
+    values, flags = _given(ctx)
+    request = ResumeRequest.parse(values, flags)  # before anything is read
+    sets = option_settings(ResumeRequest).items()
     settings = load_settings().with_flags(
-        BUDGET_FLAGS | {"max_parallel_branches": "--max-parallel"},
-        {"max_parallel_branches": max_parallel, **budget.given()},
+        {setting: flags[option] for option, names in sets for setting in names},
+        {setting: getattr(request, option) for option, names in sets for setting in names},
     )
     with service.reopen(
         settings,
         session_id,
-        budget,
-        max_parallel=max_parallel,
-        retry_cancelled=retry_cancelled,
+        request,
+        max_parallel=request.max_parallel,
+        retry_cancelled=request.retry_cancelled,
         on_info=_info(as_json),
     ) as run:
         if not run.prepared.extractive:

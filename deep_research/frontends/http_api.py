@@ -1,10 +1,11 @@
 """`deep-research serve`: the research engine over HTTP, with live events (SSE).
 
     POST /research                 {"question": …, options} -> 202 {"session_id": …}
+                                   (``options.ResearchRequest``: what ``run`` takes)
     GET  /research/{id}            status: the object ``sessions show --json`` prints
     GET  /research/{id}/events     Server-Sent Events; reconnect with Last-Event-ID
     GET  /research/{id}/report     markdown, or HTML (citations clickable) when accepted
-    POST /research/{id}/resume     {"max_cost_usd": …} -> 202
+    POST /research/{id}/resume     {"max_cost_usd": …} -> 202 (``options.ResumeRequest``)
     POST /research/{id}/cancel     stop the run and its research jobs
     GET  /sessions                 past runs, newest first
     GET  /kb/search?q=…&k=8        the knowledge base's best chunks
@@ -48,24 +49,24 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 from sse_starlette import EventSourceResponse
 
 from deep_research.adapters.report_html import REPORT_POLICY, render_html
 from deep_research.app import service
 from deep_research.app.config import Settings
+from deep_research.app.options import ResearchRequest, ResumeRequest
 from deep_research.app.runs import RunManager, start_warm_up
 from deep_research.core.errors import (
     ConfigError,
     DeepResearchError,
     SessionError,
 )
-from deep_research.core.models import CostUSD, Iterations, RuntimeSeconds, TokenBudget
 from deep_research.frontends.common import error_code, hit_json, session_detail
 from deep_research.frontends.hosts import allowed_hosts, allowed_origins, is_loopback
 
@@ -74,38 +75,6 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024
 PUBLIC = frozenset({"/", "/app.js", "/app.css", "/openapi.json", "/docs", "/redoc"})
 """What a GET needs no token for: files with no data in them."""
-
-
-class ResearchRequest(BaseModel):
-    """A new run: the question and the options the CLI takes (None: as configured)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    question: str = Field(max_length=service.MAX_QUESTION_CHARS * 2)
-    max_parallel: int | None = Field(default=None, ge=1, le=64)
-    max_iterations: Iterations | None = None
-    max_cost_usd: CostUSD | None = None
-    max_total_tokens: TokenBudget | None = None
-    max_runtime_seconds: RuntimeSeconds | None = None
-    chat_model: str | None = Field(default=None, max_length=200)
-    web_engine: Literal["openai", "search", "auto"] | None = None
-    search_provider: str | None = Field(default=None, max_length=40)
-    kb_name: str | None = Field(default=None, max_length=63)
-    kb_only: bool = False
-    web_only: bool = False
-
-    def options(self) -> service.RunOptions:
-        return service.RunOptions(**self.model_dump(exclude={"question"}))
-
-
-class ResumeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    max_iterations: Iterations | None = None
-    max_cost_usd: CostUSD | None = None
-    max_total_tokens: TokenBudget | None = None
-    max_runtime_seconds: RuntimeSeconds | None = None
-    retry_cancelled: bool = False
 
 
 class Accepted(BaseModel):
@@ -253,7 +222,7 @@ def create_app(
     async def start(body: ResearchRequest) -> Accepted:
         """Start a run; it goes on in the server. Follow it at ``events_url``."""
         await warmed()
-        return accepted(await manager.start(body.question, body.options()))
+        return accepted(await manager.start(body.question, body.options))
 
     @app.get("/research/{session_id}")
     async def status(session_id: str) -> dict[str, Any]:
@@ -298,11 +267,15 @@ def create_app(
 
     @app.post("/research/{session_id}/resume", status_code=202, response_model=Accepted)
     async def resume(session_id: str, body: Annotated[ResumeRequest, Body()]) -> Accepted:
-        budget = service.BudgetOverrides(
-            **body.model_dump(exclude={"retry_cancelled"}, exclude_none=True)
-        )
+        """Continue a stopped or interrupted run with the choices it started with (optionally
+        new limits); it goes on in the server."""
         await warmed()
-        resumed = await manager.resume(session_id, budget, retry_cancelled=body.retry_cancelled)
+        resumed = await manager.resume(
+            session_id,
+            body,
+            max_parallel=body.max_parallel,
+            retry_cancelled=body.retry_cancelled,
+        )
         return accepted(resumed)
 
     @app.post("/research/{session_id}/cancel")

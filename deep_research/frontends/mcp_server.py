@@ -11,9 +11,12 @@
                                         research jobs (DEEP_RESEARCH_KB_MCP_URL) expect it
 
 Built on the official SDK (``MCPServer``); every tool has typed input and output, so the SDK
-publishes both schemas. The engine is reached only through ``service``, and a server's runs
-through one ``RunManager``: what a client starts here is a session like any other, which
-the CLI can watch, cancel and resume, and the other way round.
+publishes both schemas. research_start and research_resume take the fields of the HTTP API's
+bodies (``options.ResearchRequest``, ``options.ResumeRequest``: ``takes``), so an MCP client
+has every option the API and the CLI have, with the same bounds and descriptions. The
+engine is reached only through ``service``, and a server's runs through one ``RunManager``:
+what a client starts here is a session like any other, which the CLI can watch, cancel and
+resume, and the other way round.
 
 Invariants:
 - stdio (the default): nothing but protocol messages reaches stdout. The SDK points fd 1 at
@@ -38,14 +41,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import inspect
 import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 from urllib.parse import quote, urlsplit
 
 import anyio
@@ -61,14 +65,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deep_research.app import service, verify
 from deep_research.app.config import Settings
+from deep_research.app.options import ResearchRequest, ResumeRequest
 from deep_research.app.runs import RunManager
 from deep_research.app.verify import KbChunk, Verification
 from deep_research.core import markdown as md
 from deep_research.core.errors import ConfigError, DeepResearchError
 from deep_research.core.models import (
     Citation,
-    CostUSD,
-    Iterations,
     NodeStatus,
     RunSpec,
     RunStatus,
@@ -294,6 +297,44 @@ def invalid_arguments(error: ValidationError) -> str:
     return "; ".join(problems)
 
 
+Tool = TypeVar("Tool", bound=Callable[..., Any])
+
+
+def takes(
+    model: type[BaseModel], *, first: Sequence[inspect.Parameter] = ()
+) -> Callable[[Tool], Tool]:
+    """A tool whose arguments are the fields of ``model`` (after ``first``): their names,
+    types, bounds, descriptions and defaults, declared once there (``app.options``, also the
+    HTTP API's bodies). The SDK reads a tool's arguments from its signature, so this gives
+    the tool that signature; the tool gets them as keyword arguments, validated."""
+
+    def derive(tool: Tool) -> Tool:
+        fields = [
+            argument(
+                name,
+                Annotated[
+                    (field.annotation, *field.metadata, Field(description=field.description))
+                ],
+                inspect.Parameter.empty if field.is_required() else field.default,
+            )
+            for name, field in model.model_fields.items()
+        ]
+        returns = inspect.signature(tool, eval_str=True).return_annotation
+        signature = inspect.Signature([*first, *fields], return_annotation=returns)
+        setattr(tool, "__signature__", signature)  # noqa: B010 (mypy: not on Callable)
+        return tool
+
+    return derive
+
+
+def argument(
+    name: str, annotation: Any, default: Any = inspect.Parameter.empty
+) -> inspect.Parameter:
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+    )
+
+
 class LazyReader:
     """The page reader for verify_claim, built by its first call: building it loads the
     fetching stack, which the server's start must not wait for."""
@@ -347,63 +388,28 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
         return ResearchStatus.model_validate(session_detail(state, path))
 
     @server.tool(annotations=spending)
-    async def research_start(
-        question: Annotated[
-            str,
-            Field(
-                max_length=service.MAX_QUESTION_CHARS * 2,
-                description="The research question, self-contained: put the context in it.",
-            ),
-        ],
-        max_cost_usd: Annotated[
-            CostUSD | None,
-            Field(description="Cost limit in USD (default: the configured one, capped)."),
-        ] = None,
-        max_iterations: Annotated[
-            Iterations | None, Field(description="Plan -> research -> judge rounds.")
-        ] = None,
-        web_engine: Annotated[
-            Literal["openai", "search", "auto"] | None,
-            Field(description="openai research jobs, search-and-read, or auto (default)."),
-        ] = None,
-        kb_only: Annotated[bool, Field(description="Research only the knowledge base.")] = False,
-        web_only: Annotated[bool, Field(description="Research only the web.")] = False,
-        chat_model: Annotated[
-            str | None, Field(max_length=200, description="One model for every chat role.")
-        ] = None,
-    ) -> Started:
+    @takes(ResearchRequest)
+    async def research_start(**arguments: Any) -> Started:
         """Start researching a question. Returns the session id at once; the run goes on in
         this server for minutes. Follow it with research_follow or research_status, then
         read research_report."""
-        options = service.RunOptions(
-            max_cost_usd=max_cost_usd,
-            max_iterations=max_iterations,
-            web_engine=web_engine,
-            kb_only=kb_only,
-            web_only=web_only,
-            chat_model=chat_model,
-        )
+        request = ResearchRequest.model_validate(arguments)
         with one_line_errors():
-            return Started(session_id=await manager.start(question, options))
+            return Started(session_id=await manager.start(request.question, request.options))
 
     @server.tool(annotations=spending)
-    async def research_resume(
-        session_id: SessionId,
-        max_cost_usd: Annotated[
-            CostUSD | None, Field(description="A new cost limit in USD for the session.")
-        ] = None,
-        max_iterations: Annotated[
-            Iterations | None, Field(description="A new limit of rounds.")
-        ] = None,
-        retry_cancelled: Annotated[
-            bool, Field(description="Research the cancelled sub-questions again too.")
-        ] = False,
-    ) -> Started:
+    @takes(ResumeRequest, first=[argument("session_id", SessionId)])
+    async def research_resume(session_id: str, **arguments: Any) -> Started:
         """Continue a stopped or interrupted run (optionally with a bigger budget); it
         repeats the run's choices. Returns at once, like research_start."""
-        budget = service.BudgetOverrides(max_iterations=max_iterations, max_cost_usd=max_cost_usd)
+        request = ResumeRequest.model_validate(arguments)
         with one_line_errors():
-            resumed = await manager.resume(session_id, budget, retry_cancelled=retry_cancelled)
+            resumed = await manager.resume(
+                session_id,
+                request,
+                max_parallel=request.max_parallel,
+                retry_cancelled=request.retry_cancelled,
+            )
             return Started(session_id=resumed)
 
     @server.tool(annotations=reading)

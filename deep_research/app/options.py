@@ -1,0 +1,222 @@
+"""What a client may choose for a run, declared once: names, types, bounds, descriptions.
+
+``RunOptions`` (a new run's choices) and ``BudgetOverrides`` (what a resume may change of a
+run's limits) are what the use-cases in ``service`` take. ``ResearchRequest`` and
+``ResumeRequest`` add what a client sends with them (the question; ``max_parallel`` and
+``retry_cancelled``): they are the HTTP API's bodies and the MCP tools' arguments as they
+are, so the OpenAPI description and the tools' input schemas show these bounds and
+descriptions, and the CLI's ``run`` and ``resume`` take a flag for each field
+(``tests/test_options.py`` holds them to it).
+
+The bounds are the settings' own (``config``: the same types and checks), so an option
+accepts what the setting it overrides accepts. Server-side caps (``runs``) come on top.
+None leaves a setting as configured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Self
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from deep_research.app.config import (
+    KB_NAME_PATTERN,
+    MAX_MODEL_NAME,
+    ParallelBranches,
+    ReasoningEffort,
+    SearchProvider,
+    WebEngineChoice,
+    kb_name,
+    model_name,
+)
+from deep_research.core.errors import UsageError
+from deep_research.core.models import CostUSD, Iterations, RuntimeSeconds, TokenBudget
+
+MAX_QUESTION_CHARS = 4000
+"""The longest question (spaces collapsed); a request may carry twice as many characters."""
+
+
+class Sets:
+    """Field metadata: the settings an option sets (``service.prepare`` applies them)."""
+
+    def __init__(self, *settings: str) -> None:
+        self.settings = settings
+
+    def __repr__(self) -> str:
+        return f"Sets{self.settings!r}"
+
+
+# Checked as the settings check them (their messages); the schema says the same.
+ModelName = Annotated[
+    str,
+    Field(json_schema_extra={"minLength": 1, "maxLength": MAX_MODEL_NAME, "pattern": r"^\S+$"}),
+    AfterValidator(model_name),
+]
+KbName = Annotated[
+    str, Field(json_schema_extra={"pattern": KB_NAME_PATTERN}), AfterValidator(kb_name)
+]
+MaxParallel = Annotated[
+    ParallelBranches | None,
+    Field(description="Branches researched at once (default: as configured)."),
+    Sets("max_parallel_branches"),
+]
+
+
+class Options(BaseModel):
+    """Options refuse names they do not know (a typo would otherwise run on the defaults)
+    and, once made, do not change."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any], flags: Mapping[str, str] | None = None) -> Self:
+        """``values`` validated; a bad one is a usage error naming its flag (``flags``:
+        field -> flag) or its field, with the value given."""
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise UsageError(problem(exc, flags or {})) from None
+
+
+def problem(exc: ValidationError, flags: Mapping[str, str]) -> str:
+    """The first thing wrong, in one line: ``--max-cost must be greater than 0 (got -1.0)``."""
+    first = exc.errors(include_url=False)[0]
+    loc = [str(part) for part in first["loc"]]
+    name = loc[0] if loc else ""
+    where = flags.get(name, ".".join(loc) or "options")
+    why = " ".join(str(first["msg"]).split()).removeprefix("Value error, ")
+    why = why.replace("Input should be", "must be").replace("String should", "must")
+    if first["type"] in ("missing", "extra_forbidden"):
+        return f"{where}: {why}"
+    return f"{where} {why} (got {first.get('input')!r})"
+
+
+class BudgetOverrides(Options):
+    """A run's limits (``Limits``): what a resume may change, and a new run may set."""
+
+    max_cost_usd: Annotated[
+        CostUSD | None,
+        Field(
+            description="Cost limit in USD for the whole session (default: as configured; a "
+            "server caps what a run may spend, DEEP_RESEARCH_SERVER_MAX_COST_USD)."
+        ),
+        Sets("max_cost_usd"),
+    ] = None
+    max_iterations: Annotated[
+        Iterations | None,
+        Field(description="Plan -> research -> judge rounds (default: as configured)."),
+        Sets("max_iterations"),
+    ] = None
+    max_total_tokens: Annotated[
+        TokenBudget | None,
+        Field(description="Total token limit (default: as configured)."),
+        Sets("max_total_tokens"),
+    ] = None
+    max_runtime_seconds: Annotated[
+        RuntimeSeconds | None,
+        Field(description="Time limit in seconds (default: as configured)."),
+        Sets("max_runtime_seconds"),
+    ] = None
+
+    def given(self) -> dict[str, Any]:
+        """The limits given (not None), by name: what they change of a run's ``Limits``."""
+        return {
+            name: value
+            for name in BudgetOverrides.model_fields
+            if (value := getattr(self, name)) is not None
+        }
+
+
+class RunOptions(BudgetOverrides):
+    """What a front-end may choose for a new run; None leaves the setting as configured."""
+
+    max_parallel: MaxParallel = None
+    chat_model: Annotated[
+        ModelName | None,
+        Field(description="One model for every chat role; the role options below win."),
+        Sets(
+            "planner_model", "branch_model", "summarizer_model", "synthesizer_model", "judge_model"
+        ),
+    ] = None
+    planner_model: Annotated[
+        ModelName | None, Field(description="Model for planning."), Sets("planner_model")
+    ] = None
+    branch_model: Annotated[
+        ModelName | None,
+        Field(description="Model for branch notes (knowledge base and search-and-read)."),
+        Sets("branch_model"),
+    ] = None
+    web_model: Annotated[
+        ModelName | None,
+        Field(description="Reasoning model that runs web research jobs."),
+        Sets("web_model"),
+    ] = None
+    web_effort: Annotated[
+        ReasoningEffort | None,
+        Field(description="The web model's reasoning effort."),
+        Sets("web_reasoning_effort"),
+    ] = None
+    web_engine: Annotated[
+        WebEngineChoice | None,
+        Field(
+            description="How the web is researched: openai (research jobs), search (search "
+            "and read pages with any model, or none), auto (openai where the server serves "
+            "the web model, else search)."
+        ),
+        Sets("web_engine"),
+    ] = None
+    search_provider: Annotated[
+        SearchProvider | None,
+        Field(description="The search provider of web_engine search."),
+        Sets("search_provider"),
+    ] = None
+    kb_name: Annotated[
+        KbName | None, Field(description="The knowledge base to research."), Sets("kb_name")
+    ] = None
+    kb_only: Annotated[bool, Field(description="Research only the knowledge base.")] = False
+    web_only: Annotated[bool, Field(description="Research only the web.")] = False
+
+
+def option_settings(model: type[BaseModel] = RunOptions) -> dict[str, tuple[str, ...]]:
+    """The settings each option of ``model`` sets, in the fields' order (``chat_model``
+    before the roles' own models, which then win)."""
+    return {
+        name: tuple(s for mark in field.metadata if isinstance(mark, Sets) for s in mark.settings)
+        for name, field in model.model_fields.items()
+        if any(isinstance(mark, Sets) for mark in field.metadata)
+    }
+
+
+OPTION_SETTINGS = option_settings()
+"""The settings each ``RunOptions`` field sets."""
+
+
+class Question(Options):
+    """What every new run is given."""
+
+    question: Annotated[
+        str,
+        Field(
+            max_length=MAX_QUESTION_CHARS * 2,
+            description="The research question, self-contained: put the context in it.",
+        ),
+    ]
+
+
+class ResearchRequest(RunOptions, Question):  # Question's field first: the bases' in reverse
+    """A new run: the question and its options (None: as configured)."""
+
+    @property
+    def options(self) -> RunOptions:
+        return RunOptions.model_construct(**self.model_dump(exclude={"question"}))
+
+
+class ResumeRequest(BudgetOverrides):
+    """Continue a run, with the choices it started with; it may get new limits (None: the
+    session's own)."""
+
+    max_parallel: MaxParallel = None
+    retry_cancelled: Annotated[
+        bool, Field(description="Research the cancelled sub-questions again too.")
+    ] = False

@@ -22,6 +22,7 @@ import pytest
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 from pydantic import SecretStr
 
+from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.adapters.web.search import (
     DEFAULTS,
     PROVIDERS,
@@ -33,7 +34,6 @@ from deep_research.adapters.web.search import (
     default_rate_limits,
     make_provider,
 )
-from deep_research.adapters.web.search.http_api import retry_after_seconds
 from deep_research.core.errors import ConfigError
 from deep_research.persistence.cache import ResultCache
 from tests.fake_search import Api, Doc, FakeSearch, Fault, rate_limited
@@ -567,6 +567,28 @@ def test_retry_after_is_read_as_seconds_or_an_http_date() -> None:
     assert retry_after_seconds("Mon, 23 Nov 2026 07:28:30 GMT", now) == 30.0
     assert retry_after_seconds("Mon, 23 Nov 2026 07:00:00 GMT", now) == 0.0
     assert [retry_after_seconds(v) for v in (None, "", "-1", "nan", "soon")] == [None] * 5
+
+
+@pytest.mark.parametrize(
+    ("header", "waited"),
+    [("3", 3.0), ("120", 60.0), ("Mon, 23 Nov 2000 07:00:00 GMT", 0.0), (None, 2.0), ("-1", 2.0)],
+)
+def test_the_openai_jobs_read_retry_after_as_the_search_providers_do(
+    header: str | None, waited: float
+) -> None:
+    """One parser: the background jobs take its seconds (capped at 60 s) or their backoff."""
+    import httpx
+    import openai
+
+    from deep_research.adapters.web.openai_jobs import _retry_after
+
+    headers = {"retry-after": header} if header is not None else {}
+    request = httpx.Request("POST", "https://api.openai.com/v1/responses")
+    exc = openai.RateLimitError(
+        "slow down", response=httpx.Response(429, headers=headers, request=request), body=None
+    )
+    assert _retry_after(exc, 2.0) == waited
+    assert retry_after_seconds(header) in (None, waited) or waited == 60.0
 
 
 # --- failures: one typed error, one line ------------------------------------------------

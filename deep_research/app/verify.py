@@ -199,18 +199,13 @@ def best_passage(claim: str, passages: Sequence[str], embedder: Embeddings) -> M
     if len(passages) > MAX_RANKED:  # a long page: embed only the likely passages
         kept = sorted(range(len(passages)), key=lambda i: -len(wanted & held[i]))[:MAX_RANKED]
         passages, held = [passages[i] for i in kept], [held[i] for i in kept]
-    import numpy as np
-
-    from deep_research.kb.rank import rank
+    from deep_research.kb.rank import cosine_similarities, rank
 
     ranked = rank(claim, passages, embedder)[:CANDIDATES]
     if not ranked:
         return None
     top = [i for i, _ in ranked]
-    vectors = np.asarray(embedder.embed_documents([passages[i] for i in top]), dtype=float)
-    target = np.asarray(embedder.embed_query(claim), dtype=float)
-    norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(target) or 1.0)
-    cosine = (vectors @ target) / np.where(norms == 0, 1.0, norms)
+    cosine = cosine_similarities(claim, [passages[i] for i in top], embedder)
     exact = {word for word in wanted if word == "not" or word[0].isdigit()}
     matches = [
         Match(

@@ -39,9 +39,11 @@ from deep_research.app.home import unreadable_dotenv as unreadable_dotenv  # and
 from deep_research.core.errors import ConfigError, UsageError
 from deep_research.core.models import (
     MAX_COST_USD,
+    SEARCH_PROVIDERS,
     CostUSD,
     Iterations,
     RuntimeSeconds,
+    SearchProvider,
     TokenBudget,
 )
 from deep_research.kb.settings import EmbeddingProvider, KBSettings
@@ -142,7 +144,7 @@ class Settings(BaseSettings):
     web_engine: Literal["auto", "openai", "search"] = "auto"
     """openai: research jobs; search: search-and-read with the branch model; auto: openai
     where the server serves the web model, search elsewhere (README "Web research")."""
-    search_provider: Literal["duckduckgo", "searxng", "tavily", "brave", "exa"] = "duckduckgo"
+    search_provider: SearchProvider = SEARCH_PROVIDERS[0]
     searxng_url: str | None = None
     tavily_api_key: SecretStr | None = Field(default=None, validation_alias="TAVILY_API_KEY")
     brave_api_key: SecretStr | None = Field(default=None, validation_alias="BRAVE_API_KEY")
@@ -256,7 +258,7 @@ class Settings(BaseSettings):
     @field_validator("search_prices", "search_rate_per_second")
     @classmethod
     def _known_providers(cls, value: dict[str, float], info: ValidationInfo) -> dict[str, float]:
-        known = get_args(cls.model_fields["search_provider"].annotation)
+        known = SEARCH_PROVIDERS
         rate = info.field_name == "search_rate_per_second"
         for name, figure in value.items():
             if name not in known:

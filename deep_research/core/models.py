@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AliasChoices, BaseModel, Field, ValidationError
 
@@ -34,6 +34,10 @@ RunStatus = Literal["running", "complete", "stopped", "failed", "interrupted"]
 ChatRole = Literal["planner", "synthesizer", "judge", "branch", "summarizer"]
 WebEngine = Literal["openai", "search"]
 """How web branches are researched: OpenAI research jobs, or search-and-read (any model)."""
+SearchProvider = Literal["duckduckgo", "searxng", "tavily", "brave", "exa"]
+"""The search providers of search-and-read, the default first: the one list the settings,
+the provider factory (``adapters.web.search``) and ``doctor`` go by."""
+SEARCH_PROVIDERS: tuple[SearchProvider, ...] = get_args(SearchProvider)
 
 
 def utcnow() -> datetime:

@@ -235,10 +235,8 @@ def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> S
         values["kb_name"] = saved.kb_name
     if saved.max_parallel:
         values["max_parallel_branches"] = saved.max_parallel
-    if saved.web_engine is not None:
-        values["web_engine"] = saved.web_engine
-    elif saved.web_model:
-        values["web_engine"] = "openai"  # saved before the choice existed: research jobs
+    if (engine := saved.engine_used()) is not None:
+        values["web_engine"] = engine
     if saved.search_provider:
         values["search_provider"] = saved.search_provider
     if saved.web_model:

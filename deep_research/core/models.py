@@ -272,8 +272,16 @@ class RunSpec(BaseModel):
     max_parallel: int = 0
     web_engine: WebEngine | None = None
     """None: a session from before the choice existed (its web branches were OpenAI jobs),
-    or a run with no web research."""
+    or a run with no web research. Read it through `engine_used`."""
     search_provider: str = ""
+
+    def engine_used(self) -> WebEngine | None:
+        """The web engine the run researched with; None: no web research. The one home of
+        the rule for sessions saved before the choice existed: a saved web model means
+        OpenAI research jobs, the only engine there was."""
+        if self.web_engine is not None:
+            return self.web_engine
+        return "openai" if self.web_model else None
 
 
 class LedgerEntry(BaseModel):

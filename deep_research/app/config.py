@@ -1,4 +1,5 @@
-"""Settings: the only reader of the environment and of `.env`, with pydantic-settings.
+"""Settings: every setting, read from the environment and `.env` with pydantic-settings.
+(``home.py`` reads the variables that locate the data directory, which `.env` cannot set.)
 
 Every setting is read from the environment (``DEEP_RESEARCH_<NAME>``, plus the
 standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``) or from a `.env` file in the

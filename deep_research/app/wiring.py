@@ -1,4 +1,5 @@
-"""Builds a run's concrete adapters from ``Settings`` — the only place that does.
+"""Builds a run's concrete adapters from ``Settings`` (``verify`` and ``doctor`` build the
+few they use themselves).
 
 The orchestrator sees ports; here they become LangChain chains, the OpenAI Deep Research
 executor, the knowledge base, or the extractive (no model) stand-ins.

@@ -14,7 +14,6 @@ Citation markers and the session's source registry live in ``citations``."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 CHARS_PER_TOKEN = 4
 
@@ -53,16 +52,3 @@ def cap_tokens(text: str, max_tokens: int) -> str:
     elif not text[limit].isspace() and " " in cut:  # never end on half a word
         cut = cut.rsplit(" ", 1)[0]
     return cut.rstrip() + " …"
-
-
-def take_within(items: Iterable[str], max_tokens: int) -> list[str]:
-    """As many of ``items`` as fit in ``max_tokens``, in order; each is capped to fit alone."""
-    taken: list[str] = []
-    budget = max_tokens
-    for item in items:
-        if budget <= 0:
-            break
-        piece = cap_tokens(item, budget)
-        taken.append(piece)
-        budget -= estimate_tokens(piece)
-    return taken

@@ -1,5 +1,5 @@
 """Settings: every setting, read from the environment and `.env` with pydantic-settings.
-(``home.py`` reads the variables that locate the data directory, which `.env` cannot set.)
+(``home.py`` reads the variables that locate the data directory, before Settings exist.)
 
 Every setting is read from the environment (``DEEP_RESEARCH_<NAME>``, plus the
 standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``) or from a `.env` file in the

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from deep_research.adapters.prices import Price, PriceTable, cost_of, price_for
+from deep_research.adapters.prices import Price, PriceTable
 from deep_research.core.budget import (
     WEB_BASE_INPUT_TOKENS,
     WEB_INPUT_TOKENS_PER_TOOL_CALL,
@@ -27,7 +27,7 @@ BOOK = PriceTable()
     ],
 )
 def test_current_models_bill_genai_prices_figures(model: str, price: Price) -> None:
-    assert price_for(model) == price
+    assert BOOK.price(model) == price
     # Each part alone, well below the 272k long-context tier.
     assert BOOK.cost(model, Usage(input_tokens=100_000)) == pytest.approx(price.input / 10)
     cached = Usage(input_tokens=100_000, cached_input_tokens=100_000)
@@ -37,16 +37,16 @@ def test_current_models_bill_genai_prices_figures(model: str, price: Price) -> N
 
 def test_o3_pro_no_longer_prices_like_o3() -> None:
     usage = Usage(input_tokens=100_000, output_tokens=10_000)
-    assert cost_of("o3-pro", usage) == pytest.approx(0.1 * 20 + 0.01 * 80)
-    assert cost_of("o3", usage) == pytest.approx(0.1 * 2 + 0.01 * 8)
+    assert BOOK.cost("o3-pro", usage) == pytest.approx(0.1 * 20 + 0.01 * 80)
+    assert BOOK.cost("o3", usage) == pytest.approx(0.1 * 2 + 0.01 * 8)
 
 
 def test_long_context_tier_starts_above_272k_input_tokens() -> None:
     at = Usage(input_tokens=272_000, output_tokens=10_000)
     above = Usage(input_tokens=272_001, output_tokens=10_000)
-    assert cost_of("gpt-5.5", at) == pytest.approx(0.272 * 5 + 0.01 * 30)
+    assert BOOK.cost("gpt-5.5", at) == pytest.approx(0.272 * 5 + 0.01 * 30)
     # 2x input, 1.5x output, on all of it.
-    assert cost_of("gpt-5.5", above) == pytest.approx(0.272001 * 10 + 0.01 * 45)
+    assert BOOK.cost("gpt-5.5", above) == pytest.approx(0.272001 * 10 + 0.01 * 45)
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_prices_follow_the_name_wherever_served(name: str) -> None:
 
 @pytest.mark.parametrize("model", ["llama3.1:8b", "qwen2.5", "", "o5", "gpt-6.2-sol"])
 def test_unknown_models_have_no_price(model: str) -> None:
-    assert price_for(model) is None
+    assert BOOK.price(model) is None
     assert not BOOK.knows(model)
 
 
@@ -74,36 +74,36 @@ def test_unpriced_lists_each_unknown_model_once() -> None:
 def test_cost_bills_cached_input_at_cached_rate() -> None:
     usage = Usage(input_tokens=200_000, cached_input_tokens=80_000, output_tokens=10_000)
     # 120k * $5 + 80k * $0.50 + 10k * $30 (per 1M)
-    assert cost_of("gpt-5.5", usage) == pytest.approx(0.6 + 0.04 + 0.3)
+    assert BOOK.cost("gpt-5.5", usage) == pytest.approx(0.6 + 0.04 + 0.3)
 
 
 def test_reasoning_tokens_are_not_billed_twice() -> None:
     plain = Usage(input_tokens=1000, output_tokens=50_000)
     with_reasoning = Usage(input_tokens=1000, output_tokens=50_000, reasoning_tokens=40_000)
-    assert cost_of("gpt-6-sol", with_reasoning) == pytest.approx(cost_of("gpt-6-sol", plain))
+    assert BOOK.cost("gpt-6-sol", with_reasoning) == pytest.approx(BOOK.cost("gpt-6-sol", plain))
 
 
 def test_web_searches_cost_ten_dollars_a_thousand() -> None:
     tokens = Usage(input_tokens=10_000, output_tokens=1_000)
     searched = Usage(input_tokens=10_000, output_tokens=1_000, web_search_calls=7)
     for model in ("gpt-5.5", "gpt-6-luna", "o3-pro", "llama3.1:8b"):
-        assert cost_of(model, searched) == pytest.approx(cost_of(model, tokens) + 0.07), model
+        assert BOOK.cost(model, searched) == pytest.approx(BOOK.cost(model, tokens) + 0.07), model
 
 
 def test_cached_count_above_input_never_gives_a_discount() -> None:
     usage = Usage(input_tokens=1000, cached_input_tokens=5000)
-    assert cost_of("gpt-5.5", usage) == pytest.approx(1000 * 0.50 / M)
+    assert BOOK.cost("gpt-5.5", usage) == pytest.approx(1000 * 0.50 / M)
     book = PriceTable({"mine": Price(2.0, 0.5, 8.0)})
     assert book.cost("mine", usage) == pytest.approx(1000 * 0.50 / M)
 
 
 def test_unknown_model_costs_nothing_but_still_pays_search_fees() -> None:
-    assert cost_of("llama3.1:8b", Usage(input_tokens=M, output_tokens=M)) == 0.0
-    assert cost_of("llama3.1:8b", Usage(web_search_calls=2)) == pytest.approx(0.02)
+    assert BOOK.cost("llama3.1:8b", Usage(input_tokens=M, output_tokens=M)) == 0.0
+    assert BOOK.cost("llama3.1:8b", Usage(web_search_calls=2)) == pytest.approx(0.02)
 
 
 def test_embeddings_bill_input_only() -> None:
-    assert cost_of("text-embedding-3-small", Usage(input_tokens=M)) == pytest.approx(0.02)
+    assert BOOK.cost("text-embedding-3-small", Usage(input_tokens=M)) == pytest.approx(0.02)
 
 
 def test_an_override_wins_over_genai_prices_and_ignores_tiers() -> None:
@@ -118,7 +118,7 @@ def test_an_override_wins_over_genai_prices_and_ignores_tiers() -> None:
     assert book.price("gpt-5.5") == Price(1.0, 0.1, 2.0)
     assert book.knows("local-llm")
     assert book.cost("local-llm", Usage(input_tokens=M)) == pytest.approx(0.5)
-    assert cost_of("gpt-5.5", usage) > expected  # the default book is untouched
+    assert BOOK.cost("gpt-5.5", usage) > expected  # the default book is untouched
 
 
 def test_worst_usage_models_every_turn_resending_the_context() -> None:
@@ -185,14 +185,14 @@ def test_worst_case_covers_a_realistic_run() -> None:
         input_tokens=250_000, cached_input_tokens=180_000, output_tokens=25_000, web_search_calls=14
     )
     worst = web_job_worst_case(BOOK, "gpt-5.5", max_tool_calls=16, max_output_tokens=32_000)
-    assert worst > cost_of("gpt-5.5", real)
+    assert worst > BOOK.cost("gpt-5.5", real)
 
 
 def test_make_entry_computes_cost_and_a_cache_hit_is_free() -> None:
     usage = Usage(input_tokens=10_000, output_tokens=2_000)
     paid = make_entry("branch", "gpt-6-luna", usage, node_id="t1", prices=BOOK)
     hit = make_entry("branch", "gpt-6-luna", usage, node_id="t1", cached=True, prices=BOOK)
-    assert paid.cost_usd == pytest.approx(cost_of("gpt-6-luna", usage))
+    assert paid.cost_usd == pytest.approx(BOOK.cost("gpt-6-luna", usage))
     assert paid.cost_usd > 0
     assert hit.cost_usd == 0.0
     assert hit.cached

@@ -278,3 +278,15 @@ def test_every_json_error_code_has_an_http_status() -> None:
     from deep_research.frontends.http_api import HTTP_STATUS
 
     assert [code for _, code in ERROR_CODES] == list(HTTP_STATUS)
+
+
+def test_json_output_keeps_text_as_it_is_in_every_command(env: dict[str, str]) -> None:
+    """One ``print_json`` for the run, sessions and kb commands: UTF-8, no ``\\u`` escapes."""
+    sessions(env).create("Wie groß ist Köln?", status="interrupted")
+    got, out, err = cli(env, "sessions", "list", "--json")
+    assert got == 0, err
+    assert "Wie groß ist Köln?" in out
+    assert json.loads(out)[0]["question"] == "Wie groß ist Köln?"
+    got, out, err = cli(env, "kb", "list", "--json")
+    assert got == 0, err
+    json.loads(out)

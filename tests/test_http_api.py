@@ -664,3 +664,29 @@ async def test_a_full_disk_is_507_and_leaves_no_session(
     assert "No space left" in response.json()["error"]["message"]
     store = SessionStore(llm_settings.sessions_dir)
     assert store.list() == []
+
+
+async def test_both_servers_take_the_same_authorization_headers(
+    llm_settings: Settings, serve: Serve
+) -> None:
+    """One bearer check (``hosts.bearer_token_matches``) for the HTTP API and the MCP server."""
+    from starlette.responses import PlainTextResponse
+
+    from deep_research.frontends.hosts import bearer_token_matches
+    from deep_research.frontends.mcp_server import BearerToken
+
+    headers = [None, "Bearer nope", f"bearer {TOKEN}", f"Basic {TOKEN}", f"Bearer  {TOKEN}"]
+    headers.append(f"Bearer {TOKEN}")
+    api = await serve(llm_settings, token=TOKEN)
+    mcp = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=BearerToken(PlainTextResponse("ok"), TOKEN)),
+        base_url="http://127.0.0.1:8000",
+    )
+    async with mcp:
+        for header in headers:
+            sent = {"Authorization": header} if header is not None else {}
+            accepted = bearer_token_matches(header, TOKEN.encode())
+            assert ((await api.get("/sessions", headers=sent)).status_code != 401) == accepted
+            assert ((await mcp.get("/mcp", headers=sent)).status_code != 401) == accepted
+    assert [bearer_token_matches(h, TOKEN.encode()) for h in headers[-3:]] == [False, False, True]
+    assert bearer_token_matches(f"bearer {TOKEN}", TOKEN.encode())

@@ -5,12 +5,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from deep_research.kb.chunking import (
-    Chunk,
-    chunk_markdown,
-    estimate_token_counts,
-    estimate_tokens,
-)
+from deep_research.core.memory import estimate_line_tokens
+from deep_research.core.memory import estimate_tokens as memory_estimate_tokens
+from deep_research.kb.chunking import Chunk, chunk_markdown, estimate_token_counts
 from deep_research.kb.markdown import split_front_matter
 
 DOC = """---
@@ -133,7 +130,7 @@ def test_oversized_code_block_and_table_are_cut_between_lines_within_the_cap() -
     chunks = chunks_of(text, max_tokens=100, overlap=10)
     for chunk in chunks:
         assert chunk.text == lines_of(text, chunk)
-        assert estimate_tokens(chunk.indexed_text) <= 100
+        assert estimate_line_tokens(chunk.indexed_text) <= 100
         assert chunk.heading == "Big"
     # Together the parts are the whole block, each line exactly once, in order.
     code_lines = code.split("\n")
@@ -161,7 +158,7 @@ def test_huge_section_is_split_under_the_cap_with_overlap() -> None:
     chunks = chunks_of(text, max_tokens=120, overlap=20)
     assert len(chunks) > 10
     for chunk in chunks:
-        assert estimate_tokens(chunk.indexed_text) <= 120
+        assert estimate_line_tokens(chunk.indexed_text) <= 120
         assert chunk.text == lines_of(text, chunk)
     for first, second in itertools.pairwise(chunks):
         assert second.start_line <= first.end_line  # overlapping ranges
@@ -212,7 +209,7 @@ def test_over_long_single_line_is_cut_into_word_aligned_pieces() -> None:
     line = text.split("\n")[2]
     for piece in pieces:
         assert line[piece.column : piece.column + len(piece.text)] == piece.text
-        assert estimate_tokens(piece.indexed_text) <= 100
+        assert estimate_line_tokens(piece.indexed_text) <= 100
     joined = set(" ".join(p.text for p in pieces).split())
     assert joined == set(words_)
     # consecutive pieces overlap by a few words
@@ -248,7 +245,7 @@ def test_text_without_spaces_is_cut_between_characters() -> None:
     assert len(pieces) >= 14  # four characters a token would have made four pieces
     spans = [(line.index(p.text), line.index(p.text) + len(p.text)) for p in pieces]
     for piece in pieces:
-        assert estimate_tokens(piece.indexed_text) <= 100
+        assert estimate_line_tokens(piece.indexed_text) <= 100
     assert spans[0][0] == 0
     assert spans[-1][1] == len(line)
     for (_, end), (start, _) in itertools.pairwise(spans):
@@ -256,8 +253,8 @@ def test_text_without_spaces_is_cut_between_characters() -> None:
 
 
 def test_estimates_count_cjk_characters_as_tokens() -> None:
-    assert estimate_tokens("東京は日本の首都です") >= 10
-    assert estimate_tokens("a" * 400) == 101  # four characters a token, plus the line break
+    assert estimate_line_tokens("東京は日本の首都です") >= 10
+    assert estimate_line_tokens("a" * 400) == 101  # four characters a token, plus the line break
     assert estimate_token_counts(["", "abc"]) == [1, 1]
 
 
@@ -309,3 +306,11 @@ def test_indexed_text_carries_title_and_heading() -> None:
     chunk = next(c for c in chunks_of(DOC) if c.heading == "Guide > Install")
     assert chunk.indexed_text.startswith("The Guide\nGuide > Install\n")
     assert chunk.indexed_text.endswith(chunk.text)
+
+
+def test_the_two_token_estimates_keep_their_own_rules() -> None:
+    """Chunks (existing knowledge bases) and budgets (reservations) count differently, on
+    purpose; both rules live in ``core.memory`` and neither may drift."""
+    assert [estimate_line_tokens(t) for t in ("", "abc", "a" * 8, "東京")] == [1, 1, 3, 3]
+    assert [memory_estimate_tokens(t) for t in ("", "abc", "a" * 8, "東京")] == [0, 1, 2, 1]
+    assert estimate_token_counts(["a" * 8, "東京"]) == [3, 3]

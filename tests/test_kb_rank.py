@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from deep_research.kb.embeddings import OnnxEmbeddings
-from deep_research.kb.rank import rank
+import pytest
+
+from deep_research.kb.embeddings import HashEmbeddings, OnnxEmbeddings
+from deep_research.kb.rank import cosine_similarities, rank
 
 PASSAGES = [
     "Cookie settings: accept all cookies to continue browsing this site.",
@@ -29,3 +31,24 @@ def test_passages_of_stopwords_and_symbols_alone_rank_by_meaning_only() -> None:
     # A page's pilcrows and rules leave BM25 no vocabulary at all; bm25s cannot index that.
     ranked = rank("How does Raft elect a leader?", ["¶", "- - -", "the and of"], OnnxEmbeddings())
     assert sorted(i for i, _ in ranked) == [0, 1, 2]
+
+
+def test_the_verifier_scores_a_passage_with_the_cosine_the_ranker_uses() -> None:
+    """One cosine helper: the similarity ``verify`` reports is the one ``rank`` fuses."""
+    from deep_research.app.verify import best_passage
+
+    embedder = OnnxEmbeddings()
+    claim = "Raft elects a leader with randomized election timeouts."
+    cosine = cosine_similarities(claim, PASSAGES, embedder)
+    match = best_passage(claim, PASSAGES, embedder)
+    assert match is not None
+    assert match.passage == PASSAGES[1]
+    # approx: a batch of other passages pads the texts differently in the ONNX model
+    assert match.similarity == pytest.approx(max(0.0, cosine[1]), abs=1e-5)
+    assert max(cosine) == cosine[1]
+
+
+def test_a_zero_vector_has_cosine_zero_not_nan() -> None:
+    # Hashing embeds a text without words as the zero vector.
+    assert cosine_similarities("Raft", ["¶", "Raft"], HashEmbeddings()) == [0.0, 1.0]
+    assert cosine_similarities("Raft", [], HashEmbeddings()) == []

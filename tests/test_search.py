@@ -22,9 +22,9 @@ import pytest
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 from pydantic import SecretStr
 
+from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.adapters.web.search import (
     DEFAULTS,
-    PROVIDERS,
     RateLimits,
     Searcher,
     SearchFailed,
@@ -33,8 +33,8 @@ from deep_research.adapters.web.search import (
     default_rate_limits,
     make_provider,
 )
-from deep_research.adapters.web.search.http_api import retry_after_seconds
 from deep_research.core.errors import ConfigError
+from deep_research.core.models import SEARCH_PROVIDERS
 from deep_research.persistence.cache import ResultCache
 from tests.fake_search import Api, Doc, FakeSearch, Fault, rate_limited
 
@@ -55,7 +55,7 @@ def fake() -> Iterator[FakeSearch]:
 @pytest.fixture
 def limits() -> RateLimits:
     """Fast enough not to slow tests that are not about the rate."""
-    return default_rate_limits(dict.fromkeys(PROVIDERS, 1000.0))
+    return default_rate_limits(dict.fromkeys(SEARCH_PROVIDERS, 1000.0))
 
 
 @pytest.fixture
@@ -193,7 +193,7 @@ async def test_each_api_answer_becomes_plain_hits_and_reports_its_fee(
 
 
 def test_the_paid_providers_default_to_their_list_prices() -> None:
-    prices = {name: DEFAULTS[name].price_usd for name in PROVIDERS}
+    prices = {name: DEFAULTS[name].price_usd for name in SEARCH_PROVIDERS}
     assert prices == {"duckduckgo": 0, "searxng": 0, "tavily": 0.008, "brave": 0.005, "exa": 0.007}
 
 
@@ -569,6 +569,28 @@ def test_retry_after_is_read_as_seconds_or_an_http_date() -> None:
     assert [retry_after_seconds(v) for v in (None, "", "-1", "nan", "soon")] == [None] * 5
 
 
+@pytest.mark.parametrize(
+    ("header", "waited"),
+    [("3", 3.0), ("120", 60.0), ("Mon, 23 Nov 2000 07:00:00 GMT", 0.0), (None, 2.0), ("-1", 2.0)],
+)
+def test_the_openai_jobs_read_retry_after_as_the_search_providers_do(
+    header: str | None, waited: float
+) -> None:
+    """One parser: the background jobs take its seconds (capped at 60 s) or their backoff."""
+    import httpx
+    import openai
+
+    from deep_research.adapters.web.openai_jobs import _retry_after
+
+    headers = {"retry-after": header} if header is not None else {}
+    request = httpx.Request("POST", "https://api.openai.com/v1/responses")
+    exc = openai.RateLimitError(
+        "slow down", response=httpx.Response(429, headers=headers, request=request), body=None
+    )
+    assert _retry_after(exc, 2.0) == waited
+    assert retry_after_seconds(header) in (None, waited) or waited == 60.0
+
+
 # --- failures: one typed error, one line ------------------------------------------------
 FAILURES: list[tuple[Api, Fault | str, str, str]] = [
     ("tavily", "wrong_key", "auth", "tavily: the API key was refused (HTTP 401)"),
@@ -691,7 +713,7 @@ def test_make_provider_refuses_what_cannot_work(limits: RateLimits) -> None:
 
 
 async def test_make_provider_builds_every_provider_as_a_searcher(limits: RateLimits) -> None:
-    for name in PROVIDERS:
+    for name in SEARCH_PROVIDERS:
         provider: Searcher = make_provider(
             name,
             limits=limits,
@@ -721,3 +743,16 @@ def test_importing_ddgs_and_the_providers_opens_no_connection() -> None:
         [sys.executable, "-c", guard], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_every_provider_has_its_defaults_and_the_settings_take_the_same_names() -> None:
+    """One list of providers (``core.models.SEARCH_PROVIDERS``) behind the settings, the
+    factory's defaults and the errors that name the choices."""
+    from deep_research.app.config import Settings
+
+    assert set(DEFAULTS) == set(SEARCH_PROVIDERS)
+    assert Settings.model_fields["search_provider"].default == "duckduckgo" == SEARCH_PROVIDERS[0]
+    for name in SEARCH_PROVIDERS:
+        assert Settings(_env_file=None, search_provider=name).search_provider == name
+    with pytest.raises(ConfigError, match="choose one of " + ", ".join(SEARCH_PROVIDERS)):
+        make_provider("bing", limits=default_rate_limits({}))

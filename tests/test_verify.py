@@ -152,7 +152,9 @@ async def test_the_judge_reads_the_best_passage_and_its_failure_is_reported(
 
 
 def test_content_words_keep_numbers_and_negations() -> None:
-    assert verify.content_words("The Y coordinate isn't between 0 and 3.10") == {
+    from deep_research.kb.words import claim_words
+
+    assert claim_words("The Y coordinate isn't between 0 and 3.10") == {
         "coordin",
         "not",
         "0",

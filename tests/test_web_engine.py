@@ -187,3 +187,38 @@ async def test_a_chosen_engine_is_not_second_guessed(
     prepared = service.prepare(gateway, "q?", service.RunOptions(web_engine="search"))
     assert (await service.choose_engine(prepared)).engine == "search"
     assert fake_openai.count("/v1/models") == 0, "nothing asked"
+
+
+@pytest.mark.parametrize(
+    ("saved", "engine"),
+    [
+        (RunSpec(web_model="gpt-5.5"), "openai"),  # saved before the choice existed
+        (RunSpec(), None),  # no web research
+        (RunSpec(web_engine="search", search_provider="searxng"), "search"),
+        (RunSpec(web_model="gpt-5.5", web_engine="openai"), "openai"),
+    ],
+)
+def test_a_resume_and_a_replay_read_the_saved_engine_alike(
+    settings: Settings, saved: RunSpec, engine: str | None
+) -> None:
+    """One rule (``RunSpec.engine_used``) for sessions saved before the choice existed."""
+    from deep_research.persistence.sessions import SessionStore
+
+    assert saved.engine_used() == engine
+    today = with_(
+        settings, openai_api_key="sk-x", web_engine="search", searxng_url="http://search.lan"
+    )
+    assert wiring.replay(today, saved, max_parallel=None).web_engine == (engine or "search")
+    store = SessionStore(today.sessions_dir)
+    state = store.create("How does Raft elect a leader?", status="interrupted")
+    state.run_spec = saved
+    store.save(state)
+    with service.reopen(
+        today,
+        state.session_id,
+        service.BudgetOverrides(),
+        max_parallel=None,
+        retry_cancelled=False,
+        on_info=lambda _: None,
+    ) as run:
+        assert run.prepared.engine == engine

@@ -165,16 +165,3 @@ class PriceTable:
         )
         # A few records (o3-pro, embeddings) carry no search price: a search still costs.
         return float(calc.total_price) + (0.0 if bills_searches else fees)
-
-
-_DEFAULT = PriceTable()
-
-
-def price_for(model: str) -> Price | None:
-    """Base per-1M prices of ``model`` from genai-prices; None when unknown."""
-    return _DEFAULT.price(model)
-
-
-def cost_of(model: str, usage: Usage) -> float:
-    """USD for ``usage`` of ``model`` at genai-prices' figures (no overrides)."""
-    return _DEFAULT.cost(model, usage)

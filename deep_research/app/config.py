@@ -1,4 +1,5 @@
-"""Settings: the only reader of the environment and of `.env`, with pydantic-settings.
+"""Settings: every setting, read from the environment and `.env` with pydantic-settings.
+(``home.py`` reads the variables that locate the data directory, before Settings exist.)
 
 Every setting is read from the environment (``DEEP_RESEARCH_<NAME>``, plus the
 standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``) or from a `.env` file in the
@@ -40,9 +41,11 @@ from deep_research.app.home import unreadable_dotenv as unreadable_dotenv  # and
 from deep_research.core.errors import ConfigError, UsageError
 from deep_research.core.models import (
     MAX_COST_USD,
+    SEARCH_PROVIDERS,
     CostUSD,
     Iterations,
     RuntimeSeconds,
+    SearchProvider,
     TokenBudget,
 )
 from deep_research.kb.settings import EmbeddingProvider, KBSettings
@@ -63,7 +66,6 @@ def known_engine(value: str) -> str:
 
 
 WebEngineChoice = Annotated[str, AfterValidator(known_engine)]
-SearchProvider = Literal["duckduckgo", "searxng", "tavily", "brave", "exa"]
 ParallelBranches = Annotated[int, Field(ge=1, le=64)]
 MIN_TOKEN_CHARS = 32
 """An API token shorter than this is refused: it guards the user's money."""
@@ -182,7 +184,7 @@ class Settings(BaseSettings):
     """openai: research jobs; search: search-and-read with the branch model; auto: openai
     where the server serves the web model, search elsewhere (README "Web research"); or
     the name of an engine registered in ``app/engines.py``."""
-    search_provider: SearchProvider = "duckduckgo"
+    search_provider: SearchProvider = SEARCH_PROVIDERS[0]
     searxng_url: str | None = None
     tavily_api_key: SecretStr | None = Field(default=None, validation_alias="TAVILY_API_KEY")
     brave_api_key: SecretStr | None = Field(default=None, validation_alias="BRAVE_API_KEY")
@@ -286,7 +288,7 @@ class Settings(BaseSettings):
     @field_validator("search_prices", "search_rate_per_second")
     @classmethod
     def _known_providers(cls, value: dict[str, float], info: ValidationInfo) -> dict[str, float]:
-        known = get_args(cls.model_fields["search_provider"].annotation)
+        known = SEARCH_PROVIDERS
         rate = info.field_name == "search_rate_per_second"
         for name, figure in value.items():
             if name not in known:

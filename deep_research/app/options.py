@@ -25,13 +25,18 @@ from deep_research.app.config import (
     MAX_MODEL_NAME,
     ParallelBranches,
     ReasoningEffort,
-    SearchProvider,
     WebEngineChoice,
     kb_name,
     model_name,
 )
 from deep_research.core.errors import UsageError
-from deep_research.core.models import CostUSD, Iterations, RuntimeSeconds, TokenBudget
+from deep_research.core.models import (
+    CostUSD,
+    Iterations,
+    RuntimeSeconds,
+    SearchProvider,
+    TokenBudget,
+)
 
 MAX_QUESTION_CHARS = 4000
 """The longest question (spaces collapsed); a request may carry twice as many characters."""

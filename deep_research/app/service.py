@@ -301,9 +301,7 @@ def reopen(
         if not extractive:
             wiring.check_token_limit(settings, state.limits)
         policy = state.source_policy
-        engine = state.run_spec.web_engine if policy != "kb_only" else None
-        if engine is None and state.run_spec.web_model and policy != "kb_only":
-            engine = "openai"  # saved before the choice existed
+        engine = state.run_spec.engine_used() if policy != "kb_only" else None
         spec = engines.spec_for(settings, engine)
         state.run_spec = wiring.run_spec(settings, spec, engine)
         if retry_cancelled and ResearchTree(state.nodes).retry_cancelled():

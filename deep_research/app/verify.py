@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 from urllib.parse import unquote
 
-import Stemmer
 from pydantic import BaseModel, Field
 
 from deep_research.app.config import Settings
@@ -78,17 +77,6 @@ CHUNK_ID = re.compile(r"[0-9a-f]{32}")
 KB_SCHEME = "kb://"
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _LOCATOR = re.compile(r".+:\d+-\d+")
-_WORD = re.compile(r"\w+(?:[.,'’]\w+)*")
-_FUNCTION_WORDS = """
-a about above after again all also am an and any are as at be because been before
-being below between both but by can could did do does doing down during each few for
-from further had has have having he her here hers him his how i if in into is it its
-itself just me more most my of off on once only or other our ours out over own same
-she should so some such than that the their theirs them then there these they this
-those through to too under until up very was we were what when where which while who
-whom why will with would you your yours
-"""
-_STOPWORDS = frozenset(_FUNCTION_WORDS.split())
 
 
 # --- the knowledge base's chunks ---------------------------------------------------------
@@ -153,19 +141,6 @@ def _resolve(settings: Settings, locator: str) -> str:
 # --- scoring (pure, but for the embedder) ---------------------------------------------------
 
 
-def content_words(text: str) -> set[str]:
-    """The stemmed words that carry a sentence's meaning: not function words, not single
-    letters; numbers kept whole ("3.10"), any "n't" counted as "not"."""
-    stemmer = Stemmer.Stemmer("english")  # per call: PyStemmer objects are not thread-safe
-    words: set[str] = set()
-    for raw in _WORD.findall(text.lower().replace("’", "'")):
-        word = "not" if raw.endswith("n't") else raw
-        if word in _STOPWORDS or (len(word) < 2 and not word.isdigit()):
-            continue
-        words.add(stemmer.stemWord(word))
-    return words
-
-
 @dataclass(frozen=True)
 class Match:
     passage: str
@@ -194,23 +169,20 @@ def best_passage(claim: str, passages: Sequence[str], embedder: Embeddings) -> M
     of its content words, the ``CANDIDATES`` best by ``kb.rank``, scored on an absolute
     scale (the fused rank score is relative to the other passages). A passage that passes
     (``found``) beats a higher score that does not: a changed figure loses to the same one."""
-    wanted = content_words(claim)
-    held = [content_words(text) for text in passages]
+    from deep_research.kb.words import claim_words
+
+    wanted = claim_words(claim)
+    held = [claim_words(text) for text in passages]
     if len(passages) > MAX_RANKED:  # a long page: embed only the likely passages
         kept = sorted(range(len(passages)), key=lambda i: -len(wanted & held[i]))[:MAX_RANKED]
         passages, held = [passages[i] for i in kept], [held[i] for i in kept]
-    import numpy as np
-
-    from deep_research.kb.rank import rank
+    from deep_research.kb.rank import cosine_similarities, rank
 
     ranked = rank(claim, passages, embedder)[:CANDIDATES]
     if not ranked:
         return None
     top = [i for i, _ in ranked]
-    vectors = np.asarray(embedder.embed_documents([passages[i] for i in top]), dtype=float)
-    target = np.asarray(embedder.embed_query(claim), dtype=float)
-    norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(target) or 1.0)
-    cosine = (vectors @ target) / np.where(norms == 0, 1.0, norms)
+    cosine = cosine_similarities(claim, [passages[i] for i in top], embedder)
     exact = {word for word in wanted if word == "not" or word[0].isdigit()}
     matches = [
         Match(

@@ -1,4 +1,5 @@
-"""Builds a run's concrete adapters from ``Settings`` — the only place that does.
+"""Builds a run's concrete adapters from ``Settings`` (``verify`` and ``doctor`` build the
+few they use themselves).
 
 The orchestrator sees ports; here they become LangChain chains, the OpenAI Deep Research
 executor, the knowledge base, or the extractive (no model) stand-ins.
@@ -217,10 +218,8 @@ def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> S
         values["kb_name"] = saved.kb_name
     if saved.max_parallel:
         values["max_parallel_branches"] = saved.max_parallel
-    if saved.web_engine is not None:
-        values["web_engine"] = saved.web_engine
-    elif saved.web_model:
-        values["web_engine"] = "openai"  # saved before the choice existed: research jobs
+    if (engine := saved.engine_used()) is not None:
+        values["web_engine"] = engine
     if saved.search_provider:
         values["search_provider"] = saved.search_provider
     if saved.web_model:

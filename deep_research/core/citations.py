@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from deep_research.core.models import Citation
+from deep_research.core.words import prefix_words
 
 LOCAL = re.compile(r"(?<!\\)\[(\d{1,4})\](?!\()")
 """``[n]``, not escaped and not a markdown link's text (``[2](url)``)."""
@@ -162,20 +163,10 @@ def renumber(text: str, sources: Mapping[str, Citation]) -> tuple[str, list[Cita
 # --- checking -----------------------------------------------------------------------
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9'-]+|\d[\d.,%]*")
 _COMPARISON = re.compile(
     r"\b(more|less|fewer|faster|slower|better|worse|higher|lower|larger|smaller|most|least)\b"
     r"|%|\bx\d|\d+x\b",
     re.IGNORECASE,
-)
-# One string reads better than ninety one-word lines of a list literal.
-_STOP = frozenset(
-    """about above after again also among and any are because been before being between
-    both but can could does doing down during each from further had has have having here
-    how into its itself just more most much must not now off once only other our out
-    over own same should some such than that the their them then there these they this
-    those through too under until very was were what when where which while who whom why
-    will with would your yours""".split()  # noqa: SIM905
 )
 MIN_QUOTE_WORDS = 8
 
@@ -211,9 +202,9 @@ def check(body: str, sources: Sequence[Citation], *, unknown: int = 0) -> CheckR
         known = [n for n in numbers if 1 <= n <= len(sources)]
         result.cited_sources.update(known)
         result.no_source_text += sum(1 for n in known if not sources[n - 1].quote.strip())
-        claim = content_words(text)
+        claim = prefix_words(text)
         evidence = [
-            (n, content_words(_source_text(sources[n - 1])))
+            (n, prefix_words(_source_text(sources[n - 1])))
             for n in known
             if sources[n - 1].quote.strip()
         ]
@@ -247,15 +238,6 @@ def is_factual(sentence: str) -> bool:
     if any(ch.isdigit() for ch in sentence) or _COMPARISON.search(sentence):
         return True
     return any(w[:1].isupper() and w.strip("(\"'").isalpha() for w in words[1:])
-
-
-def content_words(text: str) -> set[str]:
-    """Lower-cased content words cut to 5 letters: a stemmer's job, done crudely."""
-    return {
-        w.lower().rstrip(".,%")[:5]
-        for w in _WORD.findall(text)
-        if len(w) > 3 and w.lower() not in _STOP
-    }
 
 
 def _source_text(source: Citation) -> str:

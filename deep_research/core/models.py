@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AliasChoices, BaseModel, Field, ValidationError
 
@@ -39,6 +39,10 @@ WebEngine = str
 """How web branches are researched: ``openai``, ``search`` or a registered engine's name
 (``app/engines.py``)."""
 """How web branches are researched: OpenAI research jobs, or search-and-read (any model)."""
+SearchProvider = Literal["duckduckgo", "searxng", "tavily", "brave", "exa"]
+"""The search providers of search-and-read, the default first: the one list the settings,
+the provider factory (``adapters.web.search``) and ``doctor`` go by."""
+SEARCH_PROVIDERS: tuple[SearchProvider, ...] = get_args(SearchProvider)
 
 
 def utcnow() -> datetime:
@@ -274,11 +278,19 @@ class RunSpec(BaseModel):
     max_parallel: int = 0
     web_engine: WebEngine | None = None
     """None: a session from before the choice existed (its web branches were OpenAI jobs),
-    or a run with no web research."""
+    or a run with no web research. Read it through `engine_used`."""
     search_provider: str = ""
     web_research: str = ""
     """How the web engine named itself ("search and read via duckduckgo"); "" when the run
     does not research the web. Set whenever a run starts or resumes."""
+
+    def engine_used(self) -> WebEngine | None:
+        """The web engine the run researched with; None: no web research. The one home of
+        the rule for sessions saved before the choice existed: a saved web model means
+        OpenAI research jobs, the only engine there was."""
+        if self.web_engine is not None:
+            return self.web_engine
+        return "openai" if self.web_model else None
 
 
 class LedgerEntry(BaseModel):

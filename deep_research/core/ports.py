@@ -1,7 +1,7 @@
 """The seams the orchestrator talks through. It knows these Protocols, nothing else.
 
 Concrete adapters (LangChain chains, OpenAI Deep Research, the KB, the extractive
-no-model mode) are built in one place from ``Settings`` (``wiring.py``); tests pass
+no-model mode) are built for a run from ``Settings`` in ``app/wiring.py``; tests pass
 small scripted fakes.
 """
 

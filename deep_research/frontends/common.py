@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from deep_research.kb.search import Hit
 
 JsonOpt = Annotated[
-    bool, typer.Option("--json", help="Print one JSON object on stdout, nothing else.")
+    bool, typer.Option("--json", help="Print one JSON value on stdout, nothing else.")
 ]
 
 
@@ -111,5 +111,6 @@ def error_json(code: str, message: str, exit_code: int) -> dict[str, Any]:
 
 
 def print_json(value: object) -> None:
-    """The one JSON object a ``--json`` command prints on stdout (and nothing else there)."""
-    sys.stdout.write(json.dumps(value, default=str) + "\n")
+    """The one JSON value a ``--json`` command prints on stdout (and nothing else there):
+    one line, UTF-8 text as it is (not ``\\u`` escapes), anything not JSON as its ``str``."""
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, default=str) + "\n")

@@ -1,4 +1,6 @@
-"""The ``Host`` names the HTTP API answers to, and the ``Origin`` values it accepts.
+"""The checks both servers (the HTTP API and the MCP server over HTTP) make at the door:
+the ``Host`` names they answer to, the ``Origin`` values they accept, what counts as a
+loopback bind, and the bearer token.
 
 A server that checks ``Host`` cannot be reached through DNS rebinding: a page on
 ``evil.example`` whose name an attacker points at this machine still sends
@@ -12,11 +14,15 @@ A server that checks ``Host`` cannot be reached through DNS rebinding: a page on
 - and every server to the names in ``DEEP_RESEARCH_PUBLIC_HOSTS`` (a reverse proxy's).
 
 Each is accepted bare and with the server's port; names are compared in lower case.
+
+With ``DEEP_RESEARCH_API_TOKEN`` set, a request must carry ``Authorization: Bearer <token>``,
+compared in constant time (`bearer_token_matches`).
 """
 
 from __future__ import annotations
 
 import functools
+import hmac
 import ipaddress
 import socket
 import struct
@@ -25,6 +31,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
+def bearer_token_matches(authorization: str | None, token: bytes) -> bool:
+    """``authorization`` (an ``Authorization`` header) is ``Bearer <token>``; the scheme in
+    any case, the token compared in constant time."""
+    scheme, _, given = (authorization or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token)
 
 
 def is_loopback(host: str) -> bool:

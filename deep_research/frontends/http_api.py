@@ -44,7 +44,6 @@ This server spends the user's money, so (invariants):
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -68,7 +67,12 @@ from deep_research.core.errors import (
     SessionError,
 )
 from deep_research.frontends.common import error_code, hit_json, session_detail
-from deep_research.frontends.hosts import allowed_hosts, allowed_origins, is_loopback
+from deep_research.frontends.hosts import (
+    allowed_hosts,
+    allowed_origins,
+    bearer_token_matches,
+    is_loopback,
+)
 
 log = logging.getLogger(__name__)
 
@@ -171,11 +175,9 @@ def create_app(
         if origin is not None and origin.lower() not in origins:
             return error(403, "wrong_origin", "requests from other sites are refused")
         public_file = request.method in ("GET", "HEAD") and request.url.path in PUBLIC
-        if token is not None and not public_file:
-            given = request.headers.get("authorization", "")
-            scheme, _, value = given.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(value.encode(), token):
-                return error(401, "unauthorized", "a valid bearer token is required")
+        authorization = request.headers.get("authorization")
+        if token is not None and not public_file and not bearer_token_matches(authorization, token):
+            return error(401, "unauthorized", "a valid bearer token is required")
         if request.method == "POST":
             kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
             if kind != "application/json":

@@ -7,8 +7,6 @@ progress goes to stderr.
 
 from __future__ import annotations
 
-import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -19,6 +17,7 @@ from rich.table import Table
 
 from deep_research.core import markdown as md
 from deep_research.core.errors import KBMissing, UsageError
+from deep_research.frontends.common import JsonOpt, print_json
 from deep_research.kb.modes import Mode
 
 if TYPE_CHECKING:  # imported inside the commands: Chroma and numpy load in seconds
@@ -39,11 +38,6 @@ kb_app = typer.Typer(
 KbOpt = Annotated[
     str | None, typer.Option("--kb", help="Knowledge base name (default: settings.kb_name).")
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON value on stdout.")]
-
-
-def _print_json(value: object) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
 
 
 def _out() -> Console:
@@ -98,7 +92,7 @@ def ingest_command(
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         report = ingest(store, root, name=root_name, progress=_ProgressBar(bar))
     if as_json:
-        _print_json(report.summary())
+        print_json(report.summary())
     else:
         _print_report(report)
 
@@ -175,7 +169,7 @@ def search_command(
     if as_json:
         from deep_research.frontends.common import hit_json
 
-        _print_json([hit_json(hit) for hit in hits])
+        print_json([hit_json(hit) for hit in hits])
         return
     console = _out()
     if not hits:
@@ -221,7 +215,7 @@ def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     settings = load_settings()
     stats = open_kb(settings.kb, kb).stats()
     if as_json:
-        _print_json(asdict(stats))
+        print_json(asdict(stats))
         return
     table = Table(title=f"kb {stats.name!r}", show_header=False)
     table.add_column("what")
@@ -249,7 +243,7 @@ def list_command(as_json: JsonOpt = False) -> None:
     names = list_kbs(settings.kb)
     roots = {name: kb_roots(settings.kb, name) for name in names}
     if as_json:
-        _print_json(
+        print_json(
             [
                 {
                     "name": name,

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import inspect
 import logging
 import os
@@ -80,13 +79,13 @@ from deep_research.core.models import (
     StopReason,
 )
 from deep_research.frontends.common import hit_json, session_detail
+from deep_research.frontends.hosts import LOOPBACK_NAMES, bearer_token_matches
 from deep_research.persistence.sessions import SessionSummary
 
 if TYPE_CHECKING:
     from deep_research.adapters.web.shared import SharedReader
 
 MCP_PATH = "/mcp"
-LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 MAX_FOLLOW_SECONDS = 3600
 INSTRUCTIONS = """\
 Researches hard questions and writes cited reports: a tree of sub-questions researched on
@@ -646,7 +645,7 @@ async def _save_and_exit(manager: RunManager) -> None:
 def http_app(settings: Settings, server: MCPServer[None], port: int) -> ASGIApp:
     """The streamable HTTP app at ``/mcp``: the SDK's Host/Origin checks for this server's
     loopback address (and the public URL's host), and the API token when one is set."""
-    hosts = [f"{name}:{port}" for name in LOOPBACK]
+    hosts = [f"{name}:{port}" for name in sorted(LOOPBACK_NAMES)]
     origins = [f"http://{host}" for host in hosts]
     token = settings.token()
     if settings.kb_mcp_url:
@@ -702,19 +701,19 @@ class BearerToken:
         self.token = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            scheme, _, given = Headers(scope=scope).get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), self.token):
-                refused = JSONResponse(
-                    {
-                        "error": {
-                            "code": "unauthorized",
-                            "message": "a valid bearer token is required",
-                        }
-                    },
-                    status_code=401,
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
-                await refused(scope, receive, send)
-                return
+        if scope["type"] == "http" and not bearer_token_matches(
+            Headers(scope=scope).get("authorization"), self.token
+        ):
+            refused = JSONResponse(
+                {
+                    "error": {
+                        "code": "unauthorized",
+                        "message": "a valid bearer token is required",
+                    }
+                },
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+            await refused(scope, receive, send)
+            return
         await self.app(scope, receive, send)

@@ -1,5 +1,6 @@
-"""Terminal output: the live tree while a run works, tables, the report. Only this and
-``cli.py`` print. Progress goes to stderr, so stdout carries only results (or JSON).
+"""Terminal output: the live tree while a run works, tables, the report. The commands
+(``cli``, ``kb_cli``, ``sessions_cli``) print through this and ``common.print_json`` (their
+``--json``). Progress goes to stderr, so stdout carries only results (or JSON).
 
 Questions, errors and progress notes come from models, pages and providers: they are shown
 as ``Text``, never read as rich markup (``[link=…]`` would be a hidden link, and an

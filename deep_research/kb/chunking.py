@@ -1,7 +1,8 @@
 """Markdown -> chunks. Pure: no I/O, no LangChain, no Chroma.
 
 Sizes are counted by a `TokenCounter` the caller passes in: the embedding model's own
-tokenizer when it has one (see `NamedEmbeddings.count_tokens`), else `estimate_tokens`.
+tokenizer when it has one (see `NamedEmbeddings.count_tokens`), else
+`core.memory.estimate_line_tokens`.
 Counts are assumed to add up over lines and over whitespace-separated words, which is
 exact for WordPiece tokenizers (BERT splits on whitespace and around CJK characters).
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
+from deep_research.core.memory import estimate_line_tokens
 from deep_research.kb.markdown import (
     HEADING_SEPARATOR,
     Block,
@@ -43,28 +45,13 @@ from deep_research.kb.markdown import (
 
 UnitKind = Literal["heading", "line", "block", "piece"]
 
-# Scripts written without spaces, where a tokenizer spends about a token per character:
-# Hangul Jamo, CJK radicals to ideographs (kana included), Hangul syllables, CJK
-# compatibility ideographs, fullwidth forms, and the supplementary ideograph planes.
-_WIDE = re.compile(
-    "[\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0003134f]"
-)
-
 TokenCounter = Callable[[Sequence[str]], list[int]]
 """Tokens in each text, special tokens excluded; one call per batch of texts."""
 
 
-def estimate_tokens(text: str) -> int:
-    """An offline guess for models without a local tokenizer: a token per four characters
-    of alphabetic text or code, one per CJK character. Counts the text plus a line break,
-    so the estimates of some lines add up to at least the estimate of their join."""
-    wide = len(_WIDE.findall(text))
-    return (len(text) - wide + 4) // 4 + wide
-
-
 def estimate_token_counts(texts: Sequence[str]) -> list[int]:
-    """`estimate_tokens` as a `TokenCounter`."""
-    return [estimate_tokens(text) for text in texts]
+    """`core.memory.estimate_line_tokens` as a `TokenCounter`."""
+    return [estimate_line_tokens(text) for text in texts]
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from pathlib import Path
 import bm25s
 import numpy as np
 import numpy.typing as npt
-import Stemmer
 
 from deep_research.kb.chunking import document_key
 from deep_research.kb.manifest import atomic_write
+from deep_research.kb.words import english_stemmer
 
 SCHEMA_VERSION = 2
 STOPWORDS = "en"
@@ -41,8 +41,7 @@ Document = tuple[str, str]
 
 
 def _tokenize(texts: list[str], *, return_ids: bool) -> object:
-    # A stemmer per call: PyStemmer objects are not safe to share between threads.
-    stemmer = Stemmer.Stemmer("english")
+    stemmer = english_stemmer()
     return bm25s.tokenize(
         texts,
         stopwords=STOPWORDS,

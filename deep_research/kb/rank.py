@@ -19,6 +19,18 @@ from deep_research.kb.search import Fusion, Ranking, fuse
 DEFAULT_FUSION = Fusion()
 
 
+def cosine_similarities(query: str, passages: Sequence[str], embedder: Embeddings) -> list[float]:
+    """The cosine similarity of each passage to ``query`` under ``embedder`` (passages
+    embedded as documents, the query as a query); a zero vector's similarity is 0."""
+    if not passages:
+        return []
+    vectors = np.asarray(embedder.embed_documents(list(passages)), dtype=float)
+    target = np.asarray(embedder.embed_query(query), dtype=float)
+    norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(target) or 1.0)
+    cosine = (vectors @ target) / np.where(norms == 0, 1.0, norms)
+    return [float(score) for score in cosine]
+
+
 def rank(
     query: str, passages: Sequence[str], embedder: Embeddings, fusion: Fusion = DEFAULT_FUSION
 ) -> list[tuple[int, float]]:
@@ -31,12 +43,9 @@ def rank(
         for i, p in zip(ids, passages, strict=True)
     ]
     lexical = LexicalIndex.build("", docs).search(query, len(docs))
-    vectors = np.asarray(embedder.embed_documents(list(passages)), dtype=float)
-    target = np.asarray(embedder.embed_query(query), dtype=float)
-    norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(target) or 1.0)
-    cosine = (vectors @ target) / np.where(norms == 0, 1.0, norms)
     dense: Ranking = sorted(
-        ((ids[i], float(score)) for i, score in enumerate(cosine)), key=lambda x: -x[1]
+        ((ids[i], score) for i, score in enumerate(cosine_similarities(query, passages, embedder))),
+        key=lambda x: -x[1],
     )
     fused = fuse([(dense, fusion.dense_weight), (lexical, fusion.bm25_weight)], fusion)
     return [(int(cid), score) for cid, score in fused]

@@ -28,7 +28,6 @@ from deep_research.adapters.extractive.text import (
     quotable_units,
     render_sections,
     sections,
-    stems,
     weighted_coverage,
 )
 from deep_research.core import memory
@@ -43,6 +42,7 @@ from deep_research.core.ports import (
     PlanRequest,
     SynthesisRequest,
 )
+from deep_research.kb.words import question_stems
 
 ROOT_WEIGHT = 0.3
 """Weight of the root question's terms next to the facet's own (1.0) when scoring."""
@@ -102,12 +102,12 @@ class ExtractiveWriter:
         dependencies: Sequence[Finding],
         meter: Meter,
     ) -> BranchNotes:
-        own = set(stems(question))
-        query = dict.fromkeys(stems(root_question), ROOT_WEIGHT) | dict.fromkeys(own, 1.0)
-        docs = [set(stems(p.text)) for p in passages]
+        own = set(question_stems(question))
+        query = dict.fromkeys(question_stems(root_question), ROOT_WEIGHT) | dict.fromkeys(own, 1.0)
+        docs = [set(question_stems(p.text)) for p in passages]
         idf, n = idf_weights(docs), len(docs)
         units = [
-            (p, i, u, stems(u))
+            (p, i, u, question_stems(u))
             for p, passage in enumerate(passages)
             for i, u in enumerate(quotable_units(passage.text))
         ]
@@ -145,7 +145,7 @@ class ExtractiveWriter:
                 break
         chosen.sort()
         notes = "\n".join(f"- {unit} [{p + 1}]" for p, _i, unit in chosen)
-        coverage = weighted_coverage(stems(question), covered, idf, n)
+        coverage = weighted_coverage(question_stems(question), covered, idf, n)
         return BranchNotes(
             notes=notes,
             confidence=round(0.1 + 0.8 * coverage, 2) if chosen else 0.0,
@@ -186,9 +186,9 @@ class ExtractiveSynthesizer:
         note = "_Extractive answer: sentences quoted verbatim from the knowledge base, no model._"
         if not lines:
             return f"## Answer\n\n{note}\n\nNo knowledge-base passage matched the question."
-        docs = [set(stems(ln)) for ln in lines]
+        docs = [set(question_stems(ln)) for ln in lines]
         idf = idf_weights(docs)
-        query = set(stems(request.question))
+        query = set(question_stems(request.question))
         score = [sum(idf[t] for t in query & doc) for doc in docs]
         top = sorted(range(len(lines)), key=lambda i: (-score[i], i))[:ANSWER_SENTENCES]
         answer = "\n".join(lines[i] for i in sorted(top))
@@ -215,8 +215,8 @@ class ExtractiveJudge:
                 continue
             body = everything if NO_NEW in lines else " ".join(lines)
             if has_session_marker(body):
-                terms = set(stems(heading))
-                scores.append(len(terms & set(stems(body))) / len(terms) if terms else 1.0)
+                terms = set(question_stems(heading))
+                scores.append(len(terms & set(question_stems(body))) / len(terms) if terms else 1.0)
             else:
                 missing.append(heading)
                 scores.append(0.0)

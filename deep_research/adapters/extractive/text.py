@@ -8,27 +8,18 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import cast
-
-import Stemmer
 
 from deep_research.core.citations import TRAILING, strip_trailing
 from deep_research.core.memory import estimate_tokens
+from deep_research.core.words import ALNUM_RUN
+from deep_research.kb.words import question_stems
 
-_STOP_TEXT = """a an the and or but nor of to in on at by for with from into onto about as than
-then is are was were be been being do does did doing have has had can could should would will
-shall may might must how what why when where which who whom whose whether it its they them their
-this that these those there here i we you our your my me us he she his her not no so if also very
-more most some any each every all both such only own same just s t get gets use used using
-between vs versus"""
-STOPWORDS = frozenset(_STOP_TEXT.split())
 _WH = frozenset({"how", "what", "why", "when", "where", "which", "who", "whom", "whose"})
 _AUX = frozenset(
     {"does", "do", "did", "is", "are", "was", "were", "can", "could", "should", "would", "will"}
 )
 _COPULA = frozenset({"is", "are", "was", "were"})
 _DETERMINERS = frozenset({"the", "a", "an", "our", "your", "their", "its", "this", "these"})
-_WORD = re.compile(r"[a-z0-9]+")
 _CLAUSE = re.compile(
     r"\s*;\s*|(?:,\s*(?:and|or|but)?|\s(?:and|or|but))\s+(?=(?:how|what|why|when|where|which|who)\b)",
     re.I,
@@ -44,13 +35,6 @@ UNIT_WORDS = 60
 
 
 # --- text helpers -------------------------------------------------------------------
-
-
-def stems(text: str) -> list[str]:
-    """Lower-cased, stemmed content words (Snowball English); stopwords dropped."""
-    words = [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
-    # A stemmer per call: PyStemmer objects are not safe to share between threads.
-    return cast(list[str], Stemmer.Stemmer("english").stemWords(words))
 
 
 def idf_weights(docs: Sequence[set[str]]) -> dict[str, float]:
@@ -70,7 +54,7 @@ def weighted_coverage(
 
 def line_key(line: str) -> str:
     """A line's identity for de-duplication: its words, without bullet or markers."""
-    return " ".join(_WORD.findall(strip_trailing(line).lower()))
+    return " ".join(ALNUM_RUN.findall(strip_trailing(line).lower()))
 
 
 # --- question facets --------------------------------------------------------------
@@ -94,8 +78,8 @@ def facets(question: str, max_facets: int) -> list[str]:
     kept: list[str] = []
     seen: set[tuple[str, ...]] = set()
     for index, facet in enumerate(found):
-        key = tuple(_WORD.findall(facet.lower()))
-        if stems(facet) and key not in seen:
+        key = tuple(ALNUM_RUN.findall(facet.lower()))
+        if question_stems(facet) and key not in seen:
             seen.add(key)
             first = facet.split(" ", 1)[0].lower()
             fragment = index > 0 and first in _WH | _AUX
@@ -191,7 +175,11 @@ def quotable_units(text: str) -> list[str]:
             para.append(line.lstrip("> ").strip())
     flush()
     # Too few distinct words (a table row like "x — yes — yes") says nothing quotable.
-    return [_clip(" ".join(u.split())) for u in units if len(set(stems(u))) > 2 and u[-1] != ":"]
+    return [
+        _clip(" ".join(u.split()))
+        for u in units
+        if len(set(question_stems(u))) > 2 and u[-1] != ":"
+    ]
 
 
 def _clip(unit: str) -> str:

@@ -31,6 +31,7 @@ from openai.types.responses import Response
 from pydantic import SecretStr
 
 from deep_research.adapters.web.output import usage_of
+from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.core.errors import BranchError, ProviderError
 from deep_research.core.ports import CancelOutcome
 
@@ -239,11 +240,8 @@ def _code(exc: openai.APIStatusError) -> str | None:
 
 
 def _retry_after(exc: openai.APIStatusError, default: float) -> float:
-    header = exc.response.headers.get("retry-after")
-    try:
-        return min(60.0, max(0.0, float(header))) if header else default
-    except ValueError:
-        return default
+    seconds = retry_after_seconds(exc.response.headers.get("retry-after"))
+    return default if seconds is None else min(60.0, seconds)
 
 
 def _create_error(exc: openai.APIStatusError, model: str) -> Exception:

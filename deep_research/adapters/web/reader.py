@@ -44,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import email.utils
 import re
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -66,6 +65,7 @@ from deep_research.adapters.web.fetch_guard import (
     Resolver,
     system_resolver,
 )
+from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.core.errors import BranchError
 
 __all__ = ["Page", "PageReader", "PageSkipped", "ReaderSettings", "SkipKind", "split_passages"]
@@ -255,7 +255,7 @@ class PageReader:
     async def _get_page(self, url: httpx.URL) -> _Reply:
         reply = await self._request(url, page=True)
         if reply.status == 429:
-            delay = _retry_after(reply.headers.get("retry-after"))
+            delay = retry_after_seconds(reply.headers.get("retry-after"))
             if delay is None:
                 raise _Skip("rate_limited", "HTTP 429 (too many requests) without Retry-After")
             if delay > self.settings.max_retry_after:
@@ -401,17 +401,6 @@ def _codec(name: str | None) -> str | None:
         return codecs.lookup(name).name if name else None
     except LookupError:
         return None
-
-
-def _retry_after(value: str | None) -> float | None:
-    if value is None:
-        return None
-    with contextlib.suppress(ValueError):
-        return max(0.0, float(value))
-    with contextlib.suppress(TypeError, ValueError):
-        when = email.utils.parsedate_to_datetime(value)
-        return max(0.0, (when - datetime.now(UTC)).total_seconds())
-    return None
 
 
 async def _page_of(reply: _Reply, min_words: int) -> Page:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, get_args
 
 import httpx
 from pydantic import SecretStr
@@ -48,10 +47,10 @@ from deep_research.adapters.web.search.base import (
 from deep_research.adapters.web.search.duckduckgo import DdgsClient, DuckDuckGo
 from deep_research.adapters.web.search.http_api import HttpSearchApi
 from deep_research.core.errors import ConfigError
+from deep_research.core.models import SEARCH_PROVIDERS
 
 __all__ = [
     "DEFAULTS",
-    "PROVIDERS",
     "RETRYABLE",
     "Brave",
     "DdgsClient",
@@ -60,7 +59,6 @@ __all__ = [
     "FailKind",
     "HttpSearchApi",
     "ProviderDefaults",
-    "ProviderName",
     "RateLimits",
     "ResultStore",
     "RetryAfter",
@@ -77,9 +75,6 @@ __all__ = [
     "make_provider",
     "normalize",
 ]
-
-ProviderName = Literal["duckduckgo", "searxng", "tavily", "brave", "exa"]
-PROVIDERS: tuple[ProviderName, ...] = get_args(ProviderName)
 
 
 @dataclass(frozen=True)
@@ -135,7 +130,9 @@ def make_provider(
     may ask for.
     """
     if name not in DEFAULTS:
-        raise ConfigError(f"unknown search provider {name!r}: choose one of {', '.join(PROVIDERS)}")
+        raise ConfigError(
+            f"unknown search provider {name!r}: choose one of {', '.join(SEARCH_PROVIDERS)}"
+        )
     defaults = DEFAULTS[name]
     price = defaults.price_usd if price_usd is None else price_usd
     api: SearchApi

@@ -20,11 +20,8 @@ headers) is not chained onto the error either.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import html
-import math
 import re
-from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 
@@ -32,6 +29,7 @@ import httpx
 from pydantic import SecretStr
 
 from deep_research.adapters.branches.protocols import SearchHit
+from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.adapters.web.search.base import FailKind, RetryAfter, SearchFailed
 
 _DETAIL_CHARS = 160
@@ -45,23 +43,6 @@ def user_agent() -> str:
         return f"deep-research/{metadata.version('deep-research')}"
     except metadata.PackageNotFoundError:
         return "deep-research/0"
-
-
-def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
-    """A Retry-After header in seconds (delay-seconds or an HTTP date); None if unusable."""
-    if value is None or not value.strip():
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def plain(text: object) -> str:

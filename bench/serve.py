@@ -44,8 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
-from deep_research.app import service
+from deep_research.app import saved
 from deep_research.app.config import Settings
+from deep_research.app.options import RunOptions
 from deep_research.app.runs import Caps, RunManager
 from deep_research.core.events import RunEvent
 from deep_research.frontends.http_api import create_app
@@ -87,10 +88,10 @@ async def runs_at_once(latency: float, count: int) -> float:
     with world(latency, count) as (_fake, settings):
         manager = RunManager(settings, Caps(max_runs=8, max_cost_per_run=50, daily_budget=1e6))
         started = time.perf_counter()
-        ids = [await manager.start(question(n), service.RunOptions()) for n in range(count)]
+        ids = [await manager.start(question(n), RunOptions()) for n in range(count)]
         await asyncio.gather(*(manager.wait(i) for i in ids))
         wall = time.perf_counter() - started
-        bad = [i for i in ids if service.status(settings, i).status != "complete"]
+        bad = [i for i in ids if saved.status(settings, i).status != "complete"]
         if bad:
             raise SystemExit(f"runs did not complete: {bad}")
         return wall
@@ -129,7 +130,7 @@ async def mcp_roundtrips(latency: float, calls: int) -> list[float]:
 
     with world(latency, 1) as (_fake, settings):
         manager = RunManager(settings, Caps(max_runs=8, max_cost_per_run=50, daily_budget=1e6))
-        session_id = await manager.start(question(0), service.RunOptions())
+        session_id = await manager.start(question(0), RunOptions())
         await manager.wait(session_id)
         server = StdioServerParameters(
             command=sys.executable,

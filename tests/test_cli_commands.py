@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 
-from deep_research.app import config, service
+from deep_research.app import config, lifecycle
 from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli, run_json
 from tests.fake_openai import FakeOpenAI
@@ -149,13 +149,13 @@ def test_run_asks_a_question_named_like_a_command(
     env: dict[str, str], name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[str] = []
-    real_prepare = service.prepare
+    real_prepare = lifecycle.prepare
 
     def prepare(settings, question, options, *flags):  # type: ignore[no-untyped-def]
         asked.append(question)
         return real_prepare(settings, question, options, *flags)
 
-    monkeypatch.setattr(service, "prepare", prepare)
+    monkeypatch.setattr(lifecycle, "prepare", prepare)
     data = run_json(env, "run", name, "--estimate")
     assert data["run_worst_usd"] > 0
     assert asked == [name]

@@ -19,8 +19,9 @@ import httpx
 import pytest
 from mcp import Client
 
-from deep_research.app import service, verify
+from deep_research.app import knowledge, saved, verify
 from deep_research.app.config import Settings
+from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.app.runs import Caps, RunManager
 from deep_research.core.errors import UsageError
 from deep_research.core.models import LedgerEntry
@@ -89,7 +90,7 @@ async def test_ten_runs_back_to_back_are_admitted_only_as_far_as_the_day_reaches
     refusals: list[str] = []
     for _ in range(10):
         try:
-            admitted.append(await runs.start(QUESTION, service.RunOptions(max_cost_usd=RUN)))
+            admitted.append(await runs.start(QUESTION, RunOptions(max_cost_usd=RUN)))
         except UsageError as exc:
             refusals.append(str(exc))
     try:
@@ -97,19 +98,19 @@ async def test_ten_runs_back_to_back_are_admitted_only_as_far_as_the_day_reaches
         assert len(refusals) == 8
         assert all(SETTING in message for message in refusals)
         assert runs.ledger.committed().total <= DAY
-        assert len(service.list_sessions(settings)) == 2, "a refused run saves nothing"
+        assert len(saved.list_sessions(settings)) == 2, "a refused run saves nothing"
     finally:
         await runs.shutdown()
 
 
 async def test_a_finished_run_gives_back_what_it_did_not_spend(offline: Settings) -> None:
     runs = RunManager(offline, Caps(max_cost_per_run=5.0, daily_budget=6.0))
-    first = await runs.start(QUESTION, service.RunOptions(max_cost_usd=5.0))
+    first = await runs.start(QUESTION, RunOptions(max_cost_usd=5.0))
     with pytest.raises(UsageError, match=r"has \$1.00 left"):
-        await runs.start(QUESTION, service.RunOptions(max_cost_usd=5.0))
+        await runs.start(QUESTION, RunOptions(max_cost_usd=5.0))
     await runs.wait(first)
     assert runs.ledger.committed().reserved == 0.0, "it spent nothing (no model): all back"
-    second = await runs.start(QUESTION, service.RunOptions(max_cost_usd=5.0))
+    second = await runs.start(QUESTION, RunOptions(max_cost_usd=5.0))
     await runs.wait(second)
 
 
@@ -119,10 +120,10 @@ async def test_an_interrupted_run_keeps_its_reservation_for_the_day_and_a_resume
     ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
     fake_openai.hold_responses = True
     runs = RunManager(settings)
-    session_id = await runs.start(QUESTION, service.RunOptions(max_cost_usd=RUN))
+    session_id = await runs.start(QUESTION, RunOptions(max_cost_usd=RUN))
     await asyncio.to_thread(fake_openai.wait_for, lambda: any(fake_openai.retrieves.values()), 30)
     await runs.shutdown()  # Ctrl-C on the server: its job keeps running at the provider
-    assert service.status(settings, session_id).status == "interrupted"
+    assert saved.status(settings, session_id).status == "interrupted"
     held = runs.ledger.committed()
     assert held.total == pytest.approx(RUN), "spent + what it may still spend"
     tomorrow = DailyLedger(
@@ -133,16 +134,16 @@ async def test_an_interrupted_run_keeps_its_reservation_for_the_day_and_a_resume
     )
     assert tomorrow.committed().reserved == 0.0, "held until the end of its day only"
 
-    job_id = service.status(settings, session_id).nodes["t1"].remote_jobs["deep_research"]
+    job_id = saved.status(settings, session_id).nodes["t1"].remote_jobs["deep_research"]
     fake_openai.complete(job_id)
     again = RunManager(settings)
-    resumed = await again.resume(session_id, service.BudgetOverrides())
+    resumed = await again.resume(session_id, BudgetOverrides())
     assert [r.session_id for r in again.ledger.reservations()] == [session_id], "replaced"
     await again.wait(resumed)
-    assert service.status(settings, session_id).status == "complete"
+    assert saved.status(settings, session_id).status == "complete"
     assert again.ledger.reservations() == [], "released to what it spent"
     assert again.ledger.committed().spent == pytest.approx(
-        sum(e.cost_usd for e in service.status(settings, session_id).ledger)
+        sum(e.cost_usd for e in saved.status(settings, session_id).ledger)
     )
 
 
@@ -267,7 +268,7 @@ async def test_the_judge_of_verify_claim_is_booked_and_refused_once_the_day_is_s
     world = ResearchWorld(plans=[])
     world.install(fake_openai)
     claim = "Every web job reserves its worst-case cost before it starts."
-    source = service.kb_search(with_kb, "worst-case cost reserved", k=1)[0].chunk_id
+    source = knowledge.kb_search(with_kb, "worst-case cost reserved", k=1)[0].chunk_id
     ledger = DailyLedger(with_kb.home / "daily", SessionStore(with_kb.sessions_dir), DAY)
 
     checked = await verify.verify_claim(with_kb, claim, source)
@@ -291,7 +292,7 @@ async def test_verify_claim_over_mcp_is_booked_in_the_servers_ledger(
     world = ResearchWorld(plans=[])
     world.install(fake_openai)
     runs = RunManager(with_kb, Caps(daily_budget=1.0))
-    source = service.kb_search(with_kb, "worst-case cost reserved", k=1)[0].chunk_id
+    source = knowledge.kb_search(with_kb, "worst-case cost reserved", k=1)[0].chunk_id
     arguments = {"claim": "Every web job reserves its worst-case cost.", "source": source}
     async with Client(create_server(with_kb, runs=runs)) as client:
         checked = await client.call_tool("verify_claim", arguments)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.app import service
+from deep_research.app import lifecycle, saved
 from deep_research.app.config import Settings
+from deep_research.app.options import RunOptions
 from deep_research.core.events import RunEvent
 from deep_research.persistence.events import EventLog, follow, read_events
 from tests.clirun import cli, run_json
@@ -72,19 +73,19 @@ def test_watching_an_unknown_session_is_one_line(env: dict[str, str]) -> None:
 async def test_a_follower_sees_a_run_live_and_stops_at_its_end(
     offline: Settings,
 ) -> None:
-    prepared = service.prepare(offline, "When does a research node start?", service.RunOptions())
-    with service.start(prepared, lambda _line: None) as run:
+    prepared = lifecycle.prepare(offline, "When does a research node start?", RunOptions())
+    with lifecycle.start(prepared, lambda _line: None) as run:
         live: list[RunEvent] = []
         run.events.listeners.append(live.append)
         watched: list[RunEvent] = []
 
         async def watch() -> None:
-            async for event in service.watch(offline, run.state.session_id, poll_seconds=0.01):
+            async for event in saved.watch(offline, run.state.session_id, poll_seconds=0.01):
                 watched.append(event)
 
         follower = asyncio.create_task(watch())
         await asyncio.sleep(0.05)  # following before the run writes anything
-        await service.execute(run, lambda _event: None)
+        await lifecycle.execute(run, lambda _event: None)
         await asyncio.wait_for(follower, 5)
     assert watched == live
     assert watched[0].type == "start"

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from deep_research.adapters.report_html import render_html
-from deep_research.app import service
+from deep_research.app import saved
 from deep_research.app.config import Settings
 from deep_research.app.runs import Caps, RunManager
 from deep_research.core.errors import ConfigError
@@ -536,9 +536,9 @@ async def test_the_report_is_linked_from_what_the_builder_wrote_never_from_what_
     assert out == set(), "only the synthesis's own list links out, as it reads"
 
     # A report written before its sources were kept as data is shown, its [N] not linked.
-    path = service.report_path(llm_settings, session_id)
+    path = saved.report_path(llm_settings, session_id)
     assert path is not None
-    assert isinstance(service.read_report_data(path), Report)
+    assert isinstance(saved.read_report_data(path), Report)
     Path(path).with_name("report.json").unlink()
     html = await client.get(f"/research/{session_id}/report", headers={"Accept": "text/html"})
     assert html.status_code == 200

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from deep_research.app import service
+from deep_research.app import knowledge
 from deep_research.app.config import Settings
 from deep_research.app.verify import kb_fetch
 from deep_research.core.errors import KnowledgeBaseError, UsageError
@@ -142,7 +142,7 @@ def test_chunks_of_a_file_now_linked_outside_are_never_served_and_the_next_inges
     # Every read path: search (CLI, /kb/search, MCP kb_search/search, the KB branch),
     # chunk ids (MCP kb_fetch/fetch, verify_claim) and locators (citations).
     assert served(store) == set()
-    assert "secret.md" not in {h.source for h in service.kb_search(settings, "launch code")}
+    assert "secret.md" not in {h.source for h in knowledge.kb_search(settings, "launch code")}
     with pytest.raises(KnowledgeBaseError, match="no chunk"):
         kb_fetch(settings, hit.chunk_id)
     with pytest.raises(KnowledgeBaseError, match="is not in knowledge base"):

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from deep_research.app import service
 from deep_research.app.config import Settings
+from deep_research.app.options import MAX_QUESTION_CHARS
 from deep_research.app.runs import Caps, RunManager
 from deep_research.frontends.http_api import create_app
 from deep_research.persistence.sessions import SessionStore
@@ -253,9 +253,9 @@ async def test_the_page_takes_the_questions_the_api_takes(
     server: str, settings: Settings, fake_openai: FakeOpenAI, page: Page
 ) -> None:
     ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
-    longest = question_of(service.MAX_QUESTION_CHARS)
-    assert len(" ".join(longest.split())) == service.MAX_QUESTION_CHARS
-    assert len(longest.encode("utf-16-le")) // 2 > service.MAX_QUESTION_CHARS  # as JS counts
+    longest = question_of(MAX_QUESTION_CHARS)
+    assert len(" ".join(longest.split())) == MAX_QUESTION_CHARS
+    assert len(longest.encode("utf-16-le")) // 2 > MAX_QUESTION_CHARS  # as JS counts
     sent: list[dict[str, Any]] = []
 
     async def record(route: Route) -> None:
@@ -274,7 +274,7 @@ async def test_the_page_takes_the_questions_the_api_takes(
 
     await page.fill("#question", "")
     await page.focus("#question")
-    await page.keyboard.insert_text(question_of(service.MAX_QUESTION_CHARS + 1))
+    await page.keyboard.insert_text(question_of(MAX_QUESTION_CHARS + 1))
     await page.click("#go")
     await page.wait_for_function("() => document.querySelector('#error').textContent")
     assert "the limit is 4,000" in await page.inner_text("#error")

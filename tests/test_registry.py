@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.app import engines, service, sources
+from deep_research.app import engines, lifecycle, sources
 from deep_research.app.config import Settings
+from deep_research.app.options import RunOptions
 from deep_research.core.models import Citation
 from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook
 from deep_research.kb import store as store_module
@@ -63,14 +64,14 @@ def toy_engine() -> Iterator[ToyExecutor]:
 async def test_a_registered_web_engine_researches_a_run_end_to_end(
     offline: Settings, toy_engine: ToyExecutor
 ) -> None:
-    options = service.RunOptions(web_engine="toy", web_only=True)
-    prepared = service.prepare(offline, "What does the toy site say?", options)
+    options = RunOptions(web_engine="toy", web_only=True)
+    prepared = lifecycle.prepare(offline, "What does the toy site say?", options)
     assert (prepared.engine, prepared.policy, prepared.extractive) == ("toy", "web_only", True)
-    estimate = service.estimate(prepared)
+    estimate = lifecycle.estimate(prepared)
     assert (estimate.web_model, estimate.web_unit) == ("toy pages, free", "toy branch")
     said: list[str] = []
-    with service.start(prepared, said.append) as run:
-        state = await service.execute(run, lambda _event: None)
+    with lifecycle.start(prepared, said.append) as run:
+        state = await lifecycle.execute(run, lambda _event: None)
     assert toy_engine.questions, "the toy researched the run's web branches"
     assert state.run_spec.web_engine == "toy"
     report = run.report_markdown
@@ -79,7 +80,7 @@ async def test_a_registered_web_engine_researches_a_run_end_to_end(
     assert "_Web research: the toy engine._" in report
 
     with pytest.raises(Exception, match="should be one of auto, openai, search, toy"):
-        service.prepare(offline, "q?", service.RunOptions(web_engine="toy2"))
+        lifecycle.prepare(offline, "q?", RunOptions(web_engine="toy2"))
 
 
 @pytest.fixture
@@ -132,9 +133,9 @@ async def test_a_registered_source_is_planned_routed_and_merged_with_the_kb(
         ]
     )
     world.install(fake_openai)
-    prepared = service.prepare(with_kb, "Which vector store?", service.RunOptions())
-    with service.start(prepared, lambda _line: None) as run:
-        state = await service.execute(run, lambda _event: None)
+    prepared = lifecycle.prepare(with_kb, "Which vector store?", RunOptions())
+    with lifecycle.start(prepared, lambda _line: None) as run:
+        state = await lifecycle.execute(run, lambda _event: None)
 
     chats = [
         ChatRequest.from_body(r.body)

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from deep_research.app import service
+from deep_research.app import lifecycle, saved
 from deep_research.app.config import Settings
+from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.app.runs import Caps, RunManager
 from deep_research.core.errors import UsageError
 from deep_research.core.events import RunEvent
@@ -41,12 +42,12 @@ async def test_a_started_run_returns_its_id_at_once_and_researches_in_the_backgr
     offline: Settings,
 ) -> None:
     runs = RunManager(offline)
-    session_id = await runs.start(QUESTION, service.RunOptions())
+    session_id = await runs.start(QUESTION, RunOptions())
     assert session_id in runs.running()
     assert SessionStore(offline.sessions_dir).is_locked(session_id), "the task holds the lock"
     await runs.wait(session_id)
     assert runs.running() == []
-    state = service.status(offline, session_id)
+    state = saved.status(offline, session_id)
     assert state.status == "complete"
     assert not SessionStore(offline.sessions_dir).is_locked(session_id)
     assert events(offline, session_id)[-1].endswith("complete")
@@ -54,12 +55,12 @@ async def test_a_started_run_returns_its_id_at_once_and_researches_in_the_backgr
 
 async def test_runs_over_the_limit_wait_their_turn_and_say_so(offline: Settings) -> None:
     runs = RunManager(offline, Caps(max_runs=1))
-    first = await runs.start(QUESTION, service.RunOptions())
-    second = await runs.start("How are costs capped?", service.RunOptions())
+    first = await runs.start(QUESTION, RunOptions())
+    second = await runs.start("How are costs capped?", RunOptions())
     await asyncio.gather(runs.wait(first), runs.wait(second))
     assert any(m.startswith("queued: 1 runs are researching") for m in events(offline, second))
     assert not any(m.startswith("queued") for m in events(offline, first))
-    assert service.status(offline, second).status == "complete"
+    assert saved.status(offline, second).status == "complete"
 
 
 async def test_a_cost_over_the_cap_is_refused_before_anything_is_saved(
@@ -67,8 +68,8 @@ async def test_a_cost_over_the_cap_is_refused_before_anything_is_saved(
 ) -> None:
     runs = RunManager(offline, Caps(max_cost_per_run=2.0))
     with pytest.raises(UsageError, match=r"over this server's cap of \$2.00"):
-        await runs.start(QUESTION, service.RunOptions(max_cost_usd=3.0))
-    assert service.list_sessions(offline) == []
+        await runs.start(QUESTION, RunOptions(max_cost_usd=3.0))
+    assert saved.list_sessions(offline) == []
 
 
 def spend(settings: Settings, usd: float, at: datetime) -> None:
@@ -84,10 +85,10 @@ async def test_the_daily_budget_counts_every_session_of_the_day(offline: Setting
     runs = RunManager(offline, Caps(max_cost_per_run=5.0, daily_budget=50.0))
     assert runs.ledger.committed().spent == pytest.approx(48.0)
     with pytest.raises(UsageError, match=r"has \$2.00 left"):
-        await runs.start(QUESTION, service.RunOptions(max_cost_usd=3.0))
-    session_id = await runs.start(QUESTION, service.RunOptions())  # given what is left
+        await runs.start(QUESTION, RunOptions(max_cost_usd=3.0))
+    session_id = await runs.start(QUESTION, RunOptions())  # given what is left
     await runs.wait(session_id)
-    assert service.status(offline, session_id).limits.max_cost_usd == pytest.approx(2.0)
+    assert saved.status(offline, session_id).limits.max_cost_usd == pytest.approx(2.0)
 
 
 async def test_cancel_stops_the_run_and_its_jobs_and_resume_leaves_them(
@@ -96,24 +97,24 @@ async def test_cancel_stops_the_run_and_its_jobs_and_resume_leaves_them(
     ResearchWorld(plans=[[plan_task("t1"), plan_task("t2")]]).install(fake_openai)
     fake_openai.hold_responses = True
     runs = RunManager(settings, Caps(max_cost_per_run=20.0))  # room for two $4 jobs at once
-    session_id = await runs.start("How do vector databases handle deletes?", service.RunOptions())
+    session_id = await runs.start("How do vector databases handle deletes?", RunOptions())
     await asyncio.to_thread(
         fake_openai.wait_for, lambda: sum(1 for n in fake_openai.retrieves.values() if n) >= 2, 30
     )
     result = await runs.cancel(session_id)
     assert result.recorded, "the run had stopped: its cancels are recorded now"
     assert sorted(o.status for _, _, o in result.jobs) == ["cancelled", "cancelled"]
-    state = service.status(settings, session_id)
+    state = saved.status(settings, session_id)
     assert state.status == "interrupted"
     assert {n.status for n in state.nodes.values()} == {"cancelled"}
     assert runs.running() == []
     # Resumed from here (or the CLI), the cancelled nodes are not researched again.
     fake_openai.hold_responses = False
     creates = fake_openai.count("/v1/responses", "POST")
-    resumed = await runs.resume(session_id, service.BudgetOverrides())
+    resumed = await runs.resume(session_id, BudgetOverrides())
     await runs.wait(resumed)
     assert fake_openai.count("/v1/responses", "POST") == creates
-    assert {n.status for n in service.status(settings, session_id).nodes.values()} == {"cancelled"}
+    assert {n.status for n in saved.status(settings, session_id).nodes.values()} == {"cancelled"}
 
 
 async def test_shutdown_saves_every_run_as_interrupted(
@@ -122,12 +123,12 @@ async def test_shutdown_saves_every_run_as_interrupted(
     ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
     fake_openai.hold_responses = True
     runs = RunManager(settings)
-    session_id = await runs.start("How do vector databases handle deletes?", service.RunOptions())
+    session_id = await runs.start("How do vector databases handle deletes?", RunOptions())
     await asyncio.to_thread(
         fake_openai.wait_for, lambda: any(n for n in fake_openai.retrieves.values()), 30
     )
     await runs.shutdown()
-    state = service.status(settings, session_id)
+    state = saved.status(settings, session_id)
     assert state.status == "interrupted"
     assert [n.remote_jobs for n in state.nodes.values()] != [{}], "the job's id is kept"
     assert events(settings, session_id)[-1].endswith("interrupted")
@@ -135,15 +136,15 @@ async def test_shutdown_saves_every_run_as_interrupted(
 
 async def test_a_resume_through_the_server_is_bound_by_todays_budget(offline: Settings) -> None:
     runs = RunManager(offline, Caps(max_cost_per_run=5.0, daily_budget=50.0))
-    session_id = await runs.start(QUESTION, service.RunOptions())
+    session_id = await runs.start(QUESTION, RunOptions())
     await runs.wait(session_id)
     spend(offline, 49.0, datetime.now(UTC))
-    resumed = await runs.resume(session_id, service.BudgetOverrides(max_iterations=2))
+    resumed = await runs.resume(session_id, BudgetOverrides(max_iterations=2))
     await runs.wait(resumed)
-    assert service.status(offline, session_id).limits.max_cost_usd == pytest.approx(1.0)
+    assert saved.status(offline, session_id).limits.max_cost_usd == pytest.approx(1.0)
     spend(offline, 1.0, datetime.now(UTC))
     with pytest.raises(UsageError, match=r"has \$0.00 left"):
-        await runs.resume(session_id, service.BudgetOverrides())
+        await runs.resume(session_id, BudgetOverrides())
 
 
 async def test_a_queued_run_that_is_cancelled_is_saved_interrupted_and_its_log_ended(
@@ -152,13 +153,13 @@ async def test_a_queued_run_that_is_cancelled_is_saved_interrupted_and_its_log_e
     ResearchWorld(plans=[[plan_task("t1")], [plan_task("t1")]]).install(fake_openai)
     fake_openai.hold_responses = True
     runs = RunManager(settings, Caps(max_runs=1, max_cost_per_run=20.0))
-    first = await runs.start("How do vector databases handle deletes?", service.RunOptions())
+    first = await runs.start("How do vector databases handle deletes?", RunOptions())
     await asyncio.to_thread(
         fake_openai.wait_for, lambda: any(n for n in fake_openai.retrieves.values()), 30
     )
-    queued = await runs.start("How do they compact?", service.RunOptions())
+    queued = await runs.start("How do they compact?", RunOptions())
     follower = asyncio.ensure_future(
-        _collect(service.watch(settings, queued, live=runs.live_log(queued)))
+        _collect(saved.watch(settings, queued, live=runs.live_log(queued)))
     )
     # Waiting is not researching: a waiter that gives up leaves the run alone.
     with pytest.raises(TimeoutError):
@@ -169,12 +170,12 @@ async def test_a_queued_run_that_is_cancelled_is_saved_interrupted_and_its_log_e
     seen = await asyncio.wait_for(follower, 10)
     assert [e.type for e in seen][-2:] == ["stop", "end"]
     assert seen[-1].data["status"] == "interrupted"
-    assert service.status(settings, queued).status == "interrupted"
+    assert saved.status(settings, queued).status == "interrupted"
     assert not SessionStore(settings.sessions_dir).is_locked(queued)
     assert runs.running() == [first]
     await runs.shutdown()
     with pytest.raises(UsageError, match="shutting down"):
-        await runs.start(QUESTION, service.RunOptions())
+        await runs.start(QUESTION, RunOptions())
 
 
 async def _collect(events: AsyncIterator[RunEvent]) -> list[RunEvent]:
@@ -183,13 +184,13 @@ async def _collect(events: AsyncIterator[RunEvent]) -> list[RunEvent]:
 
 async def test_following_a_queued_resume_shows_only_the_new_run(offline: Settings) -> None:
     runs = RunManager(offline, Caps(max_runs=1))
-    session_id = await runs.start(QUESTION, service.RunOptions())
+    session_id = await runs.start(QUESTION, RunOptions())
     await runs.wait(session_id)
-    blocker = await runs.start("How are costs capped?", service.RunOptions())
-    resumed = await runs.resume(session_id, service.BudgetOverrides(max_iterations=2))
+    blocker = await runs.start("How are costs capped?", RunOptions())
+    resumed = await runs.resume(session_id, BudgetOverrides(max_iterations=2))
     log = runs.live_log(resumed)
     assert log is not None
-    seen = await _collect(service.watch(offline, resumed, live=log))
+    seen = await _collect(saved.watch(offline, resumed, live=log))
     assert seen[0].id == log.opened_after + 1  # nothing of the finished run is replayed
     assert seen[0].message.startswith("queued")
     assert [e.type for e in seen].count("start") == 1
@@ -199,12 +200,12 @@ async def test_following_a_queued_resume_shows_only_the_new_run(offline: Setting
 
 def test_a_running_session_no_process_holds_reads_as_interrupted(offline: Settings) -> None:
     store = SessionStore(offline.sessions_dir)
-    prepared = service.prepare(offline, QUESTION, service.RunOptions())
-    with service.start(prepared, lambda _message: None) as run:
-        assert service.status(offline, run.state.session_id).status == "running"
+    prepared = lifecycle.prepare(offline, QUESTION, RunOptions())
+    with lifecycle.start(prepared, lambda _message: None) as run:
+        assert saved.status(offline, run.state.session_id).status == "running"
     # Its process is gone (kill -9): nothing holds the lock, the file still says running.
     assert store.load(run.state.session_id).status == "running"
-    assert service.status(offline, run.state.session_id).status == "interrupted"
+    assert saved.status(offline, run.state.session_id).status == "interrupted"
 
 
 async def test_a_start_cancelled_while_reserving_gives_its_reservation_back(
@@ -227,7 +228,7 @@ async def test_a_start_cancelled_while_reserving_gives_its_reservation_back(
 
     monkeypatch.setattr(runs.ledger, "reserve", slow_reserve)
     monkeypatch.setattr(runs.ledger, "release", observed_release)
-    starting = asyncio.create_task(runs.start(QUESTION, service.RunOptions(max_cost_usd=3.0)))
+    starting = asyncio.create_task(runs.start(QUESTION, RunOptions(max_cost_usd=3.0)))
     assert await asyncio.to_thread(entered.wait, 30)
     starting.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -235,4 +236,4 @@ async def test_a_start_cancelled_while_reserving_gives_its_reservation_back(
     proceed.set()
     assert await asyncio.to_thread(released.wait, 30), "what was reserved meanwhile is given back"
     assert runs.ledger.committed().reserved == 0
-    assert service.list_sessions(offline) == []
+    assert saved.list_sessions(offline) == []

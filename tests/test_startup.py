@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.app import service
+from deep_research.app import lifecycle
 from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli, run_json
 
@@ -142,7 +142,7 @@ def test_sessions_list_finds_a_data_directory_given_only_in_dotenv(home: Path) -
 
 def test_sessions_show_reads_a_run_as_the_service_does(tmp_path: Path) -> None:
     """`show` reads the store itself (no Settings): a run no process holds is interrupted,
-    and its report path is given once there is a report, as ``service.status`` has it."""
+    and its report path is given once there is a report, as ``saved.status`` has it."""
     env = {"DEEP_RESEARCH_HOME": str(tmp_path / "home")}
     store = SessionStore(tmp_path / "home" / "sessions")
     state = store.create("Still running?", status="running")
@@ -228,13 +228,13 @@ def test_the_question_from_stdin_or_a_file(
 
     no_model = {k: v for k, v in env.items() if not k.startswith("OPENAI_")}
     asked: list[str] = []
-    real_prepare = service.prepare
+    real_prepare = lifecycle.prepare
 
     def prepare(settings, question, options, *flags):  # type: ignore[no-untyped-def]
         asked.append(question)
         return real_prepare(settings, question, options, *flags)
 
-    monkeypatch.setattr(service, "prepare", prepare)
+    monkeypatch.setattr(lifecycle, "prepare", prepare)
     result = CliRunner().invoke(app, ["-", "--estimate"], env=no_model, input="From stdin?\n")
     assert result.exit_code == 0, result.stderr
     question_file = tmp_path / "q.txt"
@@ -260,7 +260,7 @@ def test_an_unexpected_exception_is_one_line_naming_its_crash_log(
     def broken(*_args: object) -> None:
         raise RuntimeError(f"something impossible happened with {secret}")
 
-    monkeypatch.setattr(service, "prepare", broken)
+    monkeypatch.setattr(lifecycle, "prepare", broken)
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     code, out, err = cli(env, "What is a question?")
     assert code == 70
@@ -289,7 +289,7 @@ def test_a_key_kept_in_dotenv_never_reaches_the_crash_line_or_log(
     def broken(*_args: object) -> None:
         raise RuntimeError(f"failed with {secret} and sk-another-key-shaped-thing")
 
-    monkeypatch.setattr(service, "prepare", broken)
+    monkeypatch.setattr(lifecycle, "prepare", broken)
     code, _, err = cli(without_key, "What is a question?")
     assert code == 70
     [log] = (Path(env["DEEP_RESEARCH_HOME"]) / "logs").glob("crash-*.log")
@@ -304,7 +304,7 @@ def test_a_crash_log_that_cannot_be_written_still_gives_one_line(
     def broken(*_args: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(service, "prepare", broken)
+    monkeypatch.setattr(lifecycle, "prepare", broken)
     monkeypatch.setattr("tempfile.gettempdir", lambda: "/proc/no-such-dir")
     code, _, err = cli({**env, "DEEP_RESEARCH_HOME": "/proc/nope"}, "What is a question?")
     assert code == 70

@@ -8,7 +8,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from deep_research.adapters.web.reader import PageReader, ReaderSettings
-from deep_research.app import service, verify
+from deep_research.app import knowledge, verify
 from deep_research.app.config import Settings
 from deep_research.app.verify import JudgeVerdict, kb_fetch, verify_claim
 from deep_research.core.errors import KnowledgeBaseError, ProviderError, UsageError
@@ -92,7 +92,7 @@ async def test_a_source_that_cannot_be_read_is_a_verdict_not_an_error(
 
 
 async def test_a_chunk_id_and_a_locator_are_sources(ingested: Settings) -> None:
-    hit = service.kb_search(ingested, "reservation released when the job's usage is recorded")[0]
+    hit = knowledge.kb_search(ingested, "reservation released when the job's usage is recorded")[0]
     chunk = kb_fetch(ingested, hit.chunk_id)
     assert chunk.text == hit.text
     assert chunk.locator == hit.locator

@@ -9,8 +9,9 @@ import pytest
 
 from deep_research.adapters.prices import PriceTable, search_model
 from deep_research.adapters.web.search import DEFAULTS
-from deep_research.app import service, wiring
+from deep_research.app import lifecycle, wiring
 from deep_research.app.config import Settings
+from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import RunSpec, Usage
 from tests.fake_openai import FakeOpenAI
@@ -57,7 +58,7 @@ def test_the_engine_follows_the_server_unless_chosen(
 
 def test_a_run_saves_its_engine_and_a_resume_replays_it(settings: Settings) -> None:
     local = with_(settings, openai_base_url="http://localhost:11434/v1", search_provider="brave")
-    prepared = service.prepare(local, "How does Raft elect a leader?", service.RunOptions())
+    prepared = lifecycle.prepare(local, "How does Raft elect a leader?", RunOptions())
     assert prepared.engine == "search"
     assert prepared.spec is None, "no research job is specified"
     saved = wiring.run_spec(prepared.settings, prepared.spec, prepared.engine)
@@ -75,8 +76,8 @@ def test_a_session_saved_before_the_choice_keeps_its_research_jobs(settings: Set
 
 
 def test_the_flags_choose_engine_and_provider(settings: Settings) -> None:
-    options = service.RunOptions(web_engine="search", search_provider="exa")
-    prepared = service.prepare(with_(settings, openai_api_key="sk-x"), "q?", options)
+    options = RunOptions(web_engine="search", search_provider="exa")
+    prepared = lifecycle.prepare(with_(settings, openai_api_key="sk-x"), "q?", options)
     assert (prepared.engine, prepared.settings.search_provider) == ("search", "exa")
 
 
@@ -99,8 +100,8 @@ def test_the_estimate_prices_a_search_branch(settings: Settings) -> None:
         search_max_queries=2,
         search_extra_rounds=1,
     )
-    prepared = service.prepare(paid, "q?", service.RunOptions())
-    worst = service.estimate(prepared)
+    prepared = lifecycle.prepare(paid, "q?", RunOptions())
+    worst = lifecycle.estimate(prepared)
     assert worst.web_model == "search and read via tavily, up to 4 searches"
     # Four searches at Tavily's fee, and the branch model's calls (unpriced here: $0).
     assert worst.per_job_usd >= 4 * DEFAULTS["tavily"].price_usd
@@ -153,9 +154,9 @@ def gateway(settings: Settings, fake_openai: FakeOpenAI) -> Settings:
 async def test_auto_runs_research_jobs_on_a_server_that_serves_the_web_model(
     gateway: Settings, fake_openai: FakeOpenAI
 ) -> None:
-    prepared = service.prepare(gateway, "q?", service.RunOptions())
+    prepared = lifecycle.prepare(gateway, "q?", RunOptions())
     assert prepared.engine == "search", "decided only once the server is asked"
-    chosen = await service.choose_engine(prepared)
+    chosen = await lifecycle.choose_engine(prepared)
     assert chosen.engine == "openai"
     assert chosen.spec is not None
     assert chosen.spec.model == "gpt-5.5"
@@ -172,9 +173,9 @@ async def test_auto_searches_when_the_server_does_not_serve_it(
         fake_openai.models["gpt-5.5"] = "2026-01-01"
     else:  # vLLM, llama.cpp: no models API
         fake_openai.retrieve_endpoint = fake_openai.list_endpoint = False
-    prepared = service.prepare(gateway, "q?", service.RunOptions())
+    prepared = lifecycle.prepare(gateway, "q?", RunOptions())
     said: list[str] = []
-    chosen = await service.choose_engine(prepared, said.append)
+    chosen = await lifecycle.choose_engine(prepared, said.append)
     assert (chosen.engine, chosen.spec) == ("search", None)
     assert chosen.notices == tuple(said), "said, and kept for the session's event log"
     [notice] = chosen.notices
@@ -184,8 +185,8 @@ async def test_auto_searches_when_the_server_does_not_serve_it(
 async def test_a_chosen_engine_is_not_second_guessed(
     gateway: Settings, fake_openai: FakeOpenAI
 ) -> None:
-    prepared = service.prepare(gateway, "q?", service.RunOptions(web_engine="search"))
-    assert (await service.choose_engine(prepared)).engine == "search"
+    prepared = lifecycle.prepare(gateway, "q?", RunOptions(web_engine="search"))
+    assert (await lifecycle.choose_engine(prepared)).engine == "search"
     assert fake_openai.count("/v1/models") == 0, "nothing asked"
 
 
@@ -213,10 +214,10 @@ def test_a_resume_and_a_replay_read_the_saved_engine_alike(
     state = store.create("How does Raft elect a leader?", status="interrupted")
     state.run_spec = saved
     store.save(state)
-    with service.reopen(
+    with lifecycle.reopen(
         today,
         state.session_id,
-        service.BudgetOverrides(),
+        BudgetOverrides(),
         max_parallel=None,
         retry_cancelled=False,
         on_info=lambda _: None,

@@ -27,7 +27,7 @@ from deep_research.app.urls import mask_url
 from deep_research.core.errors import DeepResearchError
 
 if TYPE_CHECKING:
-    from deep_research.app.service import Prepared
+    from deep_research.app.lifecycle import Prepared
     from deep_research.core.models import WebEngine
 
 Status = Literal["ok", "note", "warn", "fail"]
@@ -161,7 +161,8 @@ def web_research(settings: Settings, engine: WebEngine | None) -> Check:
 
 async def check_models(settings: Settings) -> tuple[list[Check], WebEngine | None, list[str]]:
     """The models a run would use: priced, served and not shut down (one lookup each)."""
-    from deep_research.app import service, wiring
+    from deep_research.app import lifecycle, wiring
+    from deep_research.app.options import RunOptions
 
     engine = wiring.web_engine(settings, "auto")
     if not settings.has_model:
@@ -179,11 +180,11 @@ async def check_models(settings: Settings) -> tuple[list[Check], WebEngine | Non
         )
     try:
         async with asyncio.timeout(LOOKUP_DEADLINE_SECONDS):
-            prepared = await service.choose_engine(
-                service.prepare(settings, "doctor", service.RunOptions())
+            prepared = await lifecycle.choose_engine(
+                lifecycle.prepare(settings, "doctor", RunOptions())
             )
             choices = [Check("web research", "note", notice) for notice in prepared.notices]
-            warnings = await service.check_models(prepared)
+            warnings = await lifecycle.check_models(prepared)
             unknown = await _unreachable_models(prepared)
     except DeepResearchError as exc:
         return [Check("models", "fail", str(exc))], engine, []

@@ -1,7 +1,7 @@
 """What a client may choose for a run, declared once: names, types, bounds, descriptions.
 
 ``RunOptions`` (a new run's choices) and ``BudgetOverrides`` (what a resume may change of a
-run's limits) are what the use-cases in ``service`` take. ``ResearchRequest`` and
+run's limits) are what the use-cases in ``lifecycle`` take. ``ResearchRequest`` and
 ``ResumeRequest`` add what a client sends with them (the question; ``max_parallel`` and
 ``retry_cancelled``): they are the HTTP API's bodies and the MCP tools' arguments as they
 are, so the OpenAPI description and the tools' input schemas show these bounds and
@@ -43,7 +43,7 @@ MAX_QUESTION_CHARS = 4000
 
 
 class Sets:
-    """Field metadata: the settings an option sets (``service.prepare`` applies them)."""
+    """Field metadata: the settings an option sets (``lifecycle.prepare`` applies them)."""
 
     def __init__(self, *settings: str) -> None:
         self.settings = settings

@@ -1,7 +1,7 @@
 """Runs started by a server process (the HTTP API, the MCP server), executed in it.
 
 Each run is an asyncio task that owns its session's lock from the moment the session is
-created until the run ends, exactly as a CLI run does (``service.start`` / ``reopen`` and
+created until the run ends, exactly as a CLI run does (``lifecycle.start`` / ``reopen`` and
 ``execute``), so the CLI can watch, cancel and later resume what a server started, and
 the other way round.
 
@@ -39,8 +39,9 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from deep_research.app import service
+from deep_research.app import lifecycle, saved
 from deep_research.app.config import Settings
+from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.core.budget import totals
 from deep_research.core.errors import DeepResearchError, UsageError
 from deep_research.core.events import RunEvent
@@ -82,13 +83,13 @@ class RunManager:
 
     # --- starting ------------------------------------------------------------------------
 
-    async def start(self, question: str, options: service.RunOptions) -> str:
+    async def start(self, question: str, options: RunOptions) -> str:
         """Prepare, check and save a new run, then research it in the background. Its cost
         limit is reserved in today's budget first; any failure before the run is launched
         gives it back."""
         self._check_open()
         asked = options.max_cost_usd
-        service.check_budget({"max_cost_usd": asked})
+        lifecycle.check_budget({"max_cost_usd": asked})
         if asked is not None and asked > self.caps.max_cost_per_run:
             raise UsageError(self._over_cap(asked))
         wanted = asked or min(self.settings.max_cost_usd, self.caps.max_cost_per_run)
@@ -96,11 +97,11 @@ class RunManager:
         stack = ExitStack()
         try:
             options = options.model_copy(update={"max_cost_usd": held.amount_usd})
-            prepared = service.prepare(self.settings, question, options)
-            prepared = await service.choose_engine(prepared)
+            prepared = lifecycle.prepare(self.settings, question, options)
+            prepared = await lifecycle.choose_engine(prepared)
             if not prepared.extractive:
-                await service.check_models(prepared)
-            run = stack.enter_context(service.start(prepared, _say_nothing))
+                await lifecycle.check_models(prepared)
+            run = stack.enter_context(lifecycle.start(prepared, _say_nothing))
             await asyncio.to_thread(self.ledger.attach, held.id, run.state.session_id)
         except BaseException:
             stack.close()
@@ -111,18 +112,18 @@ class RunManager:
     async def resume(
         self,
         session_id: str,
-        budget: service.BudgetOverrides,
+        budget: BudgetOverrides,
         *,
         max_parallel: int | None = None,
         retry_cancelled: bool = False,
     ) -> str:
         self._check_open()
-        service.check_budget(budget.given())
+        lifecycle.check_budget(budget.given())
         cost = budget.max_cost_usd
         if cost is not None and cost > self.caps.max_cost_per_run:
             raise UsageError(self._over_cap(cost))
         # What it may spend now: the per-run cap and today's budget bound the new spend.
-        state = service.status(self.settings, session_id)
+        state = saved.status(self.settings, session_id)
         spent = totals(state.ledger).cost_usd
         limit = cost or state.limits.max_cost_usd
         wanted = max(0.0, min(limit - spent, self.caps.max_cost_per_run))
@@ -131,7 +132,7 @@ class RunManager:
         stack = ExitStack()
         try:
             run = stack.enter_context(
-                service.reopen(
+                lifecycle.reopen(
                     self.settings,
                     state.session_id,
                     budget,
@@ -172,7 +173,7 @@ class RunManager:
             f"${self.caps.max_cost_per_run:.2f} a run (DEEP_RESEARCH_SERVER_MAX_COST_USD)"
         )
 
-    def _launch(self, run: service.Run, stack: ExitStack, reservation: str) -> str:
+    def _launch(self, run: lifecycle.Run, stack: ExitStack, reservation: str) -> str:
         """Research ``run`` in a task. ``stack`` holds the session's lock, from its creation
         to the end of the task, however it ends: even cancelled before its first step.
         ``reservation`` (its share of today's budget) is released once the session's last
@@ -190,7 +191,7 @@ class RunManager:
             self._logs.pop(session_id, None)
             with stack:
                 if not began.is_set():  # stopped while queued: nothing researched or spent
-                    service.interrupt_unstarted(run)
+                    lifecycle.interrupt_unstarted(run)
             if not began.is_set() and not _jobs_out(run.state):  # (a resume's may be out)
                 self._release(reservation, session_id)
 
@@ -203,7 +204,7 @@ class RunManager:
         except (DeepResearchError, OSError):  # then held until its day ends: the safe side
             log.exception("could not release the reservation of run %s", session_id)
 
-    async def _research(self, run: service.Run, began: asyncio.Event, reservation: str) -> None:
+    async def _research(self, run: lifecycle.Run, began: asyncio.Event, reservation: str) -> None:
         if self._slots.locked():
             waiting = sum(1 for t in self._tasks.values() if not t.done())
             run.events.append(
@@ -216,14 +217,14 @@ class RunManager:
         async with self._slots:
             began.set()
             try:
-                await service.execute(run, _say_nothing)
+                await lifecycle.execute(run, _say_nothing)
             except asyncio.CancelledError:
-                service.save_interrupted(run)
+                lifecycle.save_interrupted(run)
                 raise
             except Exception:
                 # In the session's event log already; a server has no one to raise it to.
                 log.exception("run %s failed", run.state.session_id)
-                service.save_interrupted(run)
+                lifecycle.save_interrupted(run)
         # Saved above: what it spent is on disk before its reservation goes. Off the loop,
         # as the ledger's lock may be held by another process counting the day.
         state = run.state
@@ -246,12 +247,12 @@ class RunManager:
         if task is not None:
             await asyncio.wait({task})
 
-    async def cancel(self, session_id: str) -> service.CancelResult:
+    async def cancel(self, session_id: str) -> lifecycle.CancelResult:
         """Stop the run here (saved as interrupted), then its research jobs at the provider;
         the cancelled nodes are recorded, and ``resume`` leaves them alone."""
         session_id = SessionStore(self.settings.sessions_dir).resolve(session_id)
         await self._stop(session_id)
-        return await service.cancel(self.settings, session_id)
+        return await lifecycle.cancel(self.settings, session_id)
 
     async def shutdown(self) -> None:
         """Stop every run (each saved as interrupted; resume picks them up), and refuse new
@@ -280,7 +281,7 @@ def daily_ledger(settings: Settings, budget_usd: float | None = None) -> DailyLe
     return DailyLedger(settings.home / DIR, SessionStore(settings.sessions_dir), budget)
 
 
-# What a run imports as it starts (``service.execute``), beyond what ``service.prepare``
+# What a run imports as it starts (``lifecycle.execute``), beyond what ``lifecycle.prepare``
 # imports; its web engine's build imports its own (``WebEngineKind.warm_modules``).
 RUN_MODULES = ("deep_research.core.orchestrator", "deep_research.core.report")
 
@@ -293,8 +294,8 @@ def warm_up(settings: Settings) -> None:
     from deep_research.app import clients, engines, wiring
 
     try:
-        prepared = service.prepare(settings, "What does a run need?", service.RunOptions())
-        service.estimate(prepared)
+        prepared = lifecycle.prepare(settings, "What does a run need?", RunOptions())
+        lifecycle.estimate(prepared)
         clients.tls_context()
         _touch_clients(settings)
         web = engines.engine(prepared.engine).warm_modules if prepared.engine else ()

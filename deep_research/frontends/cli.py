@@ -7,8 +7,8 @@ deep-research kb ingest|search|...  the markdown knowledge base
 deep-research serve                 the HTTP API and its page
 deep-research mcp                   the MCP server (a question named like a command: `run "mcp"`)
 
-The commands only parse, call ``app.service`` and print: the MCP server and the HTTP API
-run research through the same service. Each command imports what it uses in its body, so
+The commands only parse, call the use-cases in ``app/`` and print: the MCP server and the
+HTTP API run research through the same ones. Each command imports what it uses in its body, so
 `--help`, `--version` and `sessions list` never load pydantic models, Chroma or LangChain.
 """
 
@@ -37,7 +37,7 @@ from deep_research.frontends.kb_cli import kb_app
 from deep_research.frontends.sessions_cli import sessions_app
 
 if TYPE_CHECKING:
-    from deep_research.app import service
+    from deep_research.app import lifecycle
     from deep_research.core.ports import JobEvent
 
 _debug = False
@@ -283,7 +283,7 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Research QUESTION and write a cited report (the default command)."""
-    from deep_research.app import service
+    from deep_research.app import lifecycle
     from deep_research.app.config import load_settings
     from deep_research.app.options import RunOptions
     from deep_research.frontends import render
@@ -292,11 +292,11 @@ def run(
     values, flags = _given(ctx)
     options = RunOptions.parse(values, flags)
     # Every check a user can fail (question, flags, settings) runs before the engine loads.
-    prepared = service.prepare(load_settings(), question, options, flags)
+    prepared = lifecycle.prepare(load_settings(), question, options, flags)
     if not prepared.extractive:
         import asyncio
 
-        prepared = asyncio.run(service.choose_engine(prepared, _info(as_json)))
+        prepared = asyncio.run(lifecycle.choose_engine(prepared, _info(as_json)))
     free = prepared.extractive and prepared.engine is None
     if estimate_only and free:
         if as_json:
@@ -306,7 +306,7 @@ def run(
         return
     if estimate_only or not free:
         _preflight(prepared, estimate_only=estimate_only, yes=yes, as_json=as_json)
-    with service.start(prepared, _info(as_json)) as run:
+    with lifecycle.start(prepared, _info(as_json)) as run:
         _drive(run, as_json=as_json)
 
 
@@ -332,7 +332,7 @@ def resume(
     The run's choices (models, efforts, web job, knowledge base) are the ones it started
     with. Research jobs still running at the provider (after Ctrl-C or a crash) are
     re-attached by their saved ids, never submitted again."""
-    from deep_research.app import service
+    from deep_research.app import lifecycle
     from deep_research.app.config import load_settings
     from deep_research.app.options import ResumeRequest, option_settings
 
@@ -343,7 +343,7 @@ def resume(
         {setting: flags[option] for option, names in sets for setting in names},
         {setting: getattr(request, option) for option, names in sets for setting in names},
     )
-    with service.reopen(
+    with lifecycle.reopen(
         settings,
         session_id,
         request,
@@ -359,11 +359,11 @@ def resume(
 @cache_app.command("clear")
 def cache_clear(as_json: JsonOpt = False) -> None:
     """Empty the cache: repeated questions are researched (and paid for) again."""
-    from deep_research.app import service
+    from deep_research.app import maintenance
     from deep_research.app.config import load_settings
     from deep_research.frontends import render
 
-    freed = service.clear_cache(load_settings())
+    freed = maintenance.clear_cache(load_settings())
     if as_json:
         print_json({"freed_bytes": freed})
     else:
@@ -480,7 +480,7 @@ def _read_question(question: str | None, question_file: Path | None) -> str:
 
 
 def _bounded(text: str) -> str:
-    """Never read a huge input whole: past this it is no question (service says the limit)."""
+    """Never read a huge input whole: past this it is no question (options says the limit)."""
     if len(text) > MAX_QUESTION_BYTES:
         raise UsageError(
             "the question is over 64 KB; put background material in the knowledge base instead"
@@ -489,15 +489,15 @@ def _bounded(text: str) -> str:
 
 
 def _preflight(
-    prepared: service.Prepared, *, estimate_only: bool, yes: bool, as_json: bool
+    prepared: lifecycle.Prepared, *, estimate_only: bool, yes: bool, as_json: bool
 ) -> None:
     """Before anything is spent: the estimate (and exit, or ask), known prices, live models."""
     import asyncio
 
-    from deep_research.app import service
+    from deep_research.app import lifecycle
     from deep_research.frontends import render
 
-    worst = service.estimate(prepared)
+    worst = lifecycle.estimate(prepared)
     if estimate_only:
         if as_json:
             print_json(asdict(worst) | {"run_worst_usd": round(worst.run_worst_usd, 4)})
@@ -506,7 +506,7 @@ def _preflight(
                 render.out.print(line, highlight=False)
         raise typer.Exit(0)
     if not prepared.extractive:  # with no model, only a paid search provider costs
-        for warning in asyncio.run(service.check_models(prepared)):
+        for warning in asyncio.run(lifecycle.check_models(prepared)):
             render.warn(warning)
     too_much = worst.run_worst_usd > prepared.settings.confirm_above_usd
     if too_much and not yes and not as_json and render.interactive():
@@ -519,11 +519,11 @@ def _preflight(
             raise typer.Exit(EXIT_DECLINED)
 
 
-def _drive(run: service.Run, *, as_json: bool) -> None:
+def _drive(run: lifecycle.Run, *, as_json: bool) -> None:
     """Research a session held under its lock, showing progress; then the report."""
     import asyncio
 
-    from deep_research.app import service
+    from deep_research.app import lifecycle
     from deep_research.core.budget import totals
     from deep_research.frontends import render
     from deep_research.frontends.common import run_summary
@@ -533,9 +533,9 @@ def _drive(run: service.Run, *, as_json: bool) -> None:
     with render.live_view(state, enabled=show_live) as view:
         emit = view.event if show_live else render.Progress() if not as_json else _quiet
         try:
-            asyncio.run(service.execute(run, emit))
+            asyncio.run(lifecycle.execute(run, emit))
         except KeyboardInterrupt:
-            running = service.save_interrupted(run)
+            running = lifecycle.save_interrupted(run)
             jobs = (
                 f" {running} research job(s) keep running at the provider: resume "
                 f"re-attaches; `deep-research sessions cancel {state.session_id}` stops them."
@@ -559,7 +559,7 @@ def _drive(run: service.Run, *, as_json: bool) -> None:
     )
 
 
-def _info(as_json: bool) -> service.Info:
+def _info(as_json: bool) -> lifecycle.Info:
     from deep_research.frontends import render
 
     return _quiet if as_json else render.info

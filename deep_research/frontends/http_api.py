@@ -14,8 +14,9 @@
                                    elsewhere; /docs says so and links here)
     GET  /                         a page to start runs, watch them live and read reports
 
-Every front-end goes through ``service`` (and a server's runs through ``runs.RunManager``),
-so the CLI can watch, cancel and resume what this server started, and the other way round.
+Every front-end goes through the use-cases in ``app/`` (and a server's runs through
+``runs.RunManager``), so the CLI can watch, cancel and resume what this server started, and
+the other way round.
 
 This server spends the user's money, so (invariants):
 - It binds 127.0.0.1 unless told otherwise, and any other address needs
@@ -57,7 +58,7 @@ from pydantic import BaseModel
 from sse_starlette import EventSourceResponse
 
 from deep_research.adapters.report_html import REPORT_POLICY, render_html
-from deep_research.app import service
+from deep_research.app import knowledge, saved
 from deep_research.app.config import Settings
 from deep_research.app.options import ResearchRequest, ResumeRequest
 from deep_research.app.runs import RunManager, start_warm_up
@@ -229,8 +230,8 @@ def create_app(
     @app.get("/research/{session_id}")
     async def status(session_id: str) -> dict[str, Any]:
         """The run's tree, status, spend and report path (``sessions show --json``)."""
-        state = service.status(settings, session_id)
-        return session_detail(state, service.report_path(settings, state.session_id))
+        state = saved.status(settings, session_id)
+        return session_detail(state, saved.report_path(settings, state.session_id))
 
     @app.get("/research/{session_id}/events")
     async def events(
@@ -239,11 +240,11 @@ def create_app(
     ) -> EventSourceResponse:
         """Server-Sent Events of the run: node started/done/failed/blocked, spend, stop,
         report ready, end. Each has an id; reconnect with ``Last-Event-ID`` to miss none."""
-        service.status(settings, session_id)  # an unknown id is a 404, not an empty stream
+        saved.status(settings, session_id)  # an unknown id is a 404, not an empty stream
         live = manager.live_log(session_id)  # a run of this server: pushed, not polled
 
         async def stream() -> AsyncIterator[dict[str, str]]:
-            events = service.watch(settings, session_id, after=last_event_id, live=live)
+            events = saved.watch(settings, session_id, after=last_event_id, live=live)
             async for event in events:
                 yield {"id": str(event.id), "event": event.type, "data": event.model_dump_json()}
 
@@ -255,14 +256,14 @@ def create_app(
     ) -> PlainTextResponse | HTMLResponse:
         """The report: markdown, or HTML with clickable citations when the client accepts
         ``text/html``."""
-        path = service.report_path(settings, session_id)
+        path = saved.report_path(settings, session_id)
         if path is None:
             raise SessionError(f"session {session_id} has no report yet")
         if "text/html" in accept:
-            page = render_html(service.read_report_data(path))
+            page = render_html(saved.read_report_data(path))
             return HTMLResponse(page, headers=protected(REPORT_POLICY))
         return PlainTextResponse(
-            service.read_report(path),
+            saved.read_report(path),
             media_type="text/markdown; charset=utf-8",
             headers=protected(REPORT_POLICY),
         )
@@ -296,16 +297,16 @@ def create_app(
 
     @app.get("/sessions")
     async def sessions(limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> list[dict[str, Any]]:
-        return [row.model_dump(mode="json") for row in service.list_sessions(settings)[:limit]]
+        return [row.model_dump(mode="json") for row in saved.list_sessions(settings)[:limit]]
 
     @app.get("/kb/search")
     async def kb_search(
-        q: Annotated[str, Query(max_length=service.MAX_QUERY_CHARS)],
+        q: Annotated[str, Query(max_length=knowledge.MAX_QUERY_CHARS)],
         k: Annotated[int, Query(ge=1, le=100)] = 8,
     ) -> list[dict[str, object]]:
         """The knowledge base's best chunks for ``q``, with their locators."""
         await warmed()
-        hits = service.kb_search(settings, q, k=k)
+        hits = knowledge.kb_search(settings, q, k=k)
         return [hit_json(hit) for hit in hits]
 
     def accepted(session_id: str) -> Accepted:

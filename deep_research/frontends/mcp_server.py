@@ -14,9 +14,9 @@ Built on the official SDK (``MCPServer``); every tool has typed input and output
 publishes both schemas. research_start and research_resume take the fields of the HTTP API's
 bodies (``options.ResearchRequest``, ``options.ResumeRequest``: ``takes``), so an MCP client
 has every option the API and the CLI have, with the same bounds and descriptions. The
-engine is reached only through ``service``, and a server's runs through one ``RunManager``:
-what a client starts here is a session like any other, which the CLI can watch, cancel and
-resume, and the other way round.
+engine is reached only through the use-cases in ``app/``, and a server's runs through one
+``RunManager``: what a client starts here is a session like any other, which the CLI can
+watch, cancel and resume, and the other way round.
 
 Invariants:
 - stdio (the default): nothing but protocol messages reaches stdout. The SDK points fd 1 at
@@ -62,7 +62,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from deep_research.app import service, verify
+from deep_research.app import knowledge, saved, verify
 from deep_research.app.config import Settings
 from deep_research.app.options import ResearchRequest, ResumeRequest
 from deep_research.app.runs import RunManager
@@ -383,7 +383,7 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
     spending = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
 
     def status_of(state: SessionState) -> ResearchStatus:
-        path = service.report_path(settings, state.session_id)
+        path = saved.report_path(settings, state.session_id)
         return ResearchStatus.model_validate(session_detail(state, path))
 
     @server.tool(annotations=spending)
@@ -423,10 +423,10 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
         done, spend, stop, report written) as a progress notification when the call has a
         progress token. Returns its status when it ends or after max_wait_seconds."""
         with one_line_errors():
-            session_id = service.status(settings, session_id).session_id
+            session_id = saved.status(settings, session_id).session_id
             live = manager.live_log(session_id)
             seen, last, ended = 0, "", False
-            events = service.watch(settings, session_id, live=live)
+            events = saved.watch(settings, session_id, live=live)
             with anyio.move_on_after(max_wait_seconds):
                 async with contextlib.aclosing(events):
                     async for event in events:
@@ -434,7 +434,7 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
                         await ctx.report_progress(event.id, None, event.message)
                 await manager.wait(session_id)  # a run of this process: until it let go
                 ended = True
-            state = service.status(settings, session_id)
+            state = saved.status(settings, session_id)
             return Followed(ended=ended, events=seen, last_event=last, status=status_of(state))
 
     @server.tool(annotations=reading)
@@ -442,21 +442,21 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
         """A run's progress: each sub-question with its status, the spend, the stop reason
         and whether the report is written."""
         with one_line_errors():
-            return status_of(service.status(settings, session_id))
+            return status_of(saved.status(settings, session_id))
 
     @server.tool(annotations=reading)
     async def research_report(session_id: SessionId) -> Report:
         """The run's report as markdown, with numbered citations and its sources. Before it
         is written: the findings of the sub-questions done so far."""
         with one_line_errors():
-            state = service.status(settings, session_id)
-            path = service.report_path(settings, state.session_id)
+            state = saved.status(settings, session_id)
+            path = saved.report_path(settings, state.session_id)
             done = sum(1 for n in state.nodes.values() if n.status == "done")
             return Report(
                 session_id=state.session_id,
                 status=state.status,
                 final=path is not None,
-                markdown=service.read_report(path) if path else findings_so_far(state),
+                markdown=saved.read_report(path) if path else findings_so_far(state),
                 nodes_done=done,
                 nodes_total=len(state.nodes),
             )
@@ -476,19 +476,19 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
     ) -> Sessions:
         """Past runs, newest first: question, status, spend, sub-questions done."""
         with one_line_errors():
-            return Sessions(sessions=service.list_sessions(settings)[:limit])
+            return Sessions(sessions=saved.list_sessions(settings)[:limit])
 
     @server.tool(annotations=reading)
     async def kb_search(
         query: Annotated[
-            str, Field(max_length=service.MAX_QUERY_CHARS, description="What to look for.")
+            str, Field(max_length=knowledge.MAX_QUERY_CHARS, description="What to look for.")
         ],
         k: Annotated[int, Field(ge=1, le=100, description="How many chunks.")] = 8,
     ) -> KbHits:
         """The user's markdown knowledge base: the best chunks for a query (hybrid BM25 +
         embeddings), each with its text, file, heading, lines and chunk_id."""
         with one_line_errors():
-            hits = await asyncio.to_thread(service.kb_search, settings, query, k=k)
+            hits = await asyncio.to_thread(knowledge.kb_search, settings, query, k=k)
         return KbHits(hits=[KbHit.model_validate(hit_json(hit)) for hit in hits])
 
     @server.tool(annotations=reading)
@@ -524,12 +524,12 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
 
     @server.tool(annotations=reading)
     async def search(
-        query: Annotated[str, Field(max_length=service.MAX_QUERY_CHARS, description="A query.")],
+        query: Annotated[str, Field(max_length=knowledge.MAX_QUERY_CHARS, description="A query.")],
     ) -> SearchResults:
         """Search the user's knowledge base. Returns ids, titles and URLs; fetch an id for
         the full text."""
         with one_line_errors():
-            hits = await asyncio.to_thread(service.kb_search, settings, query, k=10)
+            hits = await asyncio.to_thread(knowledge.kb_search, settings, query, k=10)
         return SearchResults(
             results=[
                 SearchResult(

@@ -54,12 +54,12 @@ def sessions_watch(
     ends (at once, if no process runs it)."""
     import asyncio
 
-    from deep_research.app import service
+    from deep_research.app import saved
     from deep_research.app.config import load_settings
     from deep_research.frontends import render
 
     async def follow() -> None:
-        async for event in service.watch(load_settings(), session_id, after=after):
+        async for event in saved.watch(load_settings(), session_id, after=after):
             if as_json:
                 typer.echo(event.model_dump_json())
             else:
@@ -81,7 +81,7 @@ def sessions_show(
     store = _store()
     state = store.load(session_id)
     if state.status == "running" and not store.is_locked(state.session_id):
-        state.status = "interrupted"  # its process died: as service.status and `list` say
+        state.status = "interrupted"  # its process died: as saved.status and `list` say
     report = store.path(state.session_id) / "report.md"
     report_path = str(report) if report.exists() else None
     if as_json:
@@ -101,12 +101,12 @@ def sessions_cancel(
     are recorded as such; `resume` does not research them again unless --retry-cancelled."""
     import asyncio
 
-    from deep_research.app import service
+    from deep_research.app import lifecycle
     from deep_research.app.config import load_settings
     from deep_research.core.errors import ProviderError
     from deep_research.frontends import render
 
-    result = asyncio.run(service.cancel(load_settings(), session_id))
+    result = asyncio.run(lifecycle.cancel(load_settings(), session_id))
     rows = [
         {"node": nid, "job_id": jid, "status": o.status, "detail": o.detail}
         for nid, jid, o in result.jobs
@@ -135,19 +135,19 @@ def sessions_rm(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Delete a session and its report. Refused while a process runs it."""
-    from deep_research.app import service
+    from deep_research.app import maintenance, saved
     from deep_research.app.config import load_settings
     from deep_research.core.errors import UsageError
     from deep_research.frontends import render
 
     settings = load_settings()
-    state = service.status(settings, session_id)  # an unknown id fails before any question
+    state = saved.status(settings, session_id)  # an unknown id fails before any question
     if not yes:
         if not render.interactive():
             raise UsageError("deleting a session needs --yes when nobody can be asked")
         if not typer.confirm(f"delete session {state.session_id} ({state.question[:60]})?"):
             raise typer.Exit(EXIT_DECLINED)
-    removed = service.remove_session(settings, state.session_id)
+    removed = maintenance.remove_session(settings, state.session_id)
     render.info(f"removed session {removed}")
 
 
@@ -162,11 +162,11 @@ def sessions_prune(
     as_json: JsonOpt = False,
 ) -> None:
     """Delete the sessions not changed for longer than --older-than (never a running one)."""
-    from deep_research.app import service
+    from deep_research.app import maintenance
     from deep_research.app.config import load_settings
     from deep_research.frontends import render
 
-    removed, running = service.prune_sessions(
+    removed, running = maintenance.prune_sessions(
         load_settings(), parse_age(older_than), dry_run=dry_run
     )
     if as_json:

@@ -1,4 +1,8 @@
-"""Start, resume, cancel and inspect research runs: the one way every front-end does it.
+"""Start, resume and cancel research runs: the one way every front-end does it.
+
+The use-cases are split by concern: this module runs research; ``saved`` reads sessions
+(list, show, watch, reports), ``maintenance`` removes and prunes them, ``knowledge``
+searches the knowledge base, ``doctor`` checks the set-up.
 
 The CLI (and the MCP server and HTTP API after it) parse their input into ``RunOptions``
 (``options``, where each option is declared once), call these functions and present what
@@ -20,31 +24,29 @@ inside its lock (never a stale snapshot) and replays its ``RunSpec``.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 from typing import TYPE_CHECKING
 
 from deep_research.app.config import Settings
-from deep_research.app.options import MAX_QUESTION_CHARS as MAX_QUESTION_CHARS
-from deep_research.app.options import OPTION_SETTINGS
-from deep_research.app.options import BudgetOverrides as BudgetOverrides
-from deep_research.app.options import RunOptions as RunOptions
+from deep_research.app.options import (
+    MAX_QUESTION_CHARS,
+    OPTION_SETTINGS,
+    BudgetOverrides,
+    RunOptions,
+)
 from deep_research.core.errors import ConfigError, SessionLocked, UsageError
 from deep_research.core.models import Limits, SessionState, SourcePolicy, Usage, WebEngine
-from deep_research.persistence.sessions import SessionStore, SessionSummary
+from deep_research.persistence.sessions import SessionStore
 
 if TYPE_CHECKING:
     from deep_research.adapters.web.openai_jobs import JobSpec
     from deep_research.app.preflight import Estimate
     from deep_research.app.wiring import Built
-    from deep_research.core.events import RunEvent
     from deep_research.core.orchestrator import Listener
     from deep_research.core.ports import CancelOutcome, JobEvent
-    from deep_research.core.report import Report
-    from deep_research.kb.search import Hit
     from deep_research.persistence.events import EventLog
 
 Info = Callable[[str], None]
@@ -378,125 +380,6 @@ def interrupt_unstarted(run: Run) -> None:
 
 
 # --- sessions -------------------------------------------------------------------------
-
-
-def list_sessions(settings: Settings) -> list[SessionSummary]:
-    return SessionStore(settings.sessions_dir).list()
-
-
-def status(settings: Settings, session_id: str) -> SessionState:
-    """A session as saved; "running" with no process holding its lock reads as interrupted
-    (its process died: kill -9, a crash), as in ``sessions list``."""
-    store = SessionStore(settings.sessions_dir)
-    state = store.load(session_id)
-    if state.status == "running" and not store.is_locked(state.session_id):
-        state.status = "interrupted"
-    return state
-
-
-async def watch(
-    settings: Settings,
-    session_id: str,
-    *,
-    after: int | None = None,
-    poll_seconds: float = 0.05,
-    live: EventLog | None = None,
-) -> AsyncGenerator[RunEvent, None]:
-    """A session's events as they happen, from any process: those after event id ``after``
-    (None: from the start of its latest run), until that run ends — or at once, when no
-    process runs the session and everything written has been read. ``live``: the run's
-    log, when this process runs it (events arrive as written, not by polling)."""
-    from deep_research.persistence.events import FILE_NAME, follow, follow_live, read_events
-
-    store = SessionStore(settings.sessions_dir)
-    session_id = store.resolve(session_id)
-    path = store.path(session_id) / FILE_NAME
-    if after is None and live is not None:
-        after = live.opened_after  # this run's, even before its start event (queued)
-    if after is None:
-        starts = [event.id for event in read_events(path) if event.type == "start"]
-        after = starts[-1] - 1 if starts else 0
-    if live is not None:
-        source = follow_live(live, after)
-    else:
-        source = follow(
-            path, after, poll_seconds=poll_seconds, running=lambda: store.is_locked(session_id)
-        )
-    async with contextlib.aclosing(source):  # a follower that stops lets go of the log now
-        async for event in source:
-            yield event
-
-
-MAX_QUERY_CHARS = 1000
-
-
-def kb_search(settings: Settings, query: str, *, k: int = 8, kb: str | None = None) -> list[Hit]:
-    """The knowledge base's best chunks for ``query`` (hybrid ranking)."""
-    from deep_research.kb.search import search
-    from deep_research.kb.store import open_kb
-
-    query = " ".join(query.split())
-    if not query:
-        raise UsageError("the query is empty")
-    if len(query) > MAX_QUERY_CHARS:
-        raise UsageError(f"the query is over {MAX_QUERY_CHARS:,} characters")
-    if not 1 <= k <= 100:
-        raise UsageError(f"k must be 1-100, got {k}")
-    return search(open_kb(settings.kb, kb), query, k=k)
-
-
-def read_report(path: str) -> str:
-    """A report this tool wrote (a path from ``report_path``, never a client's)."""
-    from pathlib import Path
-
-    return Path(path).read_text(encoding="utf-8", errors="replace")
-
-
-def read_report_data(path: str) -> Report | str:
-    """The report at ``path`` (from ``report_path``) as data, from the report.json written
-    with it; a report saved before that file existed (or with it damaged) is its markdown."""
-    from pathlib import Path
-
-    from pydantic import ValidationError
-
-    from deep_research.core.report import Report
-    from deep_research.persistence.sessions import REPORT_DATA_FILE
-
-    data = Path(path).with_name(REPORT_DATA_FILE)
-    try:
-        return Report.model_validate_json(data.read_bytes())
-    except (OSError, ValidationError):
-        return read_report(path)  # shown as written, its citations not linked
-
-
-def report_path(settings: Settings, session_id: str) -> str | None:
-    store = SessionStore(settings.sessions_dir)
-    path = store.path(store.resolve(session_id)) / "report.md"
-    return str(path) if path.exists() else None
-
-
-def remove_session(settings: Settings, session_id: str) -> str:
-    """Delete a session (refused while a process runs it); its full id."""
-    return SessionStore(settings.sessions_dir).remove(session_id)
-
-
-def prune_sessions(
-    settings: Settings, older_than: timedelta, *, dry_run: bool = False
-) -> tuple[list[SessionSummary], list[str]]:
-    """Delete the sessions unchanged for longer than ``older_than``; (removed, running)."""
-    return SessionStore(settings.sessions_dir).prune(older_than, dry_run=dry_run)
-
-
-def clear_cache(settings: Settings) -> int:
-    """Empty the result and model-lookup cache; the bytes it held."""
-    import shutil
-
-    root = settings.cache_dir
-    if not root.exists():
-        return 0
-    held = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
-    shutil.rmtree(root)
-    return held
 
 
 @dataclass(frozen=True)

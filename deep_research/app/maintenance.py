@@ -1,0 +1,32 @@
+"""Housekeeping: remove or prune saved sessions, clear the result cache."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from deep_research.app.config import Settings
+from deep_research.persistence.sessions import SessionStore, SessionSummary
+
+
+def remove_session(settings: Settings, session_id: str) -> str:
+    """Delete a session (refused while a process runs it); its full id."""
+    return SessionStore(settings.sessions_dir).remove(session_id)
+
+
+def prune_sessions(
+    settings: Settings, older_than: timedelta, *, dry_run: bool = False
+) -> tuple[list[SessionSummary], list[str]]:
+    """Delete the sessions unchanged for longer than ``older_than``; (removed, running)."""
+    return SessionStore(settings.sessions_dir).prune(older_than, dry_run=dry_run)
+
+
+def clear_cache(settings: Settings) -> int:
+    """Empty the result and model-lookup cache; the bytes it held."""
+    import shutil
+
+    root = settings.cache_dir
+    if not root.exists():
+        return 0
+    held = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    shutil.rmtree(root)
+    return held

@@ -49,7 +49,7 @@ from deep_research.app.config import Settings
 from deep_research.app.options import RunOptions
 from deep_research.app.runs import Caps, RunManager
 from deep_research.core.events import RunEvent
-from deep_research.frontends.http_api import create_app
+from deep_research.frontends.http.app import create_app
 from tests.fake_openai import FakeOpenAI
 from tests.serving import free_port, serving
 from tests.world import ResearchWorld, plan_task, verdict

@@ -275,7 +275,7 @@ def test_with_json_an_error_is_one_object_on_stdout_and_one_line_on_stderr(
 
 def test_every_json_error_code_has_an_http_status() -> None:
     from deep_research.frontends.common import ERROR_CODES
-    from deep_research.frontends.http_api import HTTP_STATUS
+    from deep_research.frontends.http.guard import HTTP_STATUS
 
     assert [code for _, code in ERROR_CODES] == list(HTTP_STATUS)
 

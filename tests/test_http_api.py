@@ -30,7 +30,7 @@ from deep_research.app.runs import Caps, RunManager
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import Citation
 from deep_research.core.report import Report
-from deep_research.frontends.http_api import create_app
+from deep_research.frontends.http.app import create_app
 from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli
 from tests.fake_openai import ChatReply, ChatRequest, FakeOpenAI, ResearchReport, ResearchRequest
@@ -258,7 +258,7 @@ FIRST_START = """
 import asyncio, json, sys
 import httpx
 from deep_research.app.config import load_settings
-from deep_research.frontends.http_api import create_app
+from deep_research.frontends.http.app import create_app
 
 HEAVY = ("deep_research.app.wiring", "openai", "langchain_openai", "genai_prices", "chromadb")
 
@@ -268,7 +268,7 @@ async def main():
     before = [m for m in HEAVY if m in sys.modules]
     transport = httpx.ASGITransport(app=app)
     async with app.router.lifespan_context(app):
-        warm = getattr(app.state, "warm", None)
+        warm = app.state.context.warm
         if warm is not None:
             await warm.wait()
         loaded = set(sys.modules)

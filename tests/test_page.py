@@ -22,7 +22,7 @@ import pytest
 from deep_research.app.config import Settings
 from deep_research.app.options import MAX_QUESTION_CHARS
 from deep_research.app.runs import Caps, RunManager
-from deep_research.frontends.http_api import create_app
+from deep_research.frontends.http.app import create_app
 from deep_research.persistence.sessions import SessionStore
 from tests.fake_openai import FakeOpenAI
 from tests.serving import free_port, serving

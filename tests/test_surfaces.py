@@ -39,7 +39,7 @@ SURFACES = textwrap.dedent(
     seen["mcp_tools"] = sorted(tool.name for tool in tools)
 
     # The ASGI app and the browser-free parts of the page: its files as the server sends them.
-    from deep_research.frontends.http_api import create_app
+    from deep_research.frontends.http.app import create_app
     with TestClient(create_app(settings), base_url="http://127.0.0.1:8000") as client:
         for path in ("/", "/app.js", "/app.css", "/openapi.json", "/sessions"):
             reply = client.get(path)

@@ -59,7 +59,7 @@ SURFACES = (
         ("deep_research.adapters.web.reader",),
     ),
     Surface("web search", "--web-engine search", ("deep_research.adapters.web.search",)),
-    Surface("HTTP API", "deep-research serve", ("deep_research.frontends.http_api", "uvicorn")),
+    Surface("HTTP API", "deep-research serve", ("deep_research.frontends.http.app", "uvicorn")),
     Surface("MCP server", "deep-research mcp", ("deep_research.frontends.mcp_server",)),
 )
 PAGE_FILES = ("index.html", "app.js", "app.css")

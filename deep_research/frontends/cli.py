@@ -384,7 +384,7 @@ def serve(
 
     from deep_research.app.config import load_settings
     from deep_research.frontends import render
-    from deep_research.frontends.http_api import create_app
+    from deep_research.frontends.http.app import create_app
 
     settings = load_settings()
     api = create_app(settings, host=host, port=port)

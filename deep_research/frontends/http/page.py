@@ -1,0 +1,57 @@
+"""The page (start runs, watch them live, read reports) and the API's description: files
+with no data in them, served under a content security policy that allows nothing from
+elsewhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter, Response
+
+router = APIRouter(include_in_schema=False)
+
+WEB_DIR = Path(__file__).parent.parent / "page"
+PAGE_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+
+@router.get("/")
+async def page() -> Response:
+    """The page to watch runs: start one, follow its tree live, read its report."""
+    return asset("index.html", "text/html; charset=utf-8")
+
+
+@router.get("/app.js")
+async def script() -> Response:
+    return asset("app.js", "text/javascript; charset=utf-8")
+
+
+@router.get("/app.css")
+async def style() -> Response:
+    return asset("app.css", "text/css; charset=utf-8")
+
+
+@router.get("/docs")
+@router.get("/redoc")
+async def docs() -> Response:
+    """No Swagger UI or ReDoc: both load from a CDN. The description they would show."""
+    return asset("docs.html", "text/html; charset=utf-8")
+
+
+def asset(name: str, media_type: str) -> Response:
+    """One of the page's files (no build step, no external assets), under a
+    content security policy that allows nothing from elsewhere and no inline script."""
+    return Response(
+        (WEB_DIR / name).read_bytes(), media_type=media_type, headers=protected(PAGE_POLICY)
+    )
+
+
+def protected(policy: str) -> dict[str, str]:
+    """The headers of what the server shows a browser: the page's files and the reports."""
+    return {
+        "Content-Security-Policy": policy,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+    }

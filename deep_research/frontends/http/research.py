@@ -1,0 +1,141 @@
+"""The API's routes: start, follow, read, resume and cancel runs; list sessions; search the
+knowledge base. Each takes the server's context (``context.ServerContext``) as a
+dependency and calls the use-cases in ``app/``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Header, Query
+from fastapi.responses import HTMLResponse, PlainTextResponse
+from pydantic import BaseModel
+from sse_starlette import EventSourceResponse
+
+from deep_research.adapters.report_html import REPORT_POLICY, render_html
+from deep_research.app import knowledge, saved
+from deep_research.app.options import ResearchRequest, ResumeRequest
+from deep_research.core.errors import SessionError
+from deep_research.frontends.common import hit_json, session_detail
+from deep_research.frontends.http.context import ServerContext, context
+from deep_research.frontends.http.page import protected
+
+router = APIRouter()
+Context = Annotated[ServerContext, Depends(context)]
+
+
+class Accepted(BaseModel):
+    session_id: str
+    status_url: str
+    events_url: str
+
+
+def accepted(session_id: str) -> Accepted:
+    return Accepted(
+        session_id=session_id,
+        status_url=f"/research/{session_id}",
+        events_url=f"/research/{session_id}/events",
+    )
+
+
+@router.post("/research", status_code=202, response_model=Accepted)
+async def start(body: ResearchRequest, server: Context) -> Accepted:
+    """Start a run; it goes on in the server. Follow it at ``events_url``."""
+    await server.warmed()
+    return accepted(await server.runs.start(body.question, body.options))
+
+
+@router.get("/research/{session_id}")
+async def status(session_id: str, server: Context) -> dict[str, Any]:
+    """The run's tree, status, spend and report path (``sessions show --json``)."""
+    state = saved.status(server.settings, session_id)
+    return session_detail(state, saved.report_path(server.settings, state.session_id))
+
+
+@router.get("/research/{session_id}/events")
+async def events(
+    session_id: str,
+    server: Context,
+    last_event_id: Annotated[int | None, Header(alias="Last-Event-ID", ge=0)] = None,
+) -> EventSourceResponse:
+    """Server-Sent Events of the run: node started/done/failed/blocked, spend, stop,
+    report ready, end. Each has an id; reconnect with ``Last-Event-ID`` to miss none."""
+    settings = server.settings
+    saved.status(settings, session_id)  # an unknown id is a 404, not an empty stream
+    live = server.runs.live_log(session_id)  # a run of this server: pushed, not polled
+
+    async def stream() -> AsyncIterator[dict[str, str]]:
+        events = saved.watch(settings, session_id, after=last_event_id, live=live)
+        async for event in events:
+            yield {"id": str(event.id), "event": event.type, "data": event.model_dump_json()}
+
+    return EventSourceResponse(stream(), ping=15)
+
+
+@router.get("/research/{session_id}/report", response_model=None)
+async def report(
+    session_id: str, server: Context, accept: Annotated[str, Header()] = ""
+) -> PlainTextResponse | HTMLResponse:
+    """The report: markdown, or HTML with clickable citations when the client accepts
+    ``text/html``."""
+    path = saved.report_path(server.settings, session_id)
+    if path is None:
+        raise SessionError(f"session {session_id} has no report yet")
+    if "text/html" in accept:
+        page = render_html(saved.read_report_data(path))
+        return HTMLResponse(page, headers=protected(REPORT_POLICY))
+    return PlainTextResponse(
+        saved.read_report(path),
+        media_type="text/markdown; charset=utf-8",
+        headers=protected(REPORT_POLICY),
+    )
+
+
+@router.post("/research/{session_id}/resume", status_code=202, response_model=Accepted)
+async def resume(
+    session_id: str, body: Annotated[ResumeRequest, Body()], server: Context
+) -> Accepted:
+    """Continue a stopped or interrupted run with the choices it started with (optionally
+    new limits); it goes on in the server."""
+    await server.warmed()
+    resumed = await server.runs.resume(
+        session_id,
+        body,
+        max_parallel=body.max_parallel,
+        retry_cancelled=body.retry_cancelled,
+    )
+    return accepted(resumed)
+
+
+@router.post("/research/{session_id}/cancel")
+async def cancel(session_id: str, server: Context) -> dict[str, Any]:
+    """Stop the run (saved as interrupted) and its research jobs at the provider."""
+    await server.warmed()
+    result = await server.runs.cancel(session_id)
+    return {
+        "session_id": result.session_id,
+        "recorded": result.recorded,
+        "jobs": [
+            {"node_id": node, "job_id": job, "status": outcome.status}
+            for node, job, outcome in result.jobs
+        ],
+    }
+
+
+@router.get("/sessions")
+async def sessions(
+    server: Context, limit: Annotated[int, Query(ge=1, le=1000)] = 50
+) -> list[dict[str, Any]]:
+    return [row.model_dump(mode="json") for row in saved.list_sessions(server.settings)[:limit]]
+
+
+@router.get("/kb/search")
+async def kb_search(
+    q: Annotated[str, Query(max_length=knowledge.MAX_QUERY_CHARS)],
+    server: Context,
+    k: Annotated[int, Query(ge=1, le=100)] = 8,
+) -> list[dict[str, object]]:
+    """The knowledge base's best chunks for ``q``, with their locators."""
+    await server.warmed()
+    hits = knowledge.kb_search(server.settings, q, k=k)
+    return [hit_json(hit) for hit in hits]

@@ -673,7 +673,7 @@ async def test_both_servers_take_the_same_authorization_headers(
     from starlette.responses import PlainTextResponse
 
     from deep_research.frontends.hosts import bearer_token_matches
-    from deep_research.frontends.mcp_server import BearerToken
+    from deep_research.frontends.mcp.server import BearerToken
 
     headers = [None, "Bearer nope", f"bearer {TOKEN}", f"Basic {TOKEN}", f"Bearer  {TOKEN}"]
     headers.append(f"Bearer {TOKEN}")

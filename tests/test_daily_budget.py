@@ -25,7 +25,7 @@ from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.app.runs import Caps, RunManager
 from deep_research.core.errors import UsageError
 from deep_research.core.models import LedgerEntry
-from deep_research.frontends.mcp_server import create_server
+from deep_research.frontends.mcp.server import create_server
 from deep_research.kb.ingest import ingest
 from deep_research.kb.store import open_kb
 from deep_research.persistence.daily import DailyLedger, DayIsSpent

@@ -30,13 +30,8 @@ from mcp_types import CallToolResult
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import SessionState
-from deep_research.frontends.mcp_server import (
-    MCP_PATH,
-    create_server,
-    findings_so_far,
-    http_app,
-    public_hosts,
-)
+from deep_research.frontends.mcp.research_tools import findings_so_far
+from deep_research.frontends.mcp.server import MCP_PATH, create_server, http_app, public_hosts
 from deep_research.kb.store import LEXICAL_FILE
 from tests.clirun import cli, session_state
 from tests.conftest import NOTES
@@ -211,7 +206,7 @@ async def test_the_stdio_server_writes_no_debug_or_info_lines(
 def test_warnings_still_reach_stderr() -> None:
     probe = (
         "import logging\n"
-        "from deep_research.frontends.mcp_server import log_warnings_only\n"
+        "from deep_research.frontends.mcp.server import log_warnings_only\n"
         "log_warnings_only()\n"
         "noisy = logging.getLogger('noisy')\n"
         "noisy.setLevel(logging.DEBUG)\n"

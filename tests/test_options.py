@@ -23,7 +23,7 @@ from deep_research.app.options import (
 from deep_research.core.errors import UsageError
 from deep_research.frontends.cli import CLI_ONLY, app
 from deep_research.frontends.http.app import create_app
-from deep_research.frontends.mcp_server import create_server
+from deep_research.frontends.mcp.server import create_server
 from deep_research.persistence.sessions import SessionStore
 
 QUESTION = "When does a research node start?"

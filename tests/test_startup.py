@@ -157,7 +157,7 @@ def test_sessions_show_reads_a_run_as_the_service_does(tmp_path: Path) -> None:
 ENGINE = ("chromadb", "langchain", "openai", "trafilatura", "onnxruntime", "bm25s", "genai_prices")
 MCP_PROBE = """
 import sys
-from deep_research.frontends import mcp_server
+from deep_research.frontends.mcp import server as mcp_server
 
 build = mcp_server.create_server
 

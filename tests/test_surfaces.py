@@ -33,7 +33,7 @@ SURFACES = textwrap.dedent(
     seen["page_reader"] = "Main text" in (trafilatura.extract(html) or "")
 
     # The MCP server: built, with its tools listed as a client would see them.
-    from deep_research.frontends import mcp_server
+    from deep_research.frontends.mcp import server as mcp_server
     server = mcp_server.create_server(settings)
     tools = asyncio.run(server.list_tools())
     seen["mcp_tools"] = sorted(tool.name for tool in tools)

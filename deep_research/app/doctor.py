@@ -60,7 +60,16 @@ SURFACES = (
     ),
     Surface("web search", "--web-engine search", ("deep_research.adapters.web.search",)),
     Surface("HTTP API", "deep-research serve", ("deep_research.frontends.http.app", "uvicorn")),
-    Surface("MCP server", "deep-research mcp", ("deep_research.frontends.mcp_server",)),
+    Surface(
+        "MCP server",
+        "deep-research mcp",
+        (  # the server, and its tools (imported when it is built)
+            "deep_research.frontends.mcp.server",
+            "deep_research.frontends.mcp.research_tools",
+            "deep_research.frontends.mcp.kb_tools",
+            "deep_research.frontends.mcp.web_tools",
+        ),
+    ),
 )
 PAGE_FILES = ("index.html", "app.js", "app.css")
 

@@ -307,7 +307,9 @@ def warm_up(settings: Settings) -> None:
         if kb is not None and settings.embedding_provider != "openai":  # no call, no cost
             kb.embeddings.embed_query("What does a run need?")
     except (DeepResearchError, OSError) as exc:
-        log.info("warm-up stopped (the first run builds the rest): %s", exc)
+        log.warning("warm-up stopped (the first run builds the rest): %s", exc)
+    except Exception:  # a bug: the first run meets it too, but the log says where
+        log.warning("warm-up failed (the first run builds the rest)", exc_info=True)
 
 
 def _touch_clients(settings: Settings) -> None:

@@ -410,7 +410,7 @@ def mcp(
     MCP client (Claude Code, Claude Desktop, …); stdio unless --http. Every run is saved as
     interrupted when the client goes away."""
     from deep_research.app.config import load_settings
-    from deep_research.frontends import mcp_server
+    from deep_research.frontends.mcp import server as mcp_server
 
     settings = load_settings()
     if http is None:

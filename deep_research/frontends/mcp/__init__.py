@@ -1,0 +1,44 @@
+"""`deep-research mcp`: research, the knowledge base and claim checks as MCP tools.
+
+    research_start, research_resume     the session id at once; the run researches here
+    research_follow                     progress notifications until the run ends
+    research_status, research_report    the tree, spend and stop reason; the report (or the
+                                        findings so far)
+    research_cancel, research_list      stop a run and its jobs; past runs
+    kb_search, kb_fetch                 the knowledge base's chunks, by query or by id
+    verify_claim                        does a page or a chunk hold a passage stating a claim?
+    search, fetch                       the knowledge base as ChatGPT connectors and OpenAI
+                                        research jobs (DEEP_RESEARCH_KB_MCP_URL) expect it
+
+Built on the official SDK (``MCPServer``); every tool has typed input and output, so the SDK
+publishes both schemas. research_start and research_resume take the fields of the HTTP API's
+bodies (``options.ResearchRequest``, ``options.ResumeRequest``: ``takes``), so an MCP client
+has every option the API and the CLI have, with the same bounds and descriptions. The
+engine is reached only through the use-cases in ``app/``, and a server's runs through one
+``RunManager``: what a client starts here is a session like any other, which the CLI can
+watch, cancel and resume, and the other way round.
+
+The package: ``server`` builds the server (``create_server``), its strictness about
+arguments and its transports (stdio, streamable HTTP); ``views`` the tools' results; the
+tools by concern, each module's ``register(server, context)`` adding its own with the
+``ToolContext`` the server shares (settings, runs, page reader): ``research_tools``,
+``kb_tools`` (kb_search, kb_fetch) and ``web_tools`` (verify_claim, and search and fetch
+for the connectors).
+
+Invariants:
+- stdio (the default): nothing but protocol messages reaches stdout. The SDK points fd 1 at
+  stderr while it serves, and logs go to stderr.
+- streamable HTTP (``--http PORT``) binds 127.0.0.1 and keeps the SDK's Host and Origin
+  checks (DNS rebinding): this server's own address, and the host of
+  ``DEEP_RESEARCH_KB_MCP_URL`` when a tunnel publishes it. When ``DEEP_RESEARCH_API_TOKEN``
+  is set every request must carry it (``Authorization: Bearer …``, constant-time compare);
+  a public URL without a token is refused.
+- When the client goes away (stdin closed, SIGTERM, Ctrl-C, the HTTP server stopped) every
+  run is saved as interrupted; ``resume`` picks it up.
+- A tool that fails returns a tool error with our one-line message, never a traceback;
+  arguments a tool does not take are such an error too (``StrictServer``).
+- Starting is light: ``initialize`` and ``tools/list`` are answered before the engine
+  (LangChain, OpenAI, Chroma, the page reader, the embedder) is imported; the first tool
+  that needs it loads it (``tests/test_startup.py``).
+- stderr gets warnings and errors only, whatever level a library sets on its logger.
+"""

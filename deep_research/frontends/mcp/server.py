@@ -1,0 +1,333 @@
+"""The MCP server's own plumbing: ``create_server`` builds the server and the context its
+tools share, then lets each module of tools register its own; ``StrictServer`` turns
+arguments a tool does not take, and arguments that fail validation, into one-line tool
+errors; ``takes`` gives a tool the fields of an ``app.options`` model as its arguments; and
+the transports, stdio (``serve_stdio``) and streamable HTTP (``serve_http``, with its Host,
+Origin and bearer-token checks). The package's docstring has the tools and the
+invariants."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from urllib.parse import urlsplit
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp_types import Tool as ToolInfo
+from pydantic import BaseModel, Field, ValidationError
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from deep_research.app.config import Settings
+from deep_research.app.runs import RunManager
+from deep_research.core.errors import ConfigError, DeepResearchError
+from deep_research.frontends.hosts import LOOPBACK_NAMES, bearer_token_matches
+
+if TYPE_CHECKING:
+    from deep_research.frontends.mcp.web_tools import LazyReader
+
+MCP_PATH = "/mcp"
+INSTRUCTIONS = """\
+Researches hard questions and writes cited reports: a tree of sub-questions researched on
+the web and in the user's markdown knowledge base. A run takes minutes and costs money
+(capped per run and per day by this server). research_start returns a session id at once;
+follow the run with research_follow (progress notifications) or research_status, then read
+research_report. kb_search / kb_fetch read the knowledge base; verify_claim checks that a
+URL or a knowledge-base chunk holds a passage stating a claim."""
+
+# --- the server -------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Our errors become a tool error with their one line (the SDK never sees a traceback)."""
+    try:
+        yield
+    except DeepResearchError as exc:
+        raise ToolError(" ".join(str(exc).split())) from None
+
+
+class StrictServer(MCPServer[None]):
+    """The SDK's server, strict about arguments. The SDK drops the names a tool does not
+    take, so a typo (``max_cost`` for ``max_cost_usd``) would run on the default budget:
+    here it is a tool error naming the ones it takes, and every input schema says
+    ``additionalProperties: false``. Arguments that fail validation are one line too."""
+
+    _takes: dict[str, list[str]] | None = None
+
+    async def list_tools(self) -> list[ToolInfo]:
+        return [
+            tool.model_copy(
+                update={"input_schema": {**tool.input_schema, "additionalProperties": False}}
+            )
+            for tool in await super().list_tools()
+        ]
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[None, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        if self._takes is None:  # every tool is registered before the first call
+            tools = await super().list_tools()
+            self._takes = {t.name: list(t.input_schema.get("properties", {})) for t in tools}
+        takes = self._takes.get(name)  # None: no such tool, which the SDK says
+        if takes is not None and (unknown := [arg for arg in arguments if arg not in takes]):
+            raise ToolError(unknown_arguments(name, unknown, takes))
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(invalid_arguments(exc.__cause__)) from exc.__cause__
+            raise
+
+
+def unknown_arguments(tool: str, unknown: list[str], takes: list[str]) -> str:
+    """``unknown argument max_cost (did you mean max_cost_usd?); research_start takes: …``"""
+    from difflib import get_close_matches
+
+    shown = [arg if arg.isidentifier() else repr(arg[:60]) for arg in unknown]
+    guess = get_close_matches(unknown[0], takes, n=1) if len(unknown) == 1 else []
+    return (
+        f"unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(shown)}"
+        + (f" (did you mean {guess[0]}?)" if guess else "")
+        + f"; {tool} takes: {', '.join(takes) or 'no arguments'}"
+    )
+
+
+def invalid_arguments(error: ValidationError) -> str:
+    """The SDK's message is pydantic's, over several lines: one line per argument here."""
+    problems = []
+    for problem in error.errors(include_url=False):
+        where = ".".join(str(part) for part in problem["loc"]) or "arguments"
+        if problem["type"] == "missing":
+            problems.append(f"missing argument {where}")
+        else:
+            problems.append(f"invalid argument {where}: {' '.join(problem['msg'].split())}")
+    return "; ".join(problems)
+
+
+Tool = TypeVar("Tool", bound=Callable[..., Any])
+
+
+def takes(
+    model: type[BaseModel], *, first: Sequence[inspect.Parameter] = ()
+) -> Callable[[Tool], Tool]:
+    """A tool whose arguments are the fields of ``model`` (after ``first``): their names,
+    types, bounds, descriptions and defaults, declared once there (``app.options``, also the
+    HTTP API's bodies). The SDK reads a tool's arguments from its signature, so this gives
+    the tool that signature; the tool gets them as keyword arguments, validated."""
+
+    def derive(tool: Tool) -> Tool:
+        fields = [
+            argument(
+                name,
+                Annotated[
+                    (field.annotation, *field.metadata, Field(description=field.description))
+                ],
+                inspect.Parameter.empty if field.is_required() else field.default,
+            )
+            for name, field in model.model_fields.items()
+        ]
+        returns = inspect.signature(tool, eval_str=True).return_annotation
+        signature = inspect.Signature([*first, *fields], return_annotation=returns)
+        setattr(tool, "__signature__", signature)  # noqa: B010 (mypy: not on Callable)
+        return tool
+
+    return derive
+
+
+def argument(
+    name: str, annotation: Any, default: Any = inspect.Parameter.empty
+) -> inspect.Parameter:
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+    )
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What the tools share, given to each module's ``register``: the settings, the server's
+    runs (one ``RunManager``), the page reader verify_claim builds on its first call, and
+    the annotations of the tools that only read and of the ones that spend."""
+
+    settings: Settings
+    runs: RunManager
+    reader: LazyReader
+    reading: ToolAnnotations
+    spending: ToolAnnotations
+
+
+def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPServer[None]:
+    """The server and its tools. Light: the engine (LangChain, Chroma, the page reader, the
+    embedder) loads with the first tool call that needs it, so ``initialize`` and
+    ``tools/list`` are answered at once."""
+    # Here, not at the top: the tool modules import this one's plumbing.
+    from deep_research.frontends.mcp import kb_tools, research_tools, web_tools
+
+    manager = runs or RunManager(settings)
+    reader = web_tools.LazyReader(settings)  # one per process, as runs share it
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer[None]) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):  # the client is gone: save, then go
+                await manager.shutdown()
+                await reader.aclose()
+            sys.stdout.flush()  # while fd 1 is still stderr: nothing stray on the wire after
+
+    server = StrictServer(
+        "deep-research",
+        instructions=INSTRUCTIONS,
+        version=_version(),
+        lifespan=lifespan,
+        log_level="WARNING",
+    )
+    context = ToolContext(
+        settings=settings,
+        runs=manager,
+        reader=reader,
+        reading=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        spending=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, open_world_hint=True
+        ),
+    )
+    for tools in (research_tools, kb_tools, web_tools):  # the order tools/list gives
+        tools.register(server, context)
+    return server
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("deep-research")
+    except PackageNotFoundError:
+        return "0"
+
+
+# --- transports -------------------------------------------------------------------------
+
+
+def log_warnings_only() -> None:
+    """Warnings and errors reach stderr; libraries' DEBUG and INFO lines do not. The level is
+    the handler's, because loggers may set their own (bm25s sets DEBUG on import). Installed
+    before the SDK's server, whose own set-up then adds no handler."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+
+
+def serve_stdio(settings: Settings) -> None:
+    """Serve over stdin/stdout until the client closes stdin (or SIGTERM, Ctrl-C)."""
+    log_warnings_only()
+    asyncio.run(_serve_stdio(settings))
+
+
+async def _serve_stdio(settings: Settings) -> None:
+    manager = RunManager(settings)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, lambda: loop.create_task(_save_and_exit(manager)))
+    await create_server(settings, runs=manager).run_stdio_async()
+
+
+async def _save_and_exit(manager: RunManager) -> None:
+    """SIGTERM or Ctrl-C: save every run as interrupted, then exit. Not by cancelling the
+    server: the SDK reads stdin in a thread that nothing interrupts but EOF, and the server
+    would wait for it."""
+    await manager.shutdown()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def http_app(settings: Settings, server: MCPServer[None], port: int) -> ASGIApp:
+    """The streamable HTTP app at ``/mcp``: the SDK's Host/Origin checks for this server's
+    loopback address (and the public URL's host), and the API token when one is set."""
+    hosts = [f"{name}:{port}" for name in sorted(LOOPBACK_NAMES)]
+    origins = [f"http://{host}" for host in hosts]
+    token = settings.token()
+    if settings.kb_mcp_url:
+        if token is None:
+            raise ConfigError(
+                "DEEP_RESEARCH_KB_MCP_URL publishes this server: set DEEP_RESEARCH_API_TOKEN "
+                "too (every request must then carry it)"
+            )
+        hosts += public_hosts(settings.kb_mcp_url)
+        scheme = urlsplit(settings.kb_mcp_url).scheme
+        origins += [f"{scheme}://{host}" for host in public_hosts(settings.kb_mcp_url)]
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH, transport_security=security, host="127.0.0.1"
+    )
+    if token is None:
+        return app
+    return BearerToken(app, token)
+
+
+def public_hosts(url: str) -> list[str]:
+    """The ``Host`` headers a request through the public URL may carry: its host name
+    (lower case, without user info), with and without its port."""
+    parts = urlsplit(url)
+    name = parts.hostname or ""
+    name = f"[{name}]" if ":" in name else name  # IPv6
+    return [name] + ([f"{name}:{parts.port}"] if parts.port else [])
+
+
+def serve_http(settings: Settings, port: int) -> None:
+    """Serve streamable HTTP on 127.0.0.1:``port`` until Ctrl-C or SIGTERM (runs saved)."""
+    import uvicorn
+
+    log_warnings_only()
+    app = http_app(settings, create_server(settings), port)
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        server_header=False,
+        timeout_graceful_shutdown=5,  # a client following a run must not hold the stop
+    )
+
+
+class BearerToken:
+    """Every HTTP request must carry ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not bearer_token_matches(
+            Headers(scope=scope).get("authorization"), self.token
+        ):
+            refused = JSONResponse(
+                {
+                    "error": {
+                        "code": "unauthorized",
+                        "message": "a valid bearer token is required",
+                    }
+                },
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+            await refused(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

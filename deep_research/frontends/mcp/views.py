@@ -1,0 +1,129 @@
+"""The MCP tools' results: typed, so the SDK publishes each tool's output schema."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from deep_research.core.models import NodeStatus, RunSpec, RunStatus, SourceHint, StopReason
+from deep_research.persistence.sessions import SessionSummary
+
+
+class Started(BaseModel):
+    session_id: str
+    next: str = Field(
+        default="research_follow reports progress until the run ends; research_status polls.",
+        description="What to call next.",
+    )
+
+
+class Spend(BaseModel):
+    input_tokens: int
+    cached_input_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    web_search_calls: int
+    total_tokens: int
+    cost_usd: float
+
+
+class NodeView(BaseModel):
+    id: str
+    question: str
+    status: NodeStatus
+    source_hint: SourceHint
+    depends_on: list[str]
+    parent_id: str | None
+    confidence: float
+    cost_usd: float
+    error: str | None
+    remote_jobs: dict[str, str] = Field(description="Research jobs still running at the provider.")
+    researched_by: str
+
+
+class ResearchStatus(BaseModel):
+    """A run's progress: the object ``sessions show --json`` prints."""
+
+    session_id: str
+    question: str
+    status: RunStatus = Field(description="running, complete, stopped, failed or interrupted.")
+    stop_reason: StopReason | None
+    created_at: datetime
+    iteration: int = Field(description="The plan -> research -> judge round it is in.")
+    report_path: str | None = Field(description="The report file, once it is written.")
+    usage: Spend
+    run_spec: RunSpec = Field(description="The run's choices (models, engine), kept for resume.")
+    nodes: list[NodeView] = Field(description="The research tree's sub-questions.")
+
+
+class Followed(BaseModel):
+    ended: bool = Field(description="False: max_wait_seconds passed first; follow again.")
+    events: int = Field(description="Events seen (each was sent as a progress notification).")
+    last_event: str = Field(description="The last event's message.")
+    status: ResearchStatus
+
+
+class Report(BaseModel):
+    session_id: str
+    status: RunStatus
+    final: bool = Field(
+        description="True: the run's report. False: there is none yet; `markdown` holds the "
+        "findings of the sub-questions done so far."
+    )
+    markdown: str
+    nodes_done: int
+    nodes_total: int
+
+
+class CancelledJob(BaseModel):
+    node_id: str
+    job_id: str
+    status: Literal["cancelled", "already_finished", "unreachable"]
+
+
+class Cancelled(BaseModel):
+    session_id: str
+    recorded: bool = Field(
+        description="The cancelled nodes are recorded (false: another process runs the "
+        "session and records them itself)."
+    )
+    jobs: list[CancelledJob]
+
+
+class Sessions(BaseModel):
+    sessions: list[SessionSummary]
+
+
+class KbHit(BaseModel):
+    chunk_id: str = Field(description="For kb_fetch and verify_claim.")
+    root: str
+    source: str
+    heading: str
+    lines: tuple[int, int]
+    score: float
+    text: str
+    locator: str
+
+
+class KbHits(BaseModel):
+    hits: list[KbHit]
+
+
+class SearchResult(BaseModel):
+    id: str
+    title: str
+    url: str
+
+
+class SearchResults(BaseModel):
+    results: list[SearchResult]
+
+
+class Document(BaseModel):
+    id: str
+    title: str
+    text: str
+    url: str
+    metadata: dict[str, str]

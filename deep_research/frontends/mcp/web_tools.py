@@ -1,0 +1,107 @@
+"""The tools for the web's clients: verify_claim (does a page or a chunk hold a passage
+stating a claim?), with the page reader it builds on its first call; and search and fetch,
+the knowledge base as ChatGPT connectors and OpenAI research jobs
+(DEEP_RESEARCH_KB_MCP_URL) expect it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Annotated
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from deep_research.app import knowledge, verify
+from deep_research.app.config import Settings
+from deep_research.app.verify import Verification
+from deep_research.frontends.mcp.kb_tools import _title, kb_url
+from deep_research.frontends.mcp.server import ToolContext, one_line_errors
+from deep_research.frontends.mcp.views import Document, SearchResult, SearchResults
+
+if TYPE_CHECKING:
+    from deep_research.adapters.web.shared import SharedReader
+
+
+def register(server: MCPServer[None], context: ToolContext) -> None:
+    """verify_claim, search and fetch."""
+    settings, manager, reader = context.settings, context.runs, context.reader
+    reading = context.reading
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True))
+    async def verify_claim(
+        claim: Annotated[str, Field(max_length=4000, description="One factual sentence.")],
+        source: Annotated[
+            str,
+            Field(
+                max_length=2000,
+                description="A URL (http/https), a knowledge-base chunk id (from kb_search) "
+                "a KB locator (root/path#heading:start-end, as reports cite them) or a kb:// "
+                "URL from search.",
+            ),
+        ],
+    ) -> Verification:
+        """Check a claim against its source: is there a passage in it that states the claim?
+        Returns the verdict, the best passage verbatim, its score and, when a model is
+        configured, the judge model's reading of that passage."""
+        # The judge's call is paid out of the day's budget this server's runs share.
+        judge = verify.LLMSupportJudge(settings, manager.ledger) if settings.has_model else None
+        with one_line_errors():
+            return await verify.verify_claim(
+                settings, claim, source, reader=reader.get(), judge=judge
+            )
+
+    @server.tool(annotations=reading)
+    async def search(
+        query: Annotated[str, Field(max_length=knowledge.MAX_QUERY_CHARS, description="A query.")],
+    ) -> SearchResults:
+        """Search the user's knowledge base. Returns ids, titles and URLs; fetch an id for
+        the full text."""
+        with one_line_errors():
+            hits = await asyncio.to_thread(knowledge.kb_search, settings, query, k=10)
+        return SearchResults(
+            results=[
+                SearchResult(
+                    id=h.chunk_id,
+                    title=_title(h.title or h.source, h.heading),
+                    url=kb_url(h.locator),
+                )
+                for h in hits
+            ]
+        )
+
+    @server.tool(annotations=reading)
+    async def fetch(
+        id: Annotated[str, Field(max_length=64, description="An id from search.")],
+    ) -> Document:
+        """The full text of a knowledge-base result, by the id search gave."""
+        with one_line_errors():
+            chunk = await asyncio.to_thread(verify.kb_fetch, settings, id)
+        return Document(
+            id=chunk.chunk_id,
+            title=_title(chunk.title or chunk.source, chunk.heading),
+            text=chunk.text,
+            url=kb_url(chunk.locator),
+            metadata={"locator": chunk.locator, "kb": chunk.kb},
+        )
+
+
+class LazyReader:
+    """The page reader for verify_claim, built by its first call: building it loads the
+    fetching stack, which the server's start must not wait for."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._reader: SharedReader | None = None
+
+    def get(self) -> SharedReader:
+        if self._reader is None:
+            from deep_research.adapters.web.shared import SharedReader
+            from deep_research.app.engines import reader_settings
+
+            self._reader = SharedReader(reader_settings(self.settings))
+        return self._reader
+
+    async def aclose(self) -> None:
+        if self._reader is not None:
+            await self._reader.aclose()

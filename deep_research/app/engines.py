@@ -4,7 +4,8 @@ An engine is registered by name with everything the rest of the tool asks of it:
 it needs a model, how to build its branch executor from the settings and the run's shared
 resources, its worst case per branch (``--estimate`` and the cost prompt), and how it
 names itself in the live view, the session's run spec and the report. Wiring, preflight,
-the service and the report ask this registry; nothing compares engine names.
+the use-cases, doctor and the report ask this registry; only ``auto``'s choice between the
+two built-ins names them.
 
 The built-ins are ``openai`` (OpenAI research jobs: a reasoning model with web search in
 background mode) and ``search`` (search and read with any model, or quoting pages without

@@ -35,7 +35,7 @@ def test_passages_of_stopwords_and_symbols_alone_rank_by_meaning_only() -> None:
 
 def test_the_verifier_scores_a_passage_with_the_cosine_the_ranker_uses() -> None:
     """One cosine helper: the similarity ``verify`` reports is the one ``rank`` fuses."""
-    from deep_research.app.verify import best_passage
+    from deep_research.adapters.claims import best_passage
 
     embedder = OnnxEmbeddings()
     claim = "Raft elects a leader with randomized election timeouts."

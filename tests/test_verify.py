@@ -7,10 +7,12 @@ from __future__ import annotations
 import pytest
 from langchain_core.embeddings import Embeddings
 
+from deep_research.adapters import claims
+from deep_research.adapters.claims import JudgeVerdict
 from deep_research.adapters.web.reader import PageReader, ReaderSettings
-from deep_research.app import knowledge, verify
+from deep_research.app import knowledge
 from deep_research.app.config import Settings
-from deep_research.app.verify import JudgeVerdict, kb_fetch, verify_claim
+from deep_research.app.verify import kb_fetch, verify_claim
 from deep_research.core.errors import KnowledgeBaseError, ProviderError, UsageError
 from deep_research.kb.ingest import ingest
 from deep_research.kb.store import open_kb
@@ -57,7 +59,7 @@ async def test_a_claim_the_page_states_has_its_passage_found(
     async with PageReader(ReaderSettings(allow=(web.netloc,))) as reader:
         page = await reader.read(web.url("/docs/colorsys.html"))
     assert checked.passage in page.text  # verbatim
-    assert checked.score >= verify.PASSAGE_FOUND_SCORE
+    assert checked.score >= claims.PASSAGE_FOUND_SCORE
     assert checked.location == web.url("/docs/colorsys.html")
     assert checked.judge is None  # no model configured
 
@@ -182,11 +184,11 @@ def test_a_passage_that_passes_beats_a_closer_one_with_a_changed_figure() -> Non
     wrong = "The Y coordinate of YIQ lies between 0 and 255."  # every other word, one figure
     right = "In YIQ the Y coordinate lies between 0 and 1, unlike I and Q."
     embedder = TableEmbeddings({claim: [1.0, 0.0], wrong: [1.0, 0.0], right: [0.8, 0.6]})
-    match = verify.best_passage(claim, [wrong, right], embedder)
+    match = claims.best_passage(claim, [wrong, right], embedder)
     assert match is not None
     assert match.passage == right
     assert match.found
-    only_wrong = verify.best_passage(claim, [wrong], embedder)
+    only_wrong = claims.best_passage(claim, [wrong], embedder)
     assert only_wrong is not None
     assert only_wrong.missing_exact == {"1"}
     assert not only_wrong.found
@@ -198,7 +200,7 @@ def test_a_long_page_embeds_only_its_likeliest_passages() -> None:
     stated = "Chunks overlap by forty tokens, so no sentence is cut."
     table = {text: [0.0, 1.0] for text in filler} | {claim: [1.0, 0.0], stated: [1.0, 0.1]}
     embedder = TableEmbeddings(table)
-    match = verify.best_passage(claim, [*filler[:250], stated, *filler[250:]], embedder)
+    match = claims.best_passage(claim, [*filler[:250], stated, *filler[250:]], embedder)
     assert match is not None
     assert match.passage == stated
-    assert max(embedder.batches) <= verify.MAX_RANKED
+    assert max(embedder.batches) <= claims.MAX_RANKED

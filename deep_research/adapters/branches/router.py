@@ -67,16 +67,11 @@ class RoutingExecutor:
         ]
         if not found:
             raise BranchError("; ".join(f"{r.name}: {error}" for r, error in failed))
-        if len(found) == 1:
-            only = found[0][1]
-            notes = "".join(f"\n\n_({r.name} part failed: {error})_" for r, error in failed)
-            return BranchResult(
-                only.notes + notes, only.citations, only.confidence, only.researched_by
-            )
-        merged = merge([(r.name, result) for r, result in found])
+        # One part stands as it is; several are merged under their headings.
+        result = found[0][1] if len(found) == 1 else merge([(r.name, o) for r, o in found])
         notes = "".join(f"\n\n_({r.name} part failed: {error})_" for r, error in failed)
         return BranchResult(
-            merged.notes + notes, merged.citations, merged.confidence, merged.researched_by
+            result.notes + notes, result.citations, result.confidence, result.researched_by
         )
 
 

@@ -13,7 +13,6 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import openai
 from langchain_openai import ChatOpenAI
@@ -59,9 +58,6 @@ from deep_research.kb.search import search
 from deep_research.kb.store import KBStore, open_kb
 from deep_research.persistence.cache import ResultCache
 from deep_research.persistence.sessions import Checkpointer, SessionStore
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 

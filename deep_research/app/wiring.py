@@ -198,7 +198,7 @@ def run_spec(settings: Settings, spec: JobSpec | None, engine: WebEngine | None)
         kb_name=settings.kb_name,
         max_parallel=settings.max_parallel_branches,
         web_engine=engine,
-        search_provider=settings.search_provider if engine else "",
+        search_provider=settings.search_provider if engine == engines.SEARCH.name else "",
     )
 
 

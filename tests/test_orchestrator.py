@@ -504,27 +504,25 @@ class OneLineWriter:
         return Report(before=f"# {state.question}\n\n{final_text}", sources=[], after="")
 
 
-async def test_a_writer_and_checkers_plug_in_after_the_loop_as_phases() -> None:
-    rig = Rig(
+def one_task_rig() -> Rig:
+    return Rig(
         planner=FakePlanner([plan(task("a"))]),
         executor=FakeExecutor(),
         judge=FakeJudge([verdict(True)]),
     )
+
+
+async def test_a_writer_and_checkers_plug_in_after_the_loop_as_phases() -> None:
     state = new_state()
-    orch = rig.orchestrator(state)
+    orch = one_task_rig().orchestrator(state)
     assert orch.report is None
     await orch.run()
     assert orch.report is not None, "the default writer: the report as assemble builds it"
     assert orch.report.markdown == build_report(state, orch.final_text)
 
     first, second = StampingChecker(), StampingChecker()
-    rig = Rig(
-        planner=FakePlanner([plan(task("a"))]),
-        executor=FakeExecutor(),
-        judge=FakeJudge([verdict(True)]),
-    )
     state = new_state()
-    orch = rig.orchestrator(state)
+    orch = one_task_rig().orchestrator(state)
     orch.engine = replace(orch.engine, writer=OneLineWriter(), checkers=(first, second))
     await orch.run()
     assert first.seen == [f"# {state.question}\n\n{orch.final_text}"]

@@ -274,6 +274,14 @@ async def main():
         loaded = set(sys.modules)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as c:
             started = await c.post("/research", json={"question": sys.argv[1]})
+            session = started.json()["session_id"]
+            for _ in range(2000):  # on until its research job is out: planned, then branched
+                state = (await c.get(f"/research/{session}")).json()
+                if any(node["remote_jobs"] for node in state["nodes"]):
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                sys.exit(f"no research job went out: {state}")
         imported = sorted(set(sys.modules) - loaded)
     print(json.dumps({"before": before, "status": started.status_code, "imported": imported}))
 

@@ -283,7 +283,13 @@ def daily_ledger(settings: Settings, budget_usd: float | None = None) -> DailyLe
 
 # What a run imports as it starts (``lifecycle.execute``), beyond what ``lifecycle.prepare``
 # imports; its web engine's build imports its own (``WebEngineKind.warm_modules``).
-RUN_MODULES = ("deep_research.core.orchestrator", "deep_research.core.report")
+# The prompts are read from a package; structured replies go through LangChain's fallbacks.
+RUN_MODULES = (
+    "deep_research.core.orchestrator",
+    "deep_research.core.report",
+    "deep_research.prompts",
+    "langchain_core.runnables.fallbacks",
+)
 
 
 def warm_up(settings: Settings) -> None:
@@ -298,6 +304,7 @@ def warm_up(settings: Settings) -> None:
         lifecycle.estimate(prepared)
         clients.tls_context()
         _touch_clients(settings)
+        _touch_langchain()
         web = engines.engine(prepared.engine).warm_modules if prepared.engine else ()
         for module in RUN_MODULES + web:
             importlib.import_module(module)
@@ -319,6 +326,14 @@ def _touch_clients(settings: Settings) -> None:
 
     with openai.OpenAI(api_key="warm-up", base_url=settings.openai_base_url) as client:
         _apis = (client.models, client.chat.completions, client.responses)
+
+
+def _touch_langchain() -> None:
+    """LangChain loads its tracing and message-format modules on a model's first call: one
+    call to an in-process model that sends nothing."""
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    FakeListChatModel(responses=["warm"]).invoke("warm-up")
 
 
 def start_warm_up(settings: Settings) -> asyncio.Event:

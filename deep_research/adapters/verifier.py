@@ -1,5 +1,5 @@
 """The claim verifier: does a source's text support a claim? One pure function for the whole
-tool (``verify``): MCP ``verify_claim``, the report's checks and the benchmark call it.
+tool (``verify``): MCP ``verify_claim``, the report's checks and ``bench/verify.py`` call it.
 
     verdict = verify("Raft elects a leader by majority vote [1].", page_text, question)
     verdict.support     # "supported" | "partial" | "unsupported" | "contradicted" | "unverifiable"
@@ -7,19 +7,86 @@ tool (``verify``): MCP ``verify_claim``, the report's checks and the benchmark c
     verdict.passages    # the source's best passage(s), verbatim
     verdict.verifier    # who decided: TEXT_VERIFIER, or the judge model's name
 
-Without a model it decides from the text alone (features below, weights fitted on data and
-shipped in ``verifier_weights.json``); a judge model (``judge``) settles the claims whose
-score falls in the uncertain band.
+How it decides, with no model:
+- The claim loses its citation markers (``[1]``, ``[2, 3]``); the source is cut into
+  sentences, and windows of neighbouring sentences (up to ``WINDOW_WORDS`` words) are
+  ranked by how many of the claim's content words they hold; the best ``CANDIDATES`` are
+  embedded with the shipped MiniLM (``kb.embeddings.OnnxEmbeddings``, always that one: the
+  weights were fitted on its cosines, whatever the knowledge base embeds with).
+- ``features`` measures, over the whole source and over the best windows: content-word and
+  word-pair coverage, the coverage of the words the question did not already give, the
+  claim's numbers and capitalized names found, cosine similarities, lengths.
+- A gradient-boosted classifier (``verifier_weights.json``: trees fitted by
+  ``scripts/train_verifier.py`` on AttributionBench's dev split, with its provenance and
+  cross-validated figures) turns them into the probability that the source supports the
+  claim; ``supported`` at ``threshold`` or above, ``partial`` from ``partial_threshold``.
+- ``contradicted`` when the passage that states the claim (the claim's words nearly all in
+  one window) differs from it in a detail: a number, a negation, a code identifier. Its
+  score is the classifier's, capped at the share of dev rows with such a conflict that were
+  supported (``conflict_rate``).
+- ``unverifiable``: an empty source.
+
+A judge model settles the claims whose score falls in ``uncertain_band`` (``SupportJudge``,
+``app/verify.py``); ``SupportVerdict.decided_by`` records that it did.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Literal
+import functools
+import itertools
+import json
+import math
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from deep_research.kb.embeddings import NamedEmbeddings
 
 Support = Literal["supported", "partial", "unsupported", "contradicted", "unverifiable"]
 TEXT_VERIFIER = "text"
 """``SupportVerdict.verifier`` when the shipped classifier decided (no model)."""
+
+CANDIDATES = 4
+"""Windows embedded per claim (the lexical pre-filter's best)."""
+WINDOW_WORDS = 70
+"""A window: neighbouring sentences up to this many words (a longer sentence is one)."""
+ALIGNED = 0.8
+"""The share of the claim's content words one window must hold for it to be the passage
+that states the claim, whose details (numbers, negations, identifiers) must then agree."""
+QUOTED = 0.9
+QUOTED_WORDS = 6
+"""A claim of at least ``QUOTED_WORDS`` words whose longest run in the source, word for word
+and in order, holds ``QUOTED`` of them is quoted: its score is at least ``quoted_rate``."""
+
+_MARKER = re.compile(r"\s*(?:\[\s*\d+(?:\s*[,;–-]\s*\d+)*\s*\])+")
+_ORDINAL = re.compile(r"^\s*\d{1,2}[.)]\s+")
+_TOKEN = re.compile(r"\d+(?:[.,]\d+)*%?|[A-Za-z_][\w'’-]*\w|[A-Za-z]")
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`*_])"  # a sentence's end
+    r"|\n\s*\n\s*"  # a blank line
+    r"|\s*\n(?=\s*(?:[-*+>#|]|\d+[.)]\s|```))"  # a line that opens a list item, a heading...
+)
+"""Where the source's sentences end: a wrapped line (a single line break) goes on."""
+_IDENTIFIER = re.compile(
+    r"`([^`\n]+)`"  # a code span
+    r"|\b([A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+(?:\(\))?"  # dotted: os.path.join, a.b()
+    r"|[A-Za-z]\w*_\w+"  # snake_case
+    r"|[a-z]{2,}[A-Z]\w*"  # camelCase (not iPad)
+    r"|[A-Z][a-z0-9]+[A-Z]\w*"  # PascalCase with a second capital
+    r"|\w+\(\))"  # a call: run()
+)
+_NEGATIONS = frozenset(
+    "not no never none nobody nothing neither nor without cannot".split()  # noqa: SIM905
+)
+_AFFIRMATIONS = frozenset({"always", "still"})
+"""The words a flipped negation leaves ("never" → "always", "no longer" → "still")."""
+
+
+# --- the verdict ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -34,8 +101,376 @@ class SupportVerdict:
     conflicts: tuple[str, ...] = ()
     """What in the claim the source contradicts, one phrase each (a number, a negation)."""
     uncertain: bool = False
-    """The score fell in the band a judge model settles (``UNCERTAIN``)."""
+    """The score fell in the band a judge model settles (``Model.uncertain_band``)."""
 
     def decided_by(self, support: Support, verifier: str) -> SupportVerdict:
         """This verdict, as a judge settled it."""
         return replace(self, support=support, verifier=verifier, uncertain=False)
+
+
+# --- the text -----------------------------------------------------------------------------
+
+
+def strip_markers(claim: str) -> str:
+    """The claim without its citation markers ("[1]", "[2, 3]", "[4][5]") and a list
+    item's number ("4. Turn it on")."""
+    return " ".join(_ORDINAL.sub("", _MARKER.sub("", claim)).split())
+
+
+@dataclass
+class _Words:
+    """Tokens as the features compare them: numbers whole ("1,000" → "1000"), words
+    stemmed, any "n't" as "not"; ``content`` without function words."""
+
+    stems: dict[str, str] = field(default_factory=dict)
+
+    def tokens(self, text: str) -> list[tuple[str, str]]:
+        from deep_research.kb.words import english_stemmer
+
+        out: list[tuple[str, str]] = []
+        stemmer = None
+        for raw in _TOKEN.findall(text):
+            low = raw.lower().replace("’", "'")
+            if low.endswith("n't") or low == "cannot":
+                out.append(("not", raw))
+            elif low[0].isdigit():
+                out.append((low.replace(",", "").rstrip("%"), raw))
+            else:
+                stem = self.stems.get(low)
+                if stem is None:
+                    stemmer = stemmer or english_stemmer()
+                    stem = self.stems[low] = stemmer.stemWord(low)
+                out.append((stem, raw))
+        return out
+
+    def content(self, tokens: Sequence[tuple[str, str]]) -> list[str]:
+        from deep_research.core.words import CLAIM_FUNCTION_WORDS
+
+        return [
+            stem
+            for stem, raw in tokens
+            if raw.lower() not in CLAIM_FUNCTION_WORDS and (len(stem) > 1 or stem.isdigit())
+        ]
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """The source's sentences (and lines) as (start, end) slices, blank ones left out."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for cut in _SENTENCE_END.finditer(text):
+        if text[start : cut.start()].strip():
+            spans.append((start, cut.start()))
+        start = cut.end()
+    if text[start:].strip():
+        spans.append((start, len(text.rstrip())))
+    return spans
+
+
+@dataclass(frozen=True)
+class _Window:
+    start: int
+    end: int
+    words: frozenset[str]
+    """Its content stems."""
+    first: int
+    last: int
+    """Its first and last sentence (indices), for the tokens of the aligned sentence."""
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What ``features`` found, for the verdict."""
+
+    features: dict[str, float]
+    windows: tuple[_Window, ...]
+    """The candidates, best first (by the classifier's cosine, then coverage)."""
+    conflicts: tuple[str, ...]
+    quoted: bool
+
+
+def _windows(
+    spans: Sequence[tuple[int, int]], words: Sequence[set[str]], text: str
+) -> list[_Window]:
+    lengths = [len(text[a:b].split()) for a, b in spans]
+    out: list[_Window] = []
+    for i in range(len(spans)):
+        j, count, held = i, 0, set()
+        while j < len(spans) and (count == 0 or count + lengths[j] <= WINDOW_WORDS):
+            count += lengths[j]
+            held |= words[j]
+            j += 1
+        out.append(_Window(spans[i][0], spans[j - 1][1], frozenset(held), i, j - 1))
+    return out
+
+
+def _number_words(stems: set[str]) -> set[str]:
+    return {s for s in stems if s[0].isdigit()}
+
+
+def _identifiers(text: str) -> set[str]:
+    found = set()
+    for span, bare in _IDENTIFIER.findall(text):
+        name = (span or bare).strip().removesuffix("()")
+        if name:
+            found.add(name.lower())
+    return found
+
+
+def _negated(tokens: Sequence[tuple[str, str]]) -> bool:
+    """Odd negations: "not" flips, "not never" does not."""
+    return sum(stem in _NEGATIONS or raw.lower() in _NEGATIONS for stem, raw in tokens) % 2 == 1
+
+
+def read(claim: str, source: str, question: str, embedder: NamedEmbeddings) -> _Read:
+    """The classifier's features of (claim, source, question), and the details the passage
+    that states the claim contradicts."""
+    words = _Words()
+    claim_tokens = words.tokens(claim)
+    claim_words = set(words.content(claim_tokens))
+    given = set(words.content(words.tokens(question)))
+    novel = claim_words - given
+    numbers = _number_words(claim_words)
+    names = {
+        stem
+        for i, (stem, raw) in enumerate(claim_tokens)
+        if i > 0 and raw[:1].isupper() and not stem[0].isdigit()
+    }
+    ordered = words.content(claim_tokens)
+    pairs = set(itertools.pairwise(ordered))
+
+    spans = sentence_spans(source)
+    sentence_tokens = [words.tokens(source[a:b]) for a, b in spans]
+    sentence_words = [set(words.content(t)) for t in sentence_tokens]
+    held: set[str] = set().union(*sentence_words) if sentence_words else set()
+    held_pairs: set[tuple[str, str]] = set()
+    for tokens in sentence_tokens:
+        content = words.content(tokens)
+        held_pairs.update(itertools.pairwise(content))
+
+    n = len(claim_words) or 1
+    windows = _windows(spans, sentence_words, source)
+    ranked = sorted(range(len(windows)), key=lambda i: (-len(claim_words & windows[i].words), i))[
+        :CANDIDATES
+    ]
+    candidates = [windows[i] for i in ranked]
+    best_sentence = max((len(claim_words & w) / n for w in sentence_words), default=0.0)
+
+    f: dict[str, float] = {
+        "cov_all": len(claim_words & held) / n,
+        "cov_novel": len(novel & held) / len(novel) if novel else 1.0,
+        "n_novel_missing": math.log1p(len(novel - held)),
+        "n_missing": math.log1p(len(claim_words - held)),
+        "pairs": len(pairs & held_pairs) / len(pairs) if pairs else 1.0,
+        "cov_window": len(claim_words & candidates[0].words) / n if candidates else 0.0,
+        "cov_sentence": best_sentence,
+        "numbers_missing": float(bool(numbers - held)),
+        "numbers_found": len(numbers & held) / len(numbers) if numbers else 1.0,
+        "has_numbers": float(bool(numbers)),
+        "names_found": len(names & held) / len(names) if names else 1.0,
+        "log_claim": math.log1p(len(claim_words)),
+        "log_source": math.log1p(sum(len(t) for t in sentence_tokens)),
+        "given": len(claim_words & given) / n,
+        "verbatim": _verbatim(claim, source),
+    }
+    cosines = [0.0]
+    question_cosines = [0.0]
+    claim_question = 1.0
+    if candidates:
+        asked = [question] if question else []
+        vectors = embedder.embed_many(
+            [claim, *asked] + [source[w.start : w.end] for w in candidates]
+        )
+        passages = vectors[1 + len(asked) :]
+        cosines = [float(v @ vectors[0]) for v in passages]
+        question_cosines = [float(v @ vectors[1]) for v in passages] if question else cosines
+        claim_question = float(vectors[0] @ vectors[1]) if question else 1.0
+        order = sorted(range(len(candidates)), key=lambda i: -cosines[i])
+        candidates = [candidates[i] for i in order]
+    f["cos_max"] = max(cosines)
+    f["cos_mean"] = sum(cosines) / len(cosines)
+    f["cos_question"] = claim_question
+    f["cos_gain"] = max(cosines) - max(question_cosines)
+    conflicts = _conflicts(
+        claim, claim_tokens, claim_words, windows, spans, sentence_tokens, sentence_words, source
+    )
+    quoted = f["verbatim"] >= QUOTED and len(_TOKEN.findall(claim)) >= QUOTED_WORDS
+    return _Read(f, tuple(candidates), conflicts, quoted)
+
+
+def _verbatim(claim: str, source: str) -> float:
+    """The longest run of the claim's words (all of them, lower-cased) that the source holds
+    in the same order, as a share of the claim's words: 1.0 for a quoted sentence."""
+    wanted = [w.lower() for w in _TOKEN.findall(claim)]
+    if not wanted:
+        return 0.0
+    held = " " + " ".join(w.lower() for w in _TOKEN.findall(source)) + " "
+    best, start = 0, 0
+    for end in range(1, len(wanted) + 1):  # the run ending at `end`, slid along
+        while start < end and f" {' '.join(wanted[start:end])} " not in held:
+            start += 1
+        best = max(best, end - start)
+    return best / len(wanted)
+
+
+def _conflicts(
+    claim: str,
+    claim_tokens: Sequence[tuple[str, str]],
+    claim_words: set[str],
+    windows: Sequence[_Window],
+    spans: Sequence[tuple[int, int]],
+    sentence_tokens: Sequence[Sequence[tuple[str, str]]],
+    sentence_words: Sequence[set[str]],
+    source: str,
+) -> tuple[str, ...]:
+    """The claim's details that every passage stating it gives otherwise. A passage states
+    the claim when it holds nearly all of its other words (``ALIGNED``): a number must be in
+    one such window; the polarity (a "not", a "never") and the code identifiers must be as
+    in one such sentence (in one such window, when no single sentence states it)."""
+    rest = claim_words - _number_words(claim_words)
+    if not rest:
+        return ()
+    need = ALIGNED * len(rest)
+    aligned = [w for w in windows if len(rest & w.words) >= need]
+    if not aligned:
+        return ()
+    found: list[str] = []
+    numbers = _number_words(claim_words)
+    missing = set.intersection(*(numbers - w.words for w in aligned)) if numbers else set()
+    if missing:
+        found.append("number " + ", ".join(sorted(missing)))
+    stating = [i for i in range(len(spans)) if len(rest & sentence_words[i]) >= need]
+    if stating and all(
+        _negated(claim_tokens) != _negated(sentence_tokens[i])
+        or _affirmation_flip(claim_tokens, sentence_tokens[i])
+        for i in stating
+    ):
+        found.append("negation")
+    passages = (
+        [source[spans[i][0] : spans[i][1]].lower() for i in stating]
+        if stating
+        else [source[w.start : w.end].lower() for w in aligned]
+    )
+    names = sorted(n for n in _identifiers(claim) if not any(n in p for p in passages))
+    if names:
+        found.append("identifier " + ", ".join(names))
+    return tuple(found)
+
+
+def _affirmation_flip(
+    claim_tokens: Sequence[tuple[str, str]], window_tokens: Sequence[tuple[str, str]]
+) -> bool:
+    """ "always"/"still" in the claim where the passage negates ("never", "no longer")."""
+    claim_has = {raw.lower() for _, raw in claim_tokens} & _AFFIRMATIONS
+    window = {raw.lower() for _, raw in window_tokens}
+    return bool(claim_has - window) and bool(window & _NEGATIONS)
+
+
+# --- the classifier -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Model:
+    """The shipped classifier: gradient-boosted trees over ``read``'s features."""
+
+    features: tuple[str, ...]
+    baseline: float
+    calibration: tuple[float, float]
+    """Platt scaling of the trees' margin (fitted on out-of-fold margins)."""
+    trees: tuple[tuple[tuple[Any, ...], ...], ...]
+    """Per tree, its nodes: (feature index, threshold, left, right, leaf value); a leaf has
+    feature index -1."""
+    threshold: float
+    partial_threshold: float
+    uncertain_band: tuple[float, float]
+    conflict_rate: float
+    """The share of dev rows with a conflict that were supported (smoothed)."""
+    quoted_rate: float
+    """The share of dev rows quoted, without a conflict, that were supported (smoothed)."""
+    about: dict[str, Any]
+
+    def probability(self, features: dict[str, float]) -> float:
+        row = [features[name] for name in self.features]
+        total = self.baseline
+        for nodes in self.trees:
+            i = 0
+            while nodes[i][0] >= 0:
+                feature, threshold, left, right, _ = nodes[i]
+                i = left if row[feature] <= threshold else right
+            total += nodes[i][4]
+        scale, shift = self.calibration
+        return 1 / (1 + math.exp(-(scale * total + shift)))
+
+
+@functools.cache
+def model() -> Model:
+    raw = json.loads(
+        resources.files("deep_research.adapters").joinpath("verifier_weights.json").read_text()
+    )
+    return Model(
+        features=tuple(raw["features"]),
+        baseline=float(raw["baseline"]),
+        calibration=(float(raw["calibration"][0]), float(raw["calibration"][1])),
+        trees=tuple(tuple(tuple(node) for node in tree) for tree in raw["trees"]),
+        threshold=float(raw["threshold"]),
+        partial_threshold=float(raw["partial_threshold"]),
+        uncertain_band=(float(raw["uncertain_band"][0]), float(raw["uncertain_band"][1])),
+        conflict_rate=float(raw["conflict_rate"]),
+        quoted_rate=float(raw["quoted_rate"]),
+        about=raw["about"],
+    )
+
+
+_EMBEDDER_LOCK = threading.Lock()
+
+
+@functools.cache
+def _shipped_embedder() -> NamedEmbeddings:
+    from deep_research.kb.embeddings import OnnxEmbeddings
+
+    return OnnxEmbeddings()
+
+
+def shipped_embedder() -> NamedEmbeddings:
+    """The embedder the classifier was fitted with (one per process)."""
+    with _EMBEDDER_LOCK:
+        return _shipped_embedder()
+
+
+def verify(
+    claim: str,
+    source: str,
+    question: str = "",
+    *,
+    embedder: NamedEmbeddings | None = None,
+) -> SupportVerdict:
+    """Does ``source`` support ``claim``? (``question``: what the claim answers, if known.)
+    Pure but for the embedder, which is the shipped MiniLM unless a test gives another."""
+    claim = strip_markers(claim)
+    if not source.strip() or not claim:
+        return SupportVerdict("unverifiable", 0.0, (), TEXT_VERIFIER)
+    found = read(claim, source, " ".join(question.split()), embedder or shipped_embedder())
+    weights = model()
+    score = weights.probability(found.features)
+    if found.conflicts:
+        score = min(score, weights.conflict_rate)
+    elif found.quoted:
+        score = max(score, weights.quoted_rate)
+    passages = tuple(source[w.start : w.end].strip() for w in found.windows[:1])
+    support: Support
+    if found.conflicts:
+        support = "contradicted"
+    elif score >= weights.threshold:
+        support = "supported"
+    elif score >= weights.partial_threshold:
+        support = "partial"
+    else:
+        support = "unsupported"
+    low, high = weights.uncertain_band
+    return SupportVerdict(
+        support,
+        round(score, 4),
+        passages,
+        TEXT_VERIFIER,
+        found.conflicts,
+        uncertain=low <= score < high,
+    )

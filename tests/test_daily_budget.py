@@ -262,26 +262,39 @@ def with_kb(settings: Settings, tmp_path: Path) -> Settings:
     return settings
 
 
+UNSURE = "Every web job is retried three times."
+"""A claim the text verifier is unsure of against the budgets note (its words, mostly, but
+not what it says): the judge settles it."""
+
+
+def assert_unsure(settings: Settings, chunk_id: str) -> None:
+    from deep_research.adapters import verifier
+
+    text = verify.kb_fetch(settings, chunk_id).text
+    assert verifier.verify(UNSURE, text).uncertain, "the test needs a claim in the uncertain band"
+
+
 async def test_the_judge_of_verify_claim_is_booked_and_refused_once_the_day_is_spent(
     with_kb: Settings, fake_openai: FakeOpenAI
 ) -> None:
     world = ResearchWorld(plans=[])
     world.install(fake_openai)
-    claim = "Every web job reserves its worst-case cost before it starts."
     source = knowledge.kb_search(with_kb, "worst-case cost reserved", k=1)[0].chunk_id
+    assert_unsure(with_kb, source)
     ledger = DailyLedger(with_kb.home / "daily", SessionStore(with_kb.sessions_dir), DAY)
 
-    checked = await verify.verify_claim(with_kb, claim, source)
-    assert checked.judge is not None
+    checked = await verify.verify_claim(with_kb, UNSURE, source)
+    assert checked.support.verifier == with_kb.judge_model, checked
+    assert checked.support.verdict == "unsupported"
     assert world.calls["verifier"] == 1
     booked = ledger.committed()
     assert booked.booked > 0, "the judge's call is in the day's ledger"
     assert booked.reserved == 0.0
 
     spend(with_kb, DAY - booked.booked)  # the rest of the day, spent by a run
-    refused = await verify.verify_claim(with_kb, claim, source)
-    assert refused.verdict == "passage_found", "the retrieval still answers"
-    assert refused.judge is None
+    refused = await verify.verify_claim(with_kb, UNSURE, source)
+    assert refused.support.verifier == "text", "the text verifier's verdict stands"
+    assert refused.verdict == "no_matching_passage"
     assert SETTING in refused.reason
     assert world.calls["verifier"] == 1, "the judge was not asked"
 
@@ -293,15 +306,16 @@ async def test_verify_claim_over_mcp_is_booked_in_the_servers_ledger(
     world.install(fake_openai)
     runs = RunManager(with_kb, Caps(daily_budget=1.0))
     source = knowledge.kb_search(with_kb, "worst-case cost reserved", k=1)[0].chunk_id
-    arguments = {"claim": "Every web job reserves its worst-case cost.", "source": source}
+    assert_unsure(with_kb, source)
+    arguments = {"claim": UNSURE, "source": source}
     async with Client(create_server(with_kb, runs=runs)) as client:
         checked = await client.call_tool("verify_claim", arguments)
         assert checked.structured_content is not None
-        assert checked.structured_content["judge"] is not None
+        assert checked.structured_content["support"]["verifier"] == with_kb.judge_model
         assert runs.ledger.committed().booked > 0
         spend(with_kb, 1.0)  # the day is spent
         refused = await client.call_tool("verify_claim", arguments)
         assert refused.structured_content is not None
-        assert refused.structured_content["judge"] is None
+        assert refused.structured_content["support"]["verifier"] == "text"
         assert SETTING in refused.structured_content["reason"]
     assert world.calls["verifier"] == 1

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from deep_research.kb.embeddings import HashEmbeddings, OnnxEmbeddings
 from deep_research.kb.rank import cosine_similarities, rank
 
@@ -31,21 +29,6 @@ def test_passages_of_stopwords_and_symbols_alone_rank_by_meaning_only() -> None:
     # A page's pilcrows and rules leave BM25 no vocabulary at all; bm25s cannot index that.
     ranked = rank("How does Raft elect a leader?", ["¶", "- - -", "the and of"], OnnxEmbeddings())
     assert sorted(i for i, _ in ranked) == [0, 1, 2]
-
-
-def test_the_verifier_scores_a_passage_with_the_cosine_the_ranker_uses() -> None:
-    """One cosine helper: the similarity ``verify`` reports is the one ``rank`` fuses."""
-    from deep_research.adapters.claims import best_passage
-
-    embedder = OnnxEmbeddings()
-    claim = "Raft elects a leader with randomized election timeouts."
-    cosine = cosine_similarities(claim, PASSAGES, embedder)
-    match = best_passage(claim, PASSAGES, embedder)
-    assert match is not None
-    assert match.passage == PASSAGES[1]
-    # approx: a batch of other passages pads the texts differently in the ONNX model
-    assert match.similarity == pytest.approx(max(0.0, cosine[1]), abs=1e-5)
-    assert max(cosine) == cosine[1]
 
 
 def test_a_zero_vector_has_cosine_zero_not_nan() -> None:

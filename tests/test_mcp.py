@@ -160,26 +160,30 @@ async def test_a_run_over_stdio_from_start_to_report(
         assert report["final"] is True
         assert report["markdown"].startswith(f"# {QUESTION}")
 
-        claim = "Every web job reserves its worst-case cost before it starts."
+        claim = "Every web job reserves its worst-case cost before it starts [1]."
         supported = data(
             await client.call_tool("verify_claim", {"claim": claim, "source": hit["chunk_id"]})
         )
         assert supported["verdict"] == "passage_found"
-        assert supported["judge"]["verdict"] == "supported"
-        unsupported = data(
+        assert supported["support"]["verdict"] == "supported"
+        assert supported["support"]["verifier"] == "text", "sure: no judge asked"
+        assert supported["passage"] in chunk["text"]
+        unsure = data(
             await client.call_tool(
                 "verify_claim",
                 {"claim": "Every web job is retried three times.", "source": hit["chunk_id"]},
             )
         )
-        assert unsupported["verdict"] == "no_matching_passage"
-        assert unsupported["judge"]["verdict"] == "not_enough_information"
+        assert unsure["verdict"] == "no_matching_passage"
+        assert unsure["support"]["verdict"] == "unsupported"
+        assert unsure["support"]["verifier"] == Settings.model_fields["judge_model"].default
+        assert unsure["support"]["explanation"].startswith("Scripted")
 
         unknown = await client.call_tool("research_status", {"session_id": "abcdef012345"})
         assert "no session" in error_text(unknown)
         assert "Traceback" not in error_text(unknown)
     assert every_line_is_json_rpc(wire) > 10
-    assert world.calls["verifier"] == 2
+    assert world.calls["verifier"] == 1
 
 
 def lexical_indexes(home: Path) -> list[Path]:

@@ -4,11 +4,22 @@ small scripted fake."""
 
 from __future__ import annotations
 
-import pytest
-from langchain_core.embeddings import Embeddings
+from collections.abc import Sequence
+from pathlib import Path
 
-from deep_research.adapters import claims
-from deep_research.adapters.claims import JudgeVerdict
+import pytest
+
+from deep_research.adapters.claims import (
+    JUDGE_BATCH,
+    JudgedClaim,
+    Judgements,
+    JudgeVerdict,
+    ToJudge,
+    by_number,
+    claims_text,
+    settle,
+)
+from deep_research.adapters.verifier import SupportVerdict, verify
 from deep_research.adapters.web.reader import PageReader, ReaderSettings
 from deep_research.app import knowledge
 from deep_research.app.config import Settings
@@ -59,9 +70,10 @@ async def test_a_claim_the_page_states_has_its_passage_found(
     async with PageReader(ReaderSettings(allow=(web.netloc,))) as reader:
         page = await reader.read(web.url("/docs/colorsys.html"))
     assert checked.passage in page.text  # verbatim
-    assert checked.score >= claims.PASSAGE_FOUND_SCORE
+    assert checked.support.verdict == "supported"
+    assert checked.support.verifier == "text"  # no model configured
+    assert checked.score == checked.support.score
     assert checked.location == web.url("/docs/colorsys.html")
-    assert checked.judge is None  # no model configured
 
 
 @pytest.mark.parametrize("claim", NOT_STATED)
@@ -126,81 +138,100 @@ async def test_bad_sources_and_claims_are_usage_errors(ingested: Settings) -> No
 
 
 class ScriptedJudge:
+    """Says every claim it is given is supported (or fails, as a provider can)."""
+
     def __init__(self, *, fail: bool = False) -> None:
         self.fail = fail
-        self.asked: list[tuple[str, str]] = []
+        self.asked: list[list[ToJudge]] = []
 
-    async def judge(self, claim: str, passage: str) -> JudgeVerdict:
-        self.asked.append((claim, passage))
+    async def judge(self, claims: Sequence[ToJudge]) -> list[JudgeVerdict | None]:
+        self.asked.append(list(claims))
         if self.fail:
             raise ProviderError("judge-model: 503 Service Unavailable\nretry later")
-        return JudgeVerdict(verdict="supported", explanation="It says so.", model="judge-model")
+        return [
+            JudgeVerdict(verdict="supported", explanation="It says so.", model="judge-model")
+            for _ in claims
+        ]
 
 
-async def test_the_judge_reads_the_best_passage_and_its_failure_is_reported(
+UNSURE = "The colorsys module renders images on the GPU with CUDA kernels."
+"""The page's subject, not what it says: the text verifier is unsure of it."""
+
+
+async def test_the_judge_settles_only_what_the_text_verifier_is_unsure_of(
     offline: Settings, web: FakeWeb
 ) -> None:
     settings, url = allowing(offline, web), web.url("/docs/colorsys.html")
     judge = ScriptedJudge()
-    checked = await verify_claim(settings, STATED[1], url, judge=judge)
-    assert judge.asked == [(STATED[1], checked.passage)]
-    assert checked.judge is not None
-    assert checked.judge.verdict == "supported"
-    failing = await verify_claim(settings, STATED[1], url, judge=ScriptedJudge(fail=True))
-    assert failing.verdict == "passage_found"  # retrieval stands on its own
-    assert failing.judge is None
-    assert failing.reason.startswith("the judge model failed: judge-model: 503")
+    sure = await verify_claim(settings, STATED[0], url, judge=judge)
+    assert sure.support.verifier == "text"
+    assert judge.asked == [], "a sure verdict costs no call"
+    question = "What does colorsys do?"
+    settled = await verify_claim(settings, UNSURE, url, question=question, judge=judge)
+    assert settled.support.verdict == "supported"
+    assert settled.support.verifier == "judge-model"
+    assert settled.support.explanation == "It says so."
+    assert settled.verdict == "passage_found"
+    (asked,) = judge.asked
+    assert asked == [ToJudge(UNSURE, (settled.passage,), question)]
+
+
+async def test_a_failing_judge_leaves_the_text_verdict_and_says_why(
+    offline: Settings, web: FakeWeb
+) -> None:
+    settings, url = allowing(offline, web), web.url("/docs/colorsys.html")
+    failing = await verify_claim(settings, UNSURE, url, judge=ScriptedJudge(fail=True))
+    assert failing.support.verifier == "text"
+    assert failing.support.verdict in ("partial", "unsupported")
+    assert failing.reason.startswith("the judge model was not asked or failed: judge-model: 503")
     assert "\n" not in failing.reason
 
 
-def test_content_words_keep_numbers_and_negations() -> None:
-    from deep_research.kb.words import claim_words
-
-    assert claim_words("The Y coordinate isn't between 0 and 3.10") == {
-        "coordin",
-        "not",
-        "0",
-        "3.10",
-    }
+def test_the_unsure_claim_is_unsure() -> None:
+    """What the two tests above rest on: UNSURE's score is in the uncertain band."""
+    page = (Path(__file__).parent / "web_fixtures" / "colorsys.expected.md").read_text()
+    assert verify(UNSURE, page).uncertain
 
 
-class TableEmbeddings(Embeddings):
-    """Vectors from a table: the cosine of each passage to the claim is set by the test."""
+async def test_settle_asks_in_batches_and_keeps_what_the_judge_leaves_out() -> None:
+    verdicts = [
+        SupportVerdict("partial", 0.4, (f"passage {i}",), "text", uncertain=i % 2 == 0)
+        for i in range(2 * JUDGE_BATCH + 2)
+    ]
+    claims_ = [ToJudge(f"claim {i}", v.passages) for i, v in enumerate(verdicts)]
 
-    def __init__(self, table: dict[str, list[float]]) -> None:
-        self.table = table
-        self.batches: list[int] = []
+    class Forgetful(ScriptedJudge):
+        async def judge(self, claims: Sequence[ToJudge]) -> list[JudgeVerdict | None]:
+            answers = await super().judge(claims)
+            return [None, *answers[1:]]  # the reply left its first claim out
 
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        self.batches.append(len(texts))
-        return [self.table[text] for text in texts]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.table[text]
-
-
-def test_a_passage_that_passes_beats_a_closer_one_with_a_changed_figure() -> None:
-    claim = "The Y coordinate of YIQ lies between 0 and 1."
-    wrong = "The Y coordinate of YIQ lies between 0 and 255."  # every other word, one figure
-    right = "In YIQ the Y coordinate lies between 0 and 1, unlike I and Q."
-    embedder = TableEmbeddings({claim: [1.0, 0.0], wrong: [1.0, 0.0], right: [0.8, 0.6]})
-    match = claims.best_passage(claim, [wrong, right], embedder)
-    assert match is not None
-    assert match.passage == right
-    assert match.found
-    only_wrong = claims.best_passage(claim, [wrong], embedder)
-    assert only_wrong is not None
-    assert only_wrong.missing_exact == {"1"}
-    assert not only_wrong.found
+    judge = Forgetful()
+    settled = await settle(claims_, verdicts, judge)
+    unsure = [i for i, v in enumerate(verdicts) if v.uncertain]
+    assert [len(batch) for batch in judge.asked] == [JUDGE_BATCH, len(unsure) - JUDGE_BATCH]
+    assert [c.claim for batch in judge.asked for c in batch] == [f"claim {i}" for i in unsure]
+    left_out = {unsure[0], unsure[JUDGE_BATCH]}
+    for i, verdict in enumerate(settled.verdicts):
+        judged = i in unsure and i not in left_out
+        assert verdict.verifier == ("judge-model" if judged else "text"), i
+        assert verdict.support == ("supported" if judged else "partial"), i
+        assert verdict.score == verdicts[i].score  # the text score is kept
+    assert settled.problem == ""
 
 
-def test_a_long_page_embeds_only_its_likeliest_passages() -> None:
-    claim = "Chunks overlap by forty tokens."
-    filler = [f"Unrelated sentence number {n} about gardening." for n in range(500)]
-    stated = "Chunks overlap by forty tokens, so no sentence is cut."
-    table = {text: [0.0, 1.0] for text in filler} | {claim: [1.0, 0.0], stated: [1.0, 0.1]}
-    embedder = TableEmbeddings(table)
-    match = claims.best_passage(claim, [*filler[:250], stated, *filler[250:]], embedder)
-    assert match is not None
-    assert match.passage == stated
-    assert max(embedder.batches) <= claims.MAX_RANKED
+def test_the_judges_reply_is_read_by_claim_number() -> None:
+    reply = Judgements(
+        judgements=[
+            JudgedClaim(claim=2, verdict="contradicted", explanation="b"),
+            JudgedClaim(claim=9, verdict="supported", explanation="out of range"),
+            JudgedClaim(claim=2, verdict="supported", explanation="a repeat"),
+        ]
+    )
+    assert [v.verdict if v else None for v in by_number(reply, 3, "m")] == [
+        None,
+        "contradicted",
+        None,
+    ]
+    listed = claims_text([ToJudge("A [1].", ("p1", "p2"), "Q?"), ToJudge("B.", ())])
+    assert listed.startswith("Claim 1: A [1].\nIt answers: Q?\nPassages:\n> p1\n> p2")
+    assert "Claim 2: B.\nPassages:\n> (no passage" in listed

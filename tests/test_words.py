@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from deep_research.adapters.verifier import claim_words
 from deep_research.core.citations import Citation, check
 from deep_research.core.words import (
     CITATION_STOPWORDS,
@@ -9,13 +10,13 @@ from deep_research.core.words import (
     QUESTION_STOPWORDS,
     prefix_words,
 )
-from deep_research.kb.words import claim_words, question_stems
+from deep_research.kb.words import question_stems
 
 SENTENCE = "Raft doesn't elect 2 leaders in 3.10 seconds, versus Paxos."
 
 
 def test_each_rule_keeps_what_its_user_needs() -> None:
-    # verify: negations and whole numbers matter ("not" must match "not").
+    # the claim verifier: negations and whole numbers matter ("not" must match "not").
     assert claim_words(SENTENCE) == {
         "raft",
         "not",

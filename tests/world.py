@@ -74,17 +74,10 @@ class ResearchWorld:
         if req.schema_name == "Verdict":
             self._count("judge")
             return self.verdicts.pop(0) if self.verdicts else verdict(True)
-        if req.schema_name == "ClaimSupport":  # verify_claim's judge: all the claim's words?
+        if req.schema_name == "Judgements":  # the claims' judge: all a claim's words said?
             self._count("verifier")
-            claim, _, passage = req.text.rpartition("Claim:")[2].partition("Passage:")
-            said = set(re.findall(r"\w+", passage.lower()))
-            supported = set(re.findall(r"\w+", claim.lower())) <= said
-            return {
-                "verdict": "supported" if supported else "not_enough_information",
-                "explanation": "Scripted: every word of the claim is in the passage."
-                if supported
-                else "Scripted: the passage lacks some of the claim's words.",
-            }
+            blocks = re.split(r"(?m)^(?=Claim \d+: )", req.text)
+            return {"judgements": [judged(b) for b in blocks if b.startswith("Claim ")]}
         if req.schema_name == "SearchQueries":
             self._count("queries")
             question = req.text.split("Sub-question:", 1)[1].split("Findings", 1)[0].strip()
@@ -150,3 +143,20 @@ class ResearchWorld:
             ),
             searches=("search one", "search two"),
         )
+
+
+def judged(block: str) -> dict[str, Any]:
+    """A scripted judgement of one claim as ``adapters.claims.claims_text`` lists it:
+    supported when every word of the claim is in its passages."""
+    head, _, passages = block.partition("Passages:")
+    number, _, claim = head.partition(":")
+    claim = claim.split("\nIt answers:")[0]
+    said = set(re.findall(r"\w+", passages.lower()))
+    supported = set(re.findall(r"\w+", claim.lower())) <= said
+    return {
+        "claim": int(number.removeprefix("Claim ")),
+        "verdict": "supported" if supported else "unsupported",
+        "explanation": "Scripted: every word of the claim is in the passages."
+        if supported
+        else "Scripted: the passages lack some of the claim's words.",
+    }

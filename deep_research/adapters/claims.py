@@ -1,6 +1,11 @@
-"""How well a passage states a claim: the claim checker's scoring (``best_passage``) and
-the judge model's contract (``SupportJudge``, ``ClaimSupport``). ``app/verify.py`` reads the
-source and asks; this module scores what it read.
+"""The judge model's part in checking claims: the claims the text verifier
+(``adapters.verifier``) was unsure of go to it, many per call, and its verdict decides.
+
+- ``SupportJudge``: the contract (``app/verify.py`` has the model behind it, metered and
+  paid for); ``Judgements``: its structured reply; ``prompt``: what it is told.
+- ``settle``: hands the uncertain verdicts over, ``JUDGE_BATCH`` claims a call, and keeps
+  what it decides (``SupportVerdict.decided_by``). A batch it cannot answer keeps the text
+  verifier's verdicts, with the reason.
 """
 
 from __future__ import annotations
@@ -12,105 +17,118 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-if TYPE_CHECKING:
-    from langchain_core.embeddings import Embeddings
+from deep_research.adapters.verifier import SupportVerdict
+from deep_research.core.errors import DeepResearchError
 
+if TYPE_CHECKING:
     from deep_research.adapters.llm.llm import Prompt
 
-CANDIDATES = 5
-"""The best passages by ``kb.rank`` that are scored on the absolute scale."""
-MAX_RANKED = 200
-"""Passages of a long page ranked at most (the local embedder embeds ~50 a second)."""
+JUDGE_BATCH = 8
+"""Claims per judge call: one reply carries them all; a batch stays well inside the reply's
+token cap (an explanation is one sentence)."""
+PASSAGE_CHARS = 2000
+"""Of each claim's passages, what the judge reads (a window is ~70 words, ~450 characters)."""
 
-# Calibration (the local MiniLM embedder and its static distillate, 2026-11): 22 claims
-# against the Python docs pages of tests/web_fixtures and the notes of tests/conftest.py —
-# 12 the text states (some reworded), 10 it does not (off-topic, same topic but unstated,
-# contradicted figures). score = (cosine + coverage) / 2. The stated claims scored 0.62-0.91
-# with coverage >= 0.71; the others 0.00-0.63 with coverage <= 0.60. Coverage separates
-# them; the score floor keeps out passages that share the words but not the meaning.
-PASSAGE_FOUND_SCORE = 0.6
-MIN_COVERAGE = 2 / 3
-"""Of the claim's content words (stemmed, function words left out), the share the passage
-must hold. Numbers are words ("3.10" does not match "2.7") and negations are kept; each of the
-claim's numbers and negations must be in the passage."""
+Judged = Literal["supported", "partial", "unsupported", "contradicted"]
 
 
-@dataclass(frozen=True)
-class Match:
-    passage: str
-    similarity: float
-    """Cosine similarity of claim and passage (the configured embedder), floored at 0."""
-    coverage: float
-    """The share of the claim's content words the passage holds."""
-    missing_exact: frozenset[str] = frozenset()
-    """The claim's numbers and negations the passage lacks (a changed figure, a "not")."""
-
-    @property
-    def score(self) -> float:
-        return (self.similarity + self.coverage) / 2
-
-    @property
-    def found(self) -> bool:
-        return (
-            self.score >= PASSAGE_FOUND_SCORE
-            and self.coverage >= MIN_COVERAGE
-            and not self.missing_exact
-        )
-
-
-def best_passage(claim: str, passages: Sequence[str], embedder: Embeddings) -> Match | None:
-    """The passage that best states ``claim``: of the ``MAX_RANKED`` passages that hold most
-    of its content words, the ``CANDIDATES`` best by ``kb.rank``, scored on an absolute
-    scale (the fused rank score is relative to the other passages). A passage that passes
-    (``found``) beats a higher score that does not: a changed figure loses to the same one."""
-    from deep_research.kb.words import claim_words
-
-    wanted = claim_words(claim)
-    held = [claim_words(text) for text in passages]
-    if len(passages) > MAX_RANKED:  # a long page: embed only the likely passages
-        kept = sorted(range(len(passages)), key=lambda i: -len(wanted & held[i]))[:MAX_RANKED]
-        passages, held = [passages[i] for i in kept], [held[i] for i in kept]
-    from deep_research.kb.rank import cosine_similarities, rank
-
-    ranked = rank(claim, passages, embedder)[:CANDIDATES]
-    if not ranked:
-        return None
-    top = [i for i, _ in ranked]
-    cosine = cosine_similarities(claim, [passages[i] for i in top], embedder)
-    exact = {word for word in wanted if word == "not" or word[0].isdigit()}
-    matches = [
-        Match(
-            passage=passages[i],
-            similarity=max(0.0, float(similarity)),
-            coverage=len(wanted & held[i]) / len(wanted) if wanted else 0.0,
-            missing_exact=frozenset(exact - held[i]),
-        )
-        for i, similarity in zip(top, cosine, strict=True)
-    ]
-    return max(matches, key=lambda m: (m.found, m.score))  # of equals, the better ranked
-
-
-class ClaimSupport(BaseModel):
-    """The judge model's answer (structured output)."""
-
-    verdict: Literal["supported", "contradicted", "not_enough_information"] = Field(
-        description="supported: the passage states the claim or plainly entails it; "
-        "contradicted: it states something incompatible with the claim; "
-        "not_enough_information: it does not settle the claim."
+class JudgedClaim(BaseModel):
+    claim: int = Field(description="The claim's number, as given.")
+    verdict: Judged = Field(
+        description="supported: the passages state the claim or plainly entail it; "
+        "partial: they state part of it and leave the rest unsaid; "
+        "unsupported: they do not settle it; "
+        "contradicted: they state something incompatible with it (another figure, date, "
+        "name, or the opposite)."
     )
     explanation: str = Field(
-        description="One sentence: why, quoting the passage's decisive words if any."
+        description="One sentence: why, quoting the passages' decisive words if any."
     )
 
 
-class JudgeVerdict(ClaimSupport):
+class Judgements(BaseModel):
+    """The judge model's answer (structured output)."""
+
+    judgements: list[JudgedClaim] = Field(description="One per claim, in the order given.")
+
+
+class JudgeVerdict(BaseModel):
+    verdict: Judged
+    explanation: str
     model: str = Field(description="The model that judged.")
 
 
+@dataclass(frozen=True)
+class ToJudge:
+    claim: str
+    passages: tuple[str, ...]
+    """The source's passages the text verifier found best (verbatim)."""
+    question: str = ""
+
+
 class SupportJudge(Protocol):
-    async def judge(self, claim: str, passage: str) -> JudgeVerdict:
-        """Raises ``ProviderError`` when the model cannot answer."""
+    async def judge(self, claims: Sequence[ToJudge]) -> list[JudgeVerdict | None]:
+        """One verdict per claim, in order (None: the reply left that claim out). Raises
+        ``DeepResearchError`` when the model cannot answer or the budget cannot pay."""
         ...
+
+
+def claims_text(claims: Sequence[ToJudge]) -> str:
+    """The numbered claims with their passages, as the prompt's user text lists them."""
+    blocks = []
+    for number, item in enumerate(claims, 1):
+        lines = [f"Claim {number}: {item.claim}"]
+        if item.question:
+            lines.append(f"It answers: {item.question}")
+        passages = item.passages or ("(no passage: the source holds nothing like it)",)
+        lines.append("Passages:")
+        lines += [f"> {' '.join(p.split())[:PASSAGE_CHARS]}" for p in passages]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def by_number(reply: Judgements, count: int, model: str) -> list[JudgeVerdict | None]:
+    """The reply's verdicts in the claims' order; a number out of range or repeated is
+    ignored (the first one counts)."""
+    out: list[JudgeVerdict | None] = [None] * count
+    for judged in reply.judgements:
+        if 1 <= judged.claim <= count and out[judged.claim - 1] is None:
+            out[judged.claim - 1] = JudgeVerdict(
+                verdict=judged.verdict, explanation=judged.explanation, model=model
+            )
+    return out
+
+
+@dataclass(frozen=True)
+class Settled:
+    verdicts: list[SupportVerdict]
+    opinions: list[JudgeVerdict | None]
+    """What the judge said of each claim (None: it was not asked, or did not answer)."""
+    problem: str = ""
+    """Why some uncertain claims were left to the text verifier (one line), or ""."""
+
+
+async def settle(
+    claims: Sequence[ToJudge], verdicts: Sequence[SupportVerdict], judge: SupportJudge
+) -> Settled:
+    """``verdicts`` (one per claim), with those the text verifier was unsure of decided by
+    ``judge``, ``JUDGE_BATCH`` a call, one call after another (each is paid for before the
+    next is asked). A batch that fails keeps its text verdicts and ends the asking."""
+    out = list(verdicts)
+    opinions: list[JudgeVerdict | None] = [None] * len(out)
+    unsure = [i for i, verdict in enumerate(out) if verdict.uncertain]
+    for start in range(0, len(unsure), JUDGE_BATCH):
+        batch = unsure[start : start + JUDGE_BATCH]
+        try:
+            answers = await judge.judge([claims[i] for i in batch])
+        except DeepResearchError as exc:
+            problem = f"the judge model was not asked or failed: {' '.join(str(exc).split())}"
+            return Settled(out, opinions, problem)
+        for i, answer in zip(batch, answers, strict=True):
+            opinions[i] = answer
+            if answer is not None:
+                out[i] = out[i].decided_by(answer.verdict, answer.model)
+    return Settled(out, opinions)
 
 
 @functools.cache

@@ -19,7 +19,8 @@ How it decides, with no model:
 - A gradient-boosted classifier (``verifier_weights.json``: trees fitted by
   ``scripts/train_verifier.py`` on AttributionBench's dev split, with its provenance and
   cross-validated figures) turns them into the probability that the source supports the
-  claim; ``supported`` at ``threshold`` or above, ``partial`` from ``partial_threshold``.
+  claim; ``supported`` at ``threshold`` or above, ``partial`` from ``partial_threshold``
+  when one window holds half the claim's words (``PARTIAL``), else ``unsupported``.
 - ``contradicted`` when the passage that states the claim (the claim's words nearly all in
   one window) differs from it in a detail: a number, a negation, a code identifier. Its
   score is the classifier's, capped at the share of dev rows with such a conflict that were
@@ -57,6 +58,9 @@ WINDOW_WORDS = 70
 ALIGNED = 0.8
 """The share of the claim's content words one window must hold for it to be the passage
 that states the claim, whose details (numbers, negations, identifiers) must then agree."""
+PARTIAL = 0.5
+"""A claim not supported is ``partial`` when its score is at least ``partial_threshold`` and
+one window holds this share of its content words (the source states part of it)."""
 QUOTED = 0.9
 QUOTED_WORDS = 6
 """A claim of at least ``QUOTED_WORDS`` words whose longest run in the source, word for word
@@ -151,6 +155,13 @@ class _Words:
             for stem, raw in tokens
             if raw.lower() not in CLAIM_FUNCTION_WORDS and (len(stem) > 1 or stem.isdigit())
         ]
+
+
+def claim_words(text: str) -> set[str]:
+    """The stemmed words that carry a sentence's meaning: not function words, not single
+    letters; numbers kept whole ("3.10", "1,000" as "1000"), any "n't" counted as "not"."""
+    words = _Words()
+    return set(words.content(words.tokens(text)))
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
@@ -461,7 +472,7 @@ def verify(
         support = "contradicted"
     elif score >= weights.threshold:
         support = "supported"
-    elif score >= weights.partial_threshold:
+    elif score >= weights.partial_threshold and found.features["cov_window"] >= PARTIAL:
         support = "partial"
     else:
         support = "unsupported"

@@ -1,23 +1,22 @@
-"""Check a claim against its source: is there a passage in that page or knowledge-base chunk
-that states it? (The MCP server's ``verify_claim`` and ``kb_fetch``.)
+"""Check a claim against its source: does the source's text support it? (The MCP server's
+``verify_claim`` and ``kb_fetch``.)
 
     verify_claim(settings, "Raft elects a leader by majority vote.", "https://raft.github.io/")
 
 reads the source (a URL through the SSRF-safe page reader, a chunk id or a locator through
-the knowledge base), splits it into passages, ranks them against the claim as the knowledge
-base ranks chunks (``kb.rank``: BM25 + the configured embeddings) and scores the best few
-on an absolute scale (below). With a model configured, the judge model then says whether the
-best passage supports the claim.
+the knowledge base) and asks the claim verifier (``adapters.verifier.verify``) about its
+whole text: a support verdict (supported, partial, unsupported, contradicted,
+unverifiable), the best passage verbatim, a calibrated score. With a model configured, a
+claim whose score falls in the verifier's uncertain band goes to the judge model, whose
+verdict then decides (``adapters.claims.settle``).
 
 Invariants:
-- The verdict is retrieval, not entailment: ``passage_found`` means a passage says the same
-  things in mostly the same words, with each of the claim's numbers and negations. A changed
-  name or an added "not" in the passage can still pass: the judge (``judge``) is the check
-  for that; with no model it is None.
+- ``verdict`` keeps its three values of the last release (``passage_found`` exactly when
+  the support verdict is ``supported``); ``support`` has the whole verdict and who decided.
 - The judge's call is paid for out of the servers' daily budget
   (``DEEP_RESEARCH_SERVER_DAILY_BUDGET_USD``): its worst case is reserved before it is made
-  and its cost booked after; when the day cannot cover it, the judge is not asked and
-  ``reason`` says why.
+  and its cost booked after; when the day cannot cover it, the judge is not asked, the text
+  verifier's verdict stands and ``reason`` says why.
 - A source that cannot be read is data (``source_unreachable`` with the one-line reason),
   never an error; a bad argument is a ``UsageError``.
 - Nothing is fetched but the URL given, and only as the page reader allows (robots.txt, the
@@ -37,18 +36,20 @@ from urllib.parse import unquote
 from pydantic import BaseModel, Field
 
 from deep_research.adapters.claims import (
-    MIN_COVERAGE,
-    PASSAGE_FOUND_SCORE,
-    ClaimSupport,
+    Judgements,
     JudgeVerdict,
     SupportJudge,
-    best_passage,
+    ToJudge,
+    by_number,
+    claims_text,
     prompt,
+    settle,
 )
+from deep_research.adapters.verifier import Support
 from deep_research.app.config import Settings
-from deep_research.core.errors import DeepResearchError, KnowledgeBaseError, UsageError
+from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.core.models import Role, Usage
-from deep_research.persistence.daily import DailyLedger, DayIsSpent
+from deep_research.persistence.daily import DailyLedger
 
 # The MCP server publishes this module's models when it starts: the page reader, the ranker
 # and LangChain load with the first check, not with the server (``test_startup``).
@@ -59,8 +60,7 @@ if TYPE_CHECKING:
     from deep_research.core.ports import PriceBook
 
 MAX_CLAIM_CHARS = 2000
-PASSAGE_WORDS = 60
-"""A claim is a sentence: short passages keep its similarity to the passage undiluted."""
+MAX_QUESTION_CHARS = 2000
 Verdict = Literal["passage_found", "no_matching_passage", "source_unreachable"]
 CHUNK_ID = re.compile(r"[0-9a-f]{32}")
 KB_SCHEME = "kb://"
@@ -127,7 +127,7 @@ def _resolve(settings: Settings, locator: str) -> str:
     return resolve_locator(open_kb(settings.kb), locator)
 
 
-# --- scoring (pure, but for the embedder) ---------------------------------------------------
+# --- the judge model -------------------------------------------------------------------------
 
 
 class _Tally:
@@ -164,20 +164,21 @@ class _Tally:
 
 @dataclass(frozen=True)
 class LLMSupportJudge:
-    """The configured judge model (``DEEP_RESEARCH_JUDGE_MODEL``), one pool per question.
+    """The configured judge model (``DEEP_RESEARCH_JUDGE_MODEL``): one call judges a batch
+    of claims (``adapters.claims.settle`` sends at most ``JUDGE_BATCH``).
 
-    Its call is paid for out of the servers' daily budget: the call's worst case is reserved
-    in ``daily`` before it is made (``DayIsSpent`` when the day cannot cover it), and what
-    it cost is booked there after, whether it answered or failed."""
+    Each call is paid for out of the servers' daily budget: its worst case is reserved in
+    ``daily`` before it is made (``DayIsSpent`` when the day cannot cover it), and what it
+    cost is booked there after, whether it answered or failed."""
 
     settings: Settings
     daily: DailyLedger
 
-    async def judge(self, claim: str, passage: str) -> JudgeVerdict:
+    async def judge(self, claims: Sequence[ToJudge]) -> list[JudgeVerdict | None]:
         from deep_research.app.clients import http_client
         from deep_research.app.wiring import chat_model, price_book
 
-        messages = prompt().messages(claim=claim, passage=passage)
+        messages = prompt().messages(claims=claims_text(claims))
         prices = price_book(self.settings)
         worst = judge_worst_usd(self.settings, messages, prices)
         held = await asyncio.to_thread(
@@ -187,11 +188,11 @@ class LLMSupportJudge:
         try:
             async with http_client() as http:
                 model = chat_model(self.settings, "judge", http)
-                answer = await model.structured(ClaimSupport, messages, tally)
+                reply = await model.structured(Judgements, messages, tally)
         finally:
             cost = prices.cost(self.settings.judge_model, tally.usage)
             await asyncio.to_thread(self.daily.settle, held.id, cost)
-        return JudgeVerdict(model=model.model, **answer.model_dump())
+        return by_number(reply, len(claims), model.model)
 
 
 def judge_worst_usd(
@@ -215,29 +216,46 @@ def judge_worst_usd(
 # --- verification ---------------------------------------------------------------------------
 
 
+class SupportView(BaseModel):
+    """The claim verifier's verdict (``adapters.verifier``), and who decided it."""
+
+    verdict: Support = Field(
+        description="supported: the source states the claim; partial: it states part of it; "
+        "unsupported: it does not; contradicted: a number, date, unit, negation or code "
+        "identifier of the claim differs from the passage that states it; unverifiable: the "
+        "source has no text."
+    )
+    verifier: str = Field(
+        description="Who decided: 'text' (the shipped classifier, no model) or the judge "
+        "model's name (it settles the claims the classifier is unsure of)."
+    )
+    score: float = Field(
+        description="Calibrated probability (0-1) that the source supports the claim, from "
+        "the text alone."
+    )
+    conflicts: list[str] = Field(
+        default_factory=list, description="What in the claim the source contradicts."
+    )
+    explanation: str = Field(default="", description="The judge's reason, when it decided.")
+
+
 class Verification(BaseModel):
     verdict: Verdict = Field(
-        description="passage_found: a passage of the source states the claim in mostly the "
-        "same words (retrieval, not proof: read `passage` and `judge`); no_matching_passage: "
-        "none does; source_unreachable: the source could not be read (see `reason`)."
+        description="Kept for one release (read `support`): passage_found when `support` is "
+        "supported, no_matching_passage otherwise, source_unreachable when the source could "
+        "not be read (see `reason`)."
     )
+    support: SupportView
     passage: str = Field(description="The source's best passage for the claim, verbatim.")
-    score: float = Field(
-        description=f"0-1: (cosine similarity + content-word coverage) / 2; passage_found "
-        f"needs >= {PASSAGE_FOUND_SCORE}, coverage >= {MIN_COVERAGE:.2f} and every number "
-        "and negation of the claim in the passage."
-    )
-    coverage: float = Field(description="The share of the claim's content words in the passage.")
-    judge: JudgeVerdict | None = Field(
-        description="The judge model's reading of the passage; null with no model configured."
-    )
+    score: float = Field(description="As `support.score`.")
     source: str = Field(description="The source as given.")
     location: str = Field(
         default="", description="Where the text was read: the page's URL, or the KB locator."
     )
     title: str = ""
     reason: str = Field(
-        default="", description="Why the source could not be read, or why the judge failed."
+        default="",
+        description="Why the source could not be read, or why the judge was not asked.",
     )
 
 
@@ -292,53 +310,57 @@ async def verify_claim(
     claim: str,
     source: str,
     *,
+    question: str = "",
     reader: Reader | None = None,
     judge: SupportJudge | None = None,
 ) -> Verification:
-    """Does ``source`` (a URL, a KB chunk id, a KB locator or a ``kb://`` URL) hold a passage
-    stating ``claim``?
+    """Does ``source`` (a URL, a KB chunk id, a KB locator or a ``kb://`` URL) support
+    ``claim``? (``question``: what the claim answers, if known.)
 
     ``reader``: the page reader (default: the event loop's shared one); ``judge``: the model
-    that reads the best passage (default: the judge model, when one is configured)."""
-    from deep_research.adapters.web.reader import PageSkipped, split_passages
-    from deep_research.kb.embeddings import MemoEmbeddings, make_embeddings
+    that settles an uncertain verdict (default: the judge model, when one is configured)."""
+    from deep_research.adapters.verifier import verify
+    from deep_research.adapters.web.reader import PageSkipped
 
     claim, source = _clean(claim), source.strip()
+    question = " ".join(question.split())
+    if len(question) > MAX_QUESTION_CHARS:
+        raise UsageError(f"the question is over {MAX_QUESTION_CHARS:,} characters")
     try:
         text = await _read(settings, source, reader)
     except (PageSkipped, KnowledgeBaseError) as exc:
         return Verification(
             verdict="source_unreachable",
+            support=SupportView(verdict="unverifiable", verifier="text", score=0.0),
             passage="",
             score=0.0,
-            coverage=0.0,
-            judge=None,
             source=source,
             reason=" ".join(str(exc).split()),
         )
-    embedder = MemoEmbeddings(make_embeddings(settings.kb))  # each passage is embedded once
-    passages = split_passages(text.text, max_words=PASSAGE_WORDS)
-    match = await asyncio.to_thread(best_passage, claim, passages, embedder)
-    if judge is None and settings.has_model:
-        from deep_research.app.runs import daily_ledger
-
-        judge = LLMSupportJudge(settings, daily_ledger(settings))
-    opinion: JudgeVerdict | None = None
+    found = await asyncio.to_thread(verify, claim, text.text, question)
     problem = ""
-    if match is not None and judge is not None:
-        try:
-            opinion = await judge.judge(claim, match.passage)
-        except DayIsSpent as exc:
-            problem = f"the judge model was not asked: {exc}"
-        except DeepResearchError as exc:  # the retrieval's answer stands without it
-            problem = f"the judge model failed: {' '.join(str(exc).split())}"
-    found = match is not None and match.found
+    explanation = ""
+    if found.uncertain:
+        if judge is None and settings.has_model:
+            from deep_research.app.runs import daily_ledger
+
+            judge = LLMSupportJudge(settings, daily_ledger(settings))
+        if judge is not None:
+            settled = await settle([ToJudge(claim, found.passages, question)], [found], judge)
+            found, problem = settled.verdicts[0], settled.problem
+            opinion = settled.opinions[0]
+            explanation = opinion.explanation if opinion is not None else ""
     return Verification(
-        verdict="passage_found" if found else "no_matching_passage",
-        passage=match.passage if match else "",
-        score=round(match.score, 4) if match else 0.0,
-        coverage=round(match.coverage, 4) if match else 0.0,
-        judge=opinion,
+        verdict="passage_found" if found.support == "supported" else "no_matching_passage",
+        support=SupportView(
+            verdict=found.support,
+            verifier=found.verifier,
+            score=found.score,
+            conflicts=list(found.conflicts),
+            explanation=explanation,
+        ),
+        passage=found.passages[0] if found.passages else "",
+        score=found.score,
         source=source,
         location=text.location,
         title=text.title,

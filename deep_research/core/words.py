@@ -3,8 +3,8 @@
 The rules differ on purpose and keep their own names (their stemmed forms, which need
 PyStemmer, are in ``kb.words``):
 
-- `CLAIM_FUNCTION_WORDS`: what ``kb.words.claim_words`` leaves out of a claim checked
-  against a page (``verify``). Negations stay: "not" must match "not".
+- `CLAIM_FUNCTION_WORDS`: what the claim verifier (``adapters.verifier.claim_words``)
+  leaves out of a claim's content words. Negations stay: "not" must match "not".
 - `QUESTION_STOPWORDS`: what ``kb.words.question_stems`` leaves out when the no-model mode
   matches a question to passages; negations and filler verbs ("get", "use") go too.
 - `CITATION_STOPWORDS` and `prefix_words`: the report check's crude content words (cut to
@@ -49,8 +49,6 @@ CITATION_STOPWORDS = frozenset(
 ALNUM_RUN = re.compile(r"[a-z0-9]+")
 """A word of lower-cased text as the no-model mode splits it: a run of ASCII letters and
 digits (the text is lower-cased first)."""
-CLAIM_WORD = re.compile(r"\w+(?:[.,'’]\w+)*")
-"""A word of a claim: numbers stay whole ("3.10", "1,000"), contractions too ("isn't")."""
 _CITATION_WORD = re.compile(r"[A-Za-z][A-Za-z0-9'-]+|\d[\d.,%]*")
 
 

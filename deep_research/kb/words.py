@@ -2,7 +2,6 @@
 lists and the stemmer-free rule are in ``core.words``, which says why the rules differ.
 
 - `english_stemmer`: the one stemmer, for these rules and the BM25 index (``kb.lexical``).
-- `claim_words`: a claim's and a passage's content words, as ``verify`` compares them.
 - `question_stems`: the no-model mode's terms of a question, a passage or a line.
 """
 
@@ -12,31 +11,13 @@ from typing import cast
 
 import Stemmer
 
-from deep_research.core.words import (
-    ALNUM_RUN,
-    CLAIM_FUNCTION_WORDS,
-    CLAIM_WORD,
-    QUESTION_STOPWORDS,
-)
+from deep_research.core.words import ALNUM_RUN, QUESTION_STOPWORDS
 
 
 def english_stemmer() -> Stemmer.Stemmer:
     """A new English stemmer. One per call, never shared: PyStemmer objects are not safe to
     share between threads."""
     return Stemmer.Stemmer("english")
-
-
-def claim_words(text: str) -> set[str]:
-    """The stemmed words that carry a sentence's meaning: not function words, not single
-    letters; numbers kept whole ("3.10"), any "n't" counted as "not"."""
-    stemmer = english_stemmer()
-    words: set[str] = set()
-    for raw in CLAIM_WORD.findall(text.lower().replace("’", "'")):
-        word = "not" if raw.endswith("n't") else raw
-        if word in CLAIM_FUNCTION_WORDS or (len(word) < 2 and not word.isdigit()):
-            continue
-        words.add(stemmer.stemWord(word))
-    return words
 
 
 def question_stems(text: str) -> list[str]:

@@ -6,7 +6,7 @@
                                         findings so far)
     research_cancel, research_list      stop a run and its jobs; past runs
     kb_search, kb_fetch                 the knowledge base's chunks, by query or by id
-    verify_claim                        does a page or a chunk hold a passage stating a claim?
+    verify_claim                        does a page or a chunk support a claim? (the verifier)
     search, fetch                       the knowledge base as ChatGPT connectors and OpenAI
                                         research jobs (DEEP_RESEARCH_KB_MCP_URL) expect it
 

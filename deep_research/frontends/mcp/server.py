@@ -46,8 +46,9 @@ Researches hard questions and writes cited reports: a tree of sub-questions rese
 the web and in the user's markdown knowledge base. A run takes minutes and costs money
 (capped per run and per day by this server). research_start returns a session id at once;
 follow the run with research_follow (progress notifications) or research_status, then read
-research_report. kb_search / kb_fetch read the knowledge base; verify_claim checks that a
-URL or a knowledge-base chunk holds a passage stating a claim."""
+research_report. kb_search / kb_fetch read the knowledge base; verify_claim checks whether a
+URL or a knowledge-base chunk supports a claim (supported, partial, unsupported,
+contradicted), with the passage that decided."""
 
 # --- the server -------------------------------------------------------------------------
 

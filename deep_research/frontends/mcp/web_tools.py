@@ -1,5 +1,5 @@
-"""The tools for the web's clients: verify_claim (does a page or a chunk hold a passage
-stating a claim?), with the page reader it builds on its first call; and search and fetch,
+"""The tools for the web's clients: verify_claim (does a page or a chunk support a claim?),
+with the page reader it builds on its first call; and search and fetch,
 the knowledge base as ChatGPT connectors and OpenAI research jobs
 (DEEP_RESEARCH_KB_MCP_URL) expect it."""
 
@@ -40,15 +40,25 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
                 "URL from search.",
             ),
         ],
+        question: Annotated[
+            str,
+            Field(
+                max_length=verify.MAX_QUESTION_CHARS,
+                description="What the claim answers, if known (optional): the words the "
+                "question already gave weigh less.",
+            ),
+        ] = "",
     ) -> Verification:
-        """Check a claim against its source: is there a passage in it that states the claim?
-        Returns the verdict, the best passage verbatim, its score and, when a model is
-        configured, the judge model's reading of that passage."""
+        """Check a claim against its source: does the source's text support it? Returns
+        `support` (supported, partial, unsupported, contradicted or unverifiable; its
+        calibrated score; what in the claim the source contradicts; who decided: the text
+        verifier, or the judge model for a claim it was unsure of, when a model is
+        configured), the best passage verbatim, and `verdict` (kept for one release)."""
         # The judge's call is paid out of the day's budget this server's runs share.
         judge = verify.LLMSupportJudge(settings, manager.ledger) if settings.has_model else None
         with one_line_errors():
             return await verify.verify_claim(
-                settings, claim, source, reader=reader.get(), judge=judge
+                settings, claim, source, question=question, reader=reader.get(), judge=judge
             )
 
     @server.tool(annotations=reading)

@@ -25,7 +25,7 @@ How it decides, with no model:
   one window) differs from it in a detail: a number, a negation, a code identifier. Its
   score is the classifier's, capped at the share of dev rows with such a conflict that were
   supported (``conflict_rate``).
-- ``unverifiable``: an empty source.
+- ``unverifiable``: an empty source or claim (nothing but spaces, punctuation, markers).
 
 A judge model settles the claims whose score falls in ``uncertain_band`` (``SupportJudge``,
 ``app/verify.py``); ``SupportVerdict.decided_by`` records that it did.
@@ -457,15 +457,17 @@ def verify(
     """Does ``source`` support ``claim``? (``question``: what the claim answers, if known.)
     Pure but for the embedder, which is the shipped MiniLM unless a test gives another."""
     claim = strip_markers(claim)
-    if not source.strip() or not claim:
+    if not re.search(r"\w", source) or not re.search(r"\w", claim):  # no word in one
         return SupportVerdict("unverifiable", 0.0, (), TEXT_VERIFIER)
-    found = read(claim, source, " ".join(question.split()), embedder or shipped_embedder())
+    asked = " ".join(question.split()) if isinstance(question, str) else ""
+    found = read(claim, source, asked, embedder or shipped_embedder())
     weights = model()
     score = weights.probability(found.features)
     if found.conflicts:
         score = min(score, weights.conflict_rate)
     elif found.quoted:
         score = max(score, weights.quoted_rate)
+    score = round(score, 4)  # the verdict's support and band follow the score it reports
     passages = tuple(source[w.start : w.end].strip() for w in found.windows[:1])
     support: Support
     if found.conflicts:
@@ -479,7 +481,7 @@ def verify(
     low, high = weights.uncertain_band
     return SupportVerdict(
         support,
-        round(score, 4),
+        score,
         passages,
         TEXT_VERIFIER,
         found.conflicts,

@@ -22,10 +22,13 @@ import pytest
 
 from deep_research.adapters import verifier
 from deep_research.adapters.verifier import (
+    PARTIAL,
     TEXT_VERIFIER,
     WINDOW_WORDS,
     SupportVerdict,
     model,
+    read,
+    shipped_embedder,
     strip_markers,
     verify,
 )
@@ -394,10 +397,11 @@ def test_the_verdict_follows_its_score(claim: str, source: str) -> None:
         assert verdict.score <= weights.conflict_rate
     elif verdict.score >= weights.threshold:
         assert verdict.support == "supported"
-    elif verdict.score >= weights.partial_threshold:
-        assert verdict.support == "partial"
     else:
-        assert verdict.support == "unsupported"
+        # partial: the score, and one window holding half the claim's words
+        held = read(strip_markers(claim), source, "", shipped_embedder()).features["cov_window"]
+        partial = verdict.score >= weights.partial_threshold and held >= PARTIAL
+        assert verdict.support == ("partial" if partial else "unsupported")
 
 
 def test_the_cases_reach_more_than_one_verdict_and_both_sides_of_the_band() -> None:

@@ -18,9 +18,11 @@ How it decides, with no model:
   claim's numbers and capitalized names found, cosine similarities, lengths.
 - A gradient-boosted classifier (``verifier_weights.json``: trees fitted by
   ``scripts/train_verifier.py`` on AttributionBench's dev split, with its provenance and
-  cross-validated figures) turns them into the probability that the source supports the
-  claim; ``supported`` at ``threshold`` or above, ``partial`` from ``partial_threshold``
-  when one window holds half the claim's words (``PARTIAL``), else ``unsupported``.
+  cross-validated figures; stumps, an additive model, because deeper trees transfer worse to
+  a dataset left out, ``scripts/verifier_lodo.py``) turns them into the probability that the
+  source supports the claim; ``supported`` at ``threshold`` or above, ``partial`` from
+  ``partial_threshold`` when one window holds half the claim's words (``PARTIAL``), else
+  ``unsupported``.
 - ``contradicted`` when the passage that states the claim (the claim's words nearly all in
   one window) differs from it in a detail: a number, a negation, a code identifier. Its
   score is the classifier's, capped at the share of dev rows with such a conflict that were

@@ -234,6 +234,15 @@ def test_a_number_in_the_window_that_states_the_claim_is_no_number_conflict() ->
             "directory of the current user on start, not the project.",
             LOADER,
         ),
+        # "not" added to a sentence whose "without" negates nothing ("sorted without
+        # sorting" is sorted)
+        ("The bisect module does not keep a list in sorted order.", BISECT),
+        # "still" and "not" are not words the stating sentence must hold: a short sentence
+        # with the polarity flipped is still the one that states the claim
+        (
+            "The loader still reads the legacy file, not the project file.",
+            "The loader no longer reads the legacy file or the project file.",
+        ),
     ],
 )
 def test_a_flipped_negation_contradicts(claim: str, source: str) -> None:

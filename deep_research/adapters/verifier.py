@@ -13,7 +13,7 @@ How it decides, with no model:
   ranked by how many of the claim's content words they hold; the best ``CANDIDATES`` are
   embedded with the shipped MiniLM (``kb.embeddings.OnnxEmbeddings``, always that one: the
   weights were fitted on its cosines, whatever the knowledge base embeds with).
-- ``features`` measures, over the whole source and over the best windows: content-word and
+- ``read`` measures, over the whole source and over the best windows: content-word and
   word-pair coverage, the coverage of the words the question did not already give, the
   claim's numbers and capitalized names found, cosine similarities, lengths.
 - A gradient-boosted classifier (``verifier_weights.json``: trees fitted by
@@ -86,10 +86,13 @@ _IDENTIFIER = re.compile(
     r"|\w+\(\))"  # a call: run()
 )
 _NEGATIONS = frozenset(
-    "not no never none nobody nothing neither nor without cannot".split()  # noqa: SIM905
+    "not no never none nobody nothing neither nor cannot".split()  # noqa: SIM905
 )
+"""("without" is no negation of the statement: "sorted without sorting" is sorted.)"""
 _AFFIRMATIONS = frozenset({"always", "still"})
 """The words a flipped negation leaves ("never" → "always", "no longer" → "still")."""
+_POLARITY = _NEGATIONS | _AFFIRMATIONS | {"alway"}  # "always", stemmed
+"""Not counted when a passage is matched to the claim: a flipped one must still match."""
 
 
 # --- the verdict ------------------------------------------------------------------------
@@ -339,7 +342,7 @@ def _conflicts(
     the claim when it holds nearly all of its other words (``ALIGNED``): a number must be in
     one such window; the polarity (a "not", a "never") and the code identifiers must be as
     in one such sentence (in one such window, when no single sentence states it)."""
-    rest = claim_words - _number_words(claim_words)
+    rest = claim_words - _number_words(claim_words) - _POLARITY
     if not rest:
         return ()
     need = ALIGNED * len(rest)

@@ -29,7 +29,7 @@ FACT = re.compile(
     r"(?P<tag>FACT-\d{2,}-\d+)\b(?:(?!FACT-)[^\[\n])*?\b(?P<value>\d{4,})\b"
     r"(?P<markers>(?:[ \t]*(?<!\\)\[S?\d{1,5}\])*)"
 )
-"""A fact as any text here states it: its tag, then (on the same line, before any marker)
+"""A fact as any text here states it: its tag, then (on its line, before a marker or tag)
 its number, then the markers that follow it."""
 MARKER = re.compile(r"(?<!\\)\[(S?\d{1,5})\]")
 _QUESTION = re.compile(r"What is known about aspect (\d+)\?")

@@ -117,6 +117,11 @@ async def test_a_run_started_over_http_is_followed_to_its_report(
     status = (await client.get(f"/research/{session_id}")).json()
     assert status["status"] == "complete"
     assert {n["id"] for n in status["nodes"]} == {"t1", "t2"}
+    evidence = (await client.get(f"/research/{session_id}/evidence?limit=1")).json()
+    assert evidence["total"] == status["evidence_units"] > 0
+    assert [unit["node_id"] in {"t1", "t2"} for unit in evidence["units"]] == [True]
+    refused = await client.get(f"/research/{session_id}/evidence?limit=0")
+    assert refused.status_code in (400, 422), refused.text
     markdown = await client.get(f"/research/{session_id}/report")
     assert markdown.headers["content-type"].startswith("text/markdown")
     assert markdown.text.startswith(f"# {QUESTION}")

@@ -46,6 +46,7 @@ TOOLS = {
     "research_resume",
     "research_follow",
     "research_status",
+    "research_evidence",
     "research_report",
     "research_cancel",
     "research_list",
@@ -152,6 +153,10 @@ async def test_a_run_over_stdio_from_start_to_report(
 
         status = data(await client.call_tool("research_status", {"session_id": session_id}))
         assert status["status"] == "complete"
+        arguments = {"session_id": session_id, "limit": 1}
+        evidence = data(await client.call_tool("research_evidence", arguments))
+        assert evidence["total"] == status["evidence_units"] > 0
+        assert len(evidence["units"]) == 1
         assert {node["id"]: node["status"] for node in status["nodes"]} == {
             "t1": "done",
             "t2": "done",

@@ -319,6 +319,7 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
     event log (``events.jsonl``), which any process can follow."""
     from deep_research.core.events import RunObserver
     from deep_research.core.orchestrator import ResearchOrchestrator
+    from deep_research.persistence.evidence import SessionEvidence
 
     state, built = run.state, run.built
     observer = RunObserver(state, run.events.append)
@@ -341,6 +342,7 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
             built.guard(state),
             built.config,
             on_event=listener,
+            evidence=SessionEvidence(run.store.path(state.session_id)),
         )
         async with built.resources:
             await orchestrator.run()

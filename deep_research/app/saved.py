@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deep_research.app.config import Settings
-from deep_research.core.models import SessionState
+from deep_research.core.errors import UsageError
+from deep_research.core.models import EvidenceUnit, SessionState
 from deep_research.persistence.sessions import SessionStore, SessionSummary
 
 if TYPE_CHECKING:
@@ -95,3 +98,53 @@ def report_path(settings: Settings, session_id: str) -> str | None:
     store = SessionStore(settings.sessions_dir)
     path = store.path(store.resolve(session_id)) / "report.md"
     return str(path) if path.exists() else None
+
+
+MAX_EVIDENCE_PAGE = 100
+
+
+@dataclass(frozen=True)
+class EvidencePage:
+    total: int
+    """Units in the session's store."""
+    offset: int
+    units: list[EvidenceUnit]
+    """The page: in the order the nodes finished, or best first for a query."""
+
+
+def read_evidence(
+    settings: Settings, session_id: str, *, query: str = "", offset: int = 0, limit: int = 20
+) -> EvidencePage:
+    """A page of the session's evidence units; with ``query``, ranked as the knowledge base
+    ranks chunks (``kb.rank``: BM25 and the configured embedder, fused). Vectors are saved
+    beside the units under the embedder's identity, so each unit is embedded once."""
+    from deep_research.persistence.evidence import read_units
+
+    if offset < 0 or not 1 <= limit <= MAX_EVIDENCE_PAGE:
+        raise UsageError(f"offset must be >= 0 and limit 1-{MAX_EVIDENCE_PAGE}")
+    store = SessionStore(settings.sessions_dir)
+    session_dir = store.path(store.resolve(session_id))
+    units = read_units(session_dir)
+    query = " ".join(query.split())
+    if query and units:
+        units = _ranked(settings, session_dir, query, units)
+    return EvidencePage(len(units), offset, units[offset : offset + limit])
+
+
+def _ranked(
+    settings: Settings, session_dir: Path, query: str, units: list[EvidenceUnit]
+) -> list[EvidenceUnit]:
+    from deep_research.kb.embeddings import MemoEmbeddings, make_embeddings
+    from deep_research.kb.rank import rank
+    from deep_research.persistence.evidence import read_vectors, write_vectors
+
+    embedder = make_embeddings(settings.kb)
+    memo = MemoEmbeddings(embedder)
+    saved = read_vectors(session_dir, embedder.model_id)
+    memo.remember(saved)
+    texts = [unit.finding for unit in units]
+    order = rank(query, texts, memo)
+    if any(text not in saved for text in texts):
+        with contextlib.suppress(OSError):  # a read-only directory still answers
+            write_vectors(session_dir, embedder.model_id, memo.vectors_of(texts))
+    return [units[i] for i, _ in order]

@@ -293,6 +293,34 @@ class RunSpec(BaseModel):
         return "openai" if self.web_model else None
 
 
+class EvidenceSource(BaseModel):
+    """What one citation of a finding rests on."""
+
+    ref: str = Field(description="The session's ref of the citation (S#).")
+    text: str = Field(
+        default="",
+        description="The source's own words: the whole cited knowledge-base chunk, or the "
+        "verbatim passage a search-and-read branch read; empty when the provider gave none.",
+    )
+    said: str = Field(
+        default="",
+        description="For a research job's citation (no source text): the job's own sentence "
+        "next to it, what the job said — never evidence that the source says it.",
+    )
+
+
+class EvidenceUnit(BaseModel):
+    """One finding of a branch (a sentence or bullet of its notes), with what it rests on.
+    Kept in the session's evidence store (``evidence.jsonl``), never in ``state.json``."""
+
+    id: str = Field(description="<node id>.<n>: stable across a resume that reruns the node.")
+    node_id: str
+    question: str = Field(description="The sub-question the node researched.")
+    finding: str = Field(description="The sentence or bullet, with its [S#] markers.")
+    refs: list[str] = Field(default_factory=list, description="The refs it cites, in order.")
+    sources: list[EvidenceSource] = Field(default_factory=list)
+
+
 class LedgerEntry(BaseModel):
     """One model call (or cached hit) as the budget sees it."""
 
@@ -326,6 +354,8 @@ class SessionState(BaseModel):
     summary: str = ""
     summarized: list[str] = Field(default_factory=list)
     sources: dict[str, Citation] = Field(default_factory=dict)
+    evidence_units: int = 0
+    """How many units the session's evidence store holds (the units are beside this file)."""
     ledger: list[LedgerEntry] = Field(default_factory=list)
     iterations: list[IterationRecord] = Field(default_factory=list)
     report_path: str | None = None

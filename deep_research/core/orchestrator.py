@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias
 
-from deep_research.core import context
+from deep_research.core import context, evidence
 from deep_research.core.citations import cited_refs, register
 from deep_research.core.errors import (
     BranchError,
@@ -46,6 +46,7 @@ from deep_research.core.ports import (
     BUILTIN_SOURCES,
     BranchExecutor,
     BranchTask,
+    EvidenceSink,
     JobControl,
     JobEvent,
     Judge,
@@ -130,10 +131,13 @@ class ResearchOrchestrator:
         guard: BudgetGuard,
         config: RunConfig,
         on_event: Listener | None = None,
+        evidence: EvidenceSink | None = None,
     ) -> None:
         self.state = state
         self.engine = engine
         self.saver = saver
+        self.evidence = evidence
+        """Where finished nodes' findings are kept (None: nowhere, as in most tests)."""
         self.guard = guard
         self.config = config
         self.tree = ResearchTree(state.nodes)
@@ -347,6 +351,11 @@ class ResearchOrchestrator:
             node.notes, node.citations = notes, citations
             node.researched_by = result.researched_by
             node.confidence = min(1.0, max(0.0, result.confidence))
+            if self.evidence is not None:  # kept before the session counts them
+                texts = evidence.source_texts(citations, result.source_texts)
+                units = evidence.units_of(node, self.state.sources, texts)
+                await self.evidence.keep(node.id, units)
+                self.state.evidence_units += len(units)
             self.tree.finish(node)
             self._on_event(f"done {node.id}")
         await self._save()

@@ -7,12 +7,13 @@ small scripted fakes.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from deep_research.core.models import (
     Citation,
+    EvidenceUnit,
     Plan,
     ResearchNode,
     Role,
@@ -115,6 +116,9 @@ class BranchResult:
     confidence: float
     researched_by: str = ""
     """Which model (and effort) did the research, for the report; empty when obvious."""
+    source_texts: tuple[str, ...] = ()
+    """Each citation's whole source text, when longer than its ``quote`` (a KB chunk), for
+    the evidence store only (``state.json`` keeps the quote); missing or "": the quote."""
 
 
 RemoteJobHook = Callable[[str, str | None], Awaitable[None]]
@@ -169,6 +173,15 @@ class ReportWriter(Protocol):
     (``final_text``: the synthesis, or None when it did not run)."""
 
     async def write(self, state: SessionState, final_text: str | None, meter: Meter) -> Report: ...
+
+
+class EvidenceSink(Protocol):
+    """The session's evidence store: a finished node's units are kept before the session
+    counts them (``persistence.evidence``)."""
+
+    async def keep(self, node_id: str, units: Sequence[EvidenceUnit]) -> None:
+        """Keep ``units`` as the node's (replacing any it had: a rerun after a crash)."""
+        ...
 
 
 class ReportChecker(Protocol):

@@ -65,6 +65,7 @@ def session_detail(state: SessionState, report_path: str | None) -> dict[str, An
         "question": state.question,
         "created_at": state.created_at.isoformat(),
         "iteration": state.iteration,
+        "evidence_units": state.evidence_units,
         "report_path": report_path,
         "run_spec": state.run_spec.model_dump(),
         "nodes": [n.model_dump(mode="json", include=node_fields) for n in state.nodes.values()],

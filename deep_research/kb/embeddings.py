@@ -23,7 +23,7 @@ import re
 import threading
 from abc import abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import cache
@@ -511,6 +511,16 @@ class MemoEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self.inner.embed_query(text)
+
+    def remember(self, vectors: Mapping[str, list[float]]) -> None:
+        """Take vectors embedded before (by the same model) as known."""
+        with self._lock:
+            self._vectors.update(vectors)
+
+    def vectors_of(self, texts: Sequence[str]) -> dict[str, list[float]]:
+        """The known vectors of ``texts`` (those embedded or remembered, not evicted)."""
+        with self._lock:
+            return {t: v for t in texts if (v := self._vectors.get(t)) is not None}
 
 
 def make_embeddings(settings: KBSettings) -> NamedEmbeddings:

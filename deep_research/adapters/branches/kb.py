@@ -48,11 +48,16 @@ class KBExecutor:
         notes = await self.writer.write(
             task.root_question, task.question, passages, task.dependencies, meter
         )
-        text, citations = cite_used(notes.notes, hits)
-        if not citations:
+        text, used = keep_cited(notes.notes, len(hits))
+        if not used:
             named = [hits[n - 1] for n in dict.fromkeys(notes.used_evidence) if 0 < n <= len(hits)]
             return quote_best(named or hits)
-        return BranchResult(notes=text, citations=tuple(citations), confidence=notes.confidence)
+        return BranchResult(
+            notes=text,
+            citations=tuple(citation_of(hits[i]) for i in used),
+            confidence=notes.confidence,
+            source_texts=tuple(plain_text(hits[i].text) for i in used),
+        )
 
     async def _retrieve(self, task: BranchTask) -> list[Evidence]:
         hits = list(await self.retriever.retrieve(task.question, self.k))
@@ -64,22 +69,17 @@ class KBExecutor:
         return hits
 
 
-def cite_used(notes: str, hits: Sequence[Evidence]) -> tuple[str, list[Citation]]:
-    """Keep only the passages the notes cite, renumbered ``[1]..[n]``; markers past the list
-    stay as literal text."""
-    text, used = keep_cited(notes, len(hits))
-    return text, [citation_of(hits[index]) for index in used]
-
-
 def quote_best(hits: Sequence[Evidence]) -> BranchResult:
     """The best passages quoted verbatim, each citing itself: what notes without a marker
     are replaced by. The best are those the model said it used, else the top-ranked."""
-    citations = [citation_of(hit) for hit in hits[:FALLBACK_PASSAGES]]
+    best = hits[:FALLBACK_PASSAGES]
+    citations = [citation_of(hit) for hit in best]
     quotes = (f"> {escape_literal(c.quote)} [{n}]" for n, c in enumerate(citations, 1))
     return BranchResult(
         notes="\n\n".join([FALLBACK_NOTE, *quotes]),
         citations=tuple(citations),
         confidence=0.3,
+        source_texts=tuple(plain_text(hit.text) for hit in best),
     )
 
 

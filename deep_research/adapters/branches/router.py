@@ -7,6 +7,7 @@ off by ``--kb-only`` / ``--web-only``) fails the node with the reason, never sil
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -70,9 +71,7 @@ class RoutingExecutor:
         # One part stands as it is; several are merged under their headings.
         result = found[0][1] if len(found) == 1 else merge([(r.name, o) for r, o in found])
         notes = "".join(f"\n\n_({r.name} part failed: {error})_" for r, error in failed)
-        return BranchResult(
-            result.notes + notes, result.citations, result.confidence, result.researched_by
-        )
+        return dataclasses.replace(result, notes=result.notes + notes)
 
 
 def merge(parts: Sequence[tuple[str, BranchResult]]) -> BranchResult:
@@ -80,9 +79,12 @@ def merge(parts: Sequence[tuple[str, BranchResult]]) -> BranchResult:
     citations of the parts before it. Researched by the last part that says who did."""
     notes: list[str] = []
     citations: tuple[Citation, ...] = ()
+    texts: tuple[str, ...] = ()
     for name, result in parts:
         notes.append(f"**From the {name}**\n\n{shift(result.notes, len(citations))}")
         citations += result.citations
+        # one text per citation, so the next part's line up with its citations
+        texts += (result.source_texts + ("",) * len(result.citations))[: len(result.citations)]
     confidence = max(result.confidence for _, result in parts)
     researched_by = next((r.researched_by for _, r in reversed(parts) if r.researched_by), "")
-    return BranchResult("\n\n".join(notes), citations, confidence, researched_by)
+    return BranchResult("\n\n".join(notes), citations, confidence, researched_by, texts)

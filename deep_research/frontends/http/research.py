@@ -4,6 +4,7 @@ dependency and calls the use-cases in ``app/``."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -50,6 +51,26 @@ async def status(session_id: str, server: Context) -> dict[str, Any]:
     """The run's tree, status, spend and report path (``sessions show --json``)."""
     state = saved.status(server.settings, session_id)
     return session_detail(state, saved.report_path(server.settings, state.session_id))
+
+
+@router.get("/research/{session_id}/evidence")
+async def evidence(
+    session_id: str,
+    server: Context,
+    query: Annotated[str, Query(max_length=knowledge.MAX_QUERY_CHARS)] = "",
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=saved.MAX_EVIDENCE_PAGE)] = 20,
+) -> dict[str, Any]:
+    """A page of the run's evidence store (its findings, each with the source text it rests
+    on); with ``query``, best first."""
+    page = await asyncio.to_thread(
+        saved.read_evidence, server.settings, session_id, query=query, offset=offset, limit=limit
+    )
+    return {
+        "total": page.total,
+        "offset": page.offset,
+        "units": [unit.model_dump(mode="json") for unit in page.units],
+    }
 
 
 @router.get("/research/{session_id}/events")

@@ -4,6 +4,7 @@ cancel and resume it, and the other way round."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Annotated, Any
 
@@ -12,7 +13,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from deep_research.app import saved
+from deep_research.app import knowledge, saved
 from deep_research.app.config import Settings
 from deep_research.app.options import ResearchRequest, ResumeRequest
 from deep_research.core import markdown as md
@@ -22,6 +23,7 @@ from deep_research.frontends.mcp.server import ToolContext, argument, one_line_e
 from deep_research.frontends.mcp.views import (
     Cancelled,
     CancelledJob,
+    EvidencePage,
     Followed,
     Report,
     ResearchStatus,
@@ -42,8 +44,8 @@ SessionId = Annotated[
 
 
 def register(server: MCPServer[None], context: ToolContext) -> None:
-    """research_start, research_resume, research_follow, research_status, research_report,
-    research_cancel and research_list."""
+    """research_start, research_resume, research_follow, research_status, research_evidence,
+    research_report, research_cancel and research_list."""
     settings, manager = context.settings, context.runs
     reading, spending = context.reading, context.spending
 
@@ -106,6 +108,30 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
         and whether the report is written."""
         with one_line_errors():
             return status_of(settings, saved.status(settings, session_id))
+
+    @server.tool(annotations=reading)
+    async def research_evidence(
+        session_id: SessionId,
+        query: Annotated[
+            str,
+            Field(max_length=knowledge.MAX_QUERY_CHARS, description="Rank the units for it."),
+        ] = "",
+        offset: Annotated[int, Field(ge=0, description="Units to skip.")] = 0,
+        limit: Annotated[int, Field(ge=1, le=saved.MAX_EVIDENCE_PAGE)] = 20,
+    ) -> EvidencePage:
+        """A page of the run's evidence store: its sub-questions' findings, each with the
+        source text it rests on. With a query, best first (ranked as the knowledge base
+        ranks chunks); without, in the order the sub-questions finished."""
+        with one_line_errors():
+            page = await asyncio.to_thread(
+                saved.read_evidence,
+                settings,
+                session_id,
+                query=query,
+                offset=offset,
+                limit=limit,
+            )
+        return EvidencePage(total=page.total, offset=page.offset, units=page.units)
 
     @server.tool(annotations=reading)
     async def research_report(session_id: SessionId) -> Report:

@@ -7,7 +7,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from deep_research.core.models import NodeStatus, RunSpec, RunStatus, SourceHint, StopReason
+from deep_research.core.models import (
+    EvidenceUnit,
+    NodeStatus,
+    RunSpec,
+    RunStatus,
+    SourceHint,
+    StopReason,
+)
 from deep_research.persistence.sessions import SessionSummary
 
 
@@ -52,6 +59,9 @@ class ResearchStatus(BaseModel):
     stop_reason: StopReason | None
     created_at: datetime
     iteration: int = Field(description="The plan -> research -> judge round it is in.")
+    evidence_units: int = Field(
+        default=0, description="Findings in the run's evidence store (read research_evidence)."
+    )
     report_path: str | None = Field(description="The report file, once it is written.")
     usage: Spend
     run_spec: RunSpec = Field(description="The run's choices (models, engine), kept for resume.")
@@ -127,3 +137,13 @@ class Document(BaseModel):
     text: str
     url: str
     metadata: dict[str, str]
+
+
+class EvidencePage(BaseModel):
+    total: int = Field(description="Units in the run's evidence store.")
+    offset: int
+    units: list[EvidenceUnit] = Field(
+        description="The page: in the order the sub-questions finished, or best first for a "
+        "query. Each is a finding of one sub-question with, for each source it cites, the "
+        "source's own text (a KB chunk, a page's passage) or what a research job said."
+    )

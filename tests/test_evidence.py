@@ -1,0 +1,172 @@
+"""The evidence store: a finished node's findings kept beside state.json, each with the
+source text its citations rest on; read back a page at a time, ranked for a query."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from deep_research.app import saved
+from deep_research.app.config import Settings
+from deep_research.core.errors import UsageError
+from deep_research.core.evidence import findings, source_texts, units_of
+from deep_research.core.models import Citation, EvidenceUnit, ResearchNode
+from deep_research.kb.embeddings import make_embeddings
+from deep_research.persistence.evidence import (
+    FILE_NAME,
+    SessionEvidence,
+    read_units,
+    read_vectors,
+)
+from deep_research.persistence.sessions import SessionStore
+from tests.clirun import cli, run_json, session_state
+from tests.fake_openai import FakeOpenAI
+from tests.test_cli_kb_runs import NOTES
+from tests.world import ResearchWorld, plan_task, verdict
+
+NOTES_OF_A_BRANCH = """## Findings
+
+- Raft elects a leader by majority vote [S1].
+- ok [S2]
+
+Each term has at most one leader [S1]. Followers redirect clients to it. [S2] Short.
+
+```
+code is not a finding at all
+```
+| a | table row is not one either |
+"""
+
+
+def test_findings_are_the_bullets_and_sentences_of_the_notes() -> None:
+    assert findings(NOTES_OF_A_BRANCH) == [
+        "Raft elects a leader by majority vote [S1].",
+        "Each term has at most one leader [S1].",
+        "Followers redirect clients to it. [S2]",
+    ]
+
+
+def test_each_ref_rests_on_its_source_text_or_on_what_the_job_said() -> None:
+    sources = {
+        "S1": Citation(ref="S1", kind="kb", locator="kb/raft.md#Raft:1-9", quote="Raft elects…"),
+        "S2": Citation(ref="S2", kind="web", url="https://a.example/", claim="Followers redirect."),
+        "S3": Citation(ref="S3", kind="web", url="https://b.example/", quote="A passage read."),
+    }
+    node = ResearchNode(
+        id="t1",
+        question="How does Raft elect?",
+        notes="Raft elects a leader by majority [S1][S3]. Followers redirect clients [S2]. "
+        "An unknown ref stays out of the refs [S9].",
+    )
+    chunk = "Raft elects a leader by majority vote; the whole chunk, longer than its quote."
+    units = units_of(node, sources, {"S1": chunk})
+    assert [u.id for u in units] == ["t1.1", "t1.2", "t1.3"]
+    first, second, third = units
+    assert first.refs == ["S1", "S3"]
+    assert first.question == "How does Raft elect?"
+    assert [(s.ref, s.text, s.said) for s in first.sources] == [
+        ("S1", chunk, ""),  # the whole chunk, not the clipped quote
+        ("S3", "A passage read.", ""),
+    ]
+    # A research job gives no page text: its own sentence is what it said, kept apart.
+    assert [(s.text, s.said) for s in second.sources] == [("", "Followers redirect.")]
+    assert third.refs == []
+    assert third.sources == []
+
+
+def test_source_texts_line_up_with_the_registered_refs() -> None:
+    registered = [Citation(ref="S4", kind="kb"), Citation(ref="S2", kind="kb")]
+    assert source_texts(registered, ("four", "")) == {"S4": "four"}
+    assert source_texts(registered, ()) == {}
+
+
+def unit(node_id: str, n: int, finding: str = "A finding of some length.") -> EvidenceUnit:
+    return EvidenceUnit(id=f"{node_id}.{n}", node_id=node_id, question="Q?", finding=finding)
+
+
+async def test_a_rerun_node_replaces_its_units_and_a_torn_line_is_skipped(
+    tmp_path: Path,
+) -> None:
+    store = SessionEvidence(tmp_path)
+    await store.keep("t1", [unit("t1", 1), unit("t1", 2)])
+    await store.keep("t2", [unit("t2", 1)])
+    await store.keep("t1", [unit("t1", 1, "Rerun after a crash: the same ids, new text.")])
+    with (tmp_path / FILE_NAME).open("a") as out:
+        out.write('{"batch": "x", "node_id": "t3", "id": "t3.1", "fin')  # cut by a crash
+    units = read_units(tmp_path)
+    assert [u.id for u in units] == ["t2.1", "t1.1"]
+    assert units[1].finding.startswith("Rerun")
+    await store.keep("t2", [])  # a rerun that found nothing: none left
+    assert [u.id for u in read_units(tmp_path)] == ["t1.1"]
+    assert read_units(tmp_path / "nowhere") == []
+
+
+@pytest.fixture
+def kb_env(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    for name, text in NOTES.items():
+        (kb / name).write_text(text)
+    code, _, err = cli(env, "kb", "ingest", "kb")
+    assert code == 0, err
+    return env
+
+
+def test_a_run_keeps_its_findings_with_the_whole_chunks_they_cite(
+    kb_env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    ResearchWorld(
+        plans=[[plan_task("k1", source="internal"), plan_task("k2", source="internal")]],
+        verdicts=[verdict(True)],
+    ).install(fake_openai)
+    data = run_json(kb_env, "When does a research node start?", "--kb-only")
+    assert data["status"] == "complete"
+    home = Path(kb_env["DEEP_RESEARCH_HOME"])
+    session_dir = home / "sessions" / data["session_id"]
+    units = read_units(session_dir)
+    state = session_state(kb_env, data["session_id"])
+    assert state["evidence_units"] == len(units) > 0, "counted in state.json, kept beside it"
+    assert "evidence" not in json.dumps(state["nodes"]), "the units are not in state.json"
+    assert {u.node_id for u in units} == {"k1", "k2"}
+    chunks = [" ".join(text.split()) for text in NOTES.values()]
+    cited = [s for u in units for s in u.sources]
+    assert cited, "the KB branch's findings cite chunks"
+    for source in cited:
+        quote = state["sources"][source.ref]["quote"]
+        assert len(source.text) >= len(quote)
+        assert any(" ".join(source.text.split())[:40] in chunk for chunk in chunks)
+
+    code, out, err = cli(kb_env, "sessions", "show", data["session_id"], "--json")
+    assert code == 0, err
+    assert json.loads(out)["evidence_units"] == len(units)
+
+
+def test_evidence_reads_a_page_at_a_time_and_ranks_for_a_query(tmp_path: Path) -> None:
+    settings = Settings(_env_file=None, home=tmp_path, embedding_provider="local-fast")  # type: ignore[call-arg]
+    store = SessionStore(settings.sessions_dir)
+    state = store.create("How are costs capped?")
+    session_dir = store.path(state.session_id)
+    SessionEvidence(session_dir).append(
+        "t1",
+        [
+            unit("t1", 1, "The scheduler starts a node when its dependencies are done."),
+            unit("t1", 2, "Each web job reserves its worst-case cost before it starts."),
+            unit("t1", 3, "Reports list their sources with numbered citations."),
+        ],
+    )
+    page = saved.read_evidence(settings, state.session_id, limit=2)
+    assert (page.total, [u.id for u in page.units]) == (3, ["t1.1", "t1.2"])
+    assert [u.id for u in saved.read_evidence(settings, state.session_id, offset=2).units] == [
+        "t1.3"
+    ]
+    ranked = saved.read_evidence(settings, state.session_id, query="worst-case cost reserved")
+    assert ranked.units[0].id == "t1.2"
+    # Each unit embedded once, under the embedder's identity; another embedder's are not used.
+    model_id = make_embeddings(settings.kb).model_id
+    every = saved.read_evidence(settings, state.session_id).units
+    assert set(read_vectors(session_dir, model_id)) == {u.finding for u in every}
+    assert read_vectors(session_dir, "another-embedder") == {}
+    with pytest.raises(UsageError, match="limit"):
+        saved.read_evidence(settings, state.session_id, limit=0)

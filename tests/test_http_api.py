@@ -171,6 +171,36 @@ async def test_a_resume_over_http_continues_a_run(
     assert (state.limits.max_iterations, state.run_spec.max_parallel) == (2, 3)
 
 
+async def test_a_preset_over_http_sets_the_defaults_and_explicit_options_win(
+    llm_settings: Settings, fake_openai: FakeOpenAI, serve: Serve
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    client = await serve(llm_settings, max_cost_per_run=20.0)
+    body = {"question": QUESTION, "preset": "deep", "max_iterations": 1, "web_effort": "medium"}
+    started = await client.post("/research", json=body)
+    assert started.status_code == 202, started.text
+    session_id = started.json()["session_id"]
+    events = await sse(client, f"/research/{session_id}/events")
+    assert events[-1]["event"] == "end"
+    state = SessionStore(llm_settings.sessions_dir).load(session_id)
+    spec = state.run_spec
+    assert (spec.preset, spec.max_parallel, spec.web_max_tool_calls) == ("deep", 6, 32)
+    assert (spec.web_reasoning_effort, state.limits.max_iterations) == ("medium", 1)
+    [job] = [r.body for r in fake_openai.requests if r.path == "/v1/responses"]
+    assert (job["max_tool_calls"], job["reasoning"]["effort"]) == (32, "medium")
+
+
+async def test_an_unknown_preset_over_http_names_the_three(
+    llm_settings: Settings, serve: Serve
+) -> None:
+    client = await serve(llm_settings)
+    response = await client.post("/research", json={"question": "q", "preset": "fast"})
+    assert response.status_code == 422, response.text
+    message = response.json()["error"]["message"]
+    assert "preset" in message
+    assert all(name in message for name in ("quick", "standard", "deep"))
+
+
 @pytest.mark.parametrize(
     ("method", "path", "kwargs", "status", "code"),
     [
@@ -189,6 +219,13 @@ async def test_a_resume_over_http_continues_a_run(
         ("post", "/research", {"json": {"question": "   "}}, 400, "bad_request"),
         ("post", "/research", {"json": {"question": "q", "max_cost_usd": 500}}, 400, "bad_request"),
         ("post", "/research", {"json": {"question": "q", "rm_rf": True}}, 422, None),
+        (
+            "post",
+            "/research",
+            {"json": {"question": "q", "preset": "fast"}},
+            422,
+            "invalid_request",
+        ),
         ("get", "/research/abcdef012345", {"headers": {"Host": "evil.example"}}, 421, "wrong_host"),
         (
             "post",

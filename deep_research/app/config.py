@@ -38,6 +38,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 from deep_research.app.home import ENV_FILE, default_home, home_from, read_dotenv
 from deep_research.app.home import data_home as data_home  # crash logs', from here before
 from deep_research.app.home import unreadable_dotenv as unreadable_dotenv  # and __main__'s
+from deep_research.app.presets import DEFAULT_PRESET, Preset
 from deep_research.core.errors import ConfigError, UsageError
 from deep_research.core.models import (
     MAX_COST_USD,
@@ -129,6 +130,9 @@ class Settings(BaseSettings):
     summarizer_reasoning_effort: ReasoningEffort | None = "low"
 
     # --- guardrails -----------------------------------------------------------
+    preset: Preset = DEFAULT_PRESET
+    """quick, standard or deep: the defaults of the settings that shape how far a run goes
+    (``app/presets.py``); a setting given explicitly wins. Applied as a run is prepared."""
     max_depth: int = Field(default=3, ge=1, le=10)
     max_iterations: Iterations = 3
     max_parallel_branches: ParallelBranches = 4

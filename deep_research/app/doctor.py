@@ -22,6 +22,7 @@ from importlib import resources
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Literal
 
+from deep_research.app import presets
 from deep_research.app.config import Settings
 from deep_research.app.urls import mask_url
 from deep_research.core.errors import DeepResearchError
@@ -277,7 +278,7 @@ async def doctor(settings: Settings) -> dict[str, Any]:
         "python": python,
         "data_dir": str(settings.home),
         "sessions": sessions,
-        "settings": _masked(settings),
+        "settings": _masked(presets.apply(settings)),  # as a run gets them
         "price_data": _price_data(),
         "web_research": next(c.detail for c in checks if c.name == "web research"),
         "model_warnings": warnings,

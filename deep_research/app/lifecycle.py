@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING
 
+from deep_research.app import presets
 from deep_research.app.config import Settings
 from deep_research.app.options import (
     MAX_QUESTION_CHARS,
@@ -129,7 +130,8 @@ def prepare(
     options: RunOptions,
     flags: Mapping[str, str] | None = None,
 ) -> Prepared:
-    """A new run's settings (``options`` over ``settings``), validated; nothing is saved.
+    """A new run's settings (``options`` over its preset's over ``settings``), validated;
+    nothing is saved.
 
     ``flags`` (option -> the command-line flag that gives it) makes a bad value a usage
     error naming its flag. Everything a user can get wrong is checked before the engine's
@@ -139,6 +141,8 @@ def prepare(
     check_budget(options.given(), flags)  # ``options`` may have been copied unvalidated
     if options.kb_only and options.web_only:
         raise UsageError("--kb-only and --web-only exclude each other")
+    # The preset first: it fills in only what nobody chose, and the options below win over it.
+    settings = presets.apply(settings, options.preset)
     overrides: dict[str, object] = {}
     named: dict[str, str] = {}
     for option, targets in OPTION_SETTINGS.items():

@@ -29,6 +29,7 @@ from deep_research.app.config import (
     kb_name,
     model_name,
 )
+from deep_research.app.presets import Preset
 from deep_research.core.errors import UsageError
 from deep_research.core.models import (
     CostUSD,
@@ -137,6 +138,16 @@ class RunOptions(BudgetOverrides):
     """What a front-end may choose for a new run; None leaves the setting as configured."""
 
     max_parallel: MaxParallel = None
+    preset: Annotated[
+        Preset | None,
+        Field(
+            description="quick, standard or deep: the defaults of the run's iterations, "
+            "sub-questions per plan, parallel branches, web job effort and tool calls, and "
+            "summary size; any of them given explicitly wins (default: as configured, "
+            "DEEP_RESEARCH_PRESET, else standard)."
+        ),
+        Sets("preset"),
+    ] = None
     chat_model: Annotated[
         ModelName | None,
         Field(description="One model for every chat role; the role options below win."),

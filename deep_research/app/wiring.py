@@ -36,7 +36,7 @@ from deep_research.adapters.llm.summary import LLMSummarizer
 from deep_research.adapters.llm.synthesis import LLMSynthesizer
 from deep_research.adapters.prices import Price, PriceTable
 from deep_research.adapters.web.openai_jobs import JobSpec, KbTool
-from deep_research.app import engines, sources
+from deep_research.app import engines, presets, sources
 from deep_research.app.clients import http_client
 from deep_research.app.config import Settings
 from deep_research.app.sources import BUILTIN_TITLES, SourceKind
@@ -199,13 +199,20 @@ def run_spec(settings: Settings, spec: JobSpec | None, engine: WebEngine | None)
         max_parallel=settings.max_parallel_branches,
         web_engine=engine,
         search_provider=settings.search_provider if engine == engines.SEARCH.name else "",
+        preset=settings.preset,
     )
 
 
 def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> Settings:
     """Today's settings with a session's saved choices on top (only the budget flags, given
     separately, and ``--max-parallel`` override them). Sessions from before a choice was
-    saved keep today's setting for it."""
+    saved keep today's setting for it.
+
+    The run's own preset first, never the one the environment names today: a session from
+    before presets ran on the defaults, ``standard``'s. Settings given explicitly today
+    still win over it, as they did when the run started."""
+    saved_preset = saved.preset if saved.preset in presets.PRESETS else presets.DEFAULT_PRESET
+    settings = presets.apply(settings, saved_preset)
     values: dict[str, object] = {
         f"{role}_model": model for role, model in saved.models.items() if model
     }

@@ -280,6 +280,9 @@ class RunSpec(BaseModel):
     """None: a session from before the choice existed (its web branches were OpenAI jobs),
     or a run with no web research. Read it through `engine_used`."""
     search_provider: str = ""
+    preset: str = ""
+    """The run preset (quick, standard, deep) its settings started from; "" for a session
+    from before presets (it ran on the defaults, which are ``standard``'s)."""
     web_research: str = ""
     """How the web engine named itself ("search and read via duckduckgo"); "" when the run
     does not research the web. Set whenever a run starts or resumes."""

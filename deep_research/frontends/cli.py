@@ -145,6 +145,7 @@ app = typer.Typer(
     epilog=(
         "\b\nExamples:\n"
         '  deep-research "How do vector databases handle deletes?"\n'
+        '  deep-research --preset quick "What is HNSW?"\n'
         "  deep-research - < question.txt\n"
         "  deep-research resume 7f3c --max-cost 10\n"
         "  deep-research sessions list\n"
@@ -233,6 +234,15 @@ def run(
     max_cost_usd: CostOpt = None,
     max_total_tokens: TokensOpt = None,
     max_runtime_seconds: TimeOpt = None,
+    preset: Annotated[
+        str | None,
+        typer.Option(
+            "--preset",
+            help="quick, standard (the default) or deep: how far the run goes (iterations, "
+            "sub-questions per plan, parallel branches, web job effort and tool calls, "
+            "summary size); a flag or setting given for one of them wins.",
+        ),
+    ] = None,
     chat_model: Annotated[
         str | None, typer.Option(help="One model for every chat role (planner, branch, …).")
     ] = None,
@@ -513,8 +523,9 @@ def _preflight(
         render.info("\n".join(worst.lines()))
         if not typer.confirm(f"This run may spend up to ${worst.run_worst_usd:.2f}. Go on?"):
             render.info(
-                "nothing was spent; --max-cost USD bounds the run (--max-parallel N fewer jobs "
-                "at once), --yes or DEEP_RESEARCH_CONFIRM_ABOVE_USD skips this question"
+                "nothing was spent; --max-cost USD bounds the run (--preset quick makes it "
+                "smaller, --max-parallel N runs fewer jobs at once), --yes or "
+                "DEEP_RESEARCH_CONFIRM_ABOVE_USD skips this question"
             )
             raise typer.Exit(EXIT_DECLINED)
 

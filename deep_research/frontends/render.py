@@ -234,6 +234,8 @@ def session_detail(state: SessionState, report_path: str | None) -> None:
     out.print(Text.assemble(("question: ", "bold"), state.question))
     stop = f" ({state.stop_reason}: {state.stop_detail})" if state.stop_reason else ""
     out.print(Text.assemble(("status:   ", "bold"), f"{state.status}{stop}"))
+    if state.run_spec.preset:
+        out.print(Text.assemble(("preset:   ", "bold"), state.run_spec.preset))
     out.print(
         Text.assemble(
             ("spend:    ", "bold"),

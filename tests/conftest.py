@@ -128,6 +128,21 @@ NOTES = {
 
 
 @pytest.fixture
+def kb_env(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The fake OpenAI server's settings and ``NOTES`` ingested as kb/ (the working
+    directory's)."""
+    from tests.clirun import cli  # the CLI app: only the tests that run it import it
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    for name, text in NOTES.items():
+        (kb / name).write_text(text)
+    code, _, err = cli(env, "kb", "ingest", "kb")
+    assert code == 0, err
+    return env
+
+
+@pytest.fixture
 def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """Settings with no model (extractive mode) and a small kb/ to ingest."""
     monkeypatch.chdir(tmp_path)

@@ -22,8 +22,8 @@ from deep_research.persistence.evidence import (
 )
 from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli, run_json, session_state
+from tests.conftest import NOTES
 from tests.fake_openai import FakeOpenAI
-from tests.test_cli_kb_runs import NOTES
 from tests.world import ResearchWorld, plan_task, verdict
 
 NOTES_OF_A_BRANCH = """## Findings
@@ -101,17 +101,6 @@ async def test_a_rerun_node_replaces_its_units_and_a_torn_line_is_skipped(
     await store.keep("t2", [])  # a rerun that found nothing: none left
     assert [u.id for u in read_units(tmp_path)] == ["t1.1"]
     assert read_units(tmp_path / "nowhere") == []
-
-
-@pytest.fixture
-def kb_env(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
-    kb = tmp_path / "kb"
-    kb.mkdir()
-    for name, text in NOTES.items():
-        (kb / name).write_text(text)
-    code, _, err = cli(env, "kb", "ingest", "kb")
-    assert code == 0, err
-    return env
 
 
 def test_a_run_keeps_its_findings_with_the_whole_chunks_they_cite(

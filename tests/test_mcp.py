@@ -34,7 +34,6 @@ from deep_research.frontends.mcp.research_tools import findings_so_far
 from deep_research.frontends.mcp.server import MCP_PATH, create_server, http_app, public_hosts
 from deep_research.kb.store import LEXICAL_FILE
 from tests.clirun import cli, session_state
-from tests.conftest import NOTES
 from tests.fake_openai import FakeOpenAI
 from tests.serving import free_port, serving
 from tests.world import ResearchWorld, plan_task
@@ -56,18 +55,6 @@ TOOLS = {
     "search",
     "fetch",
 }
-
-
-@pytest.fixture
-def kb_env(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
-    """The fake OpenAI server's settings and an ingested kb/ (the working directory's)."""
-    kb = tmp_path / "kb"
-    kb.mkdir()
-    for name, text in NOTES.items():
-        (kb / name).write_text(text)
-    code, _, err = cli(env, "kb", "ingest", "kb")
-    assert code == 0, err
-    return env
 
 
 def settings_of(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:

@@ -39,12 +39,13 @@ from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import Citation, Limits, Plan, PlannedTask, SessionState
 from deep_research.core.orchestrator import Engine, ResearchOrchestrator, RunConfig, SessionSaver
 from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook
+from deep_research.core.writing import SectionedWriter
 from deep_research.persistence.sessions import Checkpointer, SessionStore
 from tests.fakes import (
+    FakeAuthor,
     FakeJudge,
     FakePlanner,
     FakeSummarizer,
-    FakeSynthesizer,
     MemorySaver,
     verdict,
 )
@@ -108,8 +109,8 @@ async def run_once(
         FakePlanner([Plan(rationale="", tasks=tasks)]),
         LatencyExecutor(latency),
         FakeSummarizer(),
-        FakeSynthesizer(),
         FakeJudge([verdict(True)]),
+        writer=SectionedWriter(FakeAuthor()),
     )
     saver: SessionSaver = MemorySaver()
     if store is not None:

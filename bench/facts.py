@@ -2,6 +2,8 @@
 be followed, one by one, from the job's reply to the report.
 
 - The plan: ``branches`` independent web sub-questions, once; the judge then says complete.
+- The outline (a structured call) puts about three catalog lines in a section, as many
+  sections as the prompt allows at most (``tests.world.outline_of``).
 - Each research job (the Responses API, through the real OpenAI-research executor) writes a
   report of ``facts_per_job`` facts, each with a unique tag (``FACT-07-3``), a unique
   number and its own cited URL (a ``url_citation`` on an inline link, as real replies do).
@@ -22,7 +24,7 @@ from typing import Any
 
 from tests.fake_openai import ChatReply, ChatRequest, Citation, ResearchReport, ResearchRequest
 from tests.fake_openai_payloads import inline_link
-from tests.world import FILLER, plan_task, verdict
+from tests.world import FILLER, outline_of, plan_task, verdict
 
 CHARS_PER_TOKEN = 4
 FACT = re.compile(
@@ -148,6 +150,9 @@ class FactsWorld:
         if req.schema_name == "Verdict":
             self._count("judge")
             return verdict(True)
+        if req.schema_name == "Outline":
+            self._count("outline")
+            return outline_of(req.text, system)
         if req.schema_name is not None:
             raise AssertionError(f"facts world: no reply for schema {req.schema_name!r}")
         role = (
@@ -155,13 +160,14 @@ class FactsWorld:
             if "rolling summary" in system
             else "compressor"
             if "compress a long web research report" in system
-            else "synthesizer"
-            if "write the answer" in system
+            else "section"
+            if "one section of a research report" in system
+            else "lead"
+            if "opening of a research report" in system
             else "other"
         )
         self._count(role)
-        head = "## Answer\n\n" if role == "synthesizer" else ""  # as tests.world writes it
-        return copy_facts(req.text, limits, head)
+        return copy_facts(req.text, limits)
 
     def research(self, req: ResearchRequest) -> ResearchReport:
         self._count("deep_research")

@@ -13,8 +13,9 @@ the facts of its prompt, with their citation markers, in order, within its token
 the limits its prompt states. 100 ms latency per call. N = 12 and 48, K = 5, 12 branches in
 parallel.
 
-The report's *body* is the markdown before "## Sources" (``Report.before``): the numbered
-sources and the "Findings by sub-question" appendix come after it and are not counted.
+The report's *body* is its lead and sections (``Report.body``): the engine's own
+bookkeeping (status, coverage, citation check), the numbered sources and the "Findings by
+sub-question" appendix are not counted.
 
 Figures (targets from the issue; measured from outside before this work in brackets):
 - evidence_retention_12      share of the facts gathered that the body states with a
@@ -56,9 +57,9 @@ from bench.facts import FactsWorld, Gathered
 from bench.prompt_growth import prompt_chars
 from deep_research.app.config import Settings
 from deep_research.app.wiring import build
-from deep_research.core.models import Limits, SessionState
+from deep_research.core.models import Limits, SessionState, Writing
 from deep_research.core.orchestrator import ResearchOrchestrator
-from deep_research.core.ports import JobEvent, Meter, ReportWriter
+from deep_research.core.ports import JobEvent, Meter, ReportWriter, WriteJob
 from deep_research.core.report import Report
 from tests.fake_openai import FakeOpenAI
 from tests.fakes import MemorySaver
@@ -85,8 +86,11 @@ class TimedWriter:
         self.inner = inner
         self.written_at = 0.0
 
-    async def write(self, state: SessionState, final_text: str | None, meter: Meter) -> Report:
-        report = await self.inner.write(state, final_text, meter)
+    async def outline(self, state: SessionState, meter: Meter) -> Writing | None:
+        return await self.inner.outline(state, meter)
+
+    async def write(self, job: WriteJob) -> Report:
+        report = await self.inner.write(job)
         self.written_at = time.monotonic()
         return report
 
@@ -138,7 +142,7 @@ async def run_once(branches: int, facts: int, latency: float, parallel: int, hom
 def retention(report: Report, gathered: dict[str, Gathered]) -> float:
     """Share of the facts the body states (tag and number) citing the fact's own URL."""
     kept: set[str] = set()
-    for tag, value, markers in _STATED.findall(report.before):
+    for tag, value, markers in _STATED.findall(report.body):
         fact = gathered.get(tag)
         if fact is None or value != fact.value:
             continue
@@ -181,10 +185,10 @@ def bench_report(
         "largest_prompt_chars_12": small.largest_prompt,
         "largest_prompt_chars_48": large.largest_prompt,
         "largest_prompt_ratio_48_over_12": large.largest_prompt / small.largest_prompt,
-        "report_words_12": words(small.report.before),
-        "report_words_48": words(large.report.before),
-        "report_words_48_over_12": words(large.report.before) / words(small.report.before),
-        "sections_48": sections(large.report.before),
+        "report_words_12": words(small.report.body),
+        "report_words_48": words(large.report.body),
+        "report_words_48_over_12": words(large.report.body) / words(small.report.body),
+        "sections_48": sections(large.report.body),
         "write_wall_48_seconds": write_wall,
         "write_wall_over_one_call": write_wall / latency,
     }

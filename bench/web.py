@@ -8,7 +8,7 @@ Twelve fake web hosts, one per loopback address (127.0.0.2-127.0.0.13: politenes
 host), serve small pages after 500 ms each; one fake SearXNG answers every search after
 300 ms, its rate limit (100 a second) and the client's (50 a second) above the bench load.
 A scripted planner emits 12 independent web sub-questions and the orchestrator runs them
-(real session checkpoints on disk, budget guard, extractive summarizer, synthesizer and
+(real session checkpoints on disk, budget guard, extractive summarizer, report author and
 judge) with the real `SearchReadExecutor` and no model: each branch searches its question,
 reads the 4 pages found, all on its own host, through the real `PageReader` (its defaults:
 2 requests in flight and 2 a second per host, robots.txt included), ranks the passages
@@ -52,9 +52,9 @@ from langchain_core.embeddings import Embeddings
 
 from deep_research.adapters.branches.search_read import SearchLimits, SearchReadExecutor
 from deep_research.adapters.extractive.roles import (
+    ExtractiveAuthor,
     ExtractiveJudge,
     ExtractiveSummarizer,
-    ExtractiveSynthesizer,
 )
 from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.reader import PageReader, ReaderSettings, split_passages
@@ -63,6 +63,7 @@ from deep_research.core.errors import KnowledgeBaseError
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import Limits, Plan, SessionState
 from deep_research.core.orchestrator import Engine, ResearchOrchestrator, RunConfig
+from deep_research.core.writing import SectionedWriter
 from deep_research.kb.embeddings import HashEmbeddings, StaticEmbeddings
 from deep_research.kb.rank import rank
 from deep_research.persistence.sessions import Checkpointer, SessionStore
@@ -183,8 +184,8 @@ async def drive(
         FakePlanner([Plan(rationale="scripted", tasks=tasks)]),
         executor,
         ExtractiveSummarizer(),
-        ExtractiveSynthesizer(),
         ExtractiveJudge(),
+        writer=SectionedWriter(ExtractiveAuthor()),
     )
     store = SessionStore(home)
     (home / state.session_id).mkdir(parents=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from deep_research.adapters.prices import PriceTable
-from deep_research.core.errors import BranchError
+from deep_research.core.errors import BranchError, ProviderError
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import (
     Citation,
@@ -26,6 +26,7 @@ from deep_research.core.models import (
     SessionState,
     Usage,
     Verdict,
+    Writing,
 )
 from deep_research.core.orchestrator import Engine, ResearchOrchestrator, RunConfig
 from deep_research.core.ports import (
@@ -37,7 +38,14 @@ from deep_research.core.ports import (
     NodeDigest,
     PlanRequest,
     RemoteJobHook,
-    SynthesisRequest,
+)
+from deep_research.core.report import Report, assemble, build_report
+from deep_research.core.writing import (
+    LeadRequest,
+    OutlineRequest,
+    PlannedSection,
+    SectionedWriter,
+    SectionRequest,
 )
 
 T = TypeVar("T")
@@ -206,13 +214,33 @@ class FakeSummarizer:
 
 
 @dataclass
-class FakeSynthesizer:
-    requests: list[SynthesisRequest] = field(default_factory=list)
+class FakeAuthor:
+    """The report's author: no outline of its own (the writer groups the tree), a section
+    that lists its evidence, a lead that lists the key points. Fails a section whose title
+    is in ``fail_titles``, and waits ``section_seconds`` per section."""
 
-    async def synthesize(self, request: SynthesisRequest, meter: Meter) -> str:
-        self.requests.append(request)
+    sections: list[SectionRequest] = field(default_factory=list)
+    leads: list[LeadRequest] = field(default_factory=list)
+    fail_titles: tuple[str, ...] = ()
+    section_seconds: float = 0.0
+
+    async def outline(self, request: OutlineRequest, meter: Meter) -> list[PlannedSection]:
         meter.record("synthesizer", "gpt-4.1", Usage(input_tokens=10, output_tokens=10))
-        return f"## Answer\n\nDraft {len(self.requests)} from the summary:\n\n{request.summary}"
+        return []
+
+    async def section(self, request: SectionRequest, meter: Meter) -> str:
+        self.sections.append(request)
+        if self.section_seconds:
+            await asyncio.sleep(self.section_seconds)
+        meter.record("synthesizer", "gpt-4.1", Usage(input_tokens=10, output_tokens=10))
+        if request.section.title in self.fail_titles:
+            raise ProviderError("the model failed")
+        return "\n\n".join(request.evidence) or "Nothing was found."
+
+    async def lead(self, request: LeadRequest, meter: Meter) -> str:
+        self.leads.append(request)
+        meter.record("synthesizer", "gpt-4.1", Usage(input_tokens=10, output_tokens=10))
+        return " ".join(p for _t, points in request.sections for p in points) or "No answer."
 
 
 @dataclass
@@ -256,7 +284,7 @@ class Rig:
     executor: FakeExecutor
     judge: FakeJudge
     summarizer: FakeSummarizer = field(default_factory=FakeSummarizer)
-    synthesizer: FakeSynthesizer = field(default_factory=FakeSynthesizer)
+    author: FakeAuthor = field(default_factory=FakeAuthor)
     saver: MemorySaver = field(default_factory=MemorySaver)
     jobs: JobControl | None = None
     leftovers_allowed: str | None = field(default=None, init=False)
@@ -274,7 +302,12 @@ class Rig:
         final_reserve_usd: float = 0.0,
     ) -> ResearchOrchestrator:
         engine = Engine(
-            self.planner, self.executor, self.summarizer, self.synthesizer, self.judge, self.jobs
+            self.planner,
+            self.executor,
+            self.summarizer,
+            self.judge,
+            self.jobs,
+            writer=SectionedWriter(self.author),
         )
         kwargs = {"clock": clock} if clock else {}
         guard = BudgetGuard(
@@ -328,3 +361,21 @@ def tracked_rigs() -> Iterator[list[Rig]]:
 
 def new_state(question: str = "What is the question?", **limits: float) -> SessionState:
     return SessionState(session_id="abc123def456", question=question, limits=Limits(**limits))
+
+
+def with_answer(state: SessionState, answer: str) -> SessionState:
+    """``state`` as if its writer had written ``answer`` as the report's lead (no sections),
+    for tests of the report's frame: sources, checks, escaping, status."""
+    done = [n.id for n in state.nodes.values() if n.status == "done"]
+    state.writing = Writing(covers=done, sections=[], lead=answer, lead_status="written")
+    return state
+
+
+def answer_report(state: SessionState, answer: str) -> str:
+    """The report markdown of ``state`` with ``answer`` as its lead."""
+    return build_report(with_answer(state, answer))
+
+
+def answer_assembled(state: SessionState, answer: str) -> Report:
+    """The report of ``state`` with ``answer`` as its lead, as data."""
+    return assemble(with_answer(state, answer))

@@ -18,7 +18,7 @@ from deep_research.core.citations import (
     strip_trailing,
 )
 from deep_research.core.models import Citation, SessionState
-from deep_research.core.report import build_report
+from tests.fakes import answer_report
 
 SOURCE = Citation(
     ref="S1",
@@ -92,7 +92,7 @@ def test_headings_tables_and_code_are_not_sentences() -> None:
 
 def test_report_removes_unknown_markers_and_says_so() -> None:
     state = SessionState(session_id="a" * 12, question="q?", sources={"S1": SOURCE})
-    report = build_report(state, "Tombstones are dropped by compaction [S1][S9].")
+    report = answer_report(state, "Tombstones are dropped by compaction [S1][S9].")
     assert "[S9]" not in report
     assert "1 citation(s) pointed to no source and were removed" in report
     assert "1. [Compaction in LSM trees](<https://db.example/compaction>)" in report
@@ -100,12 +100,12 @@ def test_report_removes_unknown_markers_and_says_so() -> None:
 
 def test_report_says_how_many_citations_could_not_be_checked() -> None:
     state = SessionState(session_id="a" * 12, question="q?", sources={"S1": SOURCE, "S2": WEB})
-    report = build_report(state, "Tombstones are dropped by compaction [S1][S2].")
+    report = answer_report(state, "Tombstones are dropped by compaction [S1][S2].")
     assert (
         "1 of the 2 citations could not be checked against source text: the web research "
         "provider returns the page's address, not its text" in report
     )
-    unclean = build_report(
+    unclean = answer_report(
         state,
         (
             "Qdrant compacts segments every 30 seconds by default.\n\n"
@@ -196,7 +196,7 @@ def test_a_synthesis_cannot_make_the_reports_markers_link_elsewhere() -> None:
         "> - [x]:\n>   https://phish.example/x 'title'\n\n"
         "```python\ndef f() -> list[int]:\n    return d[k]\n```\n"
     )
-    report = build_report(state, body)
+    report = answer_report(state, body)
     env: dict[str, object] = {}
     parser = MarkdownIt("commonmark", {"html": True})
     parser.parse(report, env)

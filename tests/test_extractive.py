@@ -11,10 +11,10 @@ import pytest
 from deep_research.adapters.branches.kb import KBExecutor
 from deep_research.adapters.branches.protocols import Passage
 from deep_research.adapters.extractive.roles import (
+    ExtractiveAuthor,
     ExtractiveJudge,
     ExtractivePlanner,
     ExtractiveSummarizer,
-    ExtractiveSynthesizer,
     ExtractiveWriter,
 )
 from deep_research.adapters.extractive.text import facets
@@ -22,10 +22,11 @@ from deep_research.adapters.prices import PriceTable
 from deep_research.app.wiring import extractive_engine
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.memory import estimate_tokens
-from deep_research.core.models import Role, SessionState, Usage
+from deep_research.core.models import Role, SectionPlan, SessionState, Usage
 from deep_research.core.orchestrator import ResearchOrchestrator, RunConfig
-from deep_research.core.ports import JudgeRequest, NodeDigest, PlanRequest, SynthesisRequest
+from deep_research.core.ports import JudgeRequest, NodeDigest, PlanRequest
 from deep_research.core.report import build_report
+from deep_research.core.writing import LeadRequest, SectionRequest
 
 EXAMPLE = (
     "How does deep-research plan, schedule and budget a research run, "
@@ -252,17 +253,37 @@ SUMMARY = (
 )
 
 
-async def test_synthesizer_keeps_markers_and_is_deterministic() -> None:
-    req = SynthesisRequest("How does planning split a question?", SUMMARY, (), (), final=True)
-    first = await ExtractiveSynthesizer().synthesize(req, NoUsage())
-    assert first == await ExtractiveSynthesizer().synthesize(req, NoUsage())
-    answer, findings = first.split("## Findings by facet")
-    assert answer.startswith("## Answer")
-    assert "xtractive" in answer
-    assert "- The planner splits a question into sub-questions. [S1]" in answer
-    assert "[S3][S1]" in first
-    assert "### What does a run cost?" in findings
-    assert set(re.findall(r"\[S\d+\]", first)) == {"[S1]", "[S2]", "[S3]"}
+LINES = (
+    "The planner splits a question into sub-questions. [S1]",
+    "Nodes run in parallel. [S2]",
+    "The budget guard stops a run at the cost limit. [S3][S1]",
+    "Nodes run in parallel. [S2]",
+    "A line without a marker is nobody's quote.",
+)
+
+
+async def test_the_author_quotes_cited_lines_once_best_first_and_deterministically() -> None:
+    section = SectionPlan(
+        id="s1", title="Planning", question="How does planning split a question?", node_ids=["f1"]
+    )
+    request = SectionRequest("How does planning work?", section, (), LINES, (), max_words=12)
+    first = await ExtractiveAuthor().section(request, NoUsage())
+    assert first == await ExtractiveAuthor().section(request, NoUsage())
+    lines = first.splitlines()
+    assert lines[0] == "- The planner splits a question into sub-questions. [S1]", "best first"
+    assert len(lines) == 1, "within its words (the best line always)"
+    wide = await ExtractiveAuthor().section(
+        SectionRequest("q", section, (), LINES, (), max_words=500), NoUsage()
+    )
+    assert wide.splitlines() == [f"- {line}" for line in LINES[:3]], "in order, each once"
+
+    lead = await ExtractiveAuthor().lead(
+        LeadRequest("How does planning split a question?", (("Planning", LINES),), (), 500),
+        NoUsage(),
+    )
+    assert "xtractive" in lead
+    assert "- The planner splits a question into sub-questions. [S1]" in lead
+    assert set(re.findall(r"\[S\d+\]", lead)) <= {"[S1]", "[S2]", "[S3]"}
 
 
 async def test_judge_reports_unanswered_facets() -> None:
@@ -348,10 +369,15 @@ async def test_an_extractive_run_writes_a_report_whose_citations_resolve() -> No
     assert retriever.queries[:2] == [EXAMPLE[:-1], "How does deep-research plan a research run"]
     assert state.ledger == []
     assert saver.saves > 0
-    assert orch.final_text is not None
-    assert "## Answer" in orch.final_text
+    assert orch.report is not None
+    assert state.writing is not None
+    assert state.writing.outlined_by == "grouping"
+    assert [s.status for s in state.writing.sections] == ["written"] * len(state.writing.sections)
+    assert orch.report.lead.startswith("_Extractive answer")
 
-    report = build_report(state, orch.final_text)
+    report = build_report(state)
+    assert report == orch.report.markdown
+    assert "## Answer" in report
     body, rest = report.split("## Sources", 1)
     sources = dict(re.findall(r"^(\d+)\. `([^`]+)`", rest, re.M))
     by_locator = {h.locator: h for h in HITS}

@@ -479,9 +479,10 @@ async def test_nothing_the_server_serves_loads_from_elsewhere(
     client = await serve(llm_settings)
     pages = {path: (await client.get(path)) for path in ("/", "/docs", "/redoc")}
     report = Report(
-        before="# Q\n\nSee [1].",
+        title="Q",
+        status="",
+        lead="See [1].",
         sources=[Citation(kind="web", url="https://example.org/a", title="a", claim="c")],
-        after="",
     )
     texts = {path: r.text for path, r in pages.items()} | {"report": render_html(report)}
     texts["/app.css"] = (await client.get("/app.css")).text  # fed as text: its url(…)s
@@ -508,12 +509,13 @@ def test_serve_refuses_a_public_bind_without_a_token(env: dict[str, str]) -> Non
 
 def test_reports_are_rendered_without_raw_html() -> None:
     report = Report(
-        before="# Q\n\nSee <script>alert(1)</script> [1] [2] and [x](javascript:alert(1)).",
+        title="Q",
+        status="",
+        lead="See <script>alert(1)</script> [1] [2] and [x](javascript:alert(1)).",
         sources=[
             Citation(kind="web", url="javascript:alert(1)", title="x", claim="c"),
             Citation(kind="web", url="https://example.org", title="ok", claim="c"),
         ],
-        after="",
     )
     for page in (render_html(report), render_html(report.markdown)):  # a report before data
         assert "<script>" not in page
@@ -527,8 +529,8 @@ def test_reports_are_rendered_without_raw_html() -> None:
 
 
 class ForgingWorld(ResearchWorld):
-    """Pages whose titles hold links of their own, and a synthesis that writes its own
-    Sources list and link reference definitions, as a prompt-injected model would."""
+    """Pages whose titles hold links of their own, and a report's sections that write their
+    own Sources list and link reference definitions, as a prompt-injected model would."""
 
     def research(self, req: ResearchRequest) -> ResearchReport:
         report = super().research(req)
@@ -540,7 +542,8 @@ class ForgingWorld(ResearchWorld):
 
     def chat(self, req: ChatRequest) -> ChatReply | str | dict[str, Any] | None:
         reply = super().chat(req)
-        if isinstance(reply, str) and reply.startswith("## Answer"):
+        system = str(req.messages[0].get("content")) if req.messages else ""
+        if isinstance(reply, str) and "one section of a research report" in system:
             refs = re.findall(r"\[S\d+\]", reply)
             entries = "\n".join(
                 f"{n}. [Source {n}](https://phish.example/list{n})" for n in range(1, 6)

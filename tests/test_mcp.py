@@ -30,7 +30,7 @@ from mcp_types import CallToolResult
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import SessionState
-from deep_research.frontends.mcp.research_tools import findings_so_far
+from deep_research.core.report import assemble
 from deep_research.frontends.mcp.server import MCP_PATH, create_server, http_app, public_hosts
 from deep_research.kb.store import LEXICAL_FILE
 from tests.clirun import cli, session_state
@@ -349,7 +349,7 @@ async def test_search_and_fetch_have_the_connector_shape(kb_env: dict[str, str])
         assert "not a chunk id" in error_text(bad)
 
 
-async def test_a_report_before_the_run_ends_holds_the_findings_so_far(
+async def test_a_report_before_the_run_ends_holds_the_findings_so_far_as_its_sections(
     env: dict[str, str], fake_openai: FakeOpenAI
 ) -> None:
     ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
@@ -357,19 +357,23 @@ async def test_a_report_before_the_run_ends_holds_the_findings_so_far(
     assert code == 0, err
     state = SessionState.model_validate(session_state(env, json.loads(out)["session_id"]))
     state.status = "interrupted"
-    text = findings_so_far(state)
+    state.writing = None  # as before its report was written
+    text = assemble(state).markdown
     assert text.startswith(f"# {QUESTION}")
-    assert "1 of 1 sub-questions done" in text
-    assert state.nodes["t1"].notes.strip() in text
-    cited = [line for line in text.splitlines() if line.startswith("- [S")]
+    assert "interrupted by the user" not in text
+    assert "1/1 sub-questions researched" in text
+    assert "Not written yet: the findings of this sub-question so far." in text
+    first_finding = state.nodes["t1"].notes.split(" [S", 1)[0]
+    assert first_finding in text
+    cited = [line for line in text.splitlines() if re.match(r"\d+\. \[Source", line)]
     assert cited
-    assert all(re.fullmatch(r"- \[S\d+\] \[Source \d\]\(<https://\S+>\)", line) for line in cited)
+    assert all(re.fullmatch(r"\d+\. \[Source \d\]\(<https://\S+>\)", line) for line in cited)
 
 
 FORGED_TITLE = "NIST](https://phish.example/t) [x"
 
 
-def test_the_findings_so_far_quote_titles_and_notes_without_forging_links() -> None:
+def test_the_report_so_far_quotes_titles_and_notes_without_forging_links() -> None:
     from markdown_it import MarkdownIt
 
     from deep_research.core.models import Citation, ResearchNode
@@ -382,10 +386,11 @@ def test_the_findings_so_far_quote_titles_and_notes_without_forging_links() -> N
         notes="It is so [S1].\n\n[S1]: https://phish.example/def",
         citations=[Citation(ref="S1", kind="web", url="https://nist.gov/p", title=FORGED_TITLE)],
     )
-    text = findings_so_far(state)
+    state.sources["S1"] = state.nodes["t1"].citations[0]
+    text = assemble(state).markdown
     hrefs = re.findall(r'href="([^"]*)"', MarkdownIt("commonmark").render(text))
     assert hrefs == ["https://nist.gov/p"]
-    assert "- [S1] [NIST\\](https://phish.example/t) \\[x](<https://nist.gov/p>)" in text
+    assert "1. [NIST\\](https://phish.example/t) \\[x](<https://nist.gov/p>)" in text
 
 
 async def test_a_run_is_cancelled_and_its_findings_read_before_any_report(

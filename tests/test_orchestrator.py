@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -16,7 +17,7 @@ from deep_research.core.errors import (
 from deep_research.core.memory import estimate_tokens
 from deep_research.core.models import SessionState, Usage
 from deep_research.core.orchestrator import RunConfig
-from deep_research.core.ports import CancelOutcome, JobEvent, Meter
+from deep_research.core.ports import CancelOutcome, JobEvent, Meter, WriteJob
 from deep_research.core.report import Report, build_report
 from tests.fakes import (
     FakeExecutor,
@@ -59,10 +60,14 @@ async def test_full_loop_replans_from_gaps_and_completes() -> None:
     assert sorted(state.summarized) == ["a", "b", "c", "d"]
     assert all(f"[S{i}]" in state.summary for i in range(1, 5))
     assert len(state.sources) == 4
-    # the judge approved the last draft: it is the report body
-    report = build_report(state, orch.final_text)
-    assert "Draft 2" in report
+    # the judge read an outline of every done node; the report is written from it
+    assert all("Draws on: " in r.draft for r in rig.judge.requests)
+    assert {"a", "b", "c", "d"} <= set(re.findall(r"\b[a-d]\b", rig.judge.requests[-1].draft))
+    assert orch.report is not None
+    report = orch.report.markdown
     assert "https://example.org/d" in report
+    assert state.writing is not None
+    assert all(s.status == "written" for s in state.writing.sections)
     assert rig.saver.last().phase == "finished"
 
 
@@ -79,7 +84,7 @@ async def test_failed_branch_blocks_dependents_and_the_run_goes_on() -> None:
     assert state.nodes["b"].status == "blocked"
     assert state.nodes["c"].status == "done"
     assert sorted(rig.executor.ran()) == ["a", "c"], "b never ran"
-    report = build_report(state, orch.final_text)
+    report = orch.report.markdown
     assert "**Failed:** What about a? — provider said no" in report
     assert "**Blocked:** What about b?" in report
 
@@ -96,7 +101,7 @@ async def test_budget_refusal_stops_the_run_and_reports_what_is_missing() -> Non
     assert state.stop_reason == "cost_limit"
     assert state.status == "stopped"
     assert state.nodes["b"].status == "pending", "never started work stays queued for resume"
-    report = build_report(state, orch.final_text)
+    report = orch.report.markdown
     assert "cost limit" in report
     assert "**Not researched:** What about b?" in report
     assert "https://example.org/a" in report, "the report is written from what exists"
@@ -139,7 +144,7 @@ async def test_iteration_limit_stops_after_the_last_judged_round() -> None:
     await orch.run()
     assert state.stop_reason == "max_iterations"
     assert state.phase == "replan"
-    assert "**Missing:** y" in build_report(state, orch.final_text)
+    assert "**Missing:** y" in orch.report.markdown
 
 
 async def test_time_limit_cancels_in_flight_work_and_requeues_it() -> None:
@@ -155,7 +160,7 @@ async def test_time_limit_cancels_in_flight_work_and_requeues_it() -> None:
     assert state.stop_reason == "time_limit"
     assert rig.executor.ran() == ["slow"], "the limit struck while the branch was running"
     assert state.nodes["slow"].status == "pending"
-    assert "time limit" in build_report(state, orch.final_text)
+    assert "time limit" in orch.report.markdown
 
 
 async def test_interrupt_saves_and_requeues_running_nodes() -> None:
@@ -258,7 +263,7 @@ async def test_planner_that_never_parses_fails_the_run_cleanly() -> None:
     assert saved.stop_reason == "error"
 
 
-async def test_judge_failure_ends_with_a_report_from_the_draft() -> None:
+async def test_judge_failure_ends_with_a_written_report_all_the_same() -> None:
     rig = Rig(
         planner=FakePlanner([plan(task("a"))]),
         executor=FakeExecutor(),
@@ -269,8 +274,8 @@ async def test_judge_failure_ends_with_a_report_from_the_draft() -> None:
     await orch.run()
     assert state.stop_reason == "error"
     assert state.status == "failed"
-    assert orch.final_text is not None
-    assert "Draft 1" in orch.final_text
+    assert orch.report is not None, "the report is still written, from what was found"
+    assert "https://example.org/a" in orch.report.markdown
 
 
 async def test_summary_is_capped_and_folded_in_bounded_batches() -> None:
@@ -302,8 +307,8 @@ async def test_resuming_a_finished_session_changes_nothing() -> None:
     await orch.run()
     assert again.stop_reason == "complete"
     assert rig.executor.ran() == ["a"]
-    assert orch.final_text is not None, "the judged draft is reused, not re-synthesized"
-    assert len(rig.synthesizer.requests) == 1
+    assert len(rig.author.sections) == 1, "the written section is kept, not rewritten"
+    assert len(rig.author.leads) == 1
 
 
 @dataclass
@@ -385,7 +390,7 @@ async def test_a_cancelled_job_cancels_its_node_and_blocks_dependents() -> None:
         "b": "blocked",
         "c": "done",
     }
-    assert "- **Cancelled:** What about a? — cancelled by the user" in build_report(state, None)
+    assert "- **Cancelled:** What about a? — cancelled by the user" in build_report(state)
 
 
 @dataclass
@@ -495,13 +500,16 @@ class StampingChecker:
     seen: list[str] = field(default_factory=list)
 
     async def check(self, state: SessionState, report: Report, meter: Meter) -> Report:
-        self.seen.append(report.before)
-        return report.model_copy(update={"after": report.after + "\n\n_checked_"})
+        self.seen.append(report.lead)
+        return report.model_copy(update={"footer": report.footer + "\n\n_checked_"})
 
 
 class OneLineWriter:
-    async def write(self, state: SessionState, final_text: str | None, meter: Meter) -> Report:
-        return Report(before=f"# {state.question}\n\n{final_text}", sources=[], after="")
+    async def outline(self, state: SessionState, meter: Meter) -> None:
+        return None
+
+    async def write(self, job: WriteJob) -> Report:
+        return Report(title=job.state.question, status="", lead=f"{len(job.state.nodes)} node")
 
 
 def one_task_rig() -> Rig:
@@ -518,14 +526,14 @@ async def test_a_writer_and_checkers_plug_in_after_the_loop_as_phases() -> None:
     assert orch.report is None
     await orch.run()
     assert orch.report is not None, "the default writer: the report as assemble builds it"
-    assert orch.report.markdown == build_report(state, orch.final_text)
+    assert orch.report.markdown == build_report(state)
 
     first, second = StampingChecker(), StampingChecker()
     state = new_state()
     orch = one_task_rig().orchestrator(state)
     orch.engine = replace(orch.engine, writer=OneLineWriter(), checkers=(first, second))
     await orch.run()
-    assert first.seen == [f"# {state.question}\n\n{orch.final_text}"]
+    assert first.seen == ["1 node"]
     assert second.seen == first.seen, "each checker gets the report the one before returned"
     assert orch.report is not None
-    assert orch.report.after == "\n\n_checked_\n\n_checked_"
+    assert orch.report.footer == "\n\n_checked_\n\n_checked_"

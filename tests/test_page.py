@@ -139,7 +139,7 @@ async def test_a_run_started_in_the_page_fills_its_tree_live_and_shows_the_repor
 async def test_the_page_links_each_citation_to_its_real_source(
     server: str, fake_openai: FakeOpenAI
 ) -> None:
-    """Pages with forged titles and a synthesis with its own Sources list and link
+    """Pages with forged titles and report sections with their own Sources list and link
     definitions (``ForgingWorld``): on the page, [N] still opens source N, whose link goes
     where its title says it does."""
     try:

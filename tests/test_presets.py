@@ -27,7 +27,14 @@ QUESTION = "When does a research node start?"
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 
 DOCUMENTED = {
-    "quick": {"max_iterations", "max_nodes_per_plan", "web_reasoning_effort", "web_max_tool_calls"},
+    "quick": {
+        "max_iterations",
+        "max_nodes_per_plan",
+        "web_reasoning_effort",
+        "web_max_tool_calls",
+        "report_max_sections",
+        "report_section_words",
+    },
     "deep": set(KNOBS),
 }
 """What each preset changes of ``standard`` (README "Presets")."""
@@ -103,6 +110,8 @@ def test_the_environment_and_dotenv_win_over_the_preset(
         "web_reasoning_effort": "xhigh",
         "web_max_tool_calls": 20,
         "summary_max_tokens": 4000,
+        "report_max_sections": 12,
+        "report_section_words": 1200,
     }
     assert prepared.limits.max_iterations == 5
     # An option's preset wins over the environment's; its explicit values over both.
@@ -116,6 +125,8 @@ def test_the_environment_and_dotenv_win_over_the_preset(
         "web_reasoning_effort": "medium",
         "web_max_tool_calls": 20,
         "summary_max_tokens": 2000,
+        "report_max_sections": 4,
+        "report_section_words": 500,
     }
     assert prepared.limits.max_iterations == 2
 

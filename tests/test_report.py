@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from deep_research.core.citations import identity
 from deep_research.core.models import Citation, IterationRecord, SessionState, Verdict
-from deep_research.core.report import build_report
+from tests.fakes import answer_report
 
 if TYPE_CHECKING:
     from markdown_it.token import Token
@@ -35,7 +35,7 @@ def sources_section(report: str) -> str:
 
 def test_web_sources_show_their_claim_and_say_no_text_was_captured() -> None:
     state = SessionState(session_id="a" * 12, question="q?", sources={"S1": WEB, "S2": KB})
-    report = build_report(state, "Chroma handles 10M vectors [S1]; runs stop at the limit [S2].")
+    report = answer_report(state, "Chroma handles 10M vectors [S1]; runs stop at the limit [S2].")
     assert sources_section(report) == (
         "1. [Chroma scale](<https://docs.trychroma.com/scale>)\n"
         "   cited for: “Chroma scales to 10M vectors.” — _source text not captured_\n"
@@ -59,24 +59,24 @@ def test_sessions_saved_with_snippets_still_load() -> None:
     # an old web citation kept its source text: it is identified by that passage
     assert identity(state.sources["S2"]).startswith("web:https://x.io#passage:")
     assert "snippet" not in json.loads(state.model_dump_json())["sources"]["S1"]
-    assert "> Old text." in build_report(state, "It says so [S1].")
+    assert "> Old text." in answer_report(state, "It says so [S1].")
 
 
 def test_the_footer_says_when_part_of_the_spend_is_unknown() -> None:
     from deep_research.adapters.prices import PriceTable
     from deep_research.core.budget import make_entry
     from deep_research.core.models import SessionState, Usage
-    from deep_research.core.report import build_report
+    from tests.fakes import answer_report
 
     state = SessionState(session_id="abcdabcdabcd", question="q?")
     state.ledger.append(
         make_entry("planner", "gpt-6-sol", Usage(input_tokens=10), prices=PriceTable())
     )
-    assert "spend is unknown" not in build_report(state, "body")
+    assert "spend is unknown" not in answer_report(state, "body")
     state.ledger.append(
         make_entry("deep_research", "gpt-5.5", Usage(), usage_unknown=True, prices=PriceTable())
     )
-    assert "1 cancelled or failed research job(s) reported no usage" in build_report(state, "b")
+    assert "1 cancelled or failed research job(s) reported no usage" in answer_report(state, "b")
 
 
 # --- what the report quotes cannot forge it ---------------------------------------------
@@ -137,7 +137,7 @@ def test_titles_quotes_and_urls_are_written_as_text_and_links_go_where_they_say(
     from markdown_it import MarkdownIt
 
     body = " ".join(f"Page {i} says so [S{i}]." for i in range(1, 8))
-    report = build_report(forged_state(), body)
+    report = answer_report(forged_state(), body)
 
     assert links(report) == [
         (HREFS[url], " ".join(title.split())) for title, url in PAGES if url in HREFS
@@ -145,7 +145,7 @@ def test_titles_quotes_and_urls_are_written_as_text_and_links_go_where_they_say(
     tokens = MarkdownIt("commonmark", {"html": True}).parse(report)
     assert not [t for t in tokens if t.type.startswith("html")]
     headings = [plain(tokens[i + 1]) for i, t in enumerate(tokens) if t.type == "heading_open"]
-    assert headings == ["q <b>?</b>", "Sources"]
+    assert headings == ["q <b>?</b>", "Answer", "Sources"]
     listed = {line[:3]: line for line in sources_section(report).splitlines()}
     assert listed["5. "] == "5. click me — javascript:alert(1)"
     assert listed["7. "].startswith("7. ``notes.md`[x](https://phish.example/tick)`#A:0-9`` — ")
@@ -157,10 +157,10 @@ def test_titles_quotes_and_urls_are_written_as_text_and_links_go_where_they_say(
 
 def test_the_html_report_links_each_source_to_its_own_address() -> None:
     from deep_research.adapters.report_html import render_html
-    from deep_research.core.report import assemble
+    from tests.fakes import answer_assembled
 
     body = " ".join(f"Page {i} says so [S{i}]." for i in range(1, 8))
-    page = render_html(assemble(forged_state(), body))
+    page = render_html(answer_assembled(forged_state(), body))
     anchors = html_anchors(page)
     assert "phish.example" not in " ".join(href for _, href, _ in anchors)
     assert [tag for tag in ("<script>", "<b>", "<i>") if tag in page] == []
@@ -223,7 +223,7 @@ def test_the_judges_gaps_stay_when_a_later_replan_added_nothing() -> None:
         IterationRecord(number=2),  # its replan added nothing: no draft, no verdict
     ]
     state.stop_reason = "nothing_to_do"
-    report = build_report(state, "An answer.")
+    report = answer_report(state, "An answer.")
     assert "- **Missing:** How compaction reclaims space" in report
     assert "judge confidence 0.60" in report
 
@@ -235,7 +235,7 @@ def test_an_extractive_run_claims_no_judge_it_did_not_have() -> None:
     )
     state.iterations = [IterationRecord(number=1, verdict=done)]
     state.stop_reason = "complete"
-    status = build_report(state, "Quoted passages.").splitlines()[2]
+    status = answer_report(state, "Quoted passages.").splitlines()[2]
     assert "judge" not in status
     assert "every sub-question was answered from quoted passages" in status
     assert "passage coverage 0.93" in status
@@ -248,7 +248,7 @@ def test_a_clean_citation_check_counts_sources_not_markers() -> None:
         "Chroma also keeps those vectors on local disk by default [S1]. "
         "A research run stops once its spend reaches the cost limit [S2]."
     )
-    report = build_report(state, body)
+    report = answer_report(state, body)
     assert "the body cites 2 sources (3 citations), each of them listed below" in report
 
 
@@ -256,7 +256,7 @@ def test_long_quotes_are_cut_between_words_and_say_so() -> None:
     long_quote = "A run stops once its spend reaches the cost limit, " * 10
     kb = KB.model_copy(update={"quote": long_quote})
     state = SessionState(session_id="f" * 12, question="q?", sources={"S2": kb})
-    quote = sources_section(build_report(state, "Runs stop at the limit [S2].")).splitlines()[1]
+    quote = sources_section(answer_report(state, "Runs stop at the limit [S2].")).splitlines()[1]
     assert quote.endswith("…")
     assert len(quote) <= len("   > ") + 300
     last_word = quote.removesuffix("…").split()[-1]
@@ -266,16 +266,16 @@ def test_long_quotes_are_cut_between_words_and_say_so() -> None:
 def test_kb_sources_show_their_front_matter_tags() -> None:
     kb = KB.model_copy(update={"title": "Budgets handbook › Cost limits", "tags": ("money",)})
     state = SessionState(session_id="e" * 12, question="q?", sources={"S2": kb})
-    entry = sources_section(build_report(state, "Runs stop at the limit [S2].")).splitlines()[0]
+    entry = sources_section(answer_report(state, "Runs stop at the limit [S2].")).splitlines()[0]
     assert entry == "1. `budgets.md#Cost limits:0-120` — Budgets handbook › Cost limits `#money`"
 
 
 def test_a_bracket_after_an_escaped_backslash_is_no_citation() -> None:
     from deep_research.adapters.report_html import render_html
-    from deep_research.core.report import assemble
+    from tests.fakes import answer_assembled
 
     state = SessionState(session_id="g" * 12, question="q?", sources={"S1": WEB, "S2": KB})
     body = "Chroma handles ten million vectors [S1]. The budget page never said \\\\[1]."
-    html = render_html(assemble(state, body))
+    html = render_html(answer_assembled(state, body))
     assert html.count('href="#source-') == 1, "only the builder's [1] is a link"
     assert "never said \\[1]" in html

@@ -12,7 +12,7 @@ from bench.report import retention, sections
 from deep_research.adapters.llm.llm import load_prompt
 from deep_research.adapters.web.output import extract_report
 from deep_research.core.models import Citation
-from deep_research.core.report import Report
+from deep_research.core.report import Report, ReportNote
 from tests.fake_openai import ChatRequest
 from tests.fake_openai_payloads import StoredResponse, response_object
 
@@ -83,10 +83,19 @@ def test_the_limits_of_the_real_prompts_are_read() -> None:
     assert stated_limits(str(summarize[0].content), 16_000) == Limits(chars=8000, words=1500)
     compress = load_prompt("compress").messages(max_words=700, question="q", report="r")
     assert stated_limits(str(compress[0].content), 16_000) == Limits(chars=64_000, words=700)
-    synthesize = load_prompt("synthesize").messages(
-        mode_note="", question="q", summary="s", sources="", gaps=""
+    section = load_prompt("section").messages(
+        max_words=900,
+        question="q",
+        title="t",
+        section_question="q",
+        points="",
+        others="",
+        evidence="",
+        related="",
     )
-    assert stated_limits(str(synthesize[0].content), 16_000) == Limits(chars=64_000)
+    assert stated_limits(str(section[0].content), 4000) == Limits(chars=16_000, words=900)
+    lead = load_prompt("lead").messages(max_words=350, question="q", sections="", gaps="")
+    assert stated_limits(str(lead[0].content), 4000) == Limits(chars=16_000, words=350)
 
 
 def test_the_copier_never_invents_a_fact() -> None:
@@ -119,9 +128,14 @@ def test_the_world_answers_each_role() -> None:
     verdict = chat(world, "You are a strict research evaluator.", PROMPT, "Verdict")
     assert isinstance(verdict, dict)
     assert verdict["is_complete"] is True
-    answer = chat(world, "You write the answer of a research project", PROMPT)
-    assert answer == "## Answer\n\n" + copy_facts(PROMPT, UNLIMITED)
-    assert world.calls == {"planner": 2, "judge": 1, "synthesizer": 1}
+    outline = chat(world, "Plan at most 2 sections.", "Catalog:\n- t01: a?\n- t02: b?", "Outline")
+    assert isinstance(outline, dict)
+    assert [s["node_ids"] for s in outline["sections"]] == [["t01", "t02"]]
+    section = chat(world, "You write one section of a research report", PROMPT)
+    assert section == copy_facts(PROMPT, UNLIMITED)
+    lead = chat(world, "You write the opening of a research report", PROMPT)
+    assert lead == copy_facts(PROMPT, UNLIMITED)
+    assert world.calls == {"planner": 2, "judge": 1, "outline": 1, "section": 1, "lead": 1}
 
 
 def test_a_research_job_cites_each_fact_to_its_own_page() -> None:
@@ -146,14 +160,25 @@ def test_retention_counts_only_the_body_citing_the_facts_own_page() -> None:
     world.report(1)
     g = world.gathered
     pages = [Citation(kind="web", url=g[f"FACT-01-{j}"].url) for j in (1, 2, 3)]
-    before = (
-        "## Answer\n\n"
+    lead = (
         f"The value of FACT-01-1 is {g['FACT-01-1'].value} [1]. "  # kept
         f"The value of FACT-01-2 is {g['FACT-01-2'].value} [1]. "  # another fact's page
-        f"The value of FACT-01-3 is 99999 [3].\n\n"  # a wrong number
-        "## Coverage and limitations\n\n- none"
+        f"The value of FACT-01-3 is 99999 [3]."  # a wrong number
     )
-    after = f"## Findings by sub-question\n\nFACT-01-4 is {g['FACT-01-4'].value} [1]."
-    report = Report(before=before, sources=pages, after=after)
+    report = Report(
+        title="q",
+        status="",
+        lead=lead,
+        limitations=[f"- FACT-01-4 is {g['FACT-01-4'].value} [1]."],  # not the body
+        sources=pages,
+        notes=[
+            ReportNote(
+                node_id="t01",
+                question="q",
+                meta="",
+                body=f"FACT-01-4 is {g['FACT-01-4'].value} [1].",
+            )
+        ],
+    )
     assert retention(report, g) == 0.25
-    assert sections(before) == 1
+    assert sections(report.body) == 1

@@ -98,10 +98,16 @@ class ResearchWorld:
         if "compress a long web research report" in system:
             self._count("compressor")
             return self._echo(req.text.split("Report:", 1)[-1], _LOCAL, self.notes_words * 6)
-        if "write the answer" in system:
-            self._count("synthesizer")
-            body = self._echo(req.text.split("Sources cited", 1)[0], _SESSION, 3000)
-            return f"## Answer\n\n{body}"
+        if req.schema_name == "Outline":
+            self._count("outline")
+            return outline_of(req.text, system)
+        if "one section of a research report" in system:
+            self._count("section")
+            own = req.text.split("Evidence for this section:", 1)[1].split("Related evidence:")[0]
+            return self._echo(own, _SESSION, 600)
+        if "opening of a research report" in system:
+            self._count("lead")
+            return self._echo(req.text, _SESSION, 400)
         return None
 
     @staticmethod
@@ -124,7 +130,7 @@ class ResearchWorld:
     @staticmethod
     def _echo(text: str, marker: re.Pattern[str], max_chars: int) -> str:
         """Prose carrying every marker of the input once, padded/capped to ``max_chars``."""
-        seen = list(dict.fromkeys(marker.findall(text)))
+        seen = list(dict.fromkeys(m.group(0) for m in marker.finditer(text)))
         sentences = [f"A finding that rests on evidence {m}." for m in seen]
         out = " ".join(sentences)
         while len(out) < max_chars:
@@ -160,3 +166,29 @@ def judged(block: str) -> dict[str, Any]:
         if supported
         else "Scripted: the passages lack some of the claim's words.",
     }
+
+
+_CATALOG_LINE = re.compile(r"^- ([\w.+-]+): (.*?)(?: — found: .*)?$", re.MULTILINE)
+_MAX_SECTIONS = re.compile(r"at most (\d+) sections")
+
+
+def outline_of(text: str, system: str) -> dict[str, Any]:
+    """An ``Outline`` reply: the catalog's lines in order, about three to a section, within
+    the number of sections the prompt allows."""
+    lines = _CATALOG_LINE.findall(text.split("Catalog:", 1)[-1])
+    found = _MAX_SECTIONS.search(system)
+    most = int(found.group(1)) if found else 8
+    count = max(1, min(most, -(-len(lines) // 3)))
+    size = -(-len(lines) // count) if lines else 1
+    sections = []
+    for k in range(0, len(lines), size):
+        group = lines[k : k + size]
+        sections.append(
+            {
+                "title": f"Part {len(sections) + 1}: {group[0][1][:60]}",
+                "question": group[0][1],
+                "node_ids": [i for ids, _q in group for i in ids.split("+")],
+                "points": [q for _ids, q in group][:3],
+            }
+        )
+    return {"sections": sections}

@@ -17,7 +17,7 @@ import html
 import re
 from typing import TYPE_CHECKING
 
-from deep_research.core.report import Report, source_entry
+from deep_research.core.report import Report, anchor, source_entry
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -49,9 +49,9 @@ def render_html(report: Report | str) -> str:
         )
         listed = f"<ol>{items}</ol>" if items else "<p><em>No sources were cited.</em></p>"
         body = (
-            cited.render(report.before)
+            cited.render(report.before_sources())
             + f'<h2 id="sources">Sources</h2>{listed}'
-            + cited.render(report.after)
+            + cited.render(report.after_sources())
         )
     return (
         '<!doctype html><html><head><meta charset="utf-8">'
@@ -74,7 +74,16 @@ def _parser(sources: int) -> MarkdownIt:
 
     # Before text_join: escaped brackets are still tokens of their own (text_special).
     parser.core.ruler.before("text_join", "citations", link_citations)
+    parser.core.ruler.push("anchors", _anchor_headings)
     return parser
+
+
+def _anchor_headings(state: StateCore) -> None:
+    """Each ``##`` heading gets the id its table-of-contents entry links to."""
+    for at, token in enumerate(state.tokens):
+        if token.type == "heading_open" and token.tag == "h2" and at + 1 < len(state.tokens):
+            words = state.tokens[at + 1].children or []
+            token.attrSet("id", anchor("".join(w.content for w in words if w.type != "softbreak")))
 
 
 def _link_citations(state: StateCore, sources: int) -> None:

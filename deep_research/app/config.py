@@ -145,6 +145,14 @@ class Settings(BaseSettings):
     max_nodes_per_plan: int = Field(default=8, ge=1, le=50)
     structured_output_retries: int = Field(default=2, ge=0, le=10)
     request_timeout_seconds: float = Field(default=120.0, gt=0)
+
+    # --- the report: an outline, its sections, the lead (``core/writing.py``) ---
+    report_max_sections: int = Field(default=8, ge=1, le=30)
+    report_section_words: int = Field(default=900, ge=100, le=5000)
+    section_max_tokens: int = Field(default=4000, ge=500, le=100_000)
+    """Reply cap of each writing call, reasoning included (the final reserve counts it)."""
+    write_allowance_seconds: float = Field(default=180.0, ge=0, le=86_400)
+    """Research starts nothing once less than this is left of the run (at most a quarter)."""
     max_retries: int = Field(default=4, ge=0, le=20)
 
     # --- web research jobs (OpenAI deep research: a reasoning model + web_search, background) --

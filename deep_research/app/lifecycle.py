@@ -183,7 +183,7 @@ def estimate(prepared: Prepared) -> Estimate:
 
     settings = prepared.settings
     prices = wiring.price_book(settings)
-    reserve = wiring.final_reserve_usd(settings, prices)
+    reserve = wiring.final_reserve_usd(settings, prices, prepared.limits.max_cost_usd)
     return preflight.estimate(settings, prepared.spec, prices, reserve, engine=prepared.engine)
 
 

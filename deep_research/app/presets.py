@@ -31,6 +31,8 @@ PRESETS: Mapping[str, Mapping[str, object]] = {
         "web_reasoning_effort": "low",
         "web_max_tool_calls": 8,
         "summary_max_tokens": 2000,
+        "report_max_sections": 4,
+        "report_section_words": 500,
     },
     "standard": {
         "max_iterations": 3,
@@ -39,6 +41,8 @@ PRESETS: Mapping[str, Mapping[str, object]] = {
         "web_reasoning_effort": "high",
         "web_max_tool_calls": 16,
         "summary_max_tokens": 2000,
+        "report_max_sections": 8,
+        "report_section_words": 900,
     },
     "deep": {
         "max_iterations": 5,
@@ -47,6 +51,8 @@ PRESETS: Mapping[str, Mapping[str, object]] = {
         "web_reasoning_effort": "xhigh",
         "web_max_tool_calls": 32,
         "summary_max_tokens": 4000,
+        "report_max_sections": 12,
+        "report_section_words": 1200,
     },
 }
 """Each preset's value of every setting a preset sets (the same settings in each)."""

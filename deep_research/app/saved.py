@@ -79,18 +79,24 @@ def read_report(path: str) -> str:
 
 def read_report_data(path: str) -> Report | str:
     """The report at ``path`` (from ``report_path``) as data, from the report.json written
-    with it; a report saved before that file existed (or with it damaged) is its markdown."""
+    with it. A report saved before this report model (or with that file damaged) is rebuilt
+    from its session; where that fails too, it is its markdown, shown as written."""
     from pathlib import Path
 
     from pydantic import ValidationError
 
-    from deep_research.core.report import Report
+    from deep_research.core.errors import SessionError
+    from deep_research.core.report import Report, assemble
     from deep_research.persistence.sessions import REPORT_DATA_FILE
 
-    data = Path(path).with_name(REPORT_DATA_FILE)
+    report = Path(path)
     try:
-        return Report.model_validate_json(data.read_bytes())
+        return Report.model_validate_json(report.with_name(REPORT_DATA_FILE).read_bytes())
     except (OSError, ValidationError):
+        pass
+    try:
+        return assemble(SessionStore(report.parent.parent).load(report.parent.name))
+    except (SessionError, OSError, ValidationError):
         return read_report(path)  # shown as written, its citations not linked
 
 

@@ -8,6 +8,7 @@ executor, the knowledge base, or the extractive (no model) stand-ins.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -21,10 +22,10 @@ from deep_research.adapters.branches.kb import KBExecutor
 from deep_research.adapters.branches.protocols import Evidence
 from deep_research.adapters.branches.router import Route, RoutingExecutor, Unavailable
 from deep_research.adapters.extractive.roles import (
+    ExtractiveAuthor,
     ExtractiveJudge,
     ExtractivePlanner,
     ExtractiveSummarizer,
-    ExtractiveSynthesizer,
     ExtractiveWriter,
 )
 from deep_research.adapters.llm.branch import LLMEvidenceWriter
@@ -33,7 +34,7 @@ from deep_research.adapters.llm.llm import ChatModel
 from deep_research.adapters.llm.params import model_params
 from deep_research.adapters.llm.planning import LLMPlanner
 from deep_research.adapters.llm.summary import LLMSummarizer
-from deep_research.adapters.llm.synthesis import LLMSynthesizer
+from deep_research.adapters.llm.writing import LLMAuthor
 from deep_research.adapters.prices import Price, PriceTable
 from deep_research.adapters.web.openai_jobs import JobSpec, KbTool
 from deep_research.app import engines, presets, sources
@@ -54,6 +55,7 @@ from deep_research.core.models import (
 )
 from deep_research.core.orchestrator import Engine, RunConfig
 from deep_research.core.ports import BUILTIN_SOURCES, BranchExecutor, JobControl
+from deep_research.core.writing import SectionedWriter, WriteCosts, WritingLimits
 from deep_research.kb.search import search
 from deep_research.kb.store import KBStore, open_kb
 from deep_research.persistence.cache import ResultCache
@@ -125,6 +127,7 @@ def run_config(
         allowed_sources=allowed,
         source_descriptions={**BUILTIN_SOURCES, **{k.name: k.description for k in registered}},
         finish_grace_seconds=settings.request_timeout_seconds,
+        write_allowance_seconds=settings.write_allowance_seconds,
     )
 
 
@@ -254,20 +257,50 @@ def price_book(settings: Settings) -> PriceTable:
     )
 
 
-def final_reserve_tokens(settings: Settings) -> int:
-    """Tokens kept back for the final report: its prompt (two summaries and the frame) and
-    its reply."""
-    return settings.summary_max_tokens * 2 + 2000 + settings.max_tokens_per_call
-
-
-def final_reserve_usd(settings: Settings, prices: PriceTable) -> float:
-    """Kept back from the budget so the final report can always be written."""
-    return call_cost_estimate(
-        settings.synthesizer_model,
-        settings.summary_max_tokens * 2 + 2000,
-        settings.max_tokens_per_call,
-        prices,
+def writing_limits(settings: Settings, prices: PriceTable) -> WritingLimits:
+    """How the report is written: its ceilings (a preset sets them), each call's budgets,
+    and what each call may cost at the writer model's price."""
+    limits = WritingLimits(
+        max_sections=settings.report_max_sections,
+        section_words=settings.report_section_words,
+        max_parallel=settings.max_parallel_branches,
     )
+    reply = settings.section_max_tokens
+
+    def cost(prompt: int) -> float:
+        return call_cost_estimate(settings.synthesizer_model, prompt, reply, prices)
+
+    costs = WriteCosts(
+        outline=cost(limits.outline_prompt_tokens),
+        section=cost(limits.section_prompt_tokens),
+        lead=cost(limits.lead_prompt_tokens),
+    )
+    return dataclasses.replace(limits, costs=costs)
+
+
+def final_reserve_tokens(settings: Settings) -> int:
+    """Tokens kept back for writing the report: the outline, the lead and every section,
+    each its prompt budget plus ``section_max_tokens``."""
+    limits = writing_limits(settings, PriceTable())
+    return limits.reserve_tokens(settings.section_max_tokens)
+
+
+REPORT_SHARE = 0.25
+"""Past the cost of the outline, the lead and one section, a run keeps at most this share of
+its cost limit for writing: a small budget still researches, and writes fewer sections."""
+
+
+def final_reserve_usd(
+    settings: Settings, prices: PriceTable, max_cost_usd: float | None = None
+) -> float:
+    """Kept back from the budget so the report can always be written: every section at its
+    ceiling, or under a small cost limit (``max_cost_usd``, default the setting's) its share,
+    never less than the outline, the lead and one section."""
+    costs = writing_limits(settings, prices).costs
+    full = costs.reserve(settings.report_max_sections)
+    least = costs.reserve(1)
+    limit = settings.max_cost_usd if max_cost_usd is None else max_cost_usd
+    return round(min(full, max(least, REPORT_SHARE * limit)), 4)
 
 
 def check_token_limit(settings: Settings, limits: Limits) -> None:
@@ -275,9 +308,9 @@ def check_token_limit(settings: Settings, limits: Limits) -> None:
     if limits.max_total_tokens <= reserve:
         raise UsageError(
             f"the token limit of {limits.max_total_tokens:,} leaves nothing to research: "
-            f"{reserve:,} tokens are kept for the final report (2 × "
-            f"DEEP_RESEARCH_SUMMARY_MAX_TOKENS + 2,000 + DEEP_RESEARCH_MAX_TOKENS_PER_CALL); "
-            "raise --max-tokens"
+            f"{reserve:,} tokens are kept for writing the report (the outline, the lead and "
+            f"{settings.report_max_sections} sections, each its prompt budget plus "
+            "DEEP_RESEARCH_SECTION_MAX_TOKENS); raise --max-tokens"
         )
 
 
@@ -288,7 +321,7 @@ def guard_for(settings: Settings, state: SessionState) -> BudgetGuard:
         state,
         state.limits,
         prices=prices,
-        final_reserve_usd=final_reserve_usd(settings, prices),
+        final_reserve_usd=final_reserve_usd(settings, prices, state.limits.max_cost_usd),
         # An extractive run spends no tokens: nothing to keep back.
         final_reserve_tokens=0 if state.mode == "extractive" else final_reserve_tokens(settings),
     )
@@ -424,14 +457,18 @@ def build(
     guard = functools.partial(guard_for, settings)
     if extractive:
         hint: SourceHint = "mixed" if policy == "auto" else "web" if engine else "internal"
-        return Built(extractive_engine(executor, hint), config, guard, notices, resources)
+        limits = writing_limits(settings, PriceTable())
+        return Built(extractive_engine(executor, hint, limits), config, guard, notices, resources)
     engine_ = Engine(
         planner=LLMPlanner(chat("planner")),
         executor=executor,
         summarizer=LLMSummarizer(chat("summarizer")),
-        synthesizer=LLMSynthesizer(chat("synthesizer")),
         judge=LLMJudge(chat("judge")),
         jobs=jobs,
+        writer=SectionedWriter(
+            LLMAuthor(chat("synthesizer").capped(settings.section_max_tokens)),
+            writing_limits(settings, price_book(settings)),
+        ),
     )
     return Built(engine_, config, guard, notices, resources)
 
@@ -449,13 +486,18 @@ def kb_tool(settings: Settings) -> KbTool | None:
     return KbTool(settings.kb_mcp_url, settings.api_token)
 
 
-def extractive_engine(executor: BranchExecutor, source_hint: SourceHint = "internal") -> Engine:
+def extractive_engine(
+    executor: BranchExecutor,
+    source_hint: SourceHint = "internal",
+    limits: WritingLimits | None = None,
+) -> Engine:
     """The no-model engine: ``executor`` quotes passages (``KBExecutor(..., ExtractiveWriter())``,
-    or a search executor with no writer); the planner sends every facet to ``source_hint``."""
+    or a search executor with no writer); the planner sends every facet to ``source_hint``;
+    the report is written through the same outline and sections, by quoting."""
     return Engine(
         planner=ExtractivePlanner(source_hint),
         executor=executor,
         summarizer=ExtractiveSummarizer(),
-        synthesizer=ExtractiveSynthesizer(),
         judge=ExtractiveJudge(),
+        writer=SectionedWriter(ExtractiveAuthor(), limits),
     )

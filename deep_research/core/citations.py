@@ -148,16 +148,26 @@ def renumber(text: str, sources: Mapping[str, Citation]) -> tuple[str, list[Cita
 
     Bracketed numbers already in ``text`` are literal and escaped first. Returns the text
     and the cited sources in their new order (a report's numbered list)."""
+    (renumbered,), cited = renumber_all([text], sources)
+    return renumbered, cited
+
+
+def renumber_all(
+    texts: Sequence[str], sources: Mapping[str, Citation]
+) -> tuple[list[str], list[Citation]]:
+    """``renumber`` over several texts read in order (a report's parts): one numbering, by
+    first use across them all."""
     order: dict[str, int] = {}
-    for ref in cited_refs(text):
-        if ref in sources:
-            order[ref] = len(order) + 1
+    for text in texts:
+        for ref in cited_refs(text):
+            if ref in sources and ref not in order:
+                order[ref] = len(order) + 1
 
     def rewrite(match: re.Match[str]) -> str:
         number = order.get(match.group(1))
         return f"[{number}]" if number else ""
 
-    return SESSION.sub(rewrite, escape_literal(text)), [sources[ref] for ref in order]
+    return [SESSION.sub(rewrite, escape_literal(t)) for t in texts], [sources[r] for r in order]
 
 
 # --- checking -----------------------------------------------------------------------

@@ -8,6 +8,7 @@ descriptions are what the model reads.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, get_args
 
@@ -324,6 +325,40 @@ class EvidenceUnit(BaseModel):
     sources: list[EvidenceSource] = Field(default_factory=list)
 
 
+SectionStatus = Literal["pending", "written", "quoted"]
+"""A report section: to write; written by the writer; or its best evidence quoted instead
+(``SectionPlan.note`` says why: the time limit, a failed call, no model)."""
+
+
+class SectionPlan(BaseModel):
+    """One section of the report's outline, and once written, its text."""
+
+    id: str = Field(description="s1, s2, ... in reading order.")
+    title: str
+    question: str = Field(description="The question the section answers.")
+    node_ids: list[str] = Field(description="The sub-questions whose evidence it draws on.")
+    points: list[str] = Field(default_factory=list, description="What the outline plans it says.")
+    status: SectionStatus = "pending"
+    text: str = Field(default="", description="Its markdown body, citing with [S#] refs.")
+    note: str = Field(default="", description="Why its evidence is quoted instead, if it is.")
+
+
+class Writing(BaseModel):
+    """The report being written (its own saved phase): the outline, each section as it is
+    written, then the lead. A resume writes only what is not ``written``."""
+
+    covers: list[str] = Field(description="The done nodes the outline was made from.")
+    outlined_by: Literal["model", "grouping"] = "model"
+    sections: list[SectionPlan]
+    lead: str = ""
+    lead_status: SectionStatus = "pending"
+    lead_note: str = ""
+
+    def stale(self, done: Iterable[str]) -> bool:
+        """Whether nodes finished (or were undone) since the outline was made."""
+        return set(self.covers) != set(done)
+
+
 class LedgerEntry(BaseModel):
     """One model call (or cached hit) as the budget sees it."""
 
@@ -341,7 +376,7 @@ class LedgerEntry(BaseModel):
 class SessionState(BaseModel):
     """Everything a session needs to resume; written atomically after every change."""
 
-    schema_version: int = 2
+    schema_version: int = 3
     session_id: str
     question: str
     created_at: datetime = Field(default_factory=utcnow)
@@ -359,6 +394,8 @@ class SessionState(BaseModel):
     sources: dict[str, Citation] = Field(default_factory=dict)
     evidence_units: int = 0
     """How many units the session's evidence store holds (the units are beside this file)."""
+    writing: Writing | None = None
+    """The report's outline and sections, once research has ended (or for the judge)."""
     ledger: list[LedgerEntry] = Field(default_factory=list)
     iterations: list[IterationRecord] = Field(default_factory=list)
     report_path: str | None = None

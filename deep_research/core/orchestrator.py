@@ -1,16 +1,21 @@
-"""ResearchOrchestrator: plan -> execute -> draft -> judge -> replan, until done or out of budget.
+"""ResearchOrchestrator: plan -> execute -> outline -> judge -> replan, until done or out of
+budget; then the report is written (outline -> sections -> lead, ``core.writing``).
 
 Invariants:
 - the session is checkpointed after every state change; a node's remote job id is saved
   the moment it exists, before any wait on it;
 - done nodes are never re-run; a resumed session continues from its saved ``phase``;
 - no model call's prompt grows with the number of nodes: planner and judge read the
-  capped rolling summary and a bounded catalog, branches read their dependencies' notes
-  capped to one budget, the summarizer folds a bounded batch at a time;
+  capped rolling summary and a bounded catalog (the judge: and the report's outline),
+  branches read their dependencies' notes capped to one budget, the summarizer folds a
+  bounded batch at a time, and each writing call has its own budget;
+- research starts nothing once less than the writing allowance is left of the run; the
+  report is written inside the run's time, from the money kept back for it at the start;
 - guardrails are checked before anything new starts; once a limit is reached nothing
   new starts and the report is written from what exists, saying what is missing;
 - a branch failure is data (the node fails, its dependents are blocked); a planner,
-  judge or synthesizer failure ends the loop cleanly with stop reason ``error``;
+  outline or judge failure ends the loop cleanly with stop reason ``error``, and the report
+  is still written;
 - stopping is data too: each phase returns the next phase or a ``Stop``, and the first
   ``Stop`` ends the loop.
 """
@@ -23,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias
 
 from deep_research.core import context, evidence
-from deep_research.core.citations import cited_refs, register
+from deep_research.core.citations import register
 from deep_research.core.errors import (
     BranchError,
     BudgetExhausted,
@@ -57,12 +62,12 @@ from deep_research.core.ports import (
     ReportChecker,
     ReportWriter,
     Summarizer,
-    SynthesisRequest,
-    Synthesizer,
+    WriteJob,
 )
 from deep_research.core.report import AssembledReport, Report
 from deep_research.core.scheduler import run_dag
 from deep_research.core.tree import PlanPolicy, ResearchTree
+from deep_research.core.writing import outline_text as writing_text
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,8 @@ class RunConfig:
     )
     """What each source holds, as the planner reads it (built-ins and registered ones)."""
     finish_grace_seconds: float = 120.0
+    write_allowance_seconds: float = 0.0
+    """Time kept for writing the report: research starts nothing once less is left."""
 
 
 @dataclass(frozen=True)
@@ -86,12 +93,11 @@ class Engine:
     planner: Planner
     executor: BranchExecutor
     summarizer: Summarizer
-    synthesizer: Synthesizer
     judge: Judge
     jobs: JobControl | None = None
     """Cancels remote jobs left in flight by a time limit; None when there are none."""
     writer: ReportWriter = field(default_factory=AssembledReport)
-    """The phase after research: writes the report."""
+    """Outlines what is done (the judge reads it), and writes the report after research."""
     checkers: tuple[ReportChecker, ...] = ()
     """The phases after the writer, in order: each checks the report and returns it."""
 
@@ -141,8 +147,6 @@ class ResearchOrchestrator:
         self.guard = guard
         self.config = config
         self.tree = ResearchTree(state.nodes)
-        self.final_text: str | None = None
-        """The answer the report is written from, once ``run`` returns."""
         self.report: Report | None = None
         """The report, written and checked, once ``run`` returns."""
         self._on_event = on_event or (lambda _message: None)
@@ -151,7 +155,7 @@ class ResearchOrchestrator:
     # --- the loop -----------------------------------------------------------
 
     async def run(self) -> SessionState:
-        """Drive the session to a stop; the caller writes the report from ``final_text``."""
+        """Drive the session to a stop, then write its report (``report``)."""
         state = self.state
         previous = Stop(state.stop_reason, state.stop_detail) if state.stop_reason else None
         state.status = "running"
@@ -196,12 +200,21 @@ class ResearchOrchestrator:
             if state.iteration >= state.limits.max_iterations:
                 return Stop("max_iterations", f"{state.iteration} iterations done")
             return await self._plan(state.iterations[-1].verdict if state.iterations else None)
-        # finished: a resume of a finished session has nothing to do
+        # finished: research is over; a resume only writes what the report still lacks
         return previous or Stop("complete", state.stop_detail)
 
-    def _loop_deadline(self) -> float:
+    def _run_deadline(self) -> float:
+        """Loop time at which ``max_runtime_seconds`` is reached."""
         loop_now = asyncio.get_running_loop().time()
         return loop_now + max(0.0, self.state.limits.max_runtime_seconds - self.guard.elapsed)
+
+    def _loop_deadline(self) -> float:
+        """When research stops: the run's limit, less the time kept for writing (at most a
+        quarter of the run)."""
+        allowance = min(
+            self.config.write_allowance_seconds, self.state.limits.max_runtime_seconds / 4
+        )
+        return self._run_deadline() - allowance
 
     def _announce(self, stop: Stop) -> Stop:
         self._on_event(f"stopping: {stop.reason} ({stop.detail})")
@@ -297,8 +310,10 @@ class ResearchOrchestrator:
             may_start=may_start,
             after=lambda _node: self._fold_summary(),
         )
-        await self._fold_summary()
-        return stops[0] if stops else await self._review()
+        if stops:
+            await self._fold_summary()
+            return stops[0]
+        return await self._review()
 
     async def _run_node(self, node: ResearchNode) -> Stop | None:
         """Research one node; a ``Stop`` when the budget cannot cover it (it is requeued)."""
@@ -396,7 +411,7 @@ class ResearchOrchestrator:
     # --- review: draft + judge ----------------------------------------------
 
     async def _review(self) -> Step:
-        """Draft the synthesis and judge it: complete, or replan from the judge's gaps."""
+        """Outline the report and judge the outline: complete, or replan from its gaps."""
         state = self.state
         if (stop := self._limit_stop()) is not None:
             return stop
@@ -404,19 +419,27 @@ class ResearchOrchestrator:
             state.phase = "finished"
             await self._save()
             return Stop("nothing_to_do", "no sub-question could be researched")
-        self._on_event("drafting the synthesis")
+        self._on_event("outlining the report")
         record = state.iterations[-1]
         try:
-            record.draft = await self._synthesize(final=False)
-            record.draft_done = len(self.tree.with_status("done"))
+            # The outline reads the nodes, not the summary: it is made while the last
+            # findings are folded in.
+            _, writing = await asyncio.gather(
+                self._fold_summary(), self.engine.writer.outline(state, self.guard.meter())
+            )
+            if writing is not None:
+                state.writing = writing
             await self._save()
             if (stop := self._limit_stop()) is not None:
                 return stop
-            self._on_event("judging the draft")
-            draft = cap_tokens(record.draft, 2 * self.config.summary_cap_tokens)
+            self._on_event("judging the outline")
+            outline = writing_text(writing) if writing is not None else "(no outline)"
             record.verdict = await self.engine.judge.judge(
                 JudgeRequest(
-                    state.question, state.summary, draft, context.overview(state.nodes.values())
+                    state.question,
+                    state.summary,
+                    cap_tokens(outline, 2 * self.config.summary_cap_tokens),
+                    context.overview(state.nodes.values()),
                 ),
                 self.guard.meter(),
             )
@@ -432,35 +455,17 @@ class ResearchOrchestrator:
             return Stop("complete", f"judge confidence {score:.2f}")
         return "replan"
 
-    async def _synthesize(self, *, final: bool) -> str:
-        state = self.state
-        refs = cited_refs(state.summary)
-        request = SynthesisRequest(
-            question=state.question,
-            summary=state.summary,
-            sources=tuple(state.sources[r] for r in refs if r in state.sources),
-            gaps=tuple(context.gaps(state)),
-            final=final,
-        )
-        return await self.engine.synthesizer.synthesize(request, self.guard.meter())
-
     # --- stop ---------------------------------------------------------------
 
     async def _finish(self, stop: Stop) -> None:
-        """Write the final text from what exists, within a grace period past any limit."""
+        """Fold what is left into the summary (within a grace period past any limit) and
+        record why the run stopped."""
         state = self.state
-        draft = self._current_draft()
         try:
             async with asyncio.timeout(self.config.finish_grace_seconds):
                 await self._fold_summary()
-                if draft is None and self.tree.with_status("done"):
-                    self._on_event("writing the report")
-                    draft = await self._synthesize(final=True)
         except (ProviderError, TimeoutError) as exc:
-            self._on_event(
-                f"final synthesis failed ({exc or 'timed out'}); the report uses the summary"
-            )
-        self.final_text = draft
+            self._on_event(f"the last summary merge failed ({exc or 'timed out'})")
         state.stop_reason, state.stop_detail = stop.reason, stop.detail
         state.status = (
             "complete"
@@ -470,10 +475,26 @@ class ResearchOrchestrator:
         await self._save()
 
     async def _write_report(self) -> Report:
-        """The phases after research: the writer, then each checker in turn."""
-        report = await self.engine.writer.write(self.state, self.final_text, self.guard.meter())
+        """The phases after research: the writer (a saved phase, inside the run's time and
+        money), then each checker in turn."""
+        state = self.state
+        if self.tree.with_status("done"):
+            self._on_event("writing the report")
+        job = WriteJob(
+            state=state,
+            meter=self.guard.meter(),
+            save=self._save,
+            # A run stopped by its time limit still gets its grace period to write.
+            deadline=max(
+                self._run_deadline(),
+                asyncio.get_running_loop().time() + self.config.finish_grace_seconds / 4,
+            ),
+            money=self.guard.remaining_usd() + self.guard.final_reserve_usd,
+            gaps=tuple(context.gaps(state)),
+        )
+        report = await self.engine.writer.write(job)
         for checker in self.engine.checkers:
-            report = await checker.check(self.state, report, self.guard.meter())
+            report = await checker.check(state, report, self.guard.meter())
         return report
 
     async def _cancel_remote_jobs(self) -> None:
@@ -505,15 +526,6 @@ class ResearchOrchestrator:
             )
             node.remote_jobs.pop(name, None)
         await self._save()
-
-    def _current_draft(self) -> str | None:
-        """The last draft, unless nodes finished after it (the report must include them)."""
-        if not self.state.iterations:
-            return None
-        record = self.state.iterations[-1]
-        if record.draft is None or record.draft_done != len(self.tree.with_status("done")):
-            return None
-        return record.draft
 
 
 _LIMIT_DETAIL: dict[StopReason, str] = {

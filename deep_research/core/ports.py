@@ -21,6 +21,7 @@ from deep_research.core.models import (
     SourceHint,
     Usage,
     Verdict,
+    Writing,
 )
 
 if TYPE_CHECKING:
@@ -168,11 +169,31 @@ class PlanRequest:
     """What each source holds, as the planner reads it."""
 
 
-class ReportWriter(Protocol):
-    """The phase after research: the report, from the session and the final answer
-    (``final_text``: the synthesis, or None when it did not run)."""
+@dataclass
+class WriteJob:
+    """What the writing phase needs from the run."""
 
-    async def write(self, state: SessionState, final_text: str | None, meter: Meter) -> Report: ...
+    state: SessionState
+    meter: Meter
+    save: Callable[[], Awaitable[None]]
+    """Checkpoints the session (after each part written)."""
+    deadline: float
+    """Loop time by which every part must be written; one not written by then is quoted."""
+    money: float
+    """USD the phase may spend: the final reserve and whatever research left."""
+    gaps: tuple[str, ...] = ()
+    """What the research did not cover, for the lead to say."""
+
+
+class ReportWriter(Protocol):
+    """The phase after research: outlines what is done (the judge reads the outline), then
+    writes the report (``core.writing.SectionedWriter``)."""
+
+    async def outline(self, state: SessionState, meter: Meter) -> Writing | None:
+        """The outline of the done nodes (the saved one while current); None: no outline."""
+        ...
+
+    async def write(self, job: WriteJob) -> Report: ...
 
 
 class EvidenceSink(Protocol):
@@ -208,20 +229,6 @@ class Summarizer(Protocol):
     ) -> str:
         """Fold the digests into the rolling summary; the result must stay within the cap."""
         ...
-
-
-@dataclass(frozen=True)
-class SynthesisRequest:
-    question: str
-    summary: str
-    sources: tuple[Citation, ...]
-    """The sources the summary cites, by ref."""
-    gaps: tuple[str, ...]
-    final: bool
-
-
-class Synthesizer(Protocol):
-    async def synthesize(self, request: SynthesisRequest, meter: Meter) -> str: ...
 
 
 @dataclass(frozen=True)

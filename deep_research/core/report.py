@@ -14,13 +14,15 @@ to a list found under a "Sources" heading, which a synthesis may hold too.
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+import re
+
+from pydantic import BaseModel, Field
 
 from deep_research.core import markdown as md
 from deep_research.core.budget import totals
-from deep_research.core.citations import CheckResult, check, cited_refs, renumber
-from deep_research.core.models import Citation, ResearchNode, SessionState, Verdict
-from deep_research.core.ports import Meter
+from deep_research.core.citations import CheckResult, check, cited_refs, renumber_all
+from deep_research.core.models import Citation, ResearchNode, SessionState, Verdict, Writing
+from deep_research.core.ports import Meter, WriteJob
 
 STOP_TEXT = {
     "complete": "complete: the judge found the answer complete",
@@ -35,57 +37,176 @@ STOP_TEXT = {
 EXTRACTIVE_COMPLETE = "complete: every sub-question was answered from quoted passages"
 
 
-class Report(BaseModel):
-    """A report as its builder wrote it: the markdown before and after its numbered
-    sources, and those sources as data (``[N]`` is ``sources[N - 1]``). Saved as
-    ``report.json`` next to ``report.md``; the HTML report is rendered from it."""
+class ReportSection(BaseModel):
+    title: str
+    body: str
+    """Markdown, citing with ``[N]`` (``Report.sources[N - 1]``)."""
+    note: str = ""
+    """Why the section quotes its evidence instead of being written (shown above it)."""
 
-    schema_version: int = 1
-    before: str
-    sources: list[Citation]
-    after: str
+
+class ReportNote(BaseModel):
+    """The findings of one sub-question, as its branch wrote them (after the sources)."""
+
+    node_id: str
+    question: str
+    meta: str
+    body: str
+
+
+class Report(BaseModel):
+    """The report as one value: every surface renders it (``markdown`` here, the HTML page
+    in ``adapters.report_html``) and it is saved as ``report.json`` beside ``report.md``.
+    ``[N]`` anywhere in it is ``sources[N - 1]``."""
+
+    schema_version: int = 2
+    title: str
+    status: str
+    notice: str = ""
+    lead: str = ""
+    lead_note: str = ""
+    sections: list[ReportSection] = Field(default_factory=list)
+    limitations: list[str] = Field(default_factory=list)
+    citation_check: str = ""
+    sources: list[Citation] = Field(default_factory=list)
+    notes: list[ReportNote] = Field(default_factory=list)
+    footer: str = ""
+
+    @property
+    def body(self) -> str:
+        """The lead and the sections: what the report says (no bookkeeping, no notes)."""
+        return "\n\n".join(_body_parts(self))
 
     @property
     def markdown(self) -> str:
         listed = "\n".join(source_item(n, s) for n, s in enumerate(self.sources, start=1))
-        parts = [self.before, "## Sources\n\n" + (listed or "_No sources were cited._"), self.after]
-        return "\n\n".join(p for p in parts if p) + "\n"
+        sources = "## Sources\n\n" + (listed or "_No sources were cited._")
+        return (
+            "\n\n".join(p for p in (self.before_sources(), sources, self.after_sources()) if p)
+            + "\n"
+        )
+
+    def before_sources(self) -> str:
+        head = [f"# {md.text(self.title)}", self.status, self.notice]
+        if len(self.sections) >= TOC_SECTIONS:
+            head.append(_contents(self))
+        tail = [_limitations_text(self.limitations), self.citation_check]
+        return "\n\n".join(p for p in [*head, *_body_parts(self), *tail] if p)
+
+    def after_sources(self) -> str:
+        notes = "\n\n".join(
+            f"### {md.text(n.node_id)}: {md.text(n.question)}\n\n{n.meta}\n\n{n.body}"
+            for n in self.notes
+        )
+        parts = ["## Findings by sub-question\n\n" + notes if notes else "", self.footer]
+        return "\n\n".join(p for p in parts if p)
+
+
+TOC_SECTIONS = 4
+"""A report with this many sections or more opens with a table of contents."""
+ANSWER = "Answer"
+
+
+def _body_parts(report: Report) -> list[str]:
+    parts = []
+    if report.lead.strip():
+        note = f"_{md.text(report.lead_note)}_\n\n" if report.lead_note else ""
+        parts.append(f"## {ANSWER}\n\n{note}{report.lead.strip()}")
+    for section in report.sections:
+        note = f"_{md.text(section.note)}_\n\n" if section.note else ""
+        parts.append(f"## {md.text(section.title)}\n\n{note}{section.body.strip()}")
+    return parts
+
+
+def anchor(title: str) -> str:
+    """The id a heading gets (GitHub's rule, roughly: lower case, words joined by -)."""
+    return "-".join(re.findall(r"[\w]+", title.lower()))
+
+
+def _contents(report: Report) -> str:
+    titles = ([ANSWER] if report.lead.strip() else []) + [s.title for s in report.sections]
+    return "**Contents**\n\n" + "\n".join(
+        f"{i}. [{md.text(t)}](#{anchor(t)})" for i, t in enumerate(titles, start=1)
+    )
+
+
+def _limitations_text(lines: list[str]) -> str:
+    return "## Coverage and limitations\n\n" + "\n".join(lines) if lines else ""
 
 
 class AssembledReport:
-    """The report writer of every run today (``ReportWriter``): the synthesis as the body,
-    the per-question findings as the appendix, the sources numbered. No model call."""
+    """A writer that writes nothing (``ReportWriter``): the report assembled from the session
+    as it stands (its written sections, else its findings so far). No model call."""
 
-    async def write(self, state: SessionState, final_text: str | None, meter: Meter) -> Report:
-        return assemble(state, final_text)
+    async def outline(self, state: SessionState, meter: Meter) -> Writing | None:
+        return None
 
-
-def build_report(state: SessionState, body: str | None) -> str:
-    """The report markdown. ``body`` is the synthesis (with ``[S#]`` refs) or None."""
-    return assemble(state, body).markdown
+    async def write(self, job: WriteJob) -> Report:
+        return assemble(job.state)
 
 
-def assemble(state: SessionState, body: str | None) -> Report:
-    """The report, as data. ``body`` is the synthesis (with ``[S#]`` refs) or None."""
+def build_report(state: SessionState) -> str:
+    """The report markdown of the session as it stands."""
+    return assemble(state).markdown
+
+
+def assemble(state: SessionState) -> Report:
+    """The report, as one value, from the session: its written sections and lead; for a
+    session written before sections (one synthesis), that synthesis; for one not yet
+    written, each finished sub-question's findings."""
     nodes = sorted(state.nodes.values(), key=lambda n: (n.iteration, n.created_at))
-    if body is None or not body.strip():
-        body = state.summary or "_No findings were produced._"
-        body = (
-            "_The synthesis step did not run; these are the research notes as summarized._\n\n"
-            + body
+    done = [n for n in nodes if n.status == "done"]
+    lead, lead_note, parts = "", "", []
+    written = True
+    writing = state.writing
+    if writing is not None and not writing.stale(n.id for n in done):
+        lead = writing.lead if writing.lead_status != "pending" else ""
+        lead_note = (
+            _QUOTED_NOTE.format(why=writing.lead_note) if writing.lead_status == "quoted" else ""
         )
-    appendix = "\n\n".join(_node_section(n) for n in nodes if n.status == "done")
-    unknown = sum(1 for ref in cited_refs(body) if ref not in state.sources)
-    # NUL splits the body from the appendix below: none may come from a model.
-    joined = body.replace("\x00", "\ufffd") + "\n\n\x00\n\n" + appendix.replace("\x00", "\ufffd")
-    text, sources = renumber(md.no_definitions(md.no_forged_markers(joined)), state.sources)
-    body_text, appendix_text = text.split("\x00", 1)
-    checked = check(body_text, sources, unknown=unknown)
-
-    parts = [f"# {md.text(state.question)}", _status_line(state)]
+        for s in writing.sections:
+            note = _QUOTED_NOTE.format(why=s.note) if s.status == "quoted" else ""
+            if s.status == "pending":
+                note = "Not written yet: the findings it draws on follow."
+            parts.append(
+                (
+                    s.title,
+                    s.text if s.status != "pending" else _findings_of(state, s.node_ids),
+                    note,
+                )
+            )
+    elif (draft := _legacy_draft(state)) is not None:
+        parts = [(t, b, "") for t, b in _split_headings(draft)]
+    elif done:
+        note = "Not written yet: the findings of this sub-question so far."
+        parts = [(n.question, n.notes.strip() or "_no notes_", note) for n in done]
+        written = False
+    else:
+        parts = [(ANSWER, state.summary or "_No findings were produced._", "")]
+        written = False
+    unwritten = ""
+    if (not written and done) or state.status == "running":
+        unwritten = (
+            f"> _No report yet: the run is {state.status} ({len(done)} of {len(nodes)} "
+            "sub-questions done). Below are the findings so far._"
+        )
+    texts = [lead] + [body for _t, body, _n in parts]
+    texts += [n.notes.strip() or "_no notes_" for n in done]
+    clean = [md.no_definitions(md.no_forged_markers(t)) for t in texts]
+    unknown = sum(
+        1 for t in texts[: 1 + len(parts)] for ref in cited_refs(t) if ref not in state.sources
+    )
+    renumbered, sources = renumber_all(clean, state.sources)
+    lead_text, bodies, appendix = (
+        renumbered[0],
+        renumbered[1 : 1 + len(parts)],
+        renumbered[1 + len(parts) :],
+    )
+    checked = check("\n\n".join([lead_text, *bodies]), sources, unknown=unknown)
+    notice = [unwritten] if unwritten else []
     if state.mode == "extractive":
         searched = bool(state.run_spec.web_research)  # only a model-free engine ran
-        parts.append(
+        notice.append(
             "> **Extractive mode:** no language model was configured, so this report is built "
             "from the best passages "
             + (
@@ -94,19 +215,55 @@ def assemble(state: SessionState, body: str | None) -> Report:
                 else "of the knowledge base, quoted with citations. Web research was skipped."
             )
         )
-    parts.append(body_text.strip())
-    parts.append(_limitations(state, nodes))
-    parts.append(_citation_check(checked))
-    after = []
-    # The extractive synthesis already lists its findings facet by facet.
-    if appendix_text.strip() and state.mode != "extractive":
-        after.append("## Findings by sub-question\n\n" + appendix_text.strip())
-    after.append(_footer(state))
     return Report(
-        before="\n\n".join(p for p in parts if p),
+        title=state.question,
+        status=_status_line(state),
+        notice="\n\n".join(notice),
+        lead=lead_text,
+        lead_note=lead_note,
+        sections=[
+            ReportSection(title=title, body=body, note=note)
+            for (title, _b, note), body in zip(parts, bodies, strict=True)
+        ],
+        limitations=_limitations(state, nodes),
+        citation_check=_citation_check(checked),
         sources=sources,
-        after="\n\n".join(p for p in after if p),
+        notes=[
+            ReportNote(node_id=n.id, question=n.question, meta=_node_meta(n), body=body)
+            for n, body in zip(done, appendix, strict=True)
+        ],
+        footer=_footer(state),
     )
+
+
+_QUOTED_NOTE = "Not written ({why}): its best evidence, quoted verbatim."
+
+
+def _findings_of(state: SessionState, node_ids: list[str]) -> str:
+    return (
+        "\n\n".join(state.nodes[i].notes.strip() for i in node_ids if i in state.nodes)
+        or "_no notes_"
+    )
+
+
+def _legacy_draft(state: SessionState) -> str | None:
+    """The synthesis a session written before sections ended with (its last draft)."""
+    draft = state.iterations[-1].draft if state.iterations else None
+    return draft if draft and draft.strip() and state.status != "running" else None
+
+
+_HEADING = re.compile(r"^##\s+(.+?)\s*#*\s*$", re.MULTILINE)
+
+
+def _split_headings(text: str) -> list[tuple[str, str]]:
+    """A markdown text as (title, body) sections at its ``##`` headings."""
+    cuts = list(_HEADING.finditer(text))
+    head = text[: cuts[0].start()].strip() if cuts else text.strip()
+    out = [(ANSWER, head)] if head else []
+    for k, cut in enumerate(cuts):
+        end = cuts[k + 1].start() if k + 1 < len(cuts) else len(text)
+        out.append((cut.group(1), text[cut.end() : end].strip()))
+    return out
 
 
 def last_verdict(state: SessionState) -> Verdict | None:
@@ -134,14 +291,12 @@ def _status_line(state: SessionState) -> str:
     )
 
 
-def _node_section(node: ResearchNode) -> str:
-    head = f"### {md.text(node.id)}: {md.text(node.question)}"
+def _node_meta(node: ResearchNode) -> str:
     by = f" · researched by {md.text(node.researched_by)}" if node.researched_by else ""
-    meta = f"_{node.source_hint}{by} · confidence {node.confidence:.2f}_"
-    return f"{head}\n\n{meta}\n\n{node.notes.strip() or '_no notes_'}"
+    return f"_{node.source_hint}{by} · confidence {node.confidence:.2f}_"
 
 
-def _limitations(state: SessionState, nodes: list[ResearchNode]) -> str:
+def _limitations(state: SessionState, nodes: list[ResearchNode]) -> list[str]:
     lines: list[str] = []
     if state.stop_reason and state.stop_reason != "complete":
         detail = f" ({md.text(state.stop_detail)})" if state.stop_detail else ""
@@ -168,9 +323,7 @@ def _limitations(state: SessionState, nodes: list[ResearchNode]) -> str:
         lines += [f"- **Missing:** {md.text(m)}" for m in verdict.missing_aspects]
     if verdict is not None:
         lines += [f"- **Weak evidence:** {md.text(w)}" for w in verdict.weak_evidence_areas]
-    if not lines:
-        return ""
-    return "## Coverage and limitations\n\n" + "\n".join(lines)
+    return lines
 
 
 def _citation_check(result: CheckResult) -> str:

@@ -40,8 +40,8 @@ from deep_research.core.ports import (
     Meter,
     NodeDigest,
     PlanRequest,
-    SynthesisRequest,
 )
+from deep_research.core.writing import LeadRequest, OutlineRequest, PlannedSection, SectionRequest
 from deep_research.kb.words import question_stems
 
 ROOT_WEIGHT = 0.3
@@ -176,24 +176,44 @@ class ExtractiveSummarizer:
         return memory.cap_tokens(merged, cap_tokens)
 
 
-class ExtractiveSynthesizer:
-    """A short answer of the best-matching quoted lines, then the summary's sections."""
+class ExtractiveAuthor:
+    """The report's parts by quoting: the outline is the writer's grouping of the tree (no
+    model plans it), a section quotes its evidence lines best first, the lead quotes the
+    sections' key points that best match the question."""
 
-    async def synthesize(self, request: SynthesisRequest, meter: Meter) -> str:
-        parts = [(h, [ln for ln in ls if ln != NO_NEW]) for h, ls in sections(request.summary)]
-        quoted = (ln for _h, ls in parts for ln in ls if has_session_marker(ln))
-        lines = list(dict.fromkeys(quoted))
-        note = "_Extractive answer: sentences quoted verbatim from the knowledge base, no model._"
-        if not lines:
-            return f"## Answer\n\n{note}\n\nNo knowledge-base passage matched the question."
-        docs = [set(question_stems(ln)) for ln in lines]
-        idf = idf_weights(docs)
-        query = set(question_stems(request.question))
-        score = [sum(idf[t] for t in query & doc) for doc in docs]
-        top = sorted(range(len(lines)), key=lambda i: (-score[i], i))[:ANSWER_SENTENCES]
-        answer = "\n".join(lines[i] for i in sorted(top))
-        findings = render_sections([(h, ls) for h, ls in parts if ls])
-        return f"## Answer\n\n{note}\n\n{answer}\n\n## Findings by facet\n\n{findings}"
+    async def outline(self, request: OutlineRequest, meter: Meter) -> list[PlannedSection]:
+        return []  # the writer groups the nodes itself
+
+    async def section(self, request: SectionRequest, meter: Meter) -> str:
+        lines = _best(request.section.question, list(request.evidence), request.max_words)
+        return "\n".join(f"- {line}" for line in lines) or NO_EVIDENCE
+
+    async def lead(self, request: LeadRequest, meter: Meter) -> str:
+        points = [p for _title, ps in request.sections for p in ps]
+        note = "_Extractive answer: sentences quoted verbatim from the sources, no model._"
+        if not points:
+            return f"{note}\n\nNo passage matched the question."
+        best = _best(request.question, points, request.max_words, most=ANSWER_SENTENCES)
+        return note + "\n\n" + "\n".join(f"- {line}" for line in best)
+
+
+def _best(question: str, lines: list[str], max_words: int, most: int = 10**6) -> list[str]:
+    """The cited lines that best match ``question``, each once, within ``max_words``, in
+    their own order."""
+    lines = list({line_key(ln): ln for ln in lines if has_session_marker(ln)}.values())
+    docs = [set(question_stems(ln)) for ln in lines]
+    idf = idf_weights(docs)
+    query = set(question_stems(question))
+    score = [sum(idf[t] for t in query & doc) for doc in docs]
+    chosen: list[int] = []
+    words = 0
+    for i in sorted(range(len(lines)), key=lambda i: (-score[i], i)):
+        size = len(lines[i].split())
+        if len(chosen) >= most or (chosen and words + size > max_words):
+            break
+        chosen.append(i)
+        words += size
+    return [lines[i] for i in sorted(chosen)]
 
 
 _OVERVIEW_GAP = re.compile(r"^- \S+ \[(?:failed|blocked|pending)[^\]]*\] (.+)$")

@@ -9,7 +9,7 @@ retries (429 with retry-after, 5xx, timeouts) are the openai client's ``max_retr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from string import Template
@@ -62,6 +62,10 @@ class ChatModel:
     model: str
     role: Role
     structured_retries: int = 2
+
+    def capped(self, max_tokens: int) -> ChatModel:
+        """The same model with its replies capped at ``max_tokens`` (reasoning included)."""
+        return replace(self, chat=self.chat.model_copy(update={"max_tokens": max_tokens}))
 
     async def text(self, messages: list[BaseMessage], meter: Meter) -> str:
         """A plain-text reply. A malformed or empty reply is asked again, as a structured

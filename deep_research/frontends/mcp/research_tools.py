@@ -16,8 +16,8 @@ from pydantic import Field
 from deep_research.app import knowledge, saved
 from deep_research.app.config import Settings
 from deep_research.app.options import ResearchRequest, ResumeRequest
-from deep_research.core import markdown as md
-from deep_research.core.models import Citation, SessionState
+from deep_research.core.models import SessionState
+from deep_research.core.report import assemble
 from deep_research.frontends.common import session_detail
 from deep_research.frontends.mcp.server import ToolContext, argument, one_line_errors, takes
 from deep_research.frontends.mcp.views import (
@@ -136,7 +136,8 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
     @server.tool(annotations=reading)
     async def research_report(session_id: SessionId) -> Report:
         """The run's report as markdown, with numbered citations and its sources. Before it
-        is written: the findings of the sub-questions done so far."""
+        is written: the same report, with the findings of each sub-question done so far as
+        its sections."""
         with one_line_errors():
             state = saved.status(settings, session_id)
             path = saved.report_path(settings, state.session_id)
@@ -145,7 +146,7 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
                 session_id=state.session_id,
                 status=state.status,
                 final=path is not None,
-                markdown=saved.read_report(path) if path else findings_so_far(state),
+                markdown=saved.read_report(path) if path else assemble(state).markdown,
                 nodes_done=done,
                 nodes_total=len(state.nodes),
             )
@@ -172,32 +173,3 @@ def status_of(settings: Settings, state: SessionState) -> ResearchStatus:
     """A session as research_status reports it: ``sessions show --json``'s object."""
     path = saved.report_path(settings, state.session_id)
     return ResearchStatus.model_validate(session_detail(state, path))
-
-
-def findings_so_far(state: SessionState) -> str:
-    """What a session holds before its report: the notes of its done sub-questions and the
-    sources they cite (by the session's ``S#`` refs)."""
-    done = [n for n in state.nodes.values() if n.status == "done" and n.notes.strip()]
-    stop = f", stopped: {state.stop_reason}" if state.stop_reason else ""
-    lines = [
-        f"# {md.text(state.question)}",
-        "",
-        f"_No report yet: the run is {state.status} ({len(done)} of {len(state.nodes)} "
-        f"sub-questions done{stop}). The findings so far:_",
-    ]
-    cited: dict[str, Citation] = {}
-    for node in done:
-        lines += ["", f"## {md.text(node.question)}", "", md.no_definitions(node.notes.strip())]
-        cited |= {c.ref: c for c in node.citations if c.ref and c.ref not in cited}
-    if cited:
-        lines += ["", "## Sources", ""]
-        lines += [
-            f"- [{ref}] "
-            + (
-                md.link(c.title or c.url, c.url)
-                if c.url
-                else md.code(c.locator) + (f" — {md.text(c.title)}" if c.title else "")
-            )
-            for ref, c in cited.items()
-        ]
-    return "\n".join(lines) + "\n"

@@ -1,0 +1,90 @@
+"""The report's author: the outline, each section and the lead, each from a bounded prompt
+(``core.writing`` decides what each sees)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from deep_research.adapters.llm.llm import ChatModel, load_prompt
+from deep_research.core.ports import Meter
+from deep_research.core.writing import (
+    LeadRequest,
+    OutlineRequest,
+    PlannedSection,
+    SectionRequest,
+)
+
+
+class OutlinedSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(description="A few specific words.")
+    question: str = Field(description="The one question the section answers.")
+    node_ids: list[str] = Field(description="The catalog ids it draws on.")
+    points: list[str] = Field(description="Two to four points it makes, a sentence each.")
+
+
+class Outline(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    sections: list[OutlinedSection]
+
+
+@dataclass(frozen=True)
+class LLMAuthor:
+    """Every part from the writer model, its reply capped per call
+    (``DEEP_RESEARCH_SECTION_MAX_TOKENS``)."""
+
+    model: ChatModel
+
+    async def outline(self, request: OutlineRequest, meter: Meter) -> list[PlannedSection]:
+        catalog = "\n".join(
+            f"- {'+'.join(e.node_ids)}: {e.question}" + (f" — found: {e.gist}" if e.gist else "")
+            for e in request.catalog
+        )
+        messages = load_prompt("outline").messages(
+            max_sections=request.max_sections, question=request.question, catalog=catalog
+        )
+        outline = await self.model.structured(Outline, messages, meter)
+        return [
+            PlannedSection(s.title, s.question, _ids(s.node_ids), tuple(s.points))
+            for s in outline.sections
+        ]
+
+    async def section(self, request: SectionRequest, meter: Meter) -> str:
+        section = request.section
+        messages = load_prompt("section").messages(
+            max_words=request.max_words,
+            question=request.question,
+            title=section.title,
+            section_question=section.question,
+            points="\n".join(f"- {p}" for p in section.points) or "(none)",
+            others="\n".join(
+                f"- {title}" + (f": {'; '.join(points)}" if points else "")
+                for title, points in request.others
+            )
+            or "(none: this is the only section)",
+            evidence="\n".join(f"- {e}" for e in request.evidence) or "(none)",
+            related="\n".join(f"- {e}" for e in request.related) or "(none)",
+        )
+        return await self.model.text(messages, meter)
+
+    async def lead(self, request: LeadRequest, meter: Meter) -> str:
+        sections = "\n".join(
+            f"{title}:\n" + "\n".join(f"- {p}" for p in points)
+            for title, points in request.sections
+        )
+        messages = load_prompt("lead").messages(
+            max_words=request.max_words,
+            question=request.question,
+            sections=sections or "(no section was written)",
+            gaps="\n".join(f"- {g}" for g in request.gaps) or "(none)",
+        )
+        return await self.model.text(messages, meter)
+
+
+def _ids(ids: list[str]) -> tuple[str, ...]:
+    """Catalog ids as given, a grouped line's ``a+b`` split back into its nodes."""
+    return tuple(part.strip() for i in ids for part in i.split("+") if part.strip())

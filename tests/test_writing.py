@@ -1,0 +1,303 @@
+"""The writing phase: outline -> sections -> lead, saved as it goes, inside the run's time
+and money, with every prompt bounded whatever the number of branches."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from deep_research.adapters.prices import PriceTable
+from deep_research.app import lifecycle, saved, wiring
+from deep_research.app.config import Settings
+from deep_research.app.options import RunOptions
+from deep_research.core.errors import ProviderError
+from deep_research.core.memory import estimate_tokens
+from deep_research.core.models import Citation, IterationRecord, ResearchNode, SessionState
+from deep_research.core.ports import Meter, WriteJob
+from deep_research.core.report import build_report
+from deep_research.core.writing import (
+    OutlineRequest,
+    PlannedSection,
+    SectionedWriter,
+    WriteCosts,
+    WritingLimits,
+    key_points,
+    repair,
+)
+from deep_research.persistence.sessions import SessionStore
+from tests.fakes import FakeAuthor, FakeExecutor, FakeJudge, FakePlanner, Rig, plan, task, verdict
+
+
+class NoMeter:
+    def record(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def remaining_usd(self) -> float:
+        return 1e9
+
+    def remaining_tokens(self) -> int:
+        return 10**9
+
+    async def reserve(self, amount_usd: float, tokens: int = 0) -> bool:
+        return True
+
+    def release(self, amount_usd: float, tokens: int = 0) -> None:
+        pass
+
+
+def researched(count: int, facts: int = 3) -> SessionState:
+    """A session with ``count`` done nodes, each with ``facts`` cited findings."""
+    state = SessionState(session_id="a" * 12, question="What is known about X?")
+    for i in range(1, count + 1):
+        notes = []
+        for j in range(1, facts + 1):
+            ref = f"S{(i - 1) * facts + j}"
+            state.sources[ref] = Citation(ref=ref, kind="web", url=f"https://n{i}.example/{j}")
+            notes.append(f"Finding {j} of node {i} says the value is {1000 * i + j} [{ref}].")
+        state.nodes[f"n{i:02d}"] = ResearchNode(
+            id=f"n{i:02d}", question=f"What about part {i}?", status="done", notes=" ".join(notes)
+        )
+    return state
+
+
+async def write(
+    state: SessionState,
+    author: FakeAuthor,
+    *,
+    limits: WritingLimits | None = None,
+    seconds: float = 60.0,
+    money: float = 100.0,
+) -> list[str]:
+    """Write ``state``'s report; the snapshots saved along the way."""
+    saves: list[str] = []
+
+    async def save() -> None:
+        saves.append(state.model_dump_json())
+
+    loop = asyncio.get_running_loop()
+    job = WriteJob(state, NoMeter(), save, loop.time() + seconds, money)
+    await SectionedWriter(author, limits).write(job)
+    return saves
+
+
+# --- outline ---------------------------------------------------------------------------
+
+
+async def test_without_a_plan_of_its_own_the_outline_groups_the_tree_within_its_sections() -> None:
+    state = researched(48)
+    state.nodes["n02"].parent_id = "n01"  # a follow-up joins the node it follows
+    writing = await SectionedWriter(FakeAuthor(), WritingLimits(max_sections=8)).outline(
+        state, NoMeter()
+    )
+    assert writing.outlined_by == "grouping"
+    assert 4 <= len(writing.sections) <= 8
+    ids = [i for s in writing.sections for i in s.node_ids]
+    assert sorted(ids) == sorted(state.nodes), "every done node in exactly one section"
+    assert next(s for s in writing.sections if "n01" in s.node_ids).node_ids[:2] == ["n01", "n02"]
+
+
+def test_an_authors_outline_is_repaired_not_trusted() -> None:
+    state = researched(5)
+    done = list(state.nodes.values())
+    planned = [
+        PlannedSection("Costs", "What does it cost?", ("n01", "n02", "zz")),
+        PlannedSection("  ", "No title", ("n03",)),
+        PlannedSection("Again", "Duplicates", ("n01", "n03")),
+        PlannedSection("Speed of part", "Part 4?", ("n04",)),
+    ]
+    sections = repair(planned, done, max_sections=2)
+    assert [s.id for s in sections] == ["s1", "s2"]
+    ids = [i for s in sections for i in s.node_ids]
+    assert sorted(ids) == ["n01", "n02", "n03", "n04", "n05"], "unknown dropped, each once"
+    assert repair([PlannedSection("T", "Q", ("zz",))], done, 4) == [], "nothing usable"
+
+
+async def test_the_outline_catalog_stays_bounded_with_many_branches() -> None:
+    seen: list[OutlineRequest] = []
+
+    class Recording(FakeAuthor):
+        async def outline(self, request: OutlineRequest, meter: Meter) -> list[PlannedSection]:
+            seen.append(request)
+            return []
+
+    for count in (12, 48, 200):
+        await SectionedWriter(Recording(), WritingLimits(catalog_tokens=2500)).outline(
+            researched(count), NoMeter()
+        )
+    sizes = [sum(estimate_tokens(e.question + e.gist) + 4 for e in r.catalog) for r in seen]
+    assert max(sizes) <= 2500 + 4 * len(seen[-1].catalog)
+    grouped = seen[-1].catalog
+    assert len(grouped) < 200, "past its budget, nodes share a catalog line"
+    assert sorted(i for e in grouped for i in e.node_ids) == sorted(researched(200).nodes)
+
+
+# --- sections --------------------------------------------------------------------------
+
+
+async def test_each_section_sees_its_own_evidence_the_best_of_the_rest_and_the_outline() -> None:
+    state = researched(12)
+    author = FakeAuthor()
+    saves = await write(state, author, limits=WritingLimits(max_sections=4))
+    assert state.writing is not None
+    assert [s.status for s in state.writing.sections] == ["written"] * 4
+    for request in author.sections:
+        own = set(request.section.node_ids)
+        assert len(request.evidence) == 3 * len(own), "all of its own units"
+        assert all(f"node {int(i[1:])} " in " ".join(request.evidence) for i in own)
+        assert not set(request.evidence) & set(request.related)
+        assert len(request.others) == 3, "it sees the other sections, not itself"
+    assert len(saves) >= 1 + 4 + 1, "saved after the outline, each section and the lead"
+    report = build_report(state)
+    for ref, source in state.sources.items():
+        assert source.url in report, f"{ref}: every finding's source reaches the report"
+
+
+async def test_no_section_prompt_grows_with_the_number_of_branches() -> None:
+    largest = []
+    for count in (12, 48, 96):
+        author = FakeAuthor()
+        await write(researched(count), author, limits=WritingLimits(own_evidence_tokens=400))
+        largest.append(
+            max(sum(estimate_tokens(t) for t in r.evidence + r.related) for r in author.sections)
+        )
+    assert max(largest) <= 400 + WritingLimits().related_evidence_tokens
+
+
+async def test_a_failed_section_quotes_its_evidence_and_says_so() -> None:
+    state = researched(4)
+    await write(state, FakeAuthor(fail_titles=("What about part 1",)))
+    assert state.writing is not None
+    failed = state.writing.sections[0]
+    assert failed.status == "quoted"
+    assert failed.note.startswith("writing it failed (the model failed)")
+    assert failed.text.startswith("- Finding 1 of node 1")
+    report = build_report(state)
+    assert "Not written (writing it failed (the model failed)): its best evidence" in report
+    assert [s.status for s in state.writing.sections[1:]] == ["written"] * 3
+
+
+async def test_at_the_time_limit_unwritten_sections_are_quoted_at_once_and_resume_writes_them() -> (
+    None
+):
+    state = researched(8)
+    slow = FakeAuthor(section_seconds=5.0)
+    await asyncio.wait_for(write(state, slow, seconds=0.05), timeout=2)
+    assert state.writing is not None
+    assert {s.status for s in state.writing.sections} == {"quoted"}
+    assert all("time limit" in s.note for s in state.writing.sections)
+    assert state.writing.lead_status == "quoted"
+    assert "[S1]" in state.writing.sections[0].text, "its evidence, with its markers"
+
+    author = FakeAuthor()
+    await write(state, author)
+    assert {s.status for s in state.writing.sections} == {"written"}
+    assert len(author.sections) == len(state.writing.sections), "only the quoted ones"
+    again = FakeAuthor()
+    await write(state, again)
+    assert again.sections == [], "a written report is not written again"
+
+
+async def test_with_little_money_left_the_outline_has_fewer_sections() -> None:
+    costs = WriteCosts(outline=0.01, section=0.10, lead=0.01)
+    limits = WritingLimits(max_sections=8, costs=costs)
+    state = researched(16)
+    author = FakeAuthor()
+    await write(state, author, limits=limits, money=0.25)
+    assert state.writing is not None
+    assert len(state.writing.sections) == 2
+    assert len(author.sections) == 2
+    assert sorted(i for s in state.writing.sections for i in s.node_ids) == sorted(state.nodes)
+
+
+def test_key_points_are_first_sentences_that_cite() -> None:
+    text = (
+        "First it is 3 [S1]. More detail [S2].\n\nNo citation here.\n\n"
+        "- A bullet point holds 4 [S3]. And more.\n- Another one [S4].\n\n"
+        "Last one [S5]. Tail."
+    )
+    assert key_points(text) == [
+        "First it is 3 [S1].",
+        "A bullet point holds 4 [S3].",
+        "Another one [S4].",
+        "Last one [S5].",
+    ]
+
+
+# --- the run ---------------------------------------------------------------------------
+
+
+async def test_the_judge_reads_the_outline_and_the_report_is_written_after_it() -> None:
+    rig = Rig(
+        planner=FakePlanner([plan(task("a"), task("b"), task("c"))]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([verdict(True)]),
+    )
+    state = SessionState(session_id="b" * 12, question="What about it?")
+    orch = rig.orchestrator(state)
+    await orch.run()
+    (request,) = rig.judge.requests
+    assert request.draft.startswith("## ")
+    assert "Draws on: " in request.draft
+    assert state.writing is not None
+    assert rig.author.leads, "the lead was written from the sections' key points"
+    assert orch.report is not None
+    assert orch.report.lead
+    assert rig.saver.last().writing == state.writing, "the phase is saved"
+
+
+async def test_a_provider_error_in_the_outline_falls_back_to_grouping() -> None:
+    class Failing(FakeAuthor):
+        async def outline(self, request: OutlineRequest, meter: Meter) -> list[PlannedSection]:
+            raise ProviderError("down")
+
+    writing = await SectionedWriter(Failing()).outline(researched(3), NoMeter())
+    assert writing.outlined_by == "grouping"
+    assert [s.node_ids for s in writing.sections] == [["n01"], ["n02"], ["n03"]]
+
+
+# --- money -----------------------------------------------------------------------------
+
+
+def test_the_report_reserve_fits_a_server_run_with_one_web_job() -> None:
+    """At the defaults the reserve stays under $0.80, so a $5 run (serve's and mcp's cap)
+    still admits one $4.00 research job."""
+    settings = Settings(_env_file=None, openai_api_key="sk-test")  # type: ignore[call-arg]
+    prepared = lifecycle.prepare(settings, "What is X?", RunOptions(max_cost_usd=5.0))
+    estimate = lifecycle.estimate(prepared)
+    assert estimate.final_reserve_usd <= 0.80
+    assert estimate.per_job_usd == pytest.approx(4.0, abs=0.01)
+    assert estimate.jobs_admitted == 1
+    full = wiring.final_reserve_usd(settings, wiring.price_book(settings), 1000.0)
+    assert full == estimate.final_reserve_usd, "at $5 the full reserve is kept"
+    small = wiring.final_reserve_usd(settings, wiring.price_book(settings), 0.2)
+    costs = wiring.writing_limits(settings, wiring.price_book(settings)).costs
+    assert small == pytest.approx(costs.reserve(1), abs=1e-4), "a small budget keeps less"
+    assert wiring.final_reserve_tokens(settings) == wiring.writing_limits(
+        settings, PriceTable()
+    ).reserve_tokens(settings.section_max_tokens)
+
+
+# --- reports saved before this ---------------------------------------------------------
+
+
+def test_a_report_saved_before_sections_is_rebuilt_from_its_session(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    state = store.create("What is X?", status="complete")
+    state.sources["S1"] = Citation(ref="S1", kind="web", url="https://x.example/1")
+    state.nodes["a"] = ResearchNode(id="a", question="A?", status="done", notes="X is 1 [S1].")
+    state.iterations.append(
+        IterationRecord(number=1, draft="## Answer\n\nX is 1 [S1].\n\n## Detail\n\nMore [S1].")
+    )
+    store.save(state)
+    session = tmp_path / state.session_id
+    (session / "report.md").write_text("# old report\n")
+    (session / "report.json").write_text(json.dumps({"before": "x", "sources": [], "after": ""}))
+    report = saved.read_report_data(str(session / "report.md"))
+    assert not isinstance(report, str)
+    assert [s.title for s in report.sections] == ["Answer", "Detail"]
+    assert report.sources[0].url == "https://x.example/1"
+    (session / "state.json").write_text("{ damaged")
+    assert saved.read_report_data(str(session / "report.md")) == "# old report\n"

@@ -588,11 +588,16 @@ async def test_the_report_is_linked_from_what_the_builder_wrote_never_from_what_
     out = {href for href, _ in anchors if "phish" in href and "/list" not in href}
     assert out == set(), "only the synthesis's own list links out, as it reads"
 
-    # A report written before its sources were kept as data is shown, its [N] not linked.
+    # A report written before its value was saved is rebuilt from its session; one whose
+    # session cannot be read either is shown as written, its [N] not linked.
     path = saved.report_path(llm_settings, session_id)
     assert path is not None
     assert isinstance(saved.read_report_data(path), Report)
     Path(path).with_name("report.json").unlink()
+    html = await client.get(f"/research/{session_id}/report", headers={"Accept": "text/html"})
+    assert html.status_code == 200
+    assert '<li id="source-1">' in html.text
+    Path(path).with_name("state.json").write_text("{ damaged")
     html = await client.get(f"/research/{session_id}/report", headers={"Accept": "text/html"})
     assert html.status_code == 200
     assert "#source-" not in html.text

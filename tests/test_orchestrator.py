@@ -61,8 +61,8 @@ async def test_full_loop_replans_from_gaps_and_completes() -> None:
     assert all(f"[S{i}]" in state.summary for i in range(1, 5))
     assert len(state.sources) == 4
     # the judge read an outline of every done node; the report is written from it
-    assert all("Draws on: " in r.draft for r in rig.judge.requests)
-    assert {"a", "b", "c", "d"} <= set(re.findall(r"\b[a-d]\b", rig.judge.requests[-1].draft))
+    assert all("Draws on: " in r.outline for r in rig.judge.requests)
+    assert {"a", "b", "c", "d"} <= set(re.findall(r"\b[a-d]\b", rig.judge.requests[-1].outline))
     assert orch.report is not None
     report = orch.report.markdown
     assert "https://example.org/d" in report

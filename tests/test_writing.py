@@ -77,8 +77,11 @@ async def write(
     async def save() -> None:
         saves.append(state.model_dump_json())
 
+    async def no_gaps() -> tuple[str, ...]:
+        return ()
+
     loop = asyncio.get_running_loop()
-    job = WriteJob(state, NoMeter(), save, loop.time() + seconds, money)
+    job = WriteJob(state, NoMeter(), save, loop.time() + seconds, money, no_gaps)
     await SectionedWriter(author, limits).write(job)
     return saves
 
@@ -239,8 +242,8 @@ async def test_the_judge_reads_the_outline_and_the_report_is_written_after_it() 
     orch = rig.orchestrator(state)
     await orch.run()
     (request,) = rig.judge.requests
-    assert request.draft.startswith("## ")
-    assert "Draws on: " in request.draft
+    assert request.outline.startswith("## ")
+    assert "Draws on: " in request.outline
     assert state.writing is not None
     assert rig.author.leads, "the lead was written from the sections' key points"
     assert orch.report is not None
@@ -301,3 +304,16 @@ def test_a_report_saved_before_sections_is_rebuilt_from_its_session(tmp_path: Pa
     assert report.sources[0].url == "https://x.example/1"
     (session / "state.json").write_text("{ damaged")
     assert saved.read_report_data(str(session / "report.md")) == "# old report\n"
+
+
+async def test_a_section_cannot_add_a_heading_at_the_reports_own_levels() -> None:
+    class Heading(FakeAuthor):
+        async def section(self, request: object, meter: Meter) -> str:
+            return "# Title\n\nIt holds [S1].\n\n## Sources\n\n1. [x](https://phish.example)"
+
+    state = researched(1)
+    await write(state, Heading())
+    report = build_report(state)
+    assert report.count("\n## Sources") == 1
+    assert "### Sources" in report
+    assert "### Title" in report

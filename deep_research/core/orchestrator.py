@@ -151,6 +151,12 @@ class ResearchOrchestrator:
         """The report, written and checked, once ``run`` returns."""
         self._on_event = on_event or (lambda _message: None)
         self._summary_lock = asyncio.Lock()
+        self._folding: asyncio.Task[None] | None = None
+        """The summary fold running beside research (see ``_fold_soon``)."""
+        self._writing: asyncio.Task[Report] | None = None
+        """The report, started beside the last judge when no verdict can add research."""
+        self._gaps: asyncio.Future[tuple[str, ...]] | None = None
+        """What the research did not cover, known once the run has stopped."""
 
     # --- the loop -----------------------------------------------------------
 
@@ -166,6 +172,7 @@ class ResearchOrchestrator:
             async with asyncio.timeout_at(self._loop_deadline()):
                 stop = await self._loop(previous)
         except ProviderError as exc:
+            self._drop_background()
             state.status, state.stop_reason, state.stop_detail = "failed", "error", str(exc)
             self.saver.save_now(state)
             raise
@@ -173,6 +180,7 @@ class ResearchOrchestrator:
             stop = self._announce(Stop("time_limit", _LIMIT_DETAIL["time_limit"]))
             await self._cancel_remote_jobs()
         except asyncio.CancelledError:
+            self._drop_background()
             self._announce(Stop("interrupted", "interrupted by the user"))
             for node in self.tree.with_status("running"):
                 self.tree.requeue(node)
@@ -308,10 +316,10 @@ class ResearchOrchestrator:
             run_node,
             limit=self.config.max_parallel,
             may_start=may_start,
-            after=lambda _node: self._fold_summary(),
+            after=self._fold_soon,
         )
         if stops:
-            await self._fold_summary()
+            await self._folded()
             return stops[0]
         return await self._review()
 
@@ -376,6 +384,23 @@ class ResearchOrchestrator:
         await self._save()
         return None
 
+    async def _fold_soon(self, _node: ResearchNode) -> None:
+        """Fold finished nodes into the summary beside research: nothing waits for it until
+        the review, where the last fold runs beside the outline."""
+        if self._folding is None or self._folding.done():
+            self._folding = asyncio.create_task(self._fold_summary())
+
+    async def _folded(self) -> None:
+        """The summary with every done node folded in."""
+        if self._folding is not None:
+            await self._folding
+        await self._fold_summary()
+
+    def _drop_background(self) -> None:
+        for task in (self._folding, self._writing):
+            if task is not None:
+                task.cancel()
+
     async def _fold_summary(self) -> None:
         """Merge finished nodes' notes into the rolling summary, a bounded batch per call."""
         async with self._summary_lock:
@@ -425,13 +450,16 @@ class ResearchOrchestrator:
             # The outline reads the nodes, not the summary: it is made while the last
             # findings are folded in.
             _, writing = await asyncio.gather(
-                self._fold_summary(), self.engine.writer.outline(state, self.guard.meter())
+                self._folded(), self.engine.writer.outline(state, self.guard.meter())
             )
             if writing is not None:
                 state.writing = writing
             await self._save()
             if (stop := self._limit_stop()) is not None:
                 return stop
+            if state.iteration >= state.limits.max_iterations:
+                # No verdict can add research now: write the sections beside the judge.
+                self._start_writing()
             self._on_event("judging the outline")
             outline = writing_text(writing) if writing is not None else "(no outline)"
             record.verdict = await self.engine.judge.judge(
@@ -463,7 +491,7 @@ class ResearchOrchestrator:
         state = self.state
         try:
             async with asyncio.timeout(self.config.finish_grace_seconds):
-                await self._fold_summary()
+                await self._folded()
         except (ProviderError, TimeoutError) as exc:
             self._on_event(f"the last summary merge failed ({exc or 'timed out'})")
         state.stop_reason, state.stop_detail = stop.reason, stop.detail
@@ -478,24 +506,39 @@ class ResearchOrchestrator:
         """The phases after research: the writer (a saved phase, inside the run's time and
         money), then each checker in turn."""
         state = self.state
-        if self.tree.with_status("done"):
-            self._on_event("writing the report")
-        job = WriteJob(
-            state=state,
-            meter=self.guard.meter(),
-            save=self._save,
-            # A run stopped by its time limit still gets its grace period to write.
-            deadline=max(
-                self._run_deadline(),
-                asyncio.get_running_loop().time() + self.config.finish_grace_seconds / 4,
-            ),
-            money=self.guard.remaining_usd() + self.guard.final_reserve_usd,
-            gaps=tuple(context.gaps(state)),
-        )
-        report = await self.engine.writer.write(job)
+        self._start_writing()
+        assert self._writing is not None
+        assert self._gaps is not None
+        if not self._gaps.done():
+            self._gaps.set_result(tuple(context.gaps(state)))
+        report = await self._writing
         for checker in self.engine.checkers:
             report = await checker.check(state, report, self.guard.meter())
         return report
+
+    def _start_writing(self) -> None:
+        """Start the writer (once): its sections need only the outline; it waits for the
+        gaps, known when the run has stopped, before the lead."""
+        if self._writing is not None:
+            return
+        if self.tree.with_status("done"):
+            self._on_event("writing the report")
+        loop = asyncio.get_running_loop()
+        gaps = self._gaps = loop.create_future()
+
+        async def known_gaps() -> tuple[str, ...]:
+            return await asyncio.shield(gaps)
+
+        job = WriteJob(
+            state=self.state,
+            meter=self.guard.meter(),
+            save=self._save,
+            # A run stopped by its time limit still gets part of its grace period to write.
+            deadline=max(self._run_deadline(), loop.time() + self.config.finish_grace_seconds / 4),
+            money=self.guard.remaining_usd() + self.guard.final_reserve_usd,
+            gaps=known_gaps,
+        )
+        self._writing = asyncio.create_task(self.engine.writer.write(job))
 
     async def _cancel_remote_jobs(self) -> None:
         """After a time limit: cancel the jobs the unwound branches left running, by their

@@ -181,8 +181,9 @@ class WriteJob:
     """Loop time by which every part must be written; one not written by then is quoted."""
     money: float
     """USD the phase may spend: the final reserve and whatever research left."""
-    gaps: tuple[str, ...] = ()
-    """What the research did not cover, for the lead to say."""
+    gaps: Callable[[], Awaitable[tuple[str, ...]]]
+    """What the research did not cover, for the lead to say: known once the run has
+    stopped (the sections may be written before)."""
 
 
 class ReportWriter(Protocol):
@@ -235,7 +236,8 @@ class Summarizer(Protocol):
 class JudgeRequest:
     question: str
     summary: str
-    draft: str
+    outline: str
+    """The report's outline as planned from what is done (``writing.outline_text``)."""
     overview: str
 
 

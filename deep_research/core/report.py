@@ -192,7 +192,7 @@ def assemble(state: SessionState) -> Report:
         )
     texts = [lead] + [body for _t, body, _n in parts]
     texts += [n.notes.strip() or "_no notes_" for n in done]
-    clean = [md.no_definitions(md.no_forged_markers(t)) for t in texts]
+    clean = [_demoted(md.no_definitions(md.no_forged_markers(t))) for t in texts]
     unknown = sum(
         1 for t in texts[: 1 + len(parts)] for ref in cited_refs(t) if ref not in state.sources
     )
@@ -253,6 +253,13 @@ def _legacy_draft(state: SessionState) -> str | None:
 
 
 _HEADING = re.compile(r"^##\s+(.+?)\s*#*\s*$", re.MULTILINE)
+_TOP_HEADING = re.compile(r"^ {0,3}#{1,2}(?=\s)", re.MULTILINE)
+
+
+def _demoted(text: str) -> str:
+    """``text`` with its ``#`` and ``##`` headings made ``###``: the report's own headings
+    (its title, its sections, its Sources) are the only ones at those levels."""
+    return _TOP_HEADING.sub("###", text)
 
 
 def _split_headings(text: str) -> list[tuple[str, str]]:

@@ -279,7 +279,8 @@ class SectionedWriter:
         points = tuple(
             (s.title, tuple(key_points(s.text))) for s in writing.sections if s.text.strip()
         )
-        request = LeadRequest(job.state.question, points, job.gaps, self.limits.lead_words)
+        gaps = await job.gaps()
+        request = LeadRequest(job.state.question, points, gaps, self.limits.lead_words)
         try:
             async with asyncio.timeout_at(job.deadline):
                 _in_time(job.deadline)

@@ -96,24 +96,32 @@ def split_front_matter(text: str) -> FrontMatter:
     return FrontMatter(meta, "\n".join(lines[index + 1 :]), index + 2)
 
 
+_TOO_DEEP = f"YAML front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels"
+
+
 def _check_yaml(source: str) -> None:
     """Raise FrontMatterRefused for aliases or deep nesting; reading the events is linear
     in the text, whatever the aliases would have expanded to."""
     depth = 0
-    for event in yaml.parse(source, Loader=_YAML_LOADER):
-        if isinstance(event, yaml.AliasEvent):
-            raise FrontMatterRefused(
-                f"YAML front matter uses an alias (*{event.anchor}), which is not expanded: "
-                "write the value out"
-            )
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_FRONT_MATTER_DEPTH:
+    try:
+        for event in yaml.parse(source, Loader=_YAML_LOADER):
+            if isinstance(event, yaml.AliasEvent):
                 raise FrontMatterRefused(
-                    f"YAML front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels"
+                    f"YAML front matter uses an alias (*{event.anchor}), which is not "
+                    "expanded: write the value out"
                 )
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_FRONT_MATTER_DEPTH:
+                    raise FrontMatterRefused(_TOO_DEEP)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError as exc:
+        # libyaml 0.2.6 (in PyYAML 6.0.4) refuses 1,000 levels itself, scanning ahead of
+        # the events counted here: the same refusal.
+        if "nesting depth" in str(exc):
+            raise FrontMatterRefused(_TOO_DEEP) from None
+        raise
 
 
 def tags_of(meta: Mapping[str, MetaValue | list[str]]) -> tuple[str, ...]:

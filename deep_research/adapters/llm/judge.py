@@ -1,4 +1,5 @@
-"""The judge chain: is the draft complete, and if not, what is missing?"""
+"""The judge chain: would the outlined report answer the question, and if not, what is
+missing?"""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ class LLMJudge:
         messages = load_prompt("judge").messages(
             question=request.question,
             summary=request.summary or "(empty)",
-            draft=request.draft,
+            outline=request.outline,
             overview=request.overview,
         )
         verdict = await self.model.structured(Verdict, messages, meter)

@@ -129,7 +129,7 @@ def check_data_dir(settings: Settings) -> tuple[Check, int]:
 
 
 def check_knowledge_bases(settings: Settings) -> tuple[list[Check], list[dict[str, Any]]]:
-    from deep_research.kb.store import list_kbs, open_kb
+    from deep_research.kb.catalog import list_kbs, open_kb
 
     try:
         names = list_kbs(settings.kb)

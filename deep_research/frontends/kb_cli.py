@@ -65,8 +65,8 @@ def ingest_command(
     `notes/README.md` are two files, and re-ingesting one folder never touches another.
     """
     from deep_research.app.config import load_settings
+    from deep_research.kb.catalog import open_kb
     from deep_research.kb.ingest import check_root_name, ingest
-    from deep_research.kb.store import open_kb
 
     settings = load_settings()
     root = path or settings.kb_path
@@ -158,9 +158,9 @@ def search_command(
 ) -> None:
     """Search the knowledge base; prints ranked chunks with their source and lines."""
     from deep_research.app.config import load_settings
+    from deep_research.kb.catalog import open_kb
     from deep_research.kb.chunking import make_anchor
     from deep_research.kb.search import search
-    from deep_research.kb.store import open_kb
 
     settings = load_settings()
     store = open_kb(settings.kb, kb)
@@ -210,7 +210,7 @@ def _escape(text: str) -> str:
 def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """Files, chunks, embedding model and size on disk of a knowledge base."""
     from deep_research.app.config import load_settings
-    from deep_research.kb.store import open_kb
+    from deep_research.kb.catalog import open_kb
 
     settings = load_settings()
     stats = open_kb(settings.kb, kb).stats()
@@ -237,7 +237,7 @@ def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
 def list_command(as_json: JsonOpt = False) -> None:
     """The named knowledge bases and the folders ingested into each."""
     from deep_research.app.config import load_settings
-    from deep_research.kb.store import kb_roots, list_kbs
+    from deep_research.kb.catalog import kb_roots, list_kbs
 
     settings = load_settings()
     names = list_kbs(settings.kb)
@@ -275,7 +275,7 @@ def rm_command(
     """Delete a knowledge base (its index only; your markdown files are not touched).
     Refused while another process is ingesting into it."""
     from deep_research.app.config import load_settings
-    from deep_research.kb.store import list_kbs, remove_kb
+    from deep_research.kb.catalog import list_kbs, remove_kb
 
     settings = load_settings()
     target = name or settings.kb_name

@@ -99,21 +99,27 @@ def split_front_matter(text: str) -> FrontMatter:
 def _check_yaml(source: str) -> None:
     """Raise FrontMatterRefused for aliases or deep nesting; reading the events is linear
     in the text, whatever the aliases would have expanded to."""
+    too_deep = f"YAML front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels"
     depth = 0
-    for event in yaml.parse(source, Loader=_YAML_LOADER):
-        if isinstance(event, yaml.AliasEvent):
-            raise FrontMatterRefused(
-                f"YAML front matter uses an alias (*{event.anchor}), which is not expanded: "
-                "write the value out"
-            )
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_FRONT_MATTER_DEPTH:
+    try:
+        for event in yaml.parse(source, Loader=_YAML_LOADER):
+            if isinstance(event, yaml.AliasEvent):
                 raise FrontMatterRefused(
-                    f"YAML front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels"
+                    f"YAML front matter uses an alias (*{event.anchor}), which is not "
+                    "expanded: write the value out"
                 )
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_FRONT_MATTER_DEPTH:
+                    raise FrontMatterRefused(too_deep)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError as exc:
+        # The libyaml of PyYAML 6.0.3+ refuses deep nesting itself, while it scans ahead of
+        # the events that would have told us: the same refusal, not a malformed block.
+        if "maximum nesting depth" in str(exc):
+            raise FrontMatterRefused(too_deep) from exc
+        raise
 
 
 def tags_of(meta: Mapping[str, MetaValue | list[str]]) -> tuple[str, ...]:

@@ -126,6 +126,12 @@ def test_search_json_and_text(runner: CliRunner) -> None:
     assert "lines 4-8" in text.stdout
 
 
+def test_search_help_says_what_a_score_means(runner: CliRunner) -> None:
+    shown = " ".join(runner.invoke(kb_app, ["search", "--help"]).stdout.split())
+    assert "score is in [0, 1], higher is better, on one scale in every mode" in shown
+    assert "a lone match is 1" in shown
+
+
 def test_search_rejects_an_unknown_mode(runner: CliRunner) -> None:
     runner.invoke(kb_app, ["ingest", "kb"])
     result = runner.invoke(kb_app, ["search", "x", "--mode", "fuzzy"])

@@ -18,7 +18,7 @@ from rich.table import Table
 from deep_research.core import markdown as md
 from deep_research.core.errors import KBMissing, UsageError
 from deep_research.frontends.common import JsonOpt, print_json
-from deep_research.kb.modes import Mode
+from deep_research.kb.modes import SCORE_MEANING, Mode
 
 if TYPE_CHECKING:  # imported inside the commands: Chroma and numpy load in seconds
     from rich.progress import Progress, TaskID
@@ -141,7 +141,7 @@ def _print_report(report: IngestReport) -> None:
         console.print(f"skipped {skipped.path}: {skipped.reason}", markup=False)
 
 
-@kb_app.command("search")
+@kb_app.command("search", epilog=SCORE_MEANING)
 def search_command(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     k: Annotated[int, typer.Option("-k", "--top", min=1, max=100, help="How many chunks.")] = 8,
@@ -156,7 +156,8 @@ def search_command(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search the knowledge base; prints ranked chunks with their source and lines."""
+    """Search the knowledge base; prints ranked chunks with their source, lines and score,
+    and the file's front-matter title and tags."""
     from deep_research.app.config import load_settings
     from deep_research.kb.catalog import open_kb
     from deep_research.kb.chunking import make_anchor

@@ -193,7 +193,8 @@ async def check_models(settings: Settings) -> tuple[list[Check], WebEngine | Non
             prepared = await lifecycle.choose_engine(
                 lifecycle.prepare(settings, "doctor", RunOptions())
             )
-            choices = [Check("web research", "note", notice) for notice in prepared.notices]
+            choice = prepared.engine_choice  # what auto chose, and why
+            choices = [Check("web research", "note", choice)] if choice else []
             warnings = await lifecycle.check_models(prepared)
             unknown = await _unreachable_models(prepared)
     except DeepResearchError as exc:

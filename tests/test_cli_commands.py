@@ -95,8 +95,20 @@ def test_doctor_says_when_auto_switches_to_search_and_read(
     report = json.loads(out)
     assert report["web_research"].startswith("search and read via ")
     [note] = [c for c in report["checks"] if c["name"] == "web research" and c["status"] == "note"]
+    assert note["detail"].startswith(
+        "web engine auto: search (search and read via duckduckgo), as "
+    )
     assert "does not serve gpt-5.5" in note["detail"]
-    assert "search and read pages instead" in note["detail"]
+
+
+def test_doctor_says_which_engine_auto_chose_and_why(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    code, out, err = cli({**env, "DEEP_RESEARCH_WEB_ENGINE": "auto"}, "doctor")
+    assert code == 0, err
+    [line] = [line for line in out.splitlines() if "web engine auto" in line]
+    assert "web engine auto: openai (OpenAI research jobs (gpt-5.5)), as " in line
+    assert line.endswith(" serves gpt-5.5")
 
 
 def test_doctor_says_what_a_search_provider_lacks(

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from deep_research.app.config import Settings
+from deep_research.kb.catalog import open_kb
 from deep_research.kb.search import resolve_locator
-from deep_research.kb.store import open_kb
 from tests.clirun import cli, run_json, session_state
 from tests.fake_openai import FakeOpenAI
 from tests.world import ResearchWorld, plan_task, verdict

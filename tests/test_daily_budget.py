@@ -26,8 +26,8 @@ from deep_research.app.runs import Caps, RunManager
 from deep_research.core.errors import UsageError
 from deep_research.core.models import LedgerEntry
 from deep_research.frontends.mcp.server import create_server
+from deep_research.kb.catalog import open_kb
 from deep_research.kb.ingest import ingest
-from deep_research.kb.store import open_kb
 from deep_research.persistence.daily import DailyLedger, DayIsSpent
 from deep_research.persistence.sessions import SessionStore
 from tests.conftest import NOTES

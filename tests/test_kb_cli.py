@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 from deep_research.app.config import Settings
 from deep_research.core.errors import KBMissing, UsageError
 from deep_research.frontends.kb_cli import _ProgressBar, kb_app
-from deep_research.kb import store as store_module
+from deep_research.kb import catalog
+from deep_research.kb.catalog import open_kb
 from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.settings import KBSettings
-from deep_research.kb.store import open_kb
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     def make_embeddings(settings: KBSettings) -> NamedEmbeddings:
         return HashEmbeddings()
 
-    monkeypatch.setattr(store_module, "make_embeddings", make_embeddings)
+    monkeypatch.setattr(catalog, "make_embeddings", make_embeddings)
     kb = tmp_path / "kb"
     (kb / "ops").mkdir(parents=True)
     (kb / "ops" / "deploy.md").write_text(
@@ -124,6 +124,12 @@ def test_search_json_and_text(runner: CliRunner) -> None:
     text = runner.invoke(kb_app, ["search", "rollback"])
     assert "kb/ops/deploy.md#Deploy > Rollback" in text.stdout
     assert "lines 4-8" in text.stdout
+
+
+def test_search_help_says_what_a_score_means(runner: CliRunner) -> None:
+    shown = " ".join(runner.invoke(kb_app, ["search", "--help"]).stdout.split())
+    assert "score is in [0, 1], higher is better, on one scale in every mode" in shown
+    assert "a lone match is 1" in shown
 
 
 def test_search_rejects_an_unknown_mode(runner: CliRunner) -> None:

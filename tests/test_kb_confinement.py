@@ -17,14 +17,15 @@ from deep_research.app.config import Settings
 from deep_research.app.verify import kb_fetch
 from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.frontends.kb_cli import kb_app
+from deep_research.kb import catalog
 from deep_research.kb import ingest as ingest_module
-from deep_research.kb import store as store_module
+from deep_research.kb.catalog import open_kb
 from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.markdown import split_front_matter
 from deep_research.kb.search import resolve_locator, search
 from deep_research.kb.settings import KBSettings
-from deep_research.kb.store import KBStore, open_kb
+from deep_research.kb.store import KBStore
 
 SECRET = "# Secret\n\nThe launch code is zebra-orchid.\n"
 
@@ -38,7 +39,7 @@ def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     def make_embeddings(settings: KBSettings) -> NamedEmbeddings:
         return HashEmbeddings()
 
-    monkeypatch.setattr(store_module, "make_embeddings", make_embeddings)
+    monkeypatch.setattr(catalog, "make_embeddings", make_embeddings)
     return Settings(home=tmp_path / "home", chroma_host=None, _env_file=None)  # type: ignore[call-arg]
 
 

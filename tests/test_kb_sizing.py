@@ -13,6 +13,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from deep_research.app.config import Settings
+from deep_research.kb.catalog import open_kb
 from deep_research.kb.chunking import Chunk, chunk_markdown
 from deep_research.kb.embeddings import (
     ASSETS_DIR,
@@ -23,7 +24,6 @@ from deep_research.kb.embeddings import (
     StaticEmbeddings,
 )
 from deep_research.kb.ingest import chunk_sizing, ingest
-from deep_research.kb.store import open_kb
 
 SHIPPED_KB = Path(__file__).resolve().parents[1] / "kb"
 CJK = (

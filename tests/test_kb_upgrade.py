@@ -17,13 +17,14 @@ from typer.testing import CliRunner
 from deep_research.app.config import Settings
 from deep_research.core.errors import KnowledgeBaseError
 from deep_research.frontends.kb_cli import kb_app
-from deep_research.kb import store as store_module
+from deep_research.kb import catalog
+from deep_research.kb.catalog import open_kb
 from deep_research.kb.chunking import Chunk, chunk_markdown
 from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.search import resolve_locator, search
 from deep_research.kb.settings import KBSettings
-from deep_research.kb.store import KBStore, open_kb
+from deep_research.kb.store import KBStore
 
 GUIDE = "# Guide\n\n" + "\n".join(
     f"Step {i}: turn the valve {i} degrees and log pressure {i * 3}." for i in range(40)
@@ -172,7 +173,7 @@ def test_kb_search_says_in_one_line_that_an_old_kb_needs_a_reingest(
     def make_embeddings(settings: KBSettings) -> NamedEmbeddings:
         return HashEmbeddings()
 
-    monkeypatch.setattr(store_module, "make_embeddings", make_embeddings)
+    monkeypatch.setattr(catalog, "make_embeddings", make_embeddings)
     write_old_kb(Settings(home=tmp_path / "home", chroma_host=None), "default", docs)
     runner = CliRunner()
 

@@ -349,6 +349,35 @@ async def test_search_and_fetch_have_the_connector_shape(kb_env: dict[str, str])
         assert "not a chunk id" in error_text(bad)
 
 
+async def test_kb_search_gives_front_matter_titles_tags_and_a_score_in_0_1(
+    kb_env: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / "kb" / "oncall.md").write_text(
+        "---\ntitle: On-call handbook\ntags: [ops, pager]\n---\n# Paging\n\n"
+        "Escalate a page after fifteen minutes of silence.\n",
+        encoding="utf-8",
+    )
+    code, _, err = cli(kb_env, "kb", "ingest", "kb")
+    assert code == 0, err
+    settings = Settings(_env_file=None, **{"home": kb_env["DEEP_RESEARCH_HOME"]})  # type: ignore[arg-type]
+    async with Client(create_server(settings)) as client:
+        [tool] = [t for t in (await client.list_tools()).tools if t.name == "kb_search"]
+        found = data(await client.call_tool("kb_search", {"query": "escalate a page", "k": 3}))
+    first, *others = found["hits"]
+    assert (first["source"], first["title"], first["tags"]) == (
+        "oncall.md",
+        "On-call handbook",
+        ["ops", "pager"],
+    )
+    assert first["score"] == 1.0
+    assert all(0.0 <= hit["score"] < 1.0 for hit in others)
+    assert {hit["title"] for hit in others} <= {"Scheduling", "Budgets"}  # no front matter
+    assert all(hit["tags"] == [] for hit in others)
+    assert tool.output_schema is not None
+    score = tool.output_schema["$defs"]["KbHit"]["properties"]["score"]
+    assert "[0, 1]" in score["description"]
+
+
 async def test_a_report_before_the_run_ends_holds_the_findings_so_far_as_its_sections(
     env: dict[str, str], fake_openai: FakeOpenAI
 ) -> None:

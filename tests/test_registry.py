@@ -14,11 +14,11 @@ from deep_research.app.config import Settings
 from deep_research.app.options import RunOptions
 from deep_research.core.models import Citation
 from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook
-from deep_research.kb import store as store_module
+from deep_research.kb import catalog
+from deep_research.kb.catalog import open_kb
 from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.settings import KBSettings
-from deep_research.kb.store import open_kb
 from tests.fake_openai import ChatRequest, FakeOpenAI
 from tests.world import ResearchWorld, plan_task
 
@@ -105,7 +105,7 @@ def with_kb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_openai: FakeOp
     def make_embeddings(settings: KBSettings) -> NamedEmbeddings:
         return HashEmbeddings()
 
-    monkeypatch.setattr(store_module, "make_embeddings", make_embeddings)
+    monkeypatch.setattr(catalog, "make_embeddings", make_embeddings)
     monkeypatch.chdir(tmp_path)
     notes = tmp_path / "notes"
     notes.mkdir()

@@ -4,6 +4,7 @@ cancelled and saved exactly like CLI runs."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from deep_research.app import lifecycle, saved
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides, RunOptions
-from deep_research.app.runs import Caps, RunManager
+from deep_research.app.runs import Caps, RunManager, warm_up
 from deep_research.core.errors import UsageError
 from deep_research.core.events import RunEvent
 from deep_research.core.models import LedgerEntry
@@ -237,3 +238,29 @@ async def test_a_start_cancelled_while_reserving_gives_its_reservation_back(
     assert await asyncio.to_thread(released.wait, 30), "what was reserved meanwhile is given back"
     assert runs.ledger.committed().reserved == 0
     assert saved.list_sessions(offline) == []
+
+
+@pytest.mark.parametrize("serves", [True, False], ids=["serves", "does-not-serve"])
+def test_a_server_says_once_at_start_which_engine_auto_chose(
+    settings: Settings,
+    fake_openai: FakeOpenAI,
+    caplog: pytest.LogCaptureFixture,
+    serves: bool,
+) -> None:
+    """The fake server as a gateway (not OpenAI's own API): the warm-up asks it, as the first
+    run would, and the choice is logged once however often it is made."""
+    if not serves:
+        fake_openai.models.pop("gpt-5.5")
+    runs = RunManager(settings.model_copy(update={"web_engine": "auto"}))
+    with caplog.at_level(logging.INFO, logger="deep_research"):
+        warm_up(runs)
+        warm_up(runs)
+    [said] = [r for r in caplog.records if "web engine auto" in r.getMessage()]
+    if serves:
+        assert said.levelno == logging.INFO
+        assert said.getMessage().startswith("web engine auto: openai (OpenAI research jobs")
+        assert said.getMessage().endswith("serves gpt-5.5")
+    else:
+        assert said.levelno == logging.WARNING
+        assert said.getMessage().startswith("web engine auto: search (search and read via ")
+        assert "does not serve gpt-5.5" in said.getMessage()

@@ -25,8 +25,8 @@ from deep_research.app import knowledge
 from deep_research.app.config import Settings
 from deep_research.app.verify import kb_fetch, verify_claim
 from deep_research.core.errors import KnowledgeBaseError, ProviderError, UsageError
+from deep_research.kb.catalog import open_kb
 from deep_research.kb.ingest import ingest
-from deep_research.kb.store import open_kb
 from tests.fake_web import FakeWeb
 
 

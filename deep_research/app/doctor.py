@@ -129,7 +129,7 @@ def check_data_dir(settings: Settings) -> tuple[Check, int]:
 
 
 def check_knowledge_bases(settings: Settings) -> tuple[list[Check], list[dict[str, Any]]]:
-    from deep_research.kb.store import list_kbs, open_kb
+    from deep_research.kb.catalog import list_kbs, open_kb
 
     try:
         names = list_kbs(settings.kb)
@@ -193,7 +193,8 @@ async def check_models(settings: Settings) -> tuple[list[Check], WebEngine | Non
             prepared = await lifecycle.choose_engine(
                 lifecycle.prepare(settings, "doctor", RunOptions())
             )
-            choices = [Check("web research", "note", notice) for notice in prepared.notices]
+            choice = prepared.engine_choice  # what auto chose, and why
+            choices = [Check("web research", "note", choice)] if choice else []
             warnings = await lifecycle.check_models(prepared)
             unknown = await _unreachable_models(prepared)
     except DeepResearchError as exc:

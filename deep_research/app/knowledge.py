@@ -16,8 +16,8 @@ MAX_QUERY_CHARS = 1000
 
 def kb_search(settings: Settings, query: str, *, k: int = 8, kb: str | None = None) -> list[Hit]:
     """The knowledge base's best chunks for ``query`` (hybrid ranking)."""
+    from deep_research.kb.catalog import open_kb
     from deep_research.kb.search import search
-    from deep_research.kb.store import open_kb
 
     query = " ".join(query.split())
     if not query:

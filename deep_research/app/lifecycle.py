@@ -24,6 +24,7 @@ inside its lock (never a stale snapshot) and replays its ``RunSpec``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -67,6 +68,9 @@ class Prepared:
     """How web branches are researched; None: the run does not search the web."""
     notices: tuple[str, ...] = ()
     """Choices made for the user (``choose_engine``'s), for the session's event log."""
+    engine_choice: str = ""
+    """How ``auto`` chose ``engine`` and why, in one line (``choose_engine``'s; "" when the
+    engine was named or the run does not search the web): what doctor and the servers say."""
 
     @property
     def extractive(self) -> bool:
@@ -206,15 +210,24 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
     model (asked once, the answer cached for a day), search-and-read when it does not or
     cannot say, said in one line to ``on_info``. A web model the user chose (a flag, or
     ``DEEP_RESEARCH_WEB_MODEL``) that the server does not serve is a ``ConfigError``: never
-    a silent switch. Any other choice is returned as it is."""
+    a silent switch. Any other choice is returned as it is. Whatever ``auto`` chose, and
+    why, is ``engine_choice``."""
     from deep_research.app import engines
+    from deep_research.app.urls import mask_url
 
     settings = prepared.settings
-    undecided = settings.web_engine == "auto" and prepared.engine == engines.SEARCH.name
-    if not undecided or settings.on_openai or not settings.check_models:
+    if settings.web_engine != "auto" or prepared.engine is None:
         return prepared
-    import dataclasses
-
+    server, model = mask_url(settings.openai_base_url or ""), settings.web_model
+    if settings.on_openai:
+        return _chose(prepared, engines.OPENAI.name, "as OpenAI's own API runs research jobs")
+    if not settings.check_models:
+        return _chose(
+            prepared,
+            engines.SEARCH.name,
+            f"as {server} was not asked whether it serves {model} (model checks are off; "
+            "--web-engine openai runs research jobs anyway)",
+        )
     from deep_research.adapters.llm.lifecycle import CacheLookups, lookup_models
     from deep_research.app import clients
     from deep_research.core.errors import DeepResearchError
@@ -223,19 +236,16 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
     cache = ResultCache(settings.cache_dir)
     try:
         async with clients.lookup_client(settings) as client:
-            found = await lookup_models(client, [settings.web_model], cache=CacheLookups(cache))
-    except DeepResearchError:
-        return prepared  # a refused key: the model check that follows says so
+            found = await lookup_models(client, [model], cache=CacheLookups(cache))
+    except DeepResearchError as exc:  # a refused key: the model check that follows says so
+        why = f"as {server} could not be asked about {model}: {exc}"
+        return _chose(prepared, engines.SEARCH.name, why)
     finally:
         cache.close()
-    status = found[settings.web_model]
+    status = found[model]
     shut_down = status.shutdown_date is not None and status.shutdown_date <= date.today()
     if status.known is True and not shut_down:
-        jobs = engines.OPENAI.name
-        return dataclasses.replace(prepared, engine=jobs, spec=engines.spec_for(settings, jobs))
-    from deep_research.app.urls import mask_url
-
-    server, model = mask_url(settings.openai_base_url or ""), settings.web_model
+        return _chose(prepared, engines.OPENAI.name, f"as {server} serves {model}")
     if status.known is None:
         why = f"{server} cannot say whether it serves {model}"
         force = "--web-engine openai runs research jobs anyway"
@@ -251,7 +261,22 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
     notice = f"web research: {why}, so branches search and read pages instead ({force})"
     if on_info is not None:
         on_info(notice)
-    return dataclasses.replace(prepared, notices=(*prepared.notices, notice))
+    switched = dataclasses.replace(prepared, notices=(*prepared.notices, notice))
+    return _chose(switched, engines.SEARCH.name, f"as {why} ({force})")
+
+
+def _chose(prepared: Prepared, engine: WebEngine, why: str) -> Prepared:
+    """``prepared`` with the engine ``auto`` chose, and the line that says so."""
+    from deep_research.app import engines
+
+    settings = prepared.settings
+    shown = engines.engine(engine).describe(settings, None)
+    return dataclasses.replace(
+        prepared,
+        engine=engine,
+        spec=engines.spec_for(settings, engine),
+        engine_choice=f"web engine auto: {engine} ({shown}), {why}",
+    )
 
 
 @contextmanager

@@ -25,7 +25,12 @@ Invariants:
   then cancels the session's research jobs at the provider and records the cancelled
   nodes, which ``resume`` leaves alone. ``shutdown`` saves every run as interrupted.
 - ``warm_up`` builds, as a server starts, what its first run would otherwise build while
-  its client waits; it contacts nobody, spends nothing and saves no session.
+  its client waits; it spends nothing and saves no session, and contacts nobody but, when
+  the web engine is ``auto`` on a server other than OpenAI's, that server's models API (the
+  question the first run would ask, its answer cached for a day).
+- How ``auto`` chose the web engine is logged once (``say_engine``): at start by the HTTP
+  server's warm-up, at the first run by the MCP server (which starts without the engine);
+  a run records it in its event log and run spec as a CLI run does.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from deep_research.app import lifecycle, saved
+from deep_research.app import engines, lifecycle, saved
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.core.budget import totals
@@ -80,6 +85,16 @@ class RunManager:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._logs: dict[str, EventLog] = {}
         self._closing = False
+        self._engine_said = ""
+
+    def say_engine(self, prepared: lifecycle.Prepared) -> None:
+        """Log how ``auto`` chose the web engine, and why, once per choice: a fallback to
+        search-and-read as a warning, research jobs as information."""
+        choice = prepared.engine_choice
+        if choice and choice != self._engine_said:
+            self._engine_said = choice
+            jobs = prepared.engine == engines.OPENAI.name
+            log.log(logging.INFO if jobs else logging.WARNING, "%s", choice)
 
     # --- starting ------------------------------------------------------------------------
 
@@ -99,6 +114,7 @@ class RunManager:
             options = options.model_copy(update={"max_cost_usd": held.amount_usd})
             prepared = lifecycle.prepare(self.settings, question, options)
             prepared = await lifecycle.choose_engine(prepared)
+            self.say_engine(prepared)
             if not prepared.extractive:
                 await lifecycle.check_models(prepared)
             run = stack.enter_context(lifecycle.start(prepared, _say_nothing))
@@ -293,15 +309,19 @@ RUN_MODULES = (
 )
 
 
-def warm_up(settings: Settings) -> None:
-    """Build what a run needs, as a first run would: the engine's modules (~3 s of imports
-    on an idle 2-core machine, 12 s measured on a loaded one), the TLS context, the price
-    data of the configured models and, with a knowledge base and a local embedding model,
-    that model. A setting that stops it is the first run's to meet and report."""
-    from deep_research.app import clients, engines, wiring
+def warm_up(runs: RunManager) -> None:
+    """Build what a run needs, as a first run would: the choice of ``auto`` (said once, see
+    ``RunManager.say_engine``), the engine's modules (~3 s of imports on an idle 2-core
+    machine, 12 s measured on a loaded one), the TLS context, the price data of the
+    configured models and, with a knowledge base and a local embedding model, that model. A
+    setting that stops it is the first run's to meet and report."""
+    from deep_research.app import clients, wiring
 
+    settings = runs.settings
     try:
         prepared = lifecycle.prepare(settings, "What does a run need?", RunOptions())
+        prepared = asyncio.run(lifecycle.choose_engine(prepared))
+        runs.say_engine(prepared)
         lifecycle.estimate(prepared)
         clients.tls_context()
         _touch_clients(settings)
@@ -337,7 +357,7 @@ def _touch_langchain() -> None:
     FakeListChatModel(responses=["warm"]).invoke("warm-up")
 
 
-def start_warm_up(settings: Settings) -> asyncio.Event:
+def start_warm_up(runs: RunManager) -> asyncio.Event:
     """``warm_up`` in a daemon thread: a server stopped meanwhile exits without waiting for
     it. The event is set once it has ended, however it ended."""
     loop = asyncio.get_running_loop()
@@ -345,7 +365,7 @@ def start_warm_up(settings: Settings) -> asyncio.Event:
 
     def build() -> None:
         try:
-            warm_up(settings)
+            warm_up(runs)
         finally:
             with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
                 loop.call_soon_threadsafe(ended.set)

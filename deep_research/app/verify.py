@@ -91,8 +91,8 @@ class KbChunk(BaseModel):
 
 def kb_fetch(settings: Settings, chunk_id: str, *, kb: str | None = None) -> KbChunk:
     """A chunk by its id (as ``kb search`` gives it). Synchronous: Chroma is."""
+    from deep_research.kb.catalog import open_kb
     from deep_research.kb.chunking import make_locator
-    from deep_research.kb.store import open_kb
 
     chunk_id = chunk_id.strip()
     if not CHUNK_ID.fullmatch(chunk_id):
@@ -121,8 +121,8 @@ def kb_fetch(settings: Settings, chunk_id: str, *, kb: str | None = None) -> KbC
 
 
 def _resolve(settings: Settings, locator: str) -> str:
+    from deep_research.kb.catalog import open_kb
     from deep_research.kb.search import resolve_locator
-    from deep_research.kb.store import open_kb
 
     return resolve_locator(open_kb(settings.kb), locator)
 

@@ -56,8 +56,9 @@ from deep_research.core.models import (
 from deep_research.core.orchestrator import Engine, RunConfig
 from deep_research.core.ports import BUILTIN_SOURCES, BranchExecutor, JobControl
 from deep_research.core.writing import SectionedWriter, WriteCosts, WritingLimits
+from deep_research.kb.catalog import open_kb
 from deep_research.kb.search import search
-from deep_research.kb.store import KBStore, open_kb
+from deep_research.kb.store import KBStore
 from deep_research.persistence.cache import ResultCache
 from deep_research.persistence.sessions import Checkpointer, SessionStore
 

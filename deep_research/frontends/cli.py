@@ -394,10 +394,11 @@ def serve(
 
     from deep_research.app.config import load_settings
     from deep_research.frontends import render
-    from deep_research.frontends.http.app import create_app
+    from deep_research.frontends.http.app import create_app, log_to_stderr
 
     settings = load_settings()
     api = create_app(settings, host=host, port=port)
+    log_to_stderr()
     where = f"[{host}]" if ":" in host else host
     render.info(f"serving on http://{where}:{port} (API docs at /docs); Ctrl-C stops")
     uvicorn.run(api, host=host, port=port, log_level="warning", server_header=False)

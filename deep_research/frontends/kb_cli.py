@@ -18,7 +18,7 @@ from rich.table import Table
 from deep_research.core import markdown as md
 from deep_research.core.errors import KBMissing, UsageError
 from deep_research.frontends.common import JsonOpt, print_json
-from deep_research.kb.modes import Mode
+from deep_research.kb.modes import SCORE_MEANING, Mode
 
 if TYPE_CHECKING:  # imported inside the commands: Chroma and numpy load in seconds
     from rich.progress import Progress, TaskID
@@ -65,8 +65,8 @@ def ingest_command(
     `notes/README.md` are two files, and re-ingesting one folder never touches another.
     """
     from deep_research.app.config import load_settings
+    from deep_research.kb.catalog import open_kb
     from deep_research.kb.ingest import check_root_name, ingest
-    from deep_research.kb.store import open_kb
 
     settings = load_settings()
     root = path or settings.kb_path
@@ -141,7 +141,7 @@ def _print_report(report: IngestReport) -> None:
         console.print(f"skipped {skipped.path}: {skipped.reason}", markup=False)
 
 
-@kb_app.command("search")
+@kb_app.command("search", epilog=SCORE_MEANING)
 def search_command(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     k: Annotated[int, typer.Option("-k", "--top", min=1, max=100, help="How many chunks.")] = 8,
@@ -156,11 +156,12 @@ def search_command(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search the knowledge base; prints ranked chunks with their source and lines."""
+    """Search the knowledge base; prints ranked chunks with their source, lines and score,
+    and the file's front-matter title and tags."""
     from deep_research.app.config import load_settings
+    from deep_research.kb.catalog import open_kb
     from deep_research.kb.chunking import make_anchor
     from deep_research.kb.search import search
-    from deep_research.kb.store import open_kb
 
     settings = load_settings()
     store = open_kb(settings.kb, kb)
@@ -210,7 +211,7 @@ def _escape(text: str) -> str:
 def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """Files, chunks, embedding model and size on disk of a knowledge base."""
     from deep_research.app.config import load_settings
-    from deep_research.kb.store import open_kb
+    from deep_research.kb.catalog import open_kb
 
     settings = load_settings()
     stats = open_kb(settings.kb, kb).stats()
@@ -237,7 +238,7 @@ def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
 def list_command(as_json: JsonOpt = False) -> None:
     """The named knowledge bases and the folders ingested into each."""
     from deep_research.app.config import load_settings
-    from deep_research.kb.store import kb_roots, list_kbs
+    from deep_research.kb.catalog import kb_roots, list_kbs
 
     settings = load_settings()
     names = list_kbs(settings.kb)
@@ -275,7 +276,7 @@ def rm_command(
     """Delete a knowledge base (its index only; your markdown files are not touched).
     Refused while another process is ingesting into it."""
     from deep_research.app.config import load_settings
-    from deep_research.kb.store import list_kbs, remove_kb
+    from deep_research.kb.catalog import list_kbs, remove_kb
 
     settings = load_settings()
     target = name or settings.kb_name

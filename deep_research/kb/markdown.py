@@ -96,12 +96,10 @@ def split_front_matter(text: str) -> FrontMatter:
     return FrontMatter(meta, "\n".join(lines[index + 1 :]), index + 2)
 
 
-_TOO_DEEP = f"YAML front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels"
-
-
 def _check_yaml(source: str) -> None:
     """Raise FrontMatterRefused for aliases or deep nesting; reading the events is linear
     in the text, whatever the aliases would have expanded to."""
+    too_deep = f"YAML front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels"
     depth = 0
     try:
         for event in yaml.parse(source, Loader=_YAML_LOADER):
@@ -113,14 +111,14 @@ def _check_yaml(source: str) -> None:
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_FRONT_MATTER_DEPTH:
-                    raise FrontMatterRefused(_TOO_DEEP)
+                    raise FrontMatterRefused(too_deep)
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     except yaml.YAMLError as exc:
-        # libyaml 0.2.6 (in PyYAML 6.0.4) refuses 1,000 levels itself, scanning ahead of
-        # the events counted here: the same refusal.
-        if "nesting depth" in str(exc):
-            raise FrontMatterRefused(_TOO_DEEP) from None
+        # The libyaml of PyYAML 6.0.4 refuses deep nesting itself, while it scans ahead of
+        # the events that would have told us: the same refusal, not a malformed block.
+        if "maximum nesting depth" in str(exc):
+            raise FrontMatterRefused(too_deep) from exc
         raise
 
 

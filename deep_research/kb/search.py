@@ -166,7 +166,13 @@ def search(
     candidates: int = CANDIDATES,
     mmr_lambda: float = MMR_LAMBDA,
 ) -> list[Hit]:
-    """The top ``k`` chunks for ``query``, best first, filtered by path glob and tags."""
+    """The top ``k`` chunks for ``query``, best first, filtered by path glob and tags.
+
+    Each hit's score is in [0, 1] in every mode (``modes.SCORE_MEANING``): the ranker's scores
+    min-max scaled over its candidates for this query (hybrid: their weighted sum, the
+    weights adding up to 1). With ``fusion.method == "rrf"`` hybrid scores are reciprocal
+    rank sums instead (well below 1: bench/kb.py compares the two).
+    """
     if not query.strip():
         raise UsageError("empty search query")
     if k < 1:

@@ -1,4 +1,5 @@
-"""Named knowledge bases: a Chroma collection plus local files.
+"""One knowledge base: its chunks in a Chroma collection, plus local files (opening,
+listing and removing KBs by name is ``catalog.py``'s).
 
 Layout of ``settings.kb_dir / <name>``::
 
@@ -20,8 +21,7 @@ the chunk's own text begins. Chunks written before roots existed have no ``root`
 Invariants: a chunk's text is served (`get_chunks`, `find`: every search, fetch, locator
 and citation reads through them) only while its file resolves inside its root's folder
 (`RootEntry.holds`), so a symlink pointed out of the folder after an ingest exposes
-nothing before the next ingest drops its chunks. A collection records the embedding
-model that filled it and is only opened with that model; every write to Chroma is
+nothing before the next ingest drops its chunks. Every write to Chroma is
 preceded and followed by a generation change, so a derived index can never be mistaken
 for current after the chunks moved on. All methods are synchronous; async callers use
 ``asyncio.to_thread``.
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -40,19 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import chromadb
 import httpx
 from chromadb.api import ClientAPI
-from chromadb.config import Settings as ChromaSettings
-from chromadb.errors import ChromaError, NotFoundError
+from chromadb.errors import ChromaError
 
-from deep_research.kb.settings import KBSettings
-
-if TYPE_CHECKING:
-    from langchain_chroma import Chroma
-from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
+from deep_research.core.errors import KnowledgeBaseError
 from deep_research.kb.chunking import Chunk, document_key, indexed_text
-from deep_research.kb.embeddings import Done, NamedEmbeddings, make_embeddings
+from deep_research.kb.embeddings import Done, NamedEmbeddings
 from deep_research.kb.lexical import LexicalDoc, LexicalIndex
 from deep_research.kb.manifest import (
     MANIFEST_FILE,
@@ -64,14 +57,15 @@ from deep_research.kb.manifest import (
     read_generation,
     save_manifest,
 )
+from deep_research.kb.settings import KBSettings
 
-KB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-META_MODEL = "embedding_model"
-META_NAME = "kb_name"
+if TYPE_CHECKING:
+    from langchain_chroma import Chroma
+
 LEXICAL_FILE = "bm25.npz"
 _PAGE = 2000
 # What a Chroma server that went away raises from a call (chromadb talks httpx).
-_UNREACHABLE = (ValueError, OSError, httpx.HTTPError)
+UNREACHABLE = (ValueError, OSError, httpx.HTTPError)
 
 
 @dataclass(frozen=True)
@@ -103,13 +97,6 @@ def roots_of(manifest: Manifest) -> tuple[KBRoot, ...]:
     )
 
 
-def kb_roots(settings: KBSettings, name: str) -> tuple[KBRoot, ...]:
-    """The roots a KB's manifest records, read without opening the KB (nothing when the
-    manifest is missing: the next open rebuilds it)."""
-    manifest = load_manifest(settings.kb_dir / name)
-    return roots_of(manifest) if manifest is not None else ()
-
-
 @dataclass(frozen=True)
 class StoredChunk:
     id: str
@@ -130,46 +117,14 @@ class StoredChunk:
         return (self.root, self.source)
 
 
-def _check_name(name: str) -> str:
-    if not KB_NAME.match(name):
-        raise UsageError(
-            f"invalid KB name {name!r}: use letters, digits, '_', '.', '-' (max 63 chars)"
-        )
-    return name
-
-
-def collection_name(name: str) -> str:
-    # Chroma names must start and end alphanumeric and contain no "..".
-    return re.sub(r"[^A-Za-z0-9_-]", "_", name) + "_kb"
-
-
 @contextmanager
-def _store_errors(action: str) -> Iterator[None]:
+def store_errors(action: str) -> Iterator[None]:
     try:
         yield
     except ChromaError as exc:
         raise KnowledgeBaseError(f"{action} failed: {exc}") from exc
-    except _UNREACHABLE as exc:
+    except UNREACHABLE as exc:
         raise KnowledgeBaseError(f"{action} failed: {exc or type(exc).__name__}") from exc
-
-
-def _client(settings: KBSettings, directory: Path, *, create: bool) -> ClientAPI:
-    chroma_settings = ChromaSettings(anonymized_telemetry=False)
-    if settings.chroma_host:
-        try:
-            return chromadb.HttpClient(
-                host=settings.chroma_host, port=settings.chroma_port, settings=chroma_settings
-            )
-        except (ChromaError, *_UNREACHABLE) as exc:
-            raise KnowledgeBaseError(
-                f"cannot reach Chroma at {settings.chroma_host}:{settings.chroma_port}: {exc}"
-            ) from exc
-    path = directory / "chroma"
-    if not create and not path.is_dir():
-        raise _not_found(directory.name)
-    path.mkdir(parents=True, exist_ok=True)
-    with _store_errors("opening the knowledge base"):
-        return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
 
 
 def _chroma_metadata(chunk: Chunk) -> dict[str, Any]:
@@ -230,7 +185,7 @@ def _rows(got: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any]]
 
 
 @contextmanager
-def _exclusive(directory: Path, name: str, guard: threading.Lock) -> Iterator[None]:
+def exclusive(directory: Path, name: str, guard: threading.Lock) -> Iterator[None]:
     """One writer per KB, across threads and processes (flock on ``<dir>/.lock``)."""
     directory.mkdir(parents=True, exist_ok=True)
     with guard, open(directory / ".lock", "a+b") as handle:
@@ -290,7 +245,7 @@ class KBStore:
     @contextmanager
     def write_lock(self) -> Iterator[None]:
         """One writer at a time, across threads and processes."""
-        with _exclusive(self.directory, self.name, self._write_lock):
+        with exclusive(self.directory, self.name, self._write_lock):
             yield
 
     # --- manifest and generation --------------------------------------------------------
@@ -309,7 +264,7 @@ class KBStore:
         rebuilt = Manifest(embedding_model=self.embeddings.model_id)
         offset = 0
         while True:
-            with _store_errors("reading chunks"):
+            with store_errors("reading chunks"):
                 got = self.collection.get(include=["metadatas"], limit=_PAGE, offset=offset)
             for cid, meta in zip(got["ids"], got["metadatas"], strict=True):
                 root = str((meta or {}).get("root", ""))
@@ -337,7 +292,7 @@ class KBStore:
         """A write to the chunks, bracketed by generation changes (see the module doc)."""
         bump_generation(self.directory)
         try:
-            with _store_errors(action):
+            with store_errors(action):
                 yield
         finally:
             bump_generation(self.directory)
@@ -368,18 +323,18 @@ class KBStore:
                 self.vectorstore.delete(ids=list(ids[start : start + step]))
 
     def count(self) -> int:
-        with _store_errors("counting chunks"):
+        with store_errors("counting chunks"):
             return int(self.collection.count())
 
     def get_chunks(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
         if not ids:
             return {}
-        with _store_errors("reading chunks"):
+        with store_errors("reading chunks"):
             got = self.collection.get(ids=list(ids), include=["documents", "metadatas"])
         return {c.id: c for c in self._served(_stored(*row) for row in _rows(got))}
 
     def find(self, where: dict[str, Any]) -> list[StoredChunk]:
-        with _store_errors("reading chunks"):
+        with store_errors("reading chunks"):
             got = self.collection.get(where=where, include=["documents", "metadatas"])
         return self._served(_stored(*row) for row in _rows(got))
 
@@ -418,7 +373,7 @@ class KBStore:
     def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
         if not ids:
             return {}
-        with _store_errors("reading vectors"):
+        with store_errors("reading vectors"):
             got = self.collection.get(ids=list(ids), include=["embeddings"])
         return {cid: list(vec) for cid, vec in zip(got["ids"], got["embeddings"], strict=True)}
 
@@ -429,7 +384,7 @@ class KBStore:
         ``allowed_ids`` when given."""
         if n < 1 or (allowed_ids is not None and not allowed_ids):
             return []
-        with _store_errors("searching"):
+        with store_errors("searching"):
             got = self.collection.query(
                 query_embeddings=[vector],
                 n_results=n,
@@ -443,7 +398,7 @@ class KBStore:
     def iter_lexical_docs(self) -> Iterator[LexicalDoc]:
         offset = 0
         while True:
-            with _store_errors("reading chunks"):
+            with store_errors("reading chunks"):
                 got = self.collection.get(
                     include=["documents", "metadatas"], limit=_PAGE, offset=offset
                 )
@@ -494,130 +449,3 @@ class KBStore:
             legacy_chunks=self.lexical().legacy_chunks,
             roots=roots_of(manifest),
         )
-
-
-def _not_found(name: str) -> KBMissing:
-    return KBMissing(
-        f"knowledge base {name!r} not found; create it with: deep-research kb ingest --kb {name}"
-    )
-
-
-def _mismatch(name: str, stored: str, wanted: str) -> KnowledgeBaseError:
-    return KnowledgeBaseError(
-        f"knowledge base {name!r} was built with embedding model {stored!r}, not {wanted!r}; "
-        f"re-ingest it: deep-research kb rm {name} --yes && deep-research kb ingest --kb {name}"
-    )
-
-
-def open_kb(
-    settings: KBSettings,
-    name: str | None = None,
-    *,
-    embeddings: NamedEmbeddings | None = None,
-    create: bool = False,
-) -> KBStore:
-    """Open a named KB (``settings.kb_name`` by default).
-
-    KBMissing when it does not exist (and ``create`` is false); KnowledgeBaseError with
-    the real cause for everything else (model mismatch, server unreachable, bad store).
-    """
-    name = _check_name(name or settings.kb_name)
-    embeddings = embeddings or make_embeddings(settings)
-    model_id = embeddings.model_id  # before creating anything: loading the model may fail
-    directory = settings.kb_dir / name
-    client = _client(settings, directory, create=create)
-    cname = collection_name(name)
-    try:
-        existing = client.get_collection(cname, embedding_function=None)
-    except NotFoundError:
-        existing = None
-    except (ChromaError, *_UNREACHABLE) as exc:
-        raise KnowledgeBaseError(f"cannot open knowledge base {name!r}: {exc}") from exc
-    if existing is None and not create:
-        raise _not_found(name)
-    if existing is not None:
-        stored = (existing.metadata or {}).get(META_MODEL, "")
-        if stored != model_id:
-            raise _mismatch(name, str(stored), model_id)
-    directory.mkdir(parents=True, exist_ok=True)
-
-    def vectorstore() -> Chroma:
-        from langchain_chroma import Chroma
-
-        with _store_errors("opening the knowledge base"):
-            return Chroma(
-                collection_name=cname,
-                embedding_function=embeddings,
-                client=client,
-                collection_metadata={META_MODEL: model_id, META_NAME: name},
-                collection_configuration={"hnsw": {"space": "cosine"}},
-            )
-
-    collection = existing
-    if collection is None:
-        vectorstore()  # creates the collection, with our metadata
-        with _store_errors("opening the knowledge base"):
-            collection = client.get_collection(cname, embedding_function=None)
-    return KBStore(settings, name, embeddings, client, vectorstore, collection)
-
-
-def list_kbs(settings: KBSettings) -> list[str]:
-    """Names of the knowledge bases (on the Chroma server when one is configured)."""
-    if settings.chroma_host:
-        client = _client(settings, settings.kb_dir, create=False)
-        with _store_errors("listing knowledge bases"):
-            collections = client.list_collections()
-        return sorted(
-            str(c.metadata[META_NAME]) for c in collections if (c.metadata or {}).get(META_NAME)
-        )
-    if not settings.kb_dir.is_dir():
-        return []
-    return sorted(
-        p.name
-        for p in settings.kb_dir.iterdir()
-        if (p / "chroma").is_dir() and KB_NAME.match(p.name)
-    )
-
-
-def _forget_persistent_client(path: Path) -> None:
-    # chromadb caches one System per path for the whole process; a cached System over a
-    # deleted directory fails later with "readonly database" when the KB is re-created.
-    from chromadb.api.shared_system_client import SharedSystemClient
-
-    system = SharedSystemClient._identifier_to_system.pop(str(path), None)
-    SharedSystemClient._identifier_to_refcount.pop(str(path), None)
-    if system is not None:
-        system.stop()
-
-
-_REMOVE_GUARD = threading.Lock()
-
-
-def remove_kb(settings: KBSettings, name: str) -> None:
-    """Delete a KB: its collection and its local files, under its write lock (so never
-    in the middle of an ingest). KBMissing if there is no such KB."""
-    name = _check_name(name)
-    directory = settings.kb_dir / name
-    client: ClientAPI | None = None
-    if settings.chroma_host:
-        client = _client(settings, directory, create=False)
-        try:
-            client.get_collection(collection_name(name), embedding_function=None)
-        except NotFoundError:
-            if not directory.is_dir():
-                raise KBMissing(f"knowledge base {name!r} not found") from None
-        except (ChromaError, *_UNREACHABLE) as exc:
-            raise KnowledgeBaseError(f"cannot reach knowledge base {name!r}: {exc}") from exc
-    elif not (directory / "chroma").is_dir():
-        raise KBMissing(f"knowledge base {name!r} not found")
-    with _exclusive(directory, name, _REMOVE_GUARD):
-        if client is not None:
-            try:
-                client.delete_collection(collection_name(name))
-            except NotFoundError:
-                pass  # only the local files were left
-            except (ChromaError, *_UNREACHABLE) as exc:
-                raise KnowledgeBaseError(f"removing knowledge base {name!r} failed: {exc}") from exc
-        else:
-            _forget_persistent_client(directory / "chroma")
-        shutil.rmtree(directory)  # the lock file too: we hold it until we return

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -25,6 +27,16 @@ def check_bind(settings: Settings, host: str) -> None:
         )
 
 
+def log_to_stderr() -> None:
+    """This package's INFO lines (how ``auto`` chose the web engine) and warnings reach
+    stderr beside uvicorn's own; libraries' INFO lines do not."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    package = logging.getLogger("deep_research")
+    package.addHandler(handler)
+    package.setLevel(logging.INFO)
+
+
 def create_app(
     settings: Settings, *, host: str = "127.0.0.1", port: int = 8000, runs: RunManager | None = None
 ) -> FastAPI:
@@ -33,7 +45,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        shared.warm = start_warm_up(settings)
+        shared.warm = start_warm_up(shared.runs)
         yield
         await shared.runs.shutdown()  # every run saved as interrupted
 

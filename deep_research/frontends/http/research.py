@@ -156,7 +156,8 @@ async def kb_search(
     server: Context,
     k: Annotated[int, Query(ge=1, le=100)] = 8,
 ) -> list[dict[str, object]]:
-    """The knowledge base's best chunks for ``q``, with their locators."""
+    """The knowledge base's best chunks for ``q``: each with its locator, the file's title and
+    tags, and a score in [0, 1] (``kb search --help`` says what it means)."""
     await server.warmed()
     hits = knowledge.kb_search(server.settings, q, k=k)
     return [hit_json(hit) for hit in hits]

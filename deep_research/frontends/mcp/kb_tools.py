@@ -29,7 +29,8 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
         k: Annotated[int, Field(ge=1, le=100, description="How many chunks.")] = 8,
     ) -> KbHits:
         """The user's markdown knowledge base: the best chunks for a query (hybrid BM25 +
-        embeddings), each with its text, file, heading, lines and chunk_id."""
+        embeddings), each with its text, file, title and tags, heading, lines, chunk_id and a
+        score from 0 to 1 (1: the best match of this search)."""
         with one_line_errors():
             hits = await asyncio.to_thread(knowledge.kb_search, settings, query, k=k)
         return KbHits(hits=[KbHit.model_validate(hit_json(hit)) for hit in hits])

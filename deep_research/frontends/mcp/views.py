@@ -15,6 +15,7 @@ from deep_research.core.models import (
     SourceHint,
     StopReason,
 )
+from deep_research.kb.modes import SCORE_MEANING
 from deep_research.persistence.sessions import SessionSummary
 
 
@@ -108,11 +109,15 @@ class Sessions(BaseModel):
 
 class KbHit(BaseModel):
     chunk_id: str = Field(description="For kb_fetch and verify_claim.")
-    root: str
-    source: str
+    root: str = Field(description="The name of the folder the file was ingested from.")
+    source: str = Field(description="The file's path in that folder.")
     heading: str
+    title: str = Field(
+        description="The file's title: its front matter's, else its first heading or its name."
+    )
+    tags: list[str] = Field(description="The tags of the file's front matter.")
     lines: tuple[int, int]
-    score: float
+    score: float = Field(description=SCORE_MEANING)
     text: str
     locator: str
 

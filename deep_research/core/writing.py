@@ -84,8 +84,8 @@ class WritingLimits:
     max_sections: int = 8
     section_words: int = 900
     lead_words: int = 350
-    own_evidence_tokens: int = 6000
-    related_evidence_tokens: int = 1000
+    own_evidence_tokens: int = 1500
+    related_evidence_tokens: int = 500
     catalog_tokens: int = 2500
     max_parallel: int = 4
     costs: WriteCosts = field(default_factory=WriteCosts)

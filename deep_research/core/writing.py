@@ -54,6 +54,8 @@ KEY_POINTS = 4
 """Key points of a section the lead reads."""
 POINT_TOKENS = 60
 """A planned or key point, or a section title, at most (they are cut to it)."""
+CATALOG_LINE_TOKENS = 24
+"""The least a catalog line gets: a short question; fewer lines than that share one."""
 FRAME_TOKENS = 600
 """A prompt's instructions and headings."""
 GAPS_TOKENS = 1200
@@ -203,11 +205,11 @@ class SectionedWriter:
         then neighbouring threads, share a line (the seed's hierarchical reduction)."""
         budget = self.limits.catalog_tokens
         groups = [[n] for n in done]
-        if len(groups) * 24 > budget:
+        if len(groups) * CATALOG_LINE_TOKENS > budget:
             groups = _threads(done)
-        while len(groups) * 24 > budget and len(groups) > 1:
+        while len(groups) * CATALOG_LINE_TOKENS > budget and len(groups) > 1:
             groups = [[n for g in groups[i : i + 2] for n in g] for i in range(0, len(groups), 2)]
-        share = max(24, budget // max(1, len(groups)))
+        share = max(CATALOG_LINE_TOKENS, budget // max(1, len(groups)))
         entries = []
         for nodes in groups:
             question = cap_tokens(" / ".join(n.question for n in nodes), share // 2)
@@ -221,6 +223,8 @@ class SectionedWriter:
 
     async def write(self, job: WriteJob) -> Report:
         state = job.state
+        if not _done(state):
+            return assemble(state)  # nothing was found: nothing to write from
         writing = await self.outline(state, job.meter)
         fits = self.limits.costs.sections_affordable(job.money)
         if len(writing.sections) > fits:

@@ -21,7 +21,7 @@ from deep_research.core.citations import cited_refs
 from deep_research.core.models import Citation, EvidenceSource, EvidenceUnit, ResearchNode
 
 MIN_WORDS = 4
-_BULLET = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
+BULLET = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])(?:\s*\[S\d+\])*\s+(?=[A-Z0-9\"'(])")
 
 
@@ -47,9 +47,9 @@ def findings(notes: str) -> list[str]:
         if in_code or not stripped or stripped.startswith(("#", "|")):
             close()
             continue
-        if _BULLET.match(stripped):
+        if BULLET.match(stripped):
             close()
-            bullet = _BULLET.sub("", stripped)
+            bullet = BULLET.sub("", stripped)
             if len(bullet.split()) >= MIN_WORDS:
                 found.append(bullet)
             continue

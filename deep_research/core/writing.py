@@ -56,6 +56,8 @@ POINT_TOKENS = 60
 """A planned or key point, or a section title, at most (they are cut to it)."""
 CATALOG_LINE_TOKENS = 24
 """The least a catalog line gets: a short question; fewer lines than that share one."""
+QUOTED_TOKENS = 600
+"""Evidence a section not written quotes instead (its best units first)."""
 FRAME_TOKENS = 600
 """A prompt's instructions and headings."""
 GAPS_TOKENS = 1200
@@ -457,7 +459,7 @@ def key_points(text: str) -> list[str]:
         for line in (
             block.strip().splitlines() if block.lstrip().startswith(("-", "*")) else [block]
         ):
-            line = re.sub(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+", "", line.strip())
+            line = evidence_units.BULLET.sub("", line.strip())
             if not line or line.startswith("#") or "[S" not in line:
                 continue
             found = _FIRST_SENTENCE.match(" ".join(line.split()))
@@ -469,7 +471,7 @@ def key_points(text: str) -> list[str]:
 
 def _quote(section: SectionPlan, evidence: Sequence[str], why: str) -> None:
     """Fill ``section`` with its best evidence, verbatim, and say why."""
-    lines = within(list(evidence), 600) or ["No evidence was found for this section."]
+    lines = within(list(evidence), QUOTED_TOKENS) or ["No evidence was found for this section."]
     section.text = "\n".join(f"- {line}" for line in lines)
     section.status, section.note = "quoted", why
 

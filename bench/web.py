@@ -57,7 +57,8 @@ from deep_research.adapters.extractive.roles import (
     ExtractiveSynthesizer,
 )
 from deep_research.adapters.prices import PriceTable
-from deep_research.adapters.web.reader import PageReader, ReaderSettings, split_passages
+from deep_research.adapters.web.passages import split_passages
+from deep_research.adapters.web.reader import PageReader, ReaderSettings
 from deep_research.adapters.web.search import default_rate_limits, make_provider, normalize
 from deep_research.core.errors import KnowledgeBaseError
 from deep_research.core.guard import BudgetGuard

@@ -17,9 +17,9 @@ a slot and a turn at the host, one GET with connect/read timeouts and a deadline
 
 A page is read when it is HTML, XHTML or plain text (by Content-Type, or HTML sniffed when
 none is sent), no larger than ``max_bytes`` (the body is streamed and dropped at the cap).
-trafilatura extracts the main text (markdown, tables kept; it downloads nothing), in a
-worker thread. Pages are cached by URL for the reader's lifetime (a session), and so are
-the skips that would not change on a retry.
+`extraction.main_text` keeps its main text (trafilatura: markdown, tables kept; it
+downloads nothing), in a worker thread. Pages are cached by URL for the reader's lifetime
+(a session), and so are the skips that would not change on a retry.
 
 Every page not read raises `PageSkipped` (a ``BranchError``); its message is a one-line
 reason and no httpx exception reaches a caller. ``kind`` says which:
@@ -54,10 +54,10 @@ from typing import Literal
 from urllib.robotparser import RobotFileParser
 
 import httpx
-import trafilatura
 from aiolimiter import AsyncLimiter
 
 from deep_research.adapters.branches.protocols import Page
+from deep_research.adapters.web.extraction import main_text
 from deep_research.adapters.web.fetch_guard import (
     AddressRefused,
     AllowList,
@@ -147,7 +147,9 @@ class _Skip(Exception):
 
 
 @dataclass(frozen=True)
-class _Reply:
+class Reply:
+    """One hop's answer: its status and headers, and the body of a 2xx answer as read."""
+
     url: httpx.URL
     status: int
     headers: httpx.Headers
@@ -252,7 +254,7 @@ class PageReader:
             url = _next_hop(reply)
         raise _Skip("too_many_redirects", f"more than {self.settings.max_redirects} redirects")
 
-    async def _get_page(self, url: httpx.URL) -> _Reply:
+    async def _get_page(self, url: httpx.URL) -> Reply:
         reply = await self._request(url, page=True)
         if reply.status == 429:
             delay = retry_after_seconds(reply.headers.get("retry-after"))
@@ -298,7 +300,7 @@ class PageReader:
             problem = skip.reason
         return _rules(_DISALLOW_ALL), f"robots.txt unreadable ({problem}): the host is off limits"
 
-    async def _request(self, url: httpx.URL, *, page: bool) -> _Reply:
+    async def _request(self, url: httpx.URL, *, page: bool) -> Reply:
         async with self._host(url).turn():
             try:
                 async with asyncio.timeout(self.settings.page_timeout):
@@ -311,8 +313,8 @@ class PageReader:
             except httpx.HTTPError as exc:
                 raise _Skip("network", _one_line(exc)) from exc
 
-    async def _receive(self, url: httpx.URL, response: httpx.Response, *, page: bool) -> _Reply:
-        reply = _Reply(url, response.status_code, response.headers)
+    async def _receive(self, url: httpx.URL, response: httpx.Response, *, page: bool) -> Reply:
+        reply = Reply(url, response.status_code, response.headers)
         if not 200 <= reply.status < 300:
             return reply
         if not page:
@@ -338,7 +340,7 @@ class PageReader:
         return self._hosts[name]
 
 
-def _robots_rules(reply: _Reply) -> tuple[RobotFileParser, str]:
+def _robots_rules(reply: Reply) -> tuple[RobotFileParser, str]:
     """RFC 9309: 2xx is obeyed, 4xx allows everything, 5xx and 429 disallow everything."""
     if 200 <= reply.status < 300:
         return _rules(reply.body.decode("utf-8", errors="replace").splitlines()), ""
@@ -363,7 +365,7 @@ def _checked_url(url: httpx.URL) -> httpx.URL:
     return url.copy_with(fragment=None)
 
 
-def _next_hop(reply: _Reply) -> httpx.URL:
+def _next_hop(reply: Reply) -> httpx.URL:
     location = reply.headers.get("location")
     if not location:
         raise _Skip("http_status", f"HTTP {reply.status} redirect without a Location")
@@ -403,40 +405,11 @@ def _codec(name: str | None) -> str | None:
         return None
 
 
-async def _page_of(reply: _Reply, min_words: int) -> Page:
-    title, text = await asyncio.to_thread(_extract, reply)
+async def _page_of(reply: Reply, min_words: int) -> Page:
+    title, text = await asyncio.to_thread(main_text, reply)
     if len(text.split()) < min_words:
         raise _Skip("no_text", "no main text found (only navigation or boilerplate)")
     return Page(url=str(reply.url), title=title, text=text, fetched_at=reply.at)
-
-
-def _extract(reply: _Reply) -> tuple[str, str]:
-    encoding = reply.encoding
-    if reply.kind == "text":
-        text = reply.body.decode(encoding or "utf-8", errors="replace").strip()
-        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-        return first[:200], text
-    document = trafilatura.extract_with_metadata(
-        reply.body.decode(encoding, errors="replace") if encoding else reply.body,
-        url=str(reply.url),
-        output_format="markdown",
-        include_tables=True,
-        include_comments=False,
-        include_links=False,
-        include_images=False,
-    )
-    if document is None or not document.text:
-        return "", ""
-    return (document.title or "").strip(), _without_front_matter(document.text)
-
-
-def _without_front_matter(text: str) -> str:
-    """trafilatura puts its metadata in a YAML header when asked for it: drop it."""
-    if text.startswith("---\n"):
-        end = text.find("\n---\n", 4)
-        if end != -1:
-            return text[end + 5 :].strip()
-    return text.strip()
 
 
 def _timeout_reason(exc: Exception, settings: ReaderSettings) -> str:

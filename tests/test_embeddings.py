@@ -16,11 +16,11 @@ from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError, KnowledgeBaseError
 from deep_research.kb.embeddings import (
     HashEmbeddings,
-    OnnxEmbeddings,
     OpenAIEmbeddingsNamed,
     StaticEmbeddings,
     make_embeddings,
 )
+from deep_research.kb.onnx_embeddings import OnnxEmbeddings
 
 
 def _cos(a: list[float], b: list[float]) -> float:

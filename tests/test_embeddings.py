@@ -14,13 +14,9 @@ from pydantic import SecretStr
 
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError, KnowledgeBaseError
-from deep_research.kb.embeddings import (
-    HashEmbeddings,
-    OpenAIEmbeddingsNamed,
-    StaticEmbeddings,
-    make_embeddings,
-)
+from deep_research.kb.embeddings import HashEmbeddings, OpenAIEmbeddingsNamed, make_embeddings
 from deep_research.kb.onnx_embeddings import OnnxEmbeddings
+from deep_research.kb.static_embeddings import StaticEmbeddings
 
 
 def _cos(a: list[float], b: list[float]) -> float:

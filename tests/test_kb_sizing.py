@@ -14,14 +14,10 @@ from tokenizers import Tokenizer
 
 from deep_research.app.config import Settings
 from deep_research.kb.chunking import Chunk, chunk_markdown
-from deep_research.kb.embeddings import (
-    ASSETS_DIR,
-    DEFAULT_STATIC_MODEL,
-    HashEmbeddings,
-    StaticEmbeddings,
-)
+from deep_research.kb.embeddings import ASSETS_DIR, HashEmbeddings
 from deep_research.kb.ingest import chunk_sizing, ingest
 from deep_research.kb.onnx_embeddings import DEFAULT_ONNX_MODEL, OnnxEmbeddings
+from deep_research.kb.static_embeddings import DEFAULT_STATIC_MODEL, StaticEmbeddings
 from deep_research.kb.store import open_kb
 
 SHIPPED_KB = Path(__file__).resolve().parents[1] / "kb"

@@ -64,7 +64,7 @@ from deep_research.core.errors import KnowledgeBaseError
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import Limits, Plan, SessionState
 from deep_research.core.orchestrator import Engine, ResearchOrchestrator, RunConfig
-from deep_research.kb.embeddings import HashEmbeddings
+from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.rank import rank
 from deep_research.kb.static_embeddings import StaticEmbeddings
 from deep_research.persistence.sessions import Checkpointer, SessionStore

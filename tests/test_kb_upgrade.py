@@ -19,7 +19,8 @@ from deep_research.core.errors import KnowledgeBaseError
 from deep_research.frontends.kb_cli import kb_app
 from deep_research.kb import store as store_module
 from deep_research.kb.chunking import Chunk, chunk_markdown
-from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
+from deep_research.kb.embeddings import NamedEmbeddings
+from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.search import resolve_locator, search
 from deep_research.kb.settings import KBSettings

@@ -15,7 +15,8 @@ from deep_research.app.options import RunOptions
 from deep_research.core.models import Citation
 from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook
 from deep_research.kb import store as store_module
-from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
+from deep_research.kb.embeddings import NamedEmbeddings
+from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.settings import KBSettings
 from deep_research.kb.store import open_kb

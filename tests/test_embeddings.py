@@ -14,9 +14,10 @@ from pydantic import SecretStr
 
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError, KnowledgeBaseError
-from deep_research.kb.embeddings import OpenAIEmbeddingsNamed, make_embeddings
+from deep_research.kb.embeddings import make_embeddings
 from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.onnx_embeddings import OnnxEmbeddings
+from deep_research.kb.openai_embeddings import OpenAIEmbeddingsNamed
 from deep_research.kb.static_embeddings import StaticEmbeddings
 
 

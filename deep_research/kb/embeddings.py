@@ -4,7 +4,7 @@ A Chroma collection is only searchable with the model that filled it, so every
 embedder carries a `model_id` that the store records next to the collection and
 checks on reopen. An embedder also says how long a text it reads whole
 (`max_input_tokens`) and counts tokens its own way (`count_tokens`), so chunks are
-sized to fit it. Four kinds:
+sized to fit it. Four kinds, a module each:
 
 - `OnnxEmbeddings` (default, "local", in `onnx_embeddings`): all-MiniLM-L6-v2 as int8
   ONNX shipped in `kb/assets/`, run by onnxruntime + tokenizers; no torch, no network.
@@ -13,7 +13,12 @@ sized to fit it. Four kinds:
   quality.
 - `HashEmbeddings` (in `hash_embeddings`): feature hashing, for fast tests; no semantics
   beyond words.
-- `OpenAIEmbeddingsNamed`: any OpenAI-compatible embeddings endpoint.
+- `OpenAIEmbeddingsNamed` ("openai", in `openai_embeddings`): any OpenAI-compatible
+  embeddings endpoint.
+
+This module holds what they share: the base class `NamedEmbeddings`, the reading of the
+shipped models' artifacts (their tokenizers and windows), `MemoEmbeddings` (each distinct
+text embedded once) and `make_embeddings`, which builds the kind the settings ask for.
 """
 
 from __future__ import annotations
@@ -89,6 +94,9 @@ def normalize_rows(matrix: FloatMatrix) -> FloatMatrix:
     return normalized
 
 
+# --- the shipped models' artifacts (ONNX and static) ---------------------------------
+
+
 @cache
 def counting_tokenizer(path: Path) -> Tokenizer:
     """The model's tokenizer with no truncation and no padding: for measuring texts."""
@@ -120,62 +128,7 @@ def max_length(model_dir: Path, default: int | None) -> int | None:
     return None if value is None else int(value)
 
 
-# --- OpenAI-compatible ----------------------------------------------------------------
-
-
-class OpenAIEmbeddingsNamed(NamedEmbeddings):
-    """`langchain_openai.OpenAIEmbeddings`, built on first use, with a model identity."""
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None,
-        base_url: str | None = None,
-        max_retries: int = 4,
-        timeout: float = 120.0,
-    ) -> None:
-        self.model = model
-        self._api_key = api_key
-        self._base_url = base_url
-        self._max_retries = max_retries
-        self._timeout = timeout
-        self._inner: Embeddings | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def model_id(self) -> str:
-        return f"openai:{self.model}"
-
-    def _client(self) -> Embeddings:
-        with self._lock:
-            if self._inner is None:
-                from langchain_openai import OpenAIEmbeddings
-                from pydantic import SecretStr
-
-                self._inner = OpenAIEmbeddings(
-                    model=self.model,
-                    # A local server needs no key, but the client refuses to start without one.
-                    openai_api_key=SecretStr(self._api_key or "not-needed"),
-                    openai_api_base=self._base_url,
-                    max_retries=self._max_retries,
-                    request_timeout=self._timeout,
-                    # True would make tiktoken download its encodings: fails offline.
-                    check_embedding_ctx_length=False,
-                )
-            return self._inner
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self._client().embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._client().embed_query(text)
-
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        return await self._client().aembed_documents(texts)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        return await self._client().aembed_query(text)
+# --- memo and factory -----------------------------------------------------------------
 
 
 class MemoEmbeddings(Embeddings):
@@ -221,6 +174,7 @@ class MemoEmbeddings(Embeddings):
 
 def make_embeddings(settings: KBSettings) -> NamedEmbeddings:
     """The embedder the settings ask for."""
+    # Each kind is imported where it is built: their modules import this one.
     if settings.embedding_provider == "local":
         from deep_research.kb.onnx_embeddings import OnnxEmbeddings
 
@@ -230,6 +184,8 @@ def make_embeddings(settings: KBSettings) -> NamedEmbeddings:
 
         return StaticEmbeddings()
     if settings.embedding_provider == "openai":
+        from deep_research.kb.openai_embeddings import OpenAIEmbeddingsNamed
+
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         if not key and not settings.openai_base_url:
             raise ConfigError(

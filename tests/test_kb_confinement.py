@@ -20,7 +20,8 @@ from deep_research.frontends.kb_cli import kb_app
 from deep_research.kb import catalog
 from deep_research.kb import ingest as ingest_module
 from deep_research.kb.catalog import open_kb
-from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
+from deep_research.kb.embeddings import NamedEmbeddings
+from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.markdown import split_front_matter
 from deep_research.kb.search import resolve_locator, search

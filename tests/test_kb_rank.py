@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from deep_research.kb.embeddings import HashEmbeddings, OnnxEmbeddings
+from deep_research.kb.hash_embeddings import HashEmbeddings
+from deep_research.kb.onnx_embeddings import OnnxEmbeddings
 from deep_research.kb.rank import cosine_similarities, rank
 
 PASSAGES = [

@@ -15,7 +15,7 @@ import pytest
 from deep_research.app.config import Settings
 from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
 from deep_research.kb.catalog import list_kbs, open_kb, remove_kb
-from deep_research.kb.embeddings import HashEmbeddings
+from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.lexical import LexicalDoc, LexicalIndex
 from deep_research.kb.search import search
@@ -178,7 +178,7 @@ HOLDER = """
 import sys
 from pathlib import Path
 from deep_research.app.config import Settings
-from deep_research.kb.embeddings import HashEmbeddings
+from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.catalog import open_kb
 
 store = open_kb(Settings(home=Path(sys.argv[1]), chroma_host=None), "main",

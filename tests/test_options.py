@@ -21,9 +21,10 @@ from deep_research.app.options import (
     option_settings,
 )
 from deep_research.core.errors import UsageError
-from deep_research.frontends.cli import CLI_ONLY, app
+from deep_research.frontends.cli import app
 from deep_research.frontends.http.app import create_app
 from deep_research.frontends.mcp.server import create_server
+from deep_research.frontends.run_cli import CLI_ONLY
 from deep_research.persistence.sessions import SessionStore
 
 QUESTION = "When does a research node start?"

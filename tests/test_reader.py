@@ -20,12 +20,8 @@ from typing import Any
 import pytest
 
 from deep_research.adapters.web.fetch_guard import AllowList, refusal
-from deep_research.adapters.web.reader import (
-    PageReader,
-    PageSkipped,
-    ReaderSettings,
-    split_passages,
-)
+from deep_research.adapters.web.passages import split_passages
+from deep_research.adapters.web.reader import PageReader, PageSkipped, ReaderSettings
 from deep_research.core.errors import BranchError
 from tests.fake_web import FIXTURES, FakeWeb
 

@@ -16,7 +16,8 @@ from deep_research.core.models import Citation
 from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook
 from deep_research.kb import catalog
 from deep_research.kb.catalog import open_kb
-from deep_research.kb.embeddings import HashEmbeddings, NamedEmbeddings
+from deep_research.kb.embeddings import NamedEmbeddings
+from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.settings import KBSettings
 from tests.fake_openai import ChatRequest, FakeOpenAI

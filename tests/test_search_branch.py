@@ -14,7 +14,7 @@ from deep_research.core.citations import identity
 from deep_research.core.errors import BranchError, BudgetExhausted
 from deep_research.core.models import BranchNotes
 from deep_research.core.ports import BranchTask, Finding, JobEvent, Meter
-from deep_research.kb.embeddings import OnnxEmbeddings
+from deep_research.kb.onnx_embeddings import OnnxEmbeddings
 from deep_research.kb.rank import rank
 from tests.fakes import RecordingMeter
 

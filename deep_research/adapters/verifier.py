@@ -12,7 +12,7 @@ How it decides, with no model:
 - The claim loses its citation markers (``[1]``, ``[2, 3]``); the source is cut into
   sentences, and windows of neighbouring sentences (up to ``WINDOW_WORDS`` words) are
   ranked by how many of the claim's content words they hold; the best ``CANDIDATES`` are
-  embedded with the shipped MiniLM (``kb.embeddings.OnnxEmbeddings``, always that one: the
+  embedded with the shipped MiniLM (``kb.onnx_embeddings.OnnxEmbeddings``, always that one: the
   weights were fitted on its cosines, whatever the knowledge base embeds with).
 - ``read`` measures, over the whole source and over the best windows: content-word and
   word-pair coverage, the coverage of the words the question did not already give, the
@@ -442,7 +442,7 @@ _EMBEDDER_LOCK = threading.Lock()
 
 @functools.cache
 def _shipped_embedder() -> NamedEmbeddings:
-    from deep_research.kb.embeddings import OnnxEmbeddings
+    from deep_research.kb.onnx_embeddings import OnnxEmbeddings
 
     return OnnxEmbeddings()
 

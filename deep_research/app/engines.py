@@ -200,7 +200,7 @@ def search_executor(
     from deep_research.adapters.branches.search_read import SearchLimits, SearchReadExecutor
     from deep_research.adapters.llm.branch import LLMEvidenceWriter
     from deep_research.adapters.llm.queries import LLMQueryWriter
-    from deep_research.adapters.web.reader import split_passages
+    from deep_research.adapters.web.passages import split_passages
     from deep_research.adapters.web.search import make_provider
     from deep_research.adapters.web.shared import SharedRateLimits, SharedReader
     from deep_research.kb.embeddings import MemoEmbeddings, make_embeddings

@@ -4,28 +4,30 @@ A Chroma collection is only searchable with the model that filled it, so every
 embedder carries a `model_id` that the store records next to the collection and
 checks on reopen. An embedder also says how long a text it reads whole
 (`max_input_tokens`) and counts tokens its own way (`count_tokens`), so chunks are
-sized to fit it. Four kinds:
+sized to fit it. Four kinds, a module each:
 
-- `OnnxEmbeddings` (default, "local"): all-MiniLM-L6-v2 as int8 ONNX shipped in
-  `kb/assets/`, run by onnxruntime + tokenizers; no torch, no network.
-- `StaticEmbeddings` ("local-fast"): a model2vec-style static model distilled
-  from it: token vectors looked up and mean-pooled, ~50x faster, lower quality.
-- `HashEmbeddings`: feature hashing, for fast tests; no semantics beyond words.
-- `OpenAIEmbeddingsNamed`: any OpenAI-compatible embeddings endpoint.
+- `OnnxEmbeddings` (default, "local", in `onnx_embeddings`): all-MiniLM-L6-v2 as int8
+  ONNX shipped in `kb/assets/`, run by onnxruntime + tokenizers; no torch, no network.
+- `StaticEmbeddings` ("local-fast", in `static_embeddings`): a model2vec-style static
+  model distilled from it: token vectors looked up and mean-pooled, ~50x faster, lower
+  quality.
+- `HashEmbeddings` (in `hash_embeddings`): feature hashing, for fast tests; no semantics
+  beyond words.
+- `OpenAIEmbeddingsNamed` ("openai", in `openai_embeddings`): any OpenAI-compatible
+  embeddings endpoint.
+
+This module holds what they share: the base class `NamedEmbeddings`, the reading of the
+shipped models' artifacts (their tokenizers and windows), `MemoEmbeddings` (each distinct
+text embedded once) and `make_embeddings`, which builds the kind the settings ask for.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import re
 import threading
 from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,14 +40,11 @@ from deep_research.core.errors import ConfigError, KnowledgeBaseError
 from deep_research.kb.chunking import estimate_token_counts
 
 if TYPE_CHECKING:
-    from onnxruntime import InferenceSession  # type: ignore[import-untyped]
     from tokenizers import Tokenizer
 
     from deep_research.kb.settings import KBSettings
 
 ASSETS_DIR = Path(__file__).parent / "assets"
-DEFAULT_STATIC_MODEL = "minilm-l6-static-256"
-DEFAULT_ONNX_MODEL = "minilm-l6-int8"
 
 FloatMatrix = npt.NDArray[np.float32]
 Done = Callable[[int], None]
@@ -88,15 +87,18 @@ class NamedEmbeddings(Embeddings):
 _EMPTY: FloatMatrix = np.zeros((0, 0), dtype=np.float32)
 
 
-def _normalize_rows(matrix: FloatMatrix) -> FloatMatrix:
+def normalize_rows(matrix: FloatMatrix) -> FloatMatrix:
     # The epsilon keeps an empty text's zero vector at zero instead of NaN.
     norms = np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12
     normalized: FloatMatrix = (matrix / norms).astype(np.float32)
     return normalized
 
 
+# --- the shipped models' artifacts (ONNX and static) ---------------------------------
+
+
 @cache
-def _counting_tokenizer(path: Path) -> Tokenizer:
+def counting_tokenizer(path: Path) -> Tokenizer:
     """The model's tokenizer with no truncation and no padding: for measuring texts."""
     from tokenizers import Tokenizer
 
@@ -106,14 +108,14 @@ def _counting_tokenizer(path: Path) -> Tokenizer:
     return tokenizer
 
 
-def _count_with(path: Path, texts: Sequence[str]) -> list[int]:
+def count_with(path: Path, texts: Sequence[str]) -> list[int]:
     if not texts:
         return []
-    encodings = _counting_tokenizer(path).encode_batch_fast(list(texts), add_special_tokens=False)
+    encodings = counting_tokenizer(path).encode_batch_fast(list(texts), add_special_tokens=False)
     return [len(encoding.ids) for encoding in encodings]
 
 
-def _max_length(model_dir: Path, default: int | None) -> int | None:
+def max_length(model_dir: Path, default: int | None) -> int | None:
     """``max_length`` from the artifact's config.json (read without loading the model)."""
     try:
         config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
@@ -126,360 +128,7 @@ def _max_length(model_dir: Path, default: int | None) -> int | None:
     return None if value is None else int(value)
 
 
-# --- static (model2vec-style) ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _StaticModel:
-    tokenizer: Tokenizer
-    vectors: FloatMatrix
-    max_tokens: int | None
-    max_chars: int | None
-    normalize: bool
-    unk_id: int | None
-    digest: str
-
-
-@cache
-def _load_static(model_dir: Path) -> _StaticModel:
-    """Read one artifact once per process (the tokenizer and ~10 MB of vectors)."""
-    from safetensors.numpy import load_file
-    from tokenizers import Tokenizer
-
-    weights = model_dir / "model.safetensors"
-    if not weights.is_file():
-        raise KnowledgeBaseError(
-            f"embedding model not found at {model_dir} (expected model.safetensors); "
-            "reinstall the package or set DEEP_RESEARCH_EMBEDDING_PROVIDER=openai"
-        )
-    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-    tokenizer.no_padding()
-    max_tokens: int | None = config.get("max_length", 512)
-    if max_tokens is None:
-        tokenizer.no_truncation()
-    else:
-        tokenizer.enable_truncation(max_tokens)
-    tensors = load_file(str(weights))
-    vectors = tensors["embeddings"].astype(np.float32)
-    vocab = tokenizer.get_vocab()
-    # model2vec cuts text to max_tokens * the median token length before tokenizing:
-    # long documents tokenize in bounded time and vectors match model2vec's exactly.
-    median_len = int(np.median([len(token) for token in vocab])) if vocab else 1
-    unk = config.get("unk_token") or "[UNK]"
-    return _StaticModel(
-        tokenizer=tokenizer,
-        vectors=vectors,
-        max_tokens=max_tokens,
-        max_chars=None if max_tokens is None else max_tokens * median_len,
-        normalize=bool(config.get("normalize", True)),
-        unk_id=vocab.get(unk),
-        digest=hashlib.sha256(weights.read_bytes()).hexdigest(),
-    )
-
-
-class StaticEmbeddings(NamedEmbeddings):
-    """Mean of static token vectors, L2-normalized; thousands of chunks per second on a CPU."""
-
-    def __init__(self, model_dir: Path | None = None, *, batch_size: int = 256) -> None:
-        self.model_dir = (model_dir or ASSETS_DIR / DEFAULT_STATIC_MODEL).resolve()
-        self.batch_size = batch_size
-        self.progress_step = batch_size
-
-    @property
-    def _model(self) -> _StaticModel:
-        return _load_static(self.model_dir)
-
-    @property
-    def model_id(self) -> str:
-        return f"local:{self.model_dir.name}@{self._model.digest[:8]}"
-
-    @property
-    def dimensions(self) -> int:
-        return int(self._model.vectors.shape[1])
-
-    @property
-    def max_input_tokens(self) -> int | None:
-        return _max_length(self.model_dir, 512)  # no special tokens: see encode
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return _count_with(self.model_dir / "tokenizer.json", texts)
-
-    def encode(self, texts: Sequence[str]) -> FloatMatrix:
-        """Embed texts as a float32 matrix (one row per text)."""
-        model = self._model
-        out = np.zeros((len(texts), model.vectors.shape[1]), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            batch = [t[: model.max_chars] for t in texts[start : start + self.batch_size]]
-            encodings = model.tokenizer.encode_batch_fast(batch, add_special_tokens=False)
-            for offset, encoding in enumerate(encodings):
-                ids = encoding.ids
-                if model.unk_id is not None:
-                    ids = [i for i in ids if i != model.unk_id]
-                if ids:
-                    out[start + offset] = model.vectors[ids].mean(axis=0)
-        return _normalize_rows(out) if model.normalize else out
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        result: list[list[float]] = self.encode(texts).tolist()
-        return result
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.embed_documents([text])[0]
-
-
-# --- transformer (ONNX) ---------------------------------------------------------------
-
-_ONNX_LOCK = threading.Lock()
-
-
-@cache
-def _file_digest(path: Path) -> str:
-    if not path.is_file():
-        raise KnowledgeBaseError(
-            f"embedding model not found at {path}; "
-            "reinstall the package or set DEEP_RESEARCH_EMBEDDING_PROVIDER=openai"
-        )
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@dataclass(frozen=True)
-class _OnnxModel:
-    session: InferenceSession
-    tokenizer: Tokenizer
-    max_chars: int
-
-
-@cache
-def _load_onnx(model_dir: Path) -> _OnnxModel:
-    """One onnxruntime session per artifact and process, run by one thread per call."""
-    import onnxruntime as ort
-    from tokenizers import Tokenizer
-
-    _file_digest(model_dir / "model.onnx")  # a clear error if the file is missing
-    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    max_tokens = int(config.get("max_length", 256))
-    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-    tokenizer.enable_truncation(max_tokens)
-    tokenizer.no_padding()  # padded per batch, to the batch's longest text
-    options = ort.SessionOptions()
-    # Parallel across texts, not within one: a run split over every core waits at each of
-    # its ~100 operators for the slowest thread, and its threads spin while they wait. On
-    # a shared 2-core machine that made a run 0.2 s instead of 20 ms (a thread descheduled
-    # at each barrier); independent runs on their own threads have no barrier to wait at.
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(
-        str(model_dir / "model.onnx"), options, providers=["CPUExecutionProvider"]
-    )
-    # Tokenizing a megabyte only to keep 256 tokens is slow; no token is under one char,
-    # so a generous cut changes nothing but text with very long runs of whitespace.
-    return _OnnxModel(session=session, tokenizer=tokenizer, max_chars=max_tokens * 32)
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity mask, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-class OnnxEmbeddings(NamedEmbeddings):
-    """Transformer embeddings: attention-masked mean of the last hidden state, L2-normalized.
-
-    Texts are embedded one per run by default, ``workers`` runs at a time (one thread each,
-    longest texts first so no worker is left with a long one at the end): a vector is then
-    the same whatever else is embedded with it, in whichever thread.
-    """
-
-    def __init__(
-        self, model_dir: Path | None = None, *, batch_size: int = 1, workers: int | None = None
-    ) -> None:
-        # int8 activations are scaled per batch, so batch-mates shift a vector slightly;
-        # one text per run makes vectors independent of batching and was measured
-        # fastest on 2 cores (8 per batch: 20% slower). Larger batches still go
-        # length-sorted, which pays off for float models.
-        self.model_dir = (model_dir or ASSETS_DIR / DEFAULT_ONNX_MODEL).resolve()
-        self.batch_size = batch_size
-        self.workers = workers or usable_cores()
-
-    @property
-    def _model(self) -> _OnnxModel:
-        with _ONNX_LOCK:  # concurrent first calls must not build two sessions
-            return _load_onnx(self.model_dir)
-
-    @property
-    def model_id(self) -> str:
-        # Hashing the file is enough to name the model; the session waits for the first text.
-        return f"local:{self.model_dir.name}@{_file_digest(self.model_dir / 'model.onnx')[:8]}"
-
-    @property
-    def dimensions(self) -> int:
-        return int(self._model.session.get_outputs()[0].shape[-1])
-
-    @property
-    def max_input_tokens(self) -> int | None:
-        window = _max_length(self.model_dir, 256)
-        assert window is not None
-        tokenizer = _counting_tokenizer(self.model_dir / "tokenizer.json")
-        return window - tokenizer.num_special_tokens_to_add(False)  # [CLS] and [SEP]
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return _count_with(self.model_dir / "tokenizer.json", texts)
-
-    def encode(self, texts: Sequence[str], progress: Done | None = None) -> FloatMatrix:
-        """Embed texts as a float32 matrix (one row per text, in the order given), telling
-        ``progress`` how many are done as they finish (from the calling thread)."""
-        model = self._model
-        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
-        encodings = model.tokenizer.encode_batch_fast([t[: model.max_chars] for t in texts])
-        ids = [encoding.ids for encoding in encodings]
-        # Similar lengths share a batch, so little compute goes to padding.
-        order = sorted(range(len(texts)), key=lambda i: len(ids[i]), reverse=True)
-        batches = [order[s : s + self.batch_size] for s in range(0, len(order), self.batch_size)]
-        done = 0
-        if self.workers == 1 or len(batches) <= 1:
-            for rows in batches:
-                out[rows] = _run(model.session, [ids[i] for i in rows])
-                done += len(rows)
-                if progress:
-                    progress(done)
-            return _normalize_rows(out)
-        with ThreadPoolExecutor(self.workers, thread_name_prefix="embed") as pool:
-            running: dict[Future[FloatMatrix], list[int]] = {
-                pool.submit(_run, model.session, [ids[i] for i in rows]): rows for rows in batches
-            }
-            try:
-                for future in as_completed(running):
-                    rows = running[future]
-                    out[rows] = future.result()
-                    done += len(rows)
-                    if progress:
-                        progress(done)
-            finally:  # an error or Ctrl-C: drop the runs not started yet
-                for future in running:
-                    future.cancel()
-        return _normalize_rows(out)
-
-    def embed_many(self, texts: Sequence[str], progress: Done | None = None) -> FloatMatrix:
-        return self.encode(texts, progress)
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        result: list[list[float]] = self.encode(texts).tolist()
-        return result
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.embed_documents([text])[0]
-
-
-def _run(session: InferenceSession, rows: list[list[int]]) -> FloatMatrix:
-    """The mean-pooled (not yet normalized) vectors of token-id rows, padded to the longest;
-    onnxruntime lets go of the GIL while it runs, so threads run in parallel."""
-    width = max(len(row) for row in rows)
-    ids = np.zeros((len(rows), width), dtype=np.int64)
-    mask = np.zeros((len(rows), width), dtype=np.int64)
-    for j, row in enumerate(rows):
-        ids[j, : len(row)] = row
-        mask[j, : len(row)] = 1
-    inputs = {"input_ids": ids, "attention_mask": mask, "token_type_ids": 0 * ids}
-    hidden = np.asarray(session.run(None, inputs)[0], dtype=np.float32)
-    weights = mask.astype(np.float32)
-    summed = np.einsum("bld,bl->bd", hidden, weights)
-    pooled: FloatMatrix = summed / np.maximum(weights.sum(axis=1, keepdims=True), 1.0)
-    return pooled
-
-
-# --- hashing (tests) ------------------------------------------------------------------
-
-_WORD = re.compile(r"\w+")
-
-
-class HashEmbeddings(NamedEmbeddings):
-    """Signed feature hashing of lowercase words; deterministic across processes."""
-
-    def __init__(self, dimensions: int = 256) -> None:
-        self.dimensions = dimensions
-
-    @property
-    def model_id(self) -> str:
-        return f"hash:{self.dimensions}"
-
-    def _one(self, text: str) -> npt.NDArray[np.float32]:
-        vector = np.zeros(self.dimensions, dtype=np.float32)
-        for word in _WORD.findall(text.lower()):
-            # blake2b, not hash(): Python salts str hashes per process.
-            digest = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "big")
-            vector[digest % self.dimensions] += 1.0 if (digest >> 63) & 1 else -1.0
-        return vector
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        matrix = _normalize_rows(np.stack([self._one(t) for t in texts]))
-        result: list[list[float]] = matrix.tolist()
-        return result
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.embed_documents([text])[0]
-
-
-# --- OpenAI-compatible ----------------------------------------------------------------
-
-
-class OpenAIEmbeddingsNamed(NamedEmbeddings):
-    """`langchain_openai.OpenAIEmbeddings`, built on first use, with a model identity."""
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None,
-        base_url: str | None = None,
-        max_retries: int = 4,
-        timeout: float = 120.0,
-    ) -> None:
-        self.model = model
-        self._api_key = api_key
-        self._base_url = base_url
-        self._max_retries = max_retries
-        self._timeout = timeout
-        self._inner: Embeddings | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def model_id(self) -> str:
-        return f"openai:{self.model}"
-
-    def _client(self) -> Embeddings:
-        with self._lock:
-            if self._inner is None:
-                from langchain_openai import OpenAIEmbeddings
-                from pydantic import SecretStr
-
-                self._inner = OpenAIEmbeddings(
-                    model=self.model,
-                    # A local server needs no key, but the client refuses to start without one.
-                    openai_api_key=SecretStr(self._api_key or "not-needed"),
-                    openai_api_base=self._base_url,
-                    max_retries=self._max_retries,
-                    request_timeout=self._timeout,
-                    # True would make tiktoken download its encodings: fails offline.
-                    check_embedding_ctx_length=False,
-                )
-            return self._inner
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self._client().embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._client().embed_query(text)
-
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        return await self._client().aembed_documents(texts)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        return await self._client().aembed_query(text)
+# --- memo and factory -----------------------------------------------------------------
 
 
 class MemoEmbeddings(Embeddings):
@@ -525,11 +174,18 @@ class MemoEmbeddings(Embeddings):
 
 def make_embeddings(settings: KBSettings) -> NamedEmbeddings:
     """The embedder the settings ask for."""
+    # Each kind is imported where it is built: their modules import this one.
     if settings.embedding_provider == "local":
+        from deep_research.kb.onnx_embeddings import OnnxEmbeddings
+
         return OnnxEmbeddings()
     if settings.embedding_provider == "local-fast":
+        from deep_research.kb.static_embeddings import StaticEmbeddings
+
         return StaticEmbeddings()
     if settings.embedding_provider == "openai":
+        from deep_research.kb.openai_embeddings import OpenAIEmbeddingsNamed
+
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         if not key and not settings.openai_base_url:
             raise ConfigError(

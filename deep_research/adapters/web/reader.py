@@ -17,9 +17,9 @@ a slot and a turn at the host, one GET with connect/read timeouts and a deadline
 
 A page is read when it is HTML, XHTML or plain text (by Content-Type, or HTML sniffed when
 none is sent), no larger than ``max_bytes`` (the body is streamed and dropped at the cap).
-trafilatura extracts the main text (markdown, tables kept; it downloads nothing), in a
-worker thread. Pages are cached by URL for the reader's lifetime (a session), and so are
-the skips that would not change on a retry.
+`extraction.main_text` keeps its main text (trafilatura: markdown, tables kept; it
+downloads nothing), in a worker thread. Pages are cached by URL for the reader's lifetime
+(a session), and so are the skips that would not change on a retry.
 
 Every page not read raises `PageSkipped` (a ``BranchError``); its message is a one-line
 reason and no httpx exception reaches a caller. ``kind`` says which:
@@ -54,10 +54,10 @@ from typing import Literal
 from urllib.robotparser import RobotFileParser
 
 import httpx
-import trafilatura
 from aiolimiter import AsyncLimiter
 
 from deep_research.adapters.branches.protocols import Page
+from deep_research.adapters.web.extraction import main_text
 from deep_research.adapters.web.fetch_guard import (
     AddressRefused,
     AllowList,
@@ -68,7 +68,7 @@ from deep_research.adapters.web.fetch_guard import (
 from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.core.errors import BranchError
 
-__all__ = ["Page", "PageReader", "PageSkipped", "ReaderSettings", "SkipKind", "split_passages"]
+__all__ = ["Page", "PageReader", "PageSkipped", "ReaderSettings", "SkipKind"]
 
 SkipKind = Literal[
     "bad_url",
@@ -147,7 +147,9 @@ class _Skip(Exception):
 
 
 @dataclass(frozen=True)
-class _Reply:
+class Reply:
+    """One hop's answer: its status and headers, and the body of a 2xx answer as read."""
+
     url: httpx.URL
     status: int
     headers: httpx.Headers
@@ -252,7 +254,7 @@ class PageReader:
             url = _next_hop(reply)
         raise _Skip("too_many_redirects", f"more than {self.settings.max_redirects} redirects")
 
-    async def _get_page(self, url: httpx.URL) -> _Reply:
+    async def _get_page(self, url: httpx.URL) -> Reply:
         reply = await self._request(url, page=True)
         if reply.status == 429:
             delay = retry_after_seconds(reply.headers.get("retry-after"))
@@ -298,7 +300,7 @@ class PageReader:
             problem = skip.reason
         return _rules(_DISALLOW_ALL), f"robots.txt unreadable ({problem}): the host is off limits"
 
-    async def _request(self, url: httpx.URL, *, page: bool) -> _Reply:
+    async def _request(self, url: httpx.URL, *, page: bool) -> Reply:
         async with self._host(url).turn():
             try:
                 async with asyncio.timeout(self.settings.page_timeout):
@@ -311,8 +313,8 @@ class PageReader:
             except httpx.HTTPError as exc:
                 raise _Skip("network", _one_line(exc)) from exc
 
-    async def _receive(self, url: httpx.URL, response: httpx.Response, *, page: bool) -> _Reply:
-        reply = _Reply(url, response.status_code, response.headers)
+    async def _receive(self, url: httpx.URL, response: httpx.Response, *, page: bool) -> Reply:
+        reply = Reply(url, response.status_code, response.headers)
         if not 200 <= reply.status < 300:
             return reply
         if not page:
@@ -338,7 +340,7 @@ class PageReader:
         return self._hosts[name]
 
 
-def _robots_rules(reply: _Reply) -> tuple[RobotFileParser, str]:
+def _robots_rules(reply: Reply) -> tuple[RobotFileParser, str]:
     """RFC 9309: 2xx is obeyed, 4xx allows everything, 5xx and 429 disallow everything."""
     if 200 <= reply.status < 300:
         return _rules(reply.body.decode("utf-8", errors="replace").splitlines()), ""
@@ -363,7 +365,7 @@ def _checked_url(url: httpx.URL) -> httpx.URL:
     return url.copy_with(fragment=None)
 
 
-def _next_hop(reply: _Reply) -> httpx.URL:
+def _next_hop(reply: Reply) -> httpx.URL:
     location = reply.headers.get("location")
     if not location:
         raise _Skip("http_status", f"HTTP {reply.status} redirect without a Location")
@@ -403,40 +405,11 @@ def _codec(name: str | None) -> str | None:
         return None
 
 
-async def _page_of(reply: _Reply, min_words: int) -> Page:
-    title, text = await asyncio.to_thread(_extract, reply)
+async def _page_of(reply: Reply, min_words: int) -> Page:
+    title, text = await asyncio.to_thread(main_text, reply)
     if len(text.split()) < min_words:
         raise _Skip("no_text", "no main text found (only navigation or boilerplate)")
     return Page(url=str(reply.url), title=title, text=text, fetched_at=reply.at)
-
-
-def _extract(reply: _Reply) -> tuple[str, str]:
-    encoding = reply.encoding
-    if reply.kind == "text":
-        text = reply.body.decode(encoding or "utf-8", errors="replace").strip()
-        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-        return first[:200], text
-    document = trafilatura.extract_with_metadata(
-        reply.body.decode(encoding, errors="replace") if encoding else reply.body,
-        url=str(reply.url),
-        output_format="markdown",
-        include_tables=True,
-        include_comments=False,
-        include_links=False,
-        include_images=False,
-    )
-    if document is None or not document.text:
-        return "", ""
-    return (document.title or "").strip(), _without_front_matter(document.text)
-
-
-def _without_front_matter(text: str) -> str:
-    """trafilatura puts its metadata in a YAML header when asked for it: drop it."""
-    if text.startswith("---\n"):
-        end = text.find("\n---\n", 4)
-        if end != -1:
-            return text[end + 5 :].strip()
-    return text.strip()
 
 
 def _timeout_reason(exc: Exception, settings: ReaderSettings) -> str:
@@ -452,112 +425,3 @@ def _timeout_reason(exc: Exception, settings: ReaderSettings) -> str:
 def _one_line(exc: Exception) -> str:
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-# --- passages ------------------------------------------------------------------------------
-
-_HEADING = re.compile(r"#{1,6}\s")
-_STRUCTURED = re.compile(r"(```|~~~|\||[-*+]\s|\d+[.)]\s)")
-_SENTENCE_GAP = re.compile(r"(?<=[.!?])\s+")
-_LINE_GAP = re.compile(r"\n+")
-_WORD_GAP = re.compile(r"\s+")
-
-Span = tuple[int, int]
-
-
-def split_passages(text: str, max_words: int = 120) -> list[str]:
-    """A page's markdown as passages of at most ``max_words`` words, each a verbatim slice.
-
-    Blank-line separated blocks are packed together up to the limit, a fenced code block
-    counting as one block. A heading closes the passage before it and opens the next one
-    (it is kept at its head, if it fits), so a passage never straddles two sections and a
-    heading is never a passage on its own. A block over the limit is cut at sentence ends
-    (prose) or line ends (code, tables, lists), then at lines or sentences, then at words.
-    """
-    if max_words < 1:
-        raise ValueError("max_words must be at least 1")
-    passages: list[Span] = []
-    current: tuple[int, int, int, bool] | None = None  # start, end, words, has body text
-    for start, end, heading in _blocks(text):
-        words = len(text[start:end].split())
-        if heading:
-            if current is not None and current[3]:
-                passages.append(current[:2])
-                current = None
-            current = (
-                (start, end, words, False)
-                if current is None
-                else (current[0], end, current[2] + words, False)
-            )
-        elif current is not None and current[2] + words <= max_words:
-            current = (current[0], end, current[2] + words, True)
-        else:
-            if current is not None and current[3]:
-                passages.append(current[:2])
-            *done, last = _fit(text, (start, end), max_words)
-            passages += done
-            current = (*last, len(text[last[0] : last[1]].split()), True)
-    if current is not None and current[3]:
-        passages.append(current[:2])
-    return [text[a:b] for a, b in passages]
-
-
-def _blocks(text: str) -> list[tuple[int, int, bool]]:
-    """(start, end, is_heading) of each block, without the whitespace around it."""
-    blocks: list[tuple[int, int, bool]] = []
-    start = end = -1  # the open block; -1: none
-    fence = ""
-    position = 0
-    for line in text.splitlines(keepends=True):
-        line_start, position = position, position + len(line)
-        stripped = line.strip()
-        first = line_start + len(line) - len(line.lstrip())
-        last = line_start + len(line.rstrip())
-        if not fence and (not stripped or _HEADING.match(stripped)):
-            if start >= 0:
-                blocks.append((start, end, False))
-                start = -1
-            if stripped:
-                blocks.append((first, last, True))
-            continue
-        if fence:
-            fence = "" if stripped.startswith(fence) else fence
-        elif stripped.startswith(("```", "~~~")):
-            fence = stripped[:3]
-        if stripped:
-            start = first if start < 0 else start
-            end = last
-    if start >= 0:
-        blocks.append((start, end, False))
-    return blocks
-
-
-def _fit(text: str, span: Span, max_words: int, depth: int = 0) -> list[Span]:
-    """``span`` cut into pieces of at most ``max_words`` words at the coarsest boundaries."""
-    if len(text[span[0] : span[1]].split()) <= max_words:
-        return [span]
-    structured = _STRUCTURED.match(text, span[0]) is not None
-    gaps = (_LINE_GAP, _SENTENCE_GAP) if structured else (_SENTENCE_GAP, _LINE_GAP)
-    gap = (*gaps, _WORD_GAP)[depth]
-    pieces = [
-        part for unit in _cut(text, span, gap) for part in _fit(text, unit, max_words, depth + 1)
-    ]
-    packed: list[Span] = []
-    for piece in pieces:
-        if packed and len(text[packed[-1][0] : piece[1]].split()) <= max_words:
-            packed[-1] = (packed[-1][0], piece[1])
-        else:
-            packed.append(piece)
-    return packed
-
-
-def _cut(text: str, span: Span, gap: re.Pattern[str]) -> list[Span]:
-    units: list[Span] = []
-    start = span[0]
-    for match in gap.finditer(text, span[0], span[1]):
-        if match.start() > start:
-            units.append((start, match.start()))
-        start = match.end()
-    if start < span[1]:
-        units.append((start, span[1]))
-    return units

@@ -94,6 +94,14 @@ async def chat_openai(fake_openai: FakeOpenAI) -> AsyncIterator[Callable[..., Ch
         await pool.aclose()
 
 
+@pytest.fixture(autouse=True)
+def _claim_check_reads_no_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The claim check reads the pages research jobs cite; the fakes cite addresses nobody
+    serves (``*.example``, example.org). Tests of page reading serve their pages on loopback
+    and turn it on."""
+    monkeypatch.setenv("DEEP_RESEARCH_CHECK_FETCH", "off")
+
+
 # --- CLI runs (tests/clirun.py) -------------------------------------------------------------
 # Each run gets its own DEEP_RESEARCH_HOME and working directory (so no `.env` is read), and
 # talks to the fake server with a key that tests check never reaches the disk. The fake
@@ -114,6 +122,7 @@ def env(tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
         "DEEP_RESEARCH_DEEP_RESEARCH_POLL_SECONDS": "0.01",
         "DEEP_RESEARCH_MAX_RETRIES": "1",
         "DEEP_RESEARCH_WEB_ENGINE": "openai",
+        "DEEP_RESEARCH_CHECK_FETCH": "off",
     }
 
 

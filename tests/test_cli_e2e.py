@@ -675,3 +675,40 @@ def test_a_web_model_the_server_does_not_serve_is_an_error_not_a_silent_switch(
     assert "search and read pages instead" in note
     assert "search and read via duckduckgo" in out
     assert not (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").exists(), "nothing was saved"
+
+
+def test_the_report_is_claim_checked_and_check_rechecks_a_saved_session(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1"), plan_task("t2")]]).install(fake_openai)
+    run = run_json(env, QUESTION)
+    session_dir = Path(run["report_path"]).parent
+    report = Path(run["report_path"]).read_text()
+    assert "## Claim check" in report
+    assert "## Citation check" not in report
+    ledger = json.loads((session_dir / "claims.json").read_text())
+    assert ledger["claims"]
+    assert all(c["verdict"] for c in ledger["claims"])
+    # the fake's pages are not served (DEEP_RESEARCH_CHECK_FETCH=off): the research jobs'
+    # citations have no text to check against, and the report says so
+    verdicts = {c["verdict"] for c in ledger["claims"]}
+    assert verdicts <= {"unverifiable", "uncited"}
+    assert "DEEP\\_RESEARCH\\_CHECK\\_FETCH=off" in report
+
+    code, out, _ = cli(env, "sessions", "show", run["session_id"], "--json")
+    shown = json.loads(out)
+    assert code == 0
+    assert shown["claims"]["claims"] == len(ledger["claims"])
+
+    (session_dir / "claims.json").unlink()
+    code, out, _ = cli(env, "check", run["session_id"][:6], "--json")
+    checked = json.loads(out)
+    assert code == 0
+    assert checked["claims"]["claims"] == len(ledger["claims"])
+    assert checked["claims"]["by_verdict"] == shown["claims"]["by_verdict"]
+    assert json.loads((session_dir / "claims.json").read_text())["claims"] == ledger["claims"]
+    assert "## Claim check" in Path(checked["report_path"]).read_text()
+
+    code, _, err = cli(env, "check", "ffffffff")
+    assert code == 4
+    assert err.count("\n") == 1

@@ -17,7 +17,7 @@ from deep_research.core.errors import (
 from deep_research.core.memory import estimate_tokens
 from deep_research.core.models import SessionState, Usage
 from deep_research.core.orchestrator import RunConfig
-from deep_research.core.ports import CancelOutcome, JobEvent, Meter, WriteJob
+from deep_research.core.ports import CancelOutcome, CheckJob, JobEvent, Meter, WriteJob
 from deep_research.core.report import Report, build_report
 from tests.fakes import (
     FakeExecutor,
@@ -499,9 +499,9 @@ class StampingChecker:
 
     seen: list[str] = field(default_factory=list)
 
-    async def check(self, state: SessionState, report: Report, meter: Meter) -> Report:
-        self.seen.append(report.lead)
-        return report.model_copy(update={"footer": report.footer + "\n\n_checked_"})
+    async def check(self, job: CheckJob) -> Report:
+        self.seen.append(job.report.lead)
+        return job.report.model_copy(update={"footer": job.report.footer + "\n\n_checked_"})
 
 
 class OneLineWriter:

@@ -158,10 +158,14 @@ async def test_the_page_links_each_citation_to_its_real_source(
             await page.fill("#question", "How do vector databases handle deletes?")
             await page.click("#go")
             await page.wait_for_selector("#report li#source-1", timeout=30_000)
-            cited = await page.eval_on_selector_all(
+            linked = await page.eval_on_selector_all(
                 "#report a[href^='#']", "links => links.map(a => [a.hash, a.textContent])"
             )
+            # every [N] links to its source (a claim's mark links to the Claim check section)
+            cited = [(h, t) for h, t in linked if re.fullmatch(r"\[\d+\]", t.strip())]
             assert cited
+            marks = [(h, t) for h, t in linked if t.startswith("⚠")]
+            assert all(h == "#claim-check" for h, _ in marks)
             assert all(f"#source-{text.strip('[]')}" == hash_ for hash_, text in cited)
             sources = await page.eval_on_selector_all(
                 "#report li[id^='source-'] > p > a:first-child",

@@ -70,7 +70,10 @@ def test_standard_is_every_default_as_it_is() -> None:
 
 
 @pytest.mark.parametrize("name", ["quick", "deep"])
-def test_quick_and_deep_change_exactly_the_documented_settings(name: str) -> None:
+def test_quick_and_deep_change_exactly_the_documented_settings(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DEEP_RESEARCH_CHECK_FETCH")  # no setting given at all
     plain = Settings(_env_file=None)  # type: ignore[call-arg]
     applied = presets.apply(plain, name)  # validated: every value within the settings' bounds
     changed = {k for k in KNOBS if PRESETS[name][k] != PRESETS["standard"][k]}

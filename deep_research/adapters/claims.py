@@ -3,6 +3,7 @@
 
 - ``SupportJudge``: the contract (``app/verify.py`` has the model behind it, metered and
   paid for); ``Judgements``: its structured reply; ``prompt``: what it is told.
+- ``RunSupportJudge``: the judge model of a research run, billed to the run's meter.
 - ``settle``: hands the uncertain verdicts over, ``JUDGE_BATCH`` claims a call, and keeps
   what it decides (``SupportVerdict.decided_by``). A batch it cannot answer keeps the text
   verifier's verdicts, with the reason.
@@ -21,7 +22,8 @@ from deep_research.adapters.verifier import SupportVerdict
 from deep_research.core.errors import DeepResearchError
 
 if TYPE_CHECKING:
-    from deep_research.adapters.llm.llm import Prompt
+    from deep_research.adapters.llm.llm import ChatModel, Prompt
+    from deep_research.core.ports import Meter
 
 JUDGE_BATCH = 8
 """Claims per judge call: one reply carries them all; a batch stays well inside the reply's
@@ -136,3 +138,17 @@ def prompt() -> Prompt:
     from deep_research.adapters.llm.llm import load_prompt
 
     return load_prompt("verify")
+
+
+@dataclass(frozen=True)
+class RunSupportJudge:
+    """The judge model of a run (a ``SupportJudge``): its calls are billed to the run's meter
+    (``core.guard``), as every other call of the run is."""
+
+    model: ChatModel
+    meter: Meter
+
+    async def judge(self, claims: Sequence[ToJudge]) -> list[JudgeVerdict | None]:
+        messages = prompt().messages(claims=claims_text(claims))
+        reply = await self.model.structured(Judgements, messages, self.meter)
+        return by_number(reply, len(claims), self.model.model)

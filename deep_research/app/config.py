@@ -217,6 +217,9 @@ class Settings(BaseSettings):
     fetch_per_host_rate: float = Field(default=2.0, gt=0, le=100)
     fetch_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
     fetch_max_bytes: int = Field(default=2_000_000, ge=10_000, le=100_000_000)
+    check_fetch: bool = True
+    """The claim check reads the pages research jobs cited (off: their claims are only
+    compared with what the job wrote next to the citation)."""
 
     # --- prices and spending ----------------------------------------------------
     prices: dict[str, tuple[float, float, float]] = Field(default_factory=dict)

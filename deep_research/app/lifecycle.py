@@ -348,6 +348,7 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
     event log (``events.jsonl``), which any process can follow."""
     from deep_research.core.events import RunObserver
     from deep_research.core.orchestrator import ResearchOrchestrator
+    from deep_research.persistence.claims import SessionClaims
     from deep_research.persistence.evidence import SessionEvidence
 
     state, built = run.state, run.built
@@ -372,6 +373,7 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
             built.config,
             on_event=listener,
             evidence=SessionEvidence(run.store.path(state.session_id)),
+            claims=SessionClaims(run.store.path(state.session_id)),
         )
         async with built.resources:
             await orchestrator.run()

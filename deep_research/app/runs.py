@@ -303,6 +303,7 @@ def daily_ledger(settings: Settings, budget_usd: float | None = None) -> DailyLe
 RUN_MODULES = (
     "deep_research.core.orchestrator",
     "deep_research.core.report",
+    "deep_research.persistence.claims",
     "deep_research.persistence.evidence",
     "deep_research.prompts",
     "langchain_core.runnables.fallbacks",

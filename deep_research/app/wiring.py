@@ -21,6 +21,7 @@ from langchain_openai import ChatOpenAI
 from deep_research.adapters.branches.kb import KBExecutor
 from deep_research.adapters.branches.protocols import Evidence
 from deep_research.adapters.branches.router import Route, RoutingExecutor, Unavailable
+from deep_research.adapters.claim_check import ClaimChecker
 from deep_research.adapters.extractive.roles import (
     ExtractiveAuthor,
     ExtractiveJudge,
@@ -37,7 +38,7 @@ from deep_research.adapters.llm.summary import LLMSummarizer
 from deep_research.adapters.llm.writing import LLMAuthor
 from deep_research.adapters.prices import Price, PriceTable
 from deep_research.adapters.web.openai_jobs import JobSpec, KbTool
-from deep_research.app import engines, presets, sources
+from deep_research.app import checking, engines, presets, sources
 from deep_research.app.clients import http_client
 from deep_research.app.config import Settings
 from deep_research.app.sources import BUILTIN_TITLES, SourceKind
@@ -54,7 +55,7 @@ from deep_research.core.models import (
     WebEngine,
 )
 from deep_research.core.orchestrator import Engine, RunConfig
-from deep_research.core.ports import BUILTIN_SOURCES, BranchExecutor, JobControl
+from deep_research.core.ports import BUILTIN_SOURCES, BranchExecutor, JobControl, ReportChecker
 from deep_research.core.writing import SectionedWriter, WriteCosts, WritingLimits
 from deep_research.kb.catalog import open_kb
 from deep_research.kb.search import search
@@ -459,7 +460,9 @@ def build(
     if extractive:
         hint: SourceHint = "mixed" if policy == "auto" else "web" if engine else "internal"
         limits = writing_limits(settings, PriceTable())
-        return Built(extractive_engine(executor, hint, limits), config, guard, notices, resources)
+        checker = ClaimChecker()  # every claim is a quoted passage: nothing to verify
+        engine_ = extractive_engine(executor, hint, limits, checkers=(checker,))
+        return Built(engine_, config, guard, notices, resources)
     engine_ = Engine(
         planner=LLMPlanner(chat("planner")),
         executor=executor,
@@ -469,6 +472,9 @@ def build(
         writer=SectionedWriter(
             LLMAuthor(chat("synthesizer").capped(settings.section_max_tokens)),
             writing_limits(settings, price_book(settings)),
+        ),
+        checkers=(
+            checking.claim_checker(settings, chat("judge"), price_book(settings), resources),
         ),
     )
     return Built(engine_, config, guard, notices, resources)
@@ -491,6 +497,7 @@ def extractive_engine(
     executor: BranchExecutor,
     source_hint: SourceHint = "internal",
     limits: WritingLimits | None = None,
+    checkers: tuple[ReportChecker, ...] = (),
 ) -> Engine:
     """The no-model engine: ``executor`` quotes passages (``KBExecutor(..., ExtractiveWriter())``,
     or a search executor with no writer); the planner sends every facet to ``source_hint``;
@@ -501,4 +508,5 @@ def extractive_engine(
         summarizer=ExtractiveSummarizer(),
         judge=ExtractiveJudge(),
         writer=SectionedWriter(ExtractiveAuthor(), limits),
+        checkers=checkers,
     )

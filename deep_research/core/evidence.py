@@ -22,7 +22,9 @@ from deep_research.core.models import Citation, EvidenceSource, EvidenceUnit, Re
 
 MIN_WORDS = 4
 BULLET = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
-_SENTENCE_END = re.compile(r"(?<=[.!?])(?:\s*\[S\d+\])*\s+(?=[A-Z0-9\"'(])")
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?:\s*\[S?\d+\])*\s+(?=[A-Z0-9\"'(])")
+"""A sentence's end: its full stop and the markers after it (``[S#]`` in notes, ``[N]`` in a
+report)."""
 
 
 def findings(notes: str) -> list[str]:

@@ -359,6 +359,24 @@ class Writing(BaseModel):
         return set(self.covers) != set(done)
 
 
+class ClaimTotals(BaseModel):
+    """The claim check of the report, counted (the claims are in ``claims.json``)."""
+
+    claims: int = 0
+    by_verdict: dict[str, int] = Field(
+        default_factory=dict,
+        description="Claims per verdict: supported, partial, contradicted, unsupported, "
+        "unverifiable, uncited (a factual sentence citing nothing), quoted (not checked).",
+    )
+    corroborated: int = Field(
+        default=0, description="Supported claims that two or more independent sources state."
+    )
+    unchecked: int = Field(
+        default=0, description="Claims the time limit left unchecked: a resume checks them."
+    )
+    checked_at: datetime | None = None
+
+
 class LedgerEntry(BaseModel):
     """One model call (or cached hit) as the budget sees it."""
 
@@ -396,6 +414,8 @@ class SessionState(BaseModel):
     """How many units the session's evidence store holds (the units are beside this file)."""
     writing: Writing | None = None
     """The report's outline and sections, once research has ended (or for the judge)."""
+    claims: ClaimTotals | None = None
+    """The report's claim check, once it ran (``claims.json`` beside this file has it all)."""
     ledger: list[LedgerEntry] = Field(default_factory=list)
     iterations: list[IterationRecord] = Field(default_factory=list)
     report_path: str | None = None

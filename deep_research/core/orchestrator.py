@@ -51,6 +51,8 @@ from deep_research.core.ports import (
     BUILTIN_SOURCES,
     BranchExecutor,
     BranchTask,
+    CheckJob,
+    ClaimStore,
     EvidenceSink,
     JobControl,
     JobEvent,
@@ -138,12 +140,15 @@ class ResearchOrchestrator:
         config: RunConfig,
         on_event: Listener | None = None,
         evidence: EvidenceSink | None = None,
+        claims: ClaimStore | None = None,
     ) -> None:
         self.state = state
         self.engine = engine
         self.saver = saver
         self.evidence = evidence
         """Where finished nodes' findings are kept (None: nowhere, as in most tests)."""
+        self.claims = claims
+        """Where the claim check reads the evidence and keeps its ledger (None: nowhere)."""
         self.guard = guard
         self.config = config
         self.tree = ResearchTree(state.nodes)
@@ -231,6 +236,12 @@ class ResearchOrchestrator:
     def _limit_stop(self) -> Stop | None:
         reason = self.guard.stop_reason()
         return Stop(reason, _LIMIT_DETAIL[reason]) if reason is not None else None
+
+    def _finish_deadline(self) -> float:
+        """When a phase after research must end: the run's deadline; a run stopped by its
+        time limit still gets part of its grace period to write and check."""
+        loop_time = asyncio.get_running_loop().time()
+        return max(self._run_deadline(), loop_time + self.config.finish_grace_seconds / 4)
 
     async def _save(self) -> None:
         await self.saver.save(self.state)
@@ -513,7 +524,16 @@ class ResearchOrchestrator:
             self._gaps.set_result(tuple(context.gaps(state)))
         report = await self._writing
         for checker in self.engine.checkers:
-            report = await checker.check(state, report, self.guard.meter())
+            job = CheckJob(
+                state=state,
+                report=report,
+                meter=self.guard.meter(),
+                save=self._save,
+                deadline=self._finish_deadline(),
+                money=self.guard.remaining_usd() + self.guard.final_reserve_usd,
+                store=self.claims,
+            )
+            report = await checker.check(job)
         return report
 
     def _start_writing(self) -> None:
@@ -533,8 +553,7 @@ class ResearchOrchestrator:
             state=self.state,
             meter=self.guard.meter(),
             save=self._save,
-            # A run stopped by its time limit still gets part of its grace period to write.
-            deadline=max(self._run_deadline(), loop.time() + self.config.finish_grace_seconds / 4),
+            deadline=self._finish_deadline(),
             money=self.guard.remaining_usd() + self.guard.final_reserve_usd,
             gaps=known_gaps,
         )

@@ -25,6 +25,7 @@ from deep_research.core.models import (
 )
 
 if TYPE_CHECKING:
+    from deep_research.core.ledger import ClaimLedger
     from deep_research.core.report import Report
 
 
@@ -206,11 +207,41 @@ class EvidenceSink(Protocol):
         ...
 
 
+class ClaimStore(Protocol):
+    """The session's evidence and claim ledger as the claim check reads and keeps them
+    (``persistence.claims.SessionClaims``: ``evidence.jsonl`` and ``claims.json``)."""
+
+    def units(self) -> list[EvidenceUnit]: ...
+
+    def load(self) -> ClaimLedger | None:
+        """The last check's ledger (None: none yet, or unreadable)."""
+        ...
+
+    def save(self, ledger: ClaimLedger) -> None: ...
+
+
+@dataclass
+class CheckJob:
+    """What a phase after the writer needs from the run."""
+
+    state: SessionState
+    report: Report
+    meter: Meter
+    save: Callable[[], Awaitable[None]]
+    """Checkpoints the session."""
+    deadline: float
+    """Loop time by which the check must end; what is not checked by then is said so."""
+    money: float
+    """USD the phase may spend (what the writer left of the final reserve and the run's)."""
+    store: ClaimStore | None = None
+    """Where the evidence is read and the ledger kept; None: nothing is saved."""
+
+
 class ReportChecker(Protocol):
     """A phase after the writer: checks the report (its claims against their sources) and
     returns it with what it found."""
 
-    async def check(self, state: SessionState, report: Report, meter: Meter) -> Report: ...
+    async def check(self, job: CheckJob) -> Report: ...
 
 
 class Planner(Protocol):

@@ -68,6 +68,11 @@ class Report(BaseModel):
     sections: list[ReportSection] = Field(default_factory=list)
     limitations: list[str] = Field(default_factory=list)
     citation_check: str = ""
+    """The lexical check of the citations (``core.citations.check``): until claims are checked."""
+    claim_check: str = ""
+    """The "Claim check" section (``core.ledger.marked``), once the claims are checked."""
+    removed_markers: int = 0
+    """Citation markers that pointed to no source (removed from the body)."""
     sources: list[Citation] = Field(default_factory=list)
     notes: list[ReportNote] = Field(default_factory=list)
     footer: str = ""
@@ -90,7 +95,7 @@ class Report(BaseModel):
         head = [f"# {md.text(self.title)}", self.status, self.notice]
         if len(self.sections) >= TOC_SECTIONS:
             head.append(_contents(self))
-        tail = [_limitations_text(self.limitations), self.citation_check]
+        tail = [_limitations_text(self.limitations), self.citation_check, self.claim_check]
         return "\n\n".join(p for p in [*head, *_body_parts(self), *tail] if p)
 
     def after_sources(self) -> str:
@@ -227,6 +232,7 @@ def assemble(state: SessionState) -> Report:
         ],
         limitations=_limitations(state, nodes),
         citation_check=_citation_check(checked),
+        removed_markers=unknown,
         sources=sources,
         notes=[
             ReportNote(node_id=n.id, question=n.question, meta=_node_meta(n), body=body)

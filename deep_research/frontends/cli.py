@@ -2,6 +2,7 @@
 
 deep-research "question"            research a question (same as `deep-research run`)
 deep-research resume ID             continue a stopped, interrupted or crashed run
+deep-research check ID              check the claims of a session's report
 deep-research sessions list|show    past runs
 deep-research kb ingest|search|...  the markdown knowledge base
 deep-research serve                 the HTTP API and its page
@@ -144,6 +145,7 @@ app = typer.Typer(
         '  deep-research --preset quick "What is HNSW?"\n'
         "  deep-research - < question.txt\n"
         "  deep-research resume 7f3c --max-cost 10\n"
+        "  deep-research check 7f3c --json\n"
         "  deep-research sessions list\n"
         "  deep-research kb ingest kb/\n"
         "  deep-research serve --port 8000\n"
@@ -192,6 +194,40 @@ def _root(
 
 app.command()(run)
 app.command()(resume)
+
+
+@app.command()
+def check(
+    session_id: Annotated[str, typer.Argument(help="The session's id (or a unique prefix).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Check every claim of a session's report against the text of the sources it cites,
+    and write the report again with a mark where a claim is not supported. Verdicts are kept
+    in claims.json beside it; a claim already checked against the same text is not checked
+    again. Cited pages are read through the page reader (DEEP_RESEARCH_CHECK_FETCH=off: not)."""
+    import asyncio
+
+    from deep_research.app.checking import check_session
+    from deep_research.app.config import load_settings
+    from deep_research.frontends import render
+
+    checked = asyncio.run(check_session(load_settings(), session_id))
+    totals = checked.state.claims
+    assert totals is not None, "the check counts its claims"
+    if as_json:
+        print_json(
+            {
+                "session_id": checked.state.session_id,
+                "claims": totals.model_dump(mode="json"),
+                "report_path": str(checked.report_path),
+                "claims_path": str(checked.ledger_path),
+            }
+        )
+        return
+    counts = ", ".join(f"{n} {verdict}" for verdict, n in totals.by_verdict.items())
+    render.info(f"{totals.claims} claims checked: {counts or 'none'}")
+    render.info(f"report: {checked.report_path}")
+    render.info(f"claims: {checked.ledger_path}")
 
 
 @cache_app.command("clear")

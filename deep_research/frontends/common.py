@@ -66,6 +66,7 @@ def session_detail(state: SessionState, report_path: str | None) -> dict[str, An
         "created_at": state.created_at.isoformat(),
         "iteration": state.iteration,
         "evidence_units": state.evidence_units,
+        "claims": state.claims.model_dump(mode="json") if state.claims else None,
         "report_path": report_path,
         "run_spec": state.run_spec.model_dump(),
         "nodes": [n.model_dump(mode="json", include=node_fields) for n in state.nodes.values()],

@@ -244,6 +244,9 @@ def session_detail(state: SessionState, report_path: str | None) -> None:
         )
     )
     out.print(Text.assemble(("report:   ", "bold"), report_path or "(not written yet)"))
+    if state.claims is not None:
+        counts = ", ".join(f"{n} {verdict}" for verdict, n in state.claims.by_verdict.items())
+        out.print(Text.assemble(("claims:   ", "bold"), f"{state.claims.claims}: {counts}"))
     tree = Tree(Text("research tree", style="bold"))
     branches: dict[str, Tree] = {}
     for node in sorted(state.nodes.values(), key=lambda n: (n.depth, n.created_at)):

@@ -48,7 +48,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from deep_research.core.errors import DeepResearchError, SessionError, StorageError, UsageError
 from deep_research.core.models import utcnow
-from deep_research.persistence.sessions import SessionStore, _atomic_write_text
+from deep_research.persistence.sessions import SessionStore, atomic_write_text
 
 DIR = "daily"
 FILE = "ledger.json"
@@ -233,7 +233,7 @@ class DailyLedger:
                 book.reservations = self._live(book, now)
                 book.booked_usd = {d: v for d, v in book.booked_usd.items() if d == now.date()}
                 try:
-                    _atomic_write_text(self.directory / FILE, book.model_dump_json())
+                    atomic_write_text(self.directory / FILE, book.model_dump_json())
                 except OSError as exc:  # the previous file stands: nothing half-written
                     raise StorageError(
                         f"cannot write the daily budget's ledger {self.directory / FILE}: {exc}"

@@ -92,7 +92,7 @@ def _check_id(session_id: str) -> str:
     return session_id
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` all at once.
 
     The temp file lives in the same directory so ``os.replace`` is a rename within
@@ -222,7 +222,7 @@ class SessionStore:
         """Atomically write an already-serialized state (the Checkpointer's off-loop half)."""
         directory = self._existing(session_id)
         try:
-            _atomic_write_text(directory / STATE_FILE, payload)
+            atomic_write_text(directory / STATE_FILE, payload)
         except OSError as exc:  # a full disk, a read-only data directory: nothing is lost
             raise StorageError(f"cannot save session {session_id}: {exc}") from exc
 
@@ -300,8 +300,8 @@ class SessionStore:
             if data is None:
                 path.with_name(REPORT_DATA_FILE).unlink(missing_ok=True)
             else:
-                _atomic_write_text(path.with_name(REPORT_DATA_FILE), data)
-            _atomic_write_text(path, markdown)
+                atomic_write_text(path.with_name(REPORT_DATA_FILE), data)
+            atomic_write_text(path, markdown)
         except OSError as exc:
             raise StorageError(f"cannot write the report of session {session_id}: {exc}") from exc
         return path

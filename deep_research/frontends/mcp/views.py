@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from deep_research.core.models import (
+    ClaimTotals,
     EvidenceUnit,
     NodeStatus,
     RunSpec,
@@ -62,6 +63,10 @@ class ResearchStatus(BaseModel):
     iteration: int = Field(description="The plan -> research -> judge round it is in.")
     evidence_units: int = Field(
         default=0, description="Findings in the run's evidence store (read research_evidence)."
+    )
+    claims: ClaimTotals | None = Field(
+        default=None,
+        description="The report's claim check, counted by verdict (None: not checked yet).",
     )
     report_path: str | None = Field(description="The report file, once it is written.")
     usage: Spend

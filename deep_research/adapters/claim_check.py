@@ -1,0 +1,298 @@
+"""The claim check, a ``ReportChecker``: each claim of the written report against the text of
+each source it cites, by the claim verifier (``adapters.verifier.verify``), its uncertain
+verdicts settled by the judge model; kept as ``claims.json`` (``core.ledger``).
+
+What a citation is checked against:
+- a knowledge-base citation: the cited chunk's whole text (the evidence store's);
+- a search-and-read citation: the passage the branch read, then the rest of the page;
+- a research job's citation: the cited page, read through the page reader (the address
+  guard, robots.txt, per-host politeness, size and time caps; each URL once a process).
+  A page that cannot be read leaves the claim ``unverifiable``, but the claim is still
+  compared with what the job itself wrote next to the citation: a number changed after the
+  job (while compressing, summarizing or writing) is ``contradicted``.
+
+Invariants:
+- A verdict is kept under ``check_key`` (claim text, ref, the source text we hold): a
+  re-check (``resume``, ``deep-research check``) verifies only what changed or was not
+  checked.
+- Past the job's deadline nothing more is verified: those sources are ``unverifiable``
+  with ``TIME_LIMIT`` as their note, and a later check takes them up.
+- The judge is paid out of ``CheckJob.money``: a batch whose worst case it cannot cover is
+  not asked, and the text verifier's verdicts stand, with a line saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+from urllib.parse import urlsplit
+
+from deep_research.adapters.branches.protocols import Page, Reader
+from deep_research.adapters.claims import SupportJudge, ToJudge, settle
+from deep_research.adapters.verifier import SupportVerdict, verify
+from deep_research.core.ledger import (
+    RANK,
+    TIME_LIMIT,
+    Claim,
+    ClaimLedger,
+    Draft,
+    SourceCheck,
+    check_key,
+    claims_of,
+    marked,
+    verdict_of,
+)
+from deep_research.core.models import Citation, EvidenceUnit
+from deep_research.core.ports import CheckJob, Meter
+from deep_research.core.report import Report
+from deep_research.kb.embeddings import NamedEmbeddings
+
+JudgeFactory = Callable[[Meter], SupportJudge]
+"""The judge model, billed to a run's meter."""
+SAID_CONTRADICTS = (
+    "the page was not read, and the claim differs from what the research job wrote next to "
+    "this citation"
+)
+
+
+def site_of(citation: Citation) -> str:
+    """The independent source a citation is: its site (host without ``www.``), or its KB root
+    (the locator's first path segment)."""
+    if citation.kind == "web" and citation.url:
+        host = (urlsplit(citation.url).hostname or "").lower()
+        return "web:" + host.removeprefix("www.")
+    if citation.locator:
+        return "kb:" + citation.locator.split("/", 1)[0].split("#", 1)[0]
+    return "ref:" + citation.ref
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the session holds of a source: its own words, and what a research job said."""
+
+    text: str = ""
+    said: str = ""
+
+
+def held_texts(units: Sequence[EvidenceUnit]) -> dict[str, Held]:
+    """By session ref: the longest source text the evidence store holds, and the first thing
+    a research job said next to it."""
+    out: dict[str, Held] = {}
+    for unit in units:
+        for source in unit.sources:
+            held = out.get(source.ref, Held())
+            text = source.text if len(source.text) > len(held.text) else held.text
+            out[source.ref] = Held(text, held.said or source.said)
+    return out
+
+
+@dataclass
+class ClaimChecker:
+    reader: Reader | None = None
+    """Reads cited pages (None: ``DEEP_RESEARCH_CHECK_FETCH=off``, or no web access)."""
+    judge: JudgeFactory | None = None
+    """Settles uncertain verdicts (None: the text verifier decides alone)."""
+    judge_worst_usd: Callable[[Sequence[ToJudge]], float] = lambda _claims: 0.0
+    """The most one judge call about these claims can cost."""
+    embedder: NamedEmbeddings | None = None
+    """The verifier's embedder (None: the shipped MiniLM it was fitted with)."""
+    source_key: Callable[[Citation], str] = site_of
+    fetch_workers: int = 4
+    _reads: dict[str, asyncio.Task[Page]] = field(default_factory=dict, init=False)
+
+    async def check(self, job: CheckJob) -> Report:
+        report, state = job.report, job.state
+        drafts = claims_of(report, extractive=state.mode == "extractive")
+        store = job.store
+        prior = await asyncio.to_thread(store.load) if store is not None else None
+        units = await asyncio.to_thread(store.units) if store is not None else []
+        run = _Check(self, job, held_texts(units), prior.cache() if prior else {})
+        ledger = await run.ledger(drafts)
+        if store is not None:
+            await asyncio.to_thread(store.save, ledger)
+        state.claims = ledger.totals()
+        await job.save()
+        return marked(report, ledger)
+
+    async def read(self, url: str) -> Page:
+        """The page at ``url``, read once however many claims cite it."""
+        assert self.reader is not None
+        task = self._reads.get(url)
+        if task is None:
+            task = self._reads[url] = asyncio.ensure_future(self.reader.read(url))
+        return await asyncio.shield(task)
+
+
+@dataclass
+class _Pending:
+    """A source's text verdict, before the judge may settle it."""
+
+    claim: int
+    source: int
+    verdict: SupportVerdict
+
+
+class _Check:
+    """One check of one report."""
+
+    def __init__(
+        self,
+        checker: ClaimChecker,
+        job: CheckJob,
+        held: dict[str, Held],
+        cache: dict[str, SourceCheck],
+    ) -> None:
+        self.checker = checker
+        self.job = job
+        self.held = held
+        self.cache = cache
+        self.fetching = asyncio.Semaphore(checker.fetch_workers)
+        self.notes: list[str] = []
+        self.pending: list[_Pending] = []
+        self.unread = 0
+        self.timed_out = 0
+
+    async def ledger(self, drafts: Sequence[Draft]) -> ClaimLedger:
+        checks = await asyncio.gather(*(self.claim(i, d) for i, d in enumerate(drafts)))
+        sources = [list(c) for c in checks]
+        await self.settle(drafts, sources)
+        claims = [
+            self.claim_of(i, draft, found)
+            for i, (draft, found) in enumerate(zip(drafts, sources, strict=True))
+        ]
+        if self.unread and self.checker.reader is None:
+            self.notes.append(
+                f"{self.unread} citation(s) of pages whose text the run did not keep were not "
+                "read (DEEP_RESEARCH_CHECK_FETCH=off): their claims are unverifiable"
+            )
+        if self.timed_out:
+            self.notes.append(
+                f"the time limit left {self.timed_out} citation(s) unchecked: "
+                "`deep-research check ID` checks them"
+            )
+        deciders: dict[str, int] = {}
+        for claim in claims:
+            for source in claim.sources:
+                if source.verifier:
+                    deciders[source.verifier] = deciders.get(source.verifier, 0) + 1
+        return ClaimLedger(
+            session_id=self.job.state.session_id, claims=claims, notes=self.notes, deciders=deciders
+        )
+
+    def claim_of(self, index: int, draft: Draft, sources: list[SourceCheck]) -> Claim:
+        verdict = verdict_of(draft, sources)
+        corroboration: Literal["corroborated", "single source", ""] = ""
+        if verdict == "supported":
+            sites = {s.source_key for s in sources if s.verdict == "supported"}
+            corroboration = "corroborated" if len(sites) >= 2 else "single source"
+        return Claim(
+            id=f"C{index + 1}",
+            text=draft.text,
+            section=draft.section,
+            refs=list(draft.refs),
+            verdict=verdict,
+            corroboration=corroboration,
+            sources=sources,
+        )
+
+    async def claim(self, index: int, draft: Draft) -> list[SourceCheck]:
+        if draft.quoted:
+            return []
+        out: list[SourceCheck] = []
+        for number in draft.refs:
+            found, verdict = await self.source(draft, number)
+            if verdict is not None and verdict.uncertain:
+                self.pending.append(_Pending(index, len(out), verdict))
+            out.append(found)
+        return out
+
+    async def source(self, draft: Draft, number: int) -> tuple[SourceCheck, SupportVerdict | None]:
+        """What source ``number`` says of the claim; the text verdict, when one was made."""
+        citation = self.job.report.sources[number - 1]
+        held = self.held.get(citation.ref, Held())
+        own = held.text or citation.quote
+        said = held.said or citation.claim
+        key = check_key(draft.text, citation.ref, own or said or citation.url or "")
+        base = SourceCheck(
+            ref=number,
+            session_ref=citation.ref,
+            url=citation.url,
+            locator=citation.locator,
+            key=key,
+            source_key=self.checker.source_key(citation),
+        )
+        if key in self.cache:
+            return self.cache[key].model_copy(update={"ref": number}), None
+        if asyncio.get_running_loop().time() >= self.job.deadline:
+            self.timed_out += 1
+            return base.model_copy(update={"note": TIME_LIMIT}), None
+        verdict = await self.verify(draft.text, own) if own else None
+        note = ""
+        if (verdict is None or verdict.support != "supported") and citation.kind == "web":
+            page_text, note = await self.page(citation)
+            if page_text:
+                on_page = await self.verify(draft.text, page_text)
+                if verdict is None or RANK[on_page.support] > RANK[verdict.support]:
+                    verdict, note = on_page, ""
+        if verdict is None and said:
+            against_said = await self.verify(draft.text, said)
+            if against_said.support == "contradicted":
+                found = _as_check(base, against_said)
+                return found.model_copy(update={"passage": said, "note": SAID_CONTRADICTS}), None
+        if verdict is None:
+            note = note or "the source's text was not captured"
+            return base.model_copy(update={"note": note}), None
+        return _as_check(base, verdict).model_copy(update={"note": note}), verdict
+
+    async def page(self, citation: Citation) -> tuple[str, str]:
+        """The cited page's text, or why it was not read."""
+        from deep_research.core.errors import BranchError
+
+        if not citation.url:
+            return "", "the source has no address"
+        if self.checker.reader is None:
+            self.unread += 1
+            return "", "the page was not read (DEEP_RESEARCH_CHECK_FETCH=off)"
+        async with self.fetching:
+            try:
+                page = await self.checker.read(citation.url)
+            except BranchError as exc:
+                return "", f"the page was not read: {' '.join(str(exc).split())}"
+        return page.text, ""
+
+    async def verify(self, claim: str, text: str) -> SupportVerdict:
+        return await asyncio.to_thread(verify, claim, text, embedder=self.checker.embedder)
+
+    async def settle(self, drafts: Sequence[Draft], sources: list[list[SourceCheck]]) -> None:
+        """Hand the uncertain verdicts to the judge, as far as the money goes."""
+        make = self.checker.judge
+        if make is None or not self.pending:
+            return
+        asks = [ToJudge(drafts[p.claim].text, p.verdict.passages) for p in self.pending]
+        worst = self.checker.judge_worst_usd(asks)
+        if worst > self.job.money:
+            self.notes.append(
+                f"the judge model was not asked about {len(asks)} uncertain verdict(s): the "
+                "run's budget is spent; the text verifier's verdicts stand"
+            )
+            return
+        settled = await settle(asks, [p.verdict for p in self.pending], make(self.job.meter))
+        if settled.problem:
+            self.notes.append(settled.problem)
+        for pending, verdict in zip(self.pending, settled.verdicts, strict=True):
+            row = sources[pending.claim]
+            row[pending.source] = _as_check(row[pending.source], verdict)
+
+
+def _as_check(base: SourceCheck, verdict: SupportVerdict) -> SourceCheck:
+    return base.model_copy(
+        update={
+            "verdict": verdict.support,
+            "score": verdict.score,
+            "passage": verdict.passages[0] if verdict.passages else "",
+            "verifier": verdict.verifier,
+            "conflicts": list(verdict.conflicts),
+        }
+    )

@@ -1,0 +1,284 @@
+"""The claim ledger: every sentence of a report's body that states a fact, and what each
+source it cites says of it (pure: the checking is ``adapters.claim_check``).
+
+    drafts = claims_of(report, extractive=False)      # what to check
+    ledger = ClaimLedger(session_id=..., claims=[...])  # the checker's verdicts
+    report = marked(report, ledger)                   # marks where they stand + "Claim check"
+
+- A claim is a sentence or bullet of the lead or of a section (``evidence.findings``: not
+  headings, tables or code) that cites ``[N]``, or that cites nothing but states a fact
+  (``citations.is_factual``: a number, a name, a comparison): that one is ``uncited``.
+- A section the writer did not write (its evidence quoted instead) and every sentence of an
+  extractive report are ``quoted``: the sources' own words, not checked.
+- A claim's verdict is the best of its sources' (``RANK``): one source that states it
+  suffices; a contradiction outranks silence.
+- ``marked`` puts a visible mark after every claim that is not ``supported`` or ``quoted``,
+  linking to the "Claim check" section, which lists them with the passage found. Nothing
+  is deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from deep_research.core import markdown as md
+from deep_research.core.citations import LOCAL, is_factual
+from deep_research.core.evidence import findings
+from deep_research.core.models import ClaimTotals
+from deep_research.core.report import ANSWER, Report
+
+Support = Literal["supported", "partial", "unsupported", "contradicted", "unverifiable"]
+Verdict = Literal[
+    "supported", "partial", "unsupported", "contradicted", "unverifiable", "uncited", "quoted"
+]
+VERDICTS: tuple[Verdict, ...] = (
+    "supported",
+    "partial",
+    "contradicted",
+    "unsupported",
+    "unverifiable",
+    "uncited",
+    "quoted",
+)
+RANK: dict[str, int] = {
+    "supported": 4,
+    "partial": 3,
+    "contradicted": 2,
+    "unsupported": 1,
+    "unverifiable": 0,
+}
+"""Which source's verdict a claim takes: the highest."""
+MARKED: frozenset[str] = frozenset({"partial", "unsupported", "contradicted", "unverifiable"})
+"""Verdicts that get a mark where the claim stands (and ``uncited``, said apart)."""
+TIME_LIMIT = "not checked: time limit"
+CLAIM_CHECK = "Claim check"
+LISTED = 40
+"""Claims the "Claim check" section lists in full (the rest are counted; claims.json has all)."""
+
+
+class SourceCheck(BaseModel):
+    """What one cited source says of a claim."""
+
+    ref: int = Field(description="The report's number of the source ([N]).")
+    session_ref: str = Field(default="", description="The session's ref (S#).")
+    url: str | None = None
+    locator: str = ""
+    passage: str = Field(default="", description="The source's best passage, verbatim.")
+    score: float = Field(default=0.0, description="Calibrated P(supported), from the text.")
+    verdict: Support = "unverifiable"
+    verifier: str = Field(
+        default="", description="Who decided: 'text' or the judge model's name; '' unchecked."
+    )
+    conflicts: list[str] = Field(default_factory=list)
+    note: str = Field(default="", description="Why the text was not read, or not checked.")
+    key: str = Field(
+        default="", description="Hash of (claim text, ref, source text): a re-check's cache key."
+    )
+    source_key: str = Field(
+        default="", description="The independent source it is (a site, a KB root)."
+    )
+
+    @property
+    def checked(self) -> bool:
+        return self.note != TIME_LIMIT
+
+
+class Claim(BaseModel):
+    id: str = Field(description="C1, C2, … in reading order.")
+    text: str = Field(description="The sentence as the report states it, markers included.")
+    section: str
+    refs: list[int] = Field(default_factory=list)
+    verdict: Verdict
+    corroboration: Literal["corroborated", "single source", ""] = Field(
+        default="",
+        description="For a supported claim: two or more independent sources state it, or one.",
+    )
+    sources: list[SourceCheck] = Field(default_factory=list)
+
+
+class ClaimLedger(BaseModel):
+    """``<session dir>/claims.json``."""
+
+    schema_version: int = 1
+    session_id: str
+    checked_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    claims: list[Claim] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="What the check could not do.")
+    deciders: dict[str, int] = Field(
+        default_factory=dict, description="Sources' verdicts by who decided them."
+    )
+
+    def totals(self) -> ClaimTotals:
+        counts = Counter(c.verdict for c in self.claims)
+        return ClaimTotals(
+            claims=len(self.claims),
+            by_verdict={v: counts[v] for v in VERDICTS if counts[v]},
+            corroborated=sum(1 for c in self.claims if c.corroboration == "corroborated"),
+            unchecked=sum(1 for c in self.claims if any(not s.checked for s in c.sources)),
+            checked_at=self.checked_at,
+        )
+
+    def cache(self) -> dict[str, SourceCheck]:
+        """Its checked sources by key: what a re-check need not check again."""
+        return {s.key: s for c in self.claims for s in c.sources if s.key and s.checked}
+
+
+# --- the claims of a report -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A claim before it is checked."""
+
+    text: str
+    section: str
+    refs: tuple[int, ...]
+    quoted: bool
+
+
+def claims_of(report: Report, *, extractive: bool) -> list[Draft]:
+    """The report body's claims, in reading order (see the module docstring)."""
+    parts = [(ANSWER, report.lead, bool(report.lead_note))]
+    parts += [(s.title, s.body, bool(s.note)) for s in report.sections]
+    out: list[Draft] = []
+    for title, body, not_written in parts:
+        for sentence in findings(body):
+            sentence = sentence.removeprefix(">").strip()
+            refs = tuple(dict.fromkeys(int(n) for n in LOCAL.findall(sentence)))
+            refs = tuple(n for n in refs if 1 <= n <= len(report.sources))
+            if not refs and not is_factual(LOCAL.sub("", sentence)):
+                continue
+            out.append(Draft(sentence, title, refs, quoted=extractive or not_written))
+    return out
+
+
+def verdict_of(draft: Draft, sources: Sequence[SourceCheck]) -> Verdict:
+    if draft.quoted:
+        return "quoted"
+    if not draft.refs:
+        return "uncited"
+    return max((s.verdict for s in sources), key=RANK.__getitem__, default="unverifiable")
+
+
+def check_key(claim: str, session_ref: str, source_text: str) -> str:
+    """The cache key of one source's verdict on one claim: it changes when either text does."""
+    text = hashlib.sha256(source_text.encode()).hexdigest()
+    return hashlib.sha256(f"{claim}\x00{session_ref}\x00{text}".encode()).hexdigest()[:24]
+
+
+# --- the report, marked ---------------------------------------------------------------------
+
+
+def marked(report: Report, ledger: ClaimLedger) -> Report:
+    """``report`` with a mark after every claim that is not supported, and the "Claim check"
+    section in place of the lexical citation check."""
+    flagged = [c for c in ledger.claims if c.verdict in MARKED or c.verdict == "uncited"]
+    lead = report.lead
+    sections = [s.model_copy() for s in report.sections]
+    for claim in flagged:
+        mark = f" [⚠ {claim.id} {claim.verdict}](#{_ANCHOR})"
+        if claim.section == ANSWER and _find(lead, claim.text):
+            lead = _after(lead, claim.text, mark)
+            continue
+        for section in sections:
+            if section.title == claim.section and _find(section.body, claim.text):
+                section.body = _after(section.body, claim.text, mark)
+                break
+    totals = ledger.totals()
+    checked = totals.claims - totals.by_verdict.get("quoted", 0)
+    supported = totals.by_verdict.get("supported", 0)
+    status = report.status
+    if status and checked:
+        status += f" · {supported} of {checked} claims supported by their sources"
+    return report.model_copy(
+        update={
+            "status": status,
+            "lead": lead,
+            "sections": sections,
+            "citation_check": "",
+            "claim_check": claim_check_text(report, ledger),
+        }
+    )
+
+
+_ANCHOR = "claim-check"
+
+
+def _pattern(sentence: str) -> re.Pattern[str]:
+    """``sentence`` as it stands in a body: its words, any run of spaces or line breaks."""
+    return re.compile(r"\s+".join(re.escape(w) for w in sentence.split()))
+
+
+def _find(body: str, sentence: str) -> bool:
+    return _pattern(sentence).search(body) is not None
+
+
+def _after(body: str, sentence: str, mark: str) -> str:
+    found = _pattern(sentence).search(body)
+    assert found is not None
+    return body[: found.end()] + mark + body[found.end() :]
+
+
+def claim_check_text(report: Report, ledger: ClaimLedger) -> str:
+    """The "Claim check" section: the totals, then each claim not supported, with what its
+    sources said and the passage found."""
+    totals = ledger.totals()
+    lines = [f"## {CLAIM_CHECK}", "", "_" + _summary(totals, ledger) + "_"]
+    if report.removed_markers:
+        removed = report.removed_markers
+        lines += ["", f"- {removed} citation(s) pointed to no source and were removed."]
+    lines += [f"- {md.text(note)}" for note in ledger.notes]
+    flagged = [c for c in ledger.claims if c.verdict in MARKED or c.verdict == "uncited"]
+    if flagged:
+        lines.append("")
+    for claim in flagged[:LISTED]:
+        lines.append(
+            f"- **{claim.id} · {claim.verdict}** ({md.text(claim.section)}): "
+            f"“{md.text(md.clip(claim.text, 300))}”"
+        )
+        if claim.verdict == "uncited":
+            lines.append("  - no source is cited for it")
+        for source in claim.sources:
+            lines.append("  - " + _source_line(source))
+    if len(flagged) > LISTED:
+        lines.append(f"- … and {len(flagged) - LISTED} more (all of them in claims.json)")
+    return "\n".join(lines)
+
+
+def _summary(totals: ClaimTotals, ledger: ClaimLedger) -> str:
+    if not totals.claims:
+        return "No factual sentence in the body to check."
+    corroborated = f" ({totals.corroborated} corroborated)"
+    counts = ", ".join(
+        f"{n} {verdict}" + (corroborated if verdict == "supported" else "")
+        for verdict, n in totals.by_verdict.items()
+    )
+    who = ", ".join(
+        f"{'the text verifier' if name == 'text' else md.text(name)} ({n})"
+        for name, n in sorted(ledger.deciders.items())
+    )
+    return (
+        f"{totals.claims} claims in the body, each checked against the text of the sources it "
+        f"cites: {counts}." + (f" Decided by {who}." if who else "")
+    )
+
+
+def _source_line(source: SourceCheck) -> str:
+    head = f"[{source.ref}] {source.verdict}"
+    if source.verifier:
+        head += f" (score {source.score:.2f}, {md.text(source.verifier)})"
+    if source.conflicts:
+        head += " — differs in: " + md.text(", ".join(source.conflicts))
+    if source.note:
+        head += f" — {md.text(source.note)}"
+    if source.passage:
+        head += f"\n    > {md.text(md.clip(' '.join(source.passage.split()), 400))}"
+    return head

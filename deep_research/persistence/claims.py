@@ -1,0 +1,49 @@
+"""A session's claim ledger: ``claims.json`` beside ``state.json`` (``core.ledger``).
+
+    store = SessionClaims(session_dir)
+    store.units()          # the evidence store's units (what the check reads)
+    store.load()           # the last check's ledger, or None
+    store.save(ledger)     # replaced atomically
+
+A ledger that does not parse (a hand edit, a newer schema) reads as none, with a warning:
+the next check writes a whole new one, and nothing else is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from deep_research.core.ledger import ClaimLedger
+from deep_research.core.models import EvidenceUnit
+from deep_research.persistence.evidence import read_units
+from deep_research.persistence.sessions import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "claims.json"
+
+
+class SessionClaims:
+    """The ``ClaimStore`` of one session."""
+
+    def __init__(self, session_dir: Path) -> None:
+        self.directory = session_dir
+        self.path = session_dir / FILE_NAME
+
+    def units(self) -> list[EvidenceUnit]:
+        return read_units(self.directory)
+
+    def load(self) -> ClaimLedger | None:
+        try:
+            return ClaimLedger.model_validate_json(self.path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, ValidationError) as exc:
+            log.warning("%s: not read (%s); the next check writes it anew", self.path, exc)
+            return None
+
+    def save(self, ledger: ClaimLedger) -> None:
+        atomic_write_text(self.path, ledger.model_dump_json(indent=1))

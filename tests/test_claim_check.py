@@ -1,0 +1,412 @@
+"""The claim check: every claim of a written report against the text of the sources it cites
+(``adapters.claim_check``), kept as ``claims.json`` (``core.ledger``), marked where it stands.
+
+The sources are knowledge-base chunks and pages in the evidence store, and pages served by a
+scripted reader (the ``Reader`` port); the verifier is the shipped one, not a fake."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from deep_research.adapters.branches.protocols import Page
+from deep_research.adapters.claim_check import SAID_CONTRADICTS, ClaimChecker
+from deep_research.adapters.claims import JudgeVerdict, ToJudge
+from deep_research.adapters.web.reader import PageSkipped
+from deep_research.core.ledger import TIME_LIMIT, ClaimLedger, claims_of
+from deep_research.core.models import (
+    Citation,
+    EvidenceSource,
+    EvidenceUnit,
+    SessionState,
+)
+from deep_research.core.ports import CheckJob
+from deep_research.core.report import Report, ReportSection
+from deep_research.persistence.claims import SessionClaims
+
+BISECT = (
+    "The bisect module keeps a list in sorted order without sorting the list again after "
+    "each insertion. The key parameter was added in Python 3.10. The functions do not call "
+    "the __eq__ method; they only use the __lt__ method to compare items."
+)
+LOGGING = (
+    "Log lines are written as JSON objects with a timestamp, a level and a message. The log "
+    "file rotates every night at midnight, and the last 14 files are kept on disk."
+)
+RAFT = (
+    "Raft elects a leader by majority vote. A candidate that receives votes from a majority "
+    "of the servers becomes leader for its term. Election timeouts are chosen randomly "
+    "from a fixed interval of 150 to 300 milliseconds."
+)
+
+KB_BISECT = Citation(ref="S1", kind="kb", locator="docs/bisect.md#bisect:1-9", quote=BISECT)
+KB_LOGGING = Citation(ref="S2", kind="kb", locator="ops/logging.md#logging:1-5", quote=LOGGING)
+JOB_RAFT = Citation(
+    ref="S3",
+    kind="web",
+    url="https://raft.example/paper",
+    title="Raft",
+    claim="Raft elects a leader by majority vote, with election timeouts of 150 to 300 ms.",
+)
+
+
+class Meterless:
+    def record(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def remaining_usd(self) -> float:
+        return 10.0
+
+    def remaining_tokens(self) -> int:
+        return 10**9
+
+    async def reserve(self, amount_usd: float, tokens: int = 0) -> bool:
+        return True
+
+    def release(self, amount_usd: float, tokens: int = 0) -> None:
+        pass
+
+
+class Pages:
+    """A scripted ``Reader``: serves the pages it holds, refuses the rest, counts reads."""
+
+    def __init__(self, pages: dict[str, str]) -> None:
+        self.pages = pages
+        self.reads: list[str] = []
+
+    async def read(self, url: str) -> Page:
+        self.reads.append(url)
+        if url not in self.pages:
+            raise PageSkipped(url, "http_status", "HTTP 404")
+        return Page(url, "a page", self.pages[url], datetime.now(UTC))
+
+
+class Saved:
+    def __init__(self) -> None:
+        self.saves = 0
+
+    async def __call__(self) -> None:
+        self.saves += 1
+
+
+def report_of(body: str, *sources: Citation, lead: str = "", note: str = "") -> Report:
+    return Report(
+        title="q",
+        status="> Session `s1`",
+        lead=lead,
+        sections=[ReportSection(title="Findings", body=body, note=note)],
+        sources=list(sources),
+    )
+
+
+def units_for(*sources: Citation) -> list[EvidenceUnit]:
+    return [
+        EvidenceUnit(
+            id=f"t1.{n}",
+            node_id="t1",
+            question="q",
+            finding=f"finding [{c.ref}]",
+            refs=[c.ref],
+            sources=[EvidenceSource(ref=c.ref, text=c.quote, said="" if c.quote else c.claim)],
+        )
+        for n, c in enumerate(sources, 1)
+    ]
+
+
+class Store:
+    """A ``ClaimStore`` over a session directory (``SessionClaims``) with given units."""
+
+    def __init__(self, directory: Path, units: Sequence[EvidenceUnit]) -> None:
+        self.files = SessionClaims(directory)
+        self._units = list(units)
+
+    def units(self) -> list[EvidenceUnit]:
+        return self._units
+
+    def load(self) -> ClaimLedger | None:
+        return self.files.load()
+
+    def save(self, ledger: ClaimLedger) -> None:
+        self.files.save(ledger)
+
+
+def job(
+    report: Report,
+    store: Store | None,
+    *,
+    state: SessionState | None = None,
+    deadline_in: float = 600.0,
+    money: float = 1.0,
+) -> CheckJob:
+    return CheckJob(
+        state=state or SessionState(session_id="s1", question="q"),
+        report=report,
+        meter=Meterless(),
+        save=Saved(),
+        deadline=asyncio.get_running_loop().time() + deadline_in,
+        money=money,
+        store=store,
+    )
+
+
+def by_text(ledger: ClaimLedger) -> dict[str, str]:
+    return {c.text.split(" [")[0]: c.verdict for c in ledger.claims}
+
+
+# --- which sentences are claims -------------------------------------------------------------
+
+
+def test_cited_sentences_and_uncited_facts_are_claims_and_other_prose_is_not() -> None:
+    body = (
+        "## A heading is no claim\n\n"
+        "The key parameter was added in Python 3.10 [1]. "
+        "Version 2 of the tool shipped in 2019 without a changelog. "
+        "It is a plain remark with nothing in it to check.\n\n"
+        "- The log file rotates every night at midnight [2]\n\n"
+        "| a table | row 42 |\n\n"
+        "```\ncode 123 is not a claim\n```"
+    )
+    drafts = claims_of(report_of(body, KB_BISECT, KB_LOGGING), extractive=False)
+    assert [(d.text, d.refs) for d in drafts] == [
+        ("The key parameter was added in Python 3.10 [1].", (1,)),
+        ("Version 2 of the tool shipped in 2019 without a changelog.", ()),
+        ("The log file rotates every night at midnight [2]", (2,)),
+    ]
+    assert not any(d.quoted for d in drafts)
+
+
+def test_a_quoted_section_and_an_extractive_report_are_quoted_not_checked() -> None:
+    quoted = report_of("The key parameter was added in Python 3.10 [1].", KB_BISECT, note="x")
+    assert [d.quoted for d in claims_of(quoted, extractive=False)] == [True]
+    written = report_of("The key parameter was added in Python 3.10 [1].", KB_BISECT)
+    assert [d.quoted for d in claims_of(written, extractive=True)] == [True]
+
+
+# --- verdicts ---------------------------------------------------------------------------------
+
+
+async def test_each_claim_gets_its_sources_verdict_saved_totalled_and_marked(
+    tmp_path: Path,
+) -> None:
+    body = (
+        "The key parameter was added in Python 3.10 [1]. "
+        "The key parameter was added in Python 3.12 [1]. "
+        "The log file rotates every night at midnight [2]. "
+        "The bisect module compresses the log files with gzip every hour [2]. "
+        "Version 7 of the module shipped in 2019 with a new logo."
+    )
+    report = report_of(body, KB_BISECT, KB_LOGGING)
+    store = Store(tmp_path, units_for(KB_BISECT, KB_LOGGING))
+    state = SessionState(session_id="s1", question="q")
+    checking = job(report, store, state=state)
+    out = await ClaimChecker().check(checking)
+
+    saved = SessionClaims(tmp_path).load()
+    assert saved is not None
+    assert by_text(saved) == {
+        "The key parameter was added in Python 3.10": "supported",
+        "The key parameter was added in Python 3.12": "contradicted",
+        "The log file rotates every night at midnight": "supported",
+        "The bisect module compresses the log files with gzip every hour": "unsupported",
+        "Version 7 of the module shipped in 2019 with a new logo.": "uncited",
+    }
+    wrong = saved.claims[1]
+    assert wrong.sources[0].conflicts == ["number 3.12"]
+    assert "3.10" in wrong.sources[0].passage
+    assert wrong.sources[0].locator == KB_BISECT.locator
+    assert wrong.sources[0].verifier == "text"
+    assert saved.claims[0].corroboration == "single source"
+
+    assert state.claims is not None
+    assert state.claims.by_verdict == {
+        "supported": 2,
+        "contradicted": 1,
+        "unsupported": 1,
+        "uncited": 1,
+    }
+    assert checking.save.saves == 1  # type: ignore[attr-defined]
+
+    section = out.sections[0].body
+    assert "Python 3.10 [1]. The key" in section  # a supported claim carries no mark
+    assert "Python 3.12 [1]. [⚠ C2 contradicted](#claim-check)" in section
+    assert "[⚠ C4 unsupported](#claim-check)" in section
+    assert "[⚠ C5 uncited](#claim-check)" in section
+    assert out.citation_check == ""
+    assert out.claim_check.startswith("## Claim check")
+    assert "**C2 · contradicted**" in out.claim_check
+    assert "differs in: number 3.12" in out.claim_check
+    assert "**C1 ·" not in out.claim_check
+    assert "## Claim check" in out.markdown
+    assert out.status == "> Session `s1` · 2 of 5 claims supported by their sources"
+
+
+async def test_a_claim_two_sites_state_is_corroborated_and_one_site_twice_is_not(
+    tmp_path: Path,
+) -> None:
+    one = Citation(ref="S1", kind="web", url="https://www.docs.example/a", quote=BISECT)
+    same_site = Citation(ref="S2", kind="web", url="https://docs.example/b", quote=BISECT)
+    other_site = Citation(ref="S3", kind="web", url="https://mirror.example/a", quote=BISECT)
+    claim = "The key parameter was added in Python 3.10"
+    body = f"{claim} [1][2]. {claim} again, as noted [1][3]."
+    report = report_of(body, one, same_site, other_site)
+    out = await ClaimChecker().check(job(report, Store(tmp_path, [])))
+    assert out.claim_check
+    ledger = SessionClaims(tmp_path).load()
+    assert ledger is not None
+    assert [c.corroboration for c in ledger.claims] == ["single source", "corroborated"]
+    assert ledger.totals().corroborated == 1
+
+
+async def test_a_research_jobs_citation_is_checked_against_its_page(tmp_path: Path) -> None:
+    pages = Pages({JOB_RAFT.url or "": RAFT})
+    body = (
+        "Raft elects a leader by majority vote [1]. "
+        "Election timeouts are chosen randomly from a fixed interval of 150 to 500 "
+        "milliseconds [1]."
+    )
+    report = report_of(body, JOB_RAFT)
+    await ClaimChecker(reader=pages).check(job(report, Store(tmp_path, units_for(JOB_RAFT))))
+    ledger = SessionClaims(tmp_path).load()
+    assert ledger is not None
+    assert [c.verdict for c in ledger.claims] == ["supported", "contradicted"]
+    assert pages.reads == [JOB_RAFT.url]  # once, however many claims cite it
+    assert ledger.claims[0].sources[0].url == JOB_RAFT.url
+
+
+async def test_an_unread_page_leaves_the_claim_unverifiable_unless_it_contradicts_the_job(
+    tmp_path: Path,
+) -> None:
+    body = (
+        "Raft elects a leader by majority vote, with election timeouts of 150 to 300 ms [1]. "
+        "Raft elects a leader by majority vote, with election timeouts of 150 to 900 ms [1]."
+    )
+    report = report_of(body, JOB_RAFT)
+    out = await ClaimChecker(reader=Pages({})).check(
+        job(report, Store(tmp_path, units_for(JOB_RAFT)))
+    )
+    ledger = SessionClaims(tmp_path).load()
+    assert ledger is not None
+    first, second = ledger.claims
+    assert first.verdict == "unverifiable"
+    assert first.sources[0].note == "the page was not read: HTTP 404"
+    assert second.verdict == "contradicted"
+    assert second.sources[0].note == SAID_CONTRADICTS
+    assert "[⚠ C1 unverifiable]" in out.sections[0].body
+
+
+async def test_without_page_reads_the_check_says_so(tmp_path: Path) -> None:
+    report = report_of("Raft elects a leader by majority vote [1].", JOB_RAFT)
+    out = await ClaimChecker(reader=None).check(job(report, Store(tmp_path, units_for(JOB_RAFT))))
+    ledger = SessionClaims(tmp_path).load()
+    assert ledger is not None
+    assert ledger.claims[0].verdict == "unverifiable"
+    assert "DEEP_RESEARCH_CHECK_FETCH=off" in ledger.notes[0]
+    assert "DEEP\\_RESEARCH\\_CHECK\\_FETCH=off" in out.claim_check  # as markdown text
+
+
+# --- time, money and re-checks ---------------------------------------------------------------
+
+
+async def test_past_the_deadline_nothing_is_checked_and_a_later_check_checks_only_that(
+    tmp_path: Path,
+) -> None:
+    pages = Pages({JOB_RAFT.url or "": RAFT})
+    body = (
+        "Raft elects a leader by majority vote [1]. The key parameter was added in Python 3.10 [2]."
+    )
+    report = report_of(body, JOB_RAFT, KB_BISECT)
+    store = Store(tmp_path, units_for(JOB_RAFT, KB_BISECT))
+    state = SessionState(session_id="s1", question="q")
+    await ClaimChecker(reader=pages).check(job(report, store, state=state, deadline_in=-1))
+    late = SessionClaims(tmp_path).load()
+    assert late is not None
+    assert [c.verdict for c in late.claims] == ["unverifiable", "unverifiable"]
+    assert all(c.sources[0].note == TIME_LIMIT for c in late.claims)
+    assert state.claims is not None
+    assert state.claims.unchecked == 2
+    assert "`deep-research check ID` checks them" in late.notes[0]
+    assert pages.reads == []
+
+    await ClaimChecker(reader=pages).check(job(report, store, state=state))
+    checked = SessionClaims(tmp_path).load()
+    assert checked is not None
+    assert [c.verdict for c in checked.claims] == ["supported", "supported"]
+    assert state.claims.unchecked == 0
+
+    again = ClaimChecker(reader=pages)  # a new process: nothing changed, nothing is re-read
+    await again.check(job(report, store, state=state))
+    assert pages.reads == [JOB_RAFT.url]
+    edited = report_of(body.replace("3.10", "3.11"), JOB_RAFT, KB_BISECT)
+    await again.check(job(edited, store, state=state))
+    changed = SessionClaims(tmp_path).load()
+    assert changed is not None
+    assert [c.verdict for c in changed.claims] == ["supported", "contradicted"]
+    assert pages.reads == [JOB_RAFT.url]
+
+
+class ScriptedJudge:
+    def __init__(self, verdict: str) -> None:
+        self.verdict = verdict
+        self.asked: list[list[str]] = []
+
+    async def judge(self, claims: Sequence[ToJudge]) -> list[JudgeVerdict | None]:
+        self.asked.append([c.claim for c in claims])
+        return [
+            JudgeVerdict(verdict=self.verdict, explanation="as scripted", model="judge-x")  # type: ignore[arg-type]
+            for _ in claims
+        ]
+
+
+UNSURE = "The bisect module avoids sorting the list again after each insertion [1]."
+
+
+async def uncertain_score() -> float:
+    from deep_research.adapters.verifier import model, verify
+
+    verdict = await asyncio.to_thread(verify, UNSURE, BISECT)
+    low, high = model().uncertain_band
+    return verdict.score if low <= verdict.score < high else -1.0
+
+
+async def test_the_judge_settles_uncertain_verdicts_and_only_when_the_money_covers_it(
+    tmp_path: Path,
+) -> None:
+    if await uncertain_score() < 0:
+        pytest.skip("the shipped verifier is sure of this claim: nothing to settle")
+    report = report_of(UNSURE, KB_BISECT)
+    judge = ScriptedJudge("unsupported")
+
+    def worst(claims: Sequence[ToJudge]) -> float:
+        return 0.01 * len(claims)
+
+    checker = ClaimChecker(judge=lambda _meter: judge, judge_worst_usd=worst)
+    await checker.check(job(report, Store(tmp_path, units_for(KB_BISECT)), money=0.005))
+    poor = SessionClaims(tmp_path).load()
+    assert poor is not None
+    assert judge.asked == []
+    assert poor.claims[0].sources[0].verifier == "text"
+    assert "the judge model was not asked" in poor.notes[0]
+
+    (tmp_path / "claims.json").unlink()
+    await checker.check(job(report, Store(tmp_path, units_for(KB_BISECT)), money=1.0))
+    paid = SessionClaims(tmp_path).load()
+    assert paid is not None
+    assert judge.asked == [[UNSURE]]
+    assert paid.claims[0].verdict == "unsupported"
+    assert paid.claims[0].sources[0].verifier == "judge-x"
+    assert paid.deciders == {"judge-x": 1}
+
+
+def test_a_corrupt_ledger_reads_as_none(tmp_path: Path) -> None:
+    (tmp_path / "claims.json").write_text("{not json")
+    assert SessionClaims(tmp_path).load() is None
+
+
+async def test_a_report_with_nothing_to_check_says_so(tmp_path: Path) -> None:
+    report = report_of("this has nothing in it to check at all.")
+    out = await ClaimChecker().check(job(report, None))
+    assert "No factual sentence in the body to check." in out.claim_check

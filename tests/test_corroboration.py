@@ -1,0 +1,243 @@
+"""Corroboration, contradictions and confidence (issue 20 §2): independent sources by
+registrable domain and KB root, contradictions found in the evidence store, a confidence
+derived from verdicts, and the report's "Contradictions" section."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from deep_research.adapters.contradictions import contradictions, read_unit
+from deep_research.adapters.corroboration import (
+    canonical_url,
+    corroboration,
+    kb_root,
+    site,
+    source_key,
+)
+from deep_research.core.corroboration import (
+    Contradiction,
+    Corroboration,
+    Side,
+    contradictions_markdown,
+    report_confidence,
+    section_confidence,
+)
+from deep_research.core.models import Citation, EvidenceUnit
+
+
+def web(url: str, ref: str = "S1") -> Citation:
+    return Citation(ref=ref, kind="web", url=url, locator=url)
+
+
+def kb(locator: str, ref: str = "S1") -> Citation:
+    return Citation(ref=ref, kind="kb", locator=locator, title="x")
+
+
+# --- independent sources ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("https://news.bbc.co.uk/2/hi/science/1.stm", "https://www.bbc.co.uk/news/science"),
+        ("https://WWW.Example.COM/a", "http://example.com/b?x=1"),
+        ("https://example.com/a?utm_source=x&utm_medium=y", "https://example.com/a"),
+        ("https://example.com/a?gclid=1&fbclid=2&ref=hn", "https://example.com/a#section-2"),
+        ("https://docs.python.org/3/library/", "https://www.python.org/downloads/"),
+    ],
+)
+def test_one_site_is_one_source(one: str, other: str) -> None:
+    assert source_key(web(one)) == source_key(web(other))
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("https://alice.github.io/post", "https://bob.github.io/post"),  # a public suffix
+        ("https://bbc.co.uk/news", "https://bbc.com/news"),
+        ("https://foo.blogspot.com/", "https://bar.blogspot.com/"),
+        ("http://127.0.0.1:8001/page", "http://127.0.0.1:8002/page"),  # hosts with no domain
+    ],
+)
+def test_different_sites_are_different_sources(one: str, other: str) -> None:
+    assert source_key(web(one)) != source_key(web(other))
+
+
+def test_a_site_key_is_the_registrable_domain() -> None:
+    assert source_key(web("https://news.bbc.co.uk/x")) == "site:bbc.co.uk"
+    assert site("https://alice.github.io/post") == "alice.github.io"
+    assert site("http://localhost:8080/x") == "localhost:8080"
+    assert source_key(web("https://[::1]:8443/x")) == "site:[::1]:8443"
+
+
+def test_canonical_url_drops_tracking_and_fragment_and_keeps_the_rest() -> None:
+    assert (
+        canonical_url("HTTPS://WWW.Example.com:443/a/b?id=7&utm_campaign=z&gclid=q&page=2#top")
+        == "https://example.com/a/b?id=7&page=2"
+    )
+    assert canonical_url("example.com") == "https://example.com/"
+    assert canonical_url("http://example.com:8080/x") == "http://example.com:8080/x"
+
+
+def test_a_kb_citation_is_its_root() -> None:
+    handbook = kb("handbook/policies/leave.md#Leave > Parental:10-24", "S1")
+    handbook_other_file = kb("handbook/it/laptops.md#Laptops:1-9", "S2")
+    wiki = kb("wiki/leave.md#Leave:3-8", "S3")
+    assert source_key(handbook) == source_key(handbook_other_file) == "kb:handbook"
+    assert source_key(wiki) == "kb:wiki"
+    assert source_key(kb("", "S4").model_copy(update={"url": "kb://wiki/a%20b.md#H:1-2"})) == (
+        "kb:wiki"
+    )
+
+
+def test_kb_locators_from_before_roots_are_the_one_unnamed_root() -> None:
+    assert kb_root("notes.md#I/O:1-4") == ""  # the "/" is in the heading
+    assert source_key(kb("notes.md#Intro:1-4")) == source_key(kb("other.md:1-2")) == "kb:"
+    assert kb_root("") is None
+
+
+def test_a_citation_naming_no_site_or_root_is_its_own_source() -> None:
+    assert source_key(Citation(ref="S9", kind="web", url=None, locator="")) == "ref:S9"
+    assert source_key(Citation(ref="S3", kind="kb", locator="")) == "ref:S3"
+    assert source_key(web("mailto:someone@example.com", "S5")) == "ref:S5"
+
+
+def test_corroboration_counts_independent_sources() -> None:
+    bbc = [web("https://news.bbc.co.uk/a", "S1"), web("https://www.bbc.co.uk/b?utm_x=1", "S2")]
+    assert corroboration(bbc) == Corroboration(level="single source", sources=("site:bbc.co.uk",))
+    found = corroboration([*bbc, kb("handbook/a.md#A:1-2", "S3"), web("https://a.github.io")])
+    assert found.level == "corroborated"
+    assert found.count == 3
+    assert found.sources == ("site:bbc.co.uk", "kb:handbook", "site:a.github.io")
+    assert corroboration([]).level == "none"
+    assert corroboration([web("https://a.github.io"), web("https://b.github.io")]).level == (
+        "corroborated"
+    )
+
+
+# --- contradictions: the planted set ---------------------------------------------------
+
+CONTRADICTING = [
+    # numbers
+    (
+        "The Øresund Bridge is 7,845 metres long and carries both road and rail traffic.",
+        "At 7,490 metres, the Øresund Bridge is the longest combined road and rail bridge "
+        "in Europe.",
+    ),
+    (
+        "Acme Corp had about 12,000 employees worldwide at the end of 2022.",
+        "By the end of 2022 Acme Corp employed 18,500 staff worldwide.",
+    ),
+    (
+        "In its phase 3 trial the vaccine showed 94.1% efficacy against symptomatic infection.",
+        "The phase 3 trial reported an efficacy of 89% against symptomatic infection for the "
+        "vaccine.",
+    ),
+    (
+        "Globex raised $250 million in its Series C round, led by Sequoia.",
+        "Globex's Series C round, led by Sequoia, brought in $180M.",
+    ),
+    # dates of one event
+    (
+        "The Hoover Dam was completed in 1936, two years ahead of schedule.",
+        "Construction of the Hoover Dam was completed in 1931.",
+    ),
+    (
+        "Python 3.0 was released on 3 December 2008.",
+        "Python 3.0 first shipped in December 2009, breaking backward compatibility.",
+    ),
+    (
+        "The Treaty of Lisbon was signed on 13 December 2007.",
+        "EU leaders signed the Treaty of Lisbon on 18 October 2007.",
+    ),
+    # polarity
+    (
+        "Rust's standard library doesn't include a random number generator.",
+        "A random number generator is included in Rust's standard library.",
+    ),
+    (
+        "Gig workers in Spain are not entitled to paid sick leave under the Riders Law.",
+        "Under the Riders Law, gig workers in Spain are entitled to paid sick leave.",
+    ),
+    (
+        "Unemployment in Canada rose to 6.1% in March 2024.",
+        "Canada's unemployment rate fell to 6.1% in March 2024.",
+    ),
+]
+LOOK_ALIKE = [
+    # the same subject, another year
+    (
+        "Acme's revenue was $5.1 million in 2021.",
+        "Acme's revenue reached $7.4 million in 2022.",
+    ),
+    (
+        "Spain's unemployment rate stood at 14.8% in 2021.",
+        "In 2023 Spain's unemployment rate was 12.1%.",
+    ),
+    (
+        "Tesla delivered 936,000 vehicles in 2021.",
+        "Tesla delivered 1.31 million vehicles in 2022, a 40% increase.",
+    ),
+    (
+        "Average rents in Lisbon rose 11% in 2022.",
+        "Average rents in Lisbon fell 3% in 2020, during the pandemic.",
+    ),
+    (
+        "The company opened its first store in Berlin in 2015.",
+        "The company opened its first store in Paris in 2017.",
+    ),
+    # different subjects sharing words
+    (
+        "The Foo bridge is 1,200 metres long.",
+        "The Foo tunnel is 1,450 metres long.",
+    ),
+    (
+        "Node.js 18 entered long-term support in October 2022.",
+        "Node.js 20 entered long-term support in October 2023.",
+    ),
+    (
+        "Germany's population was about 83.2 million in 2021.",
+        "France's population was about 67.8 million in 2021.",
+    ),
+    (
+        "The first iPhone was released in 2007.",
+        "The first iPad was released in 2010.",
+    ),
+    (
+        "Redis supports Lua scripting.",
+        "Redis does not support JavaScript scripting.",
+    ),
+]
+
+
+def units_of_pairs(pairs: list[tuple[str, str]]) -> list[EvidenceUnit]:
+    units = []
+    for n, (a, b) in enumerate(pairs):
+        for side, text in enumerate((a, b)):
+            ref = f"S{2 * n + side + 1}"
+            units.append(
+                EvidenceUnit(
+                    id=f"t{n}.{side + 1}",
+                    node_id=f"t{n}",
+                    question="q",
+                    finding=f"{text} [{ref}]",
+                    refs=[ref],
+                )
+            )
+    return units
+
+
+def pair_of(side: Side) -> str:
+    return side.unit_id.split(".")[0]
+
+
+def test_planted_contradictions_are_found_and_look_alikes_are_not() -> None:
+    found = contradictions(units_of_pairs(CONTRADICTING))
+    hits = {pair_of(c.first) for c in found if pair_of(c.first) == pair_of(c.second)}
+    stray = [c for c in found if pair_of(c.first) != pair_of(c.second)]
+    false = contradictions(units_of_pairs(LOOK_ALIKE))
+    assert len(hits) >= 9, [CONTRADICTING[n] for n in range(10) if f"t{n}" not in hits]
+    assert stray == []
+    assert len(false) <= 1, [(c.conflict, c.first.finding, c.second.finding) for c in false]

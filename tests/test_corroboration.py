@@ -212,6 +212,77 @@ LOOK_ALIKE = [
 ]
 
 
+# Written after the rules above, as a check on them: on its first run 8 of 10 were found
+# and no look-alike flagged; "entered (into force)" became an event word and "grew" /
+# "declined" opposites after it.
+MORE_CONTRADICTING = [
+    (
+        "Mount Kilimanjaro rises 5,895 metres above sea level.",
+        "Kilimanjaro's summit, Uhuru Peak, stands at 5,685 metres above sea level.",
+    ),
+    (
+        "The Eiffel Tower was inaugurated on 31 March 1889.",
+        "The Eiffel Tower was inaugurated in May 1887 for the World's Fair.",
+    ),
+    ("PostgreSQL supports transactional DDL.", "PostgreSQL does not support transactional DDL."),
+    (
+        "Netflix had 260 million paid subscribers at the end of 2023.",
+        "At the end of 2023 Netflix counted 238 million paid subscribers.",
+    ),
+    (
+        "The Kyoto Protocol entered into force in February 2005.",
+        "The Kyoto Protocol was adopted in December 1997 and entered into force in 2008.",
+    ),
+    (
+        "The A380 can seat up to 853 passengers in an all-economy layout.",
+        "In an all-economy layout the A380 seats up to 644 passengers.",
+    ),
+    (
+        "Firefox never sends telemetry when the user opts out.",
+        "Firefox still sends some telemetry when the user opts out.",
+    ),
+    (
+        "Inflation in the eurozone peaked at 10.6% in October 2022.",
+        "Eurozone inflation peaked at 9.2% in October 2022.",
+    ),
+    (
+        "The startup was founded in 2014 by two former Google engineers.",
+        "Two former Google engineers founded the startup in 2016.",
+    ),
+    ("Amazon's AWS revenue grew 13% in 2023.", "In 2023 AWS revenue at Amazon declined 13%."),
+]
+MORE_LOOK_ALIKE = [
+    (
+        "Netflix had 220 million paid subscribers at the end of 2022.",
+        "At the end of 2023 Netflix counted 260 million paid subscribers.",
+    ),
+    (
+        "The A380 seats 853 passengers in an all-economy layout.",
+        "The A350 seats 440 passengers in an all-economy layout.",
+    ),
+    (
+        "Inflation in the eurozone peaked at 10.6% in October 2022.",
+        "Inflation in the United States peaked at 9.1% in June 2022.",
+    ),
+    ("PostgreSQL supports transactional DDL.", "MySQL does not support transactional DDL."),
+    (
+        "The Eiffel Tower is 330 metres tall.",
+        "The Eiffel Tower receives about 7 million visitors a year.",
+    ),
+    (
+        "Python 3.11 is up to 60% faster than Python 3.10.",
+        "Python 3.12 is about 5% faster than Python 3.11.",
+    ),
+    ("The startup raised $12 million in 2019.", "The startup raised $40 million in 2021."),
+    ("The bridge carries 45,000 vehicles a day.", "The bridge carries 12,000 cyclists a day."),
+    ("Chrome does not support the JPEG XL format.", "Safari supports the JPEG XL format."),
+    (
+        "The Kyoto Protocol was adopted in December 1997 and entered into force in 2005.",
+        "The Paris Agreement was adopted in December 2015.",
+    ),
+]
+
+
 def units_of_pairs(pairs: list[tuple[str, str]]) -> list[EvidenceUnit]:
     units = []
     for n, (a, b) in enumerate(pairs):
@@ -233,11 +304,48 @@ def pair_of(side: Side) -> str:
     return side.unit_id.split(".")[0]
 
 
-def test_planted_contradictions_are_found_and_look_alikes_are_not() -> None:
-    found = contradictions(units_of_pairs(CONTRADICTING))
+@pytest.mark.parametrize(
+    ("contradicting", "look_alike"),
+    [(CONTRADICTING, LOOK_ALIKE), (MORE_CONTRADICTING, MORE_LOOK_ALIKE)],
+    ids=["planted", "written-after"],
+)
+def test_planted_contradictions_are_found_and_look_alikes_are_not(
+    contradicting: list[tuple[str, str]], look_alike: list[tuple[str, str]]
+) -> None:
+    found = contradictions(units_of_pairs(contradicting))
     hits = {pair_of(c.first) for c in found if pair_of(c.first) == pair_of(c.second)}
     stray = [c for c in found if pair_of(c.first) != pair_of(c.second)]
-    false = contradictions(units_of_pairs(LOOK_ALIKE))
-    assert len(hits) >= 9, [CONTRADICTING[n] for n in range(10) if f"t{n}" not in hits]
+    false = contradictions(units_of_pairs(look_alike))
+    assert len(hits) >= 9, [contradicting[n] for n in range(10) if f"t{n}" not in hits]
     assert stray == []
     assert len(false) <= 1, [(c.conflict, c.first.finding, c.second.finding) for c in false]
+
+
+def test_all_forty_pairs_in_one_store_pair_only_what_truly_conflicts() -> None:
+    """Mixed, the sets pair across each other only where the sentences do conflict (the
+    second set's look-alikes reuse its subjects: Netflix's 260 million at the end of 2023)."""
+    pairs = CONTRADICTING + LOOK_ALIKE + MORE_CONTRADICTING + MORE_LOOK_ALIKE
+    found = contradictions(units_of_pairs(pairs))
+    across = {
+        (c.first.finding.split(" [")[0], c.second.finding.split(" [")[0])
+        for c in found
+        if pair_of(c.first) != pair_of(c.second)
+    }
+    assert across == {
+        (
+            "At the end of 2023 Netflix counted 238 million paid subscribers.",
+            "At the end of 2023 Netflix counted 260 million paid subscribers.",
+        ),
+        (
+            "In an all-economy layout the A380 seats up to 644 passengers.",
+            "The A380 seats 853 passengers in an all-economy layout.",
+        ),
+        (
+            "Eurozone inflation peaked at 9.2% in October 2022.",
+            "Inflation in the eurozone peaked at 10.6% in October 2022.",
+        ),
+        (  # the entry into force differs; the adoption, December 1997, does not
+            "The Kyoto Protocol was adopted in December 1997 and entered into force in 2008.",
+            "The Kyoto Protocol was adopted in December 1997 and entered into force in 2005.",
+        ),
+    }

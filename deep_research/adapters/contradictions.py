@@ -118,23 +118,35 @@ _AUXILIARIES = frozenset(
 _NEGATIONS = frozenset("not no never none nobody nothing neither nor cannot".split())  # noqa: SIM905
 _POLARITY = _NEGATIONS | {"always", "still", "longer", "yet", "currently", "officially"}
 """Not content: a flipped negation ("no longer" → "still") leaves the claim's words."""
+_UP = "increased increase increases rose rise rises grew grow grows gained gain climbed jumped"
+_DOWN = "decreased decrease decreases fell fall falls declined decline declines shrank dropped"
 _ANTONYMS = [
-    ("increased", "decreased"), ("increase", "decrease"), ("increases", "decreases"),
-    ("rose", "fell"), ("rise", "fall"), ("rises", "falls"), ("grew", "shrank"),
-    ("grow", "shrink"), ("gained", "lost"), ("gain", "loss"), ("higher", "lower"),
-    ("larger", "smaller"), ("more", "fewer"), ("above", "below"), ("won", "lost"),
-    ("win", "lose"), ("accepted", "rejected"), ("approved", "rejected"), ("allowed",
-    "prohibited"), ("allows", "prohibits"), ("allowed", "banned"), ("legal", "banned"),
-    ("true", "false"), ("success", "failure"), ("succeeded", "failed"), ("before", "after"),
+    *((up, down) for up in _UP.split() for down in _DOWN.split()),
+    ("higher", "lower"), ("larger", "smaller"), ("more", "fewer"), ("above", "below"),
+    ("won", "lost"), ("win", "lose"), ("accepted", "rejected"), ("approved", "rejected"),
+    ("allowed", "prohibited"), ("allows", "prohibits"), ("allowed", "banned"),
+    ("legal", "banned"), ("true", "false"), ("succeeded", "failed"), ("before", "after"),
 ]  # fmt: skip
 _PREFIXES = ("un", "non", "in", "im", "il", "ir", "dis")
-_EVENTS = (
-    "founded established opened launched released introduced born died signed completed "
-    "built published announced acquired merged began started ended closed created discovered "
-    "invented elected appointed ratified enacted adopted debuted premiered sank collapsed "
-    "occurred happened held inaugurated unveiled incorporated shipped discontinued retired "
-    "deprecated issued passed approved listed"
-)
+_EVENTS = {
+    "founded": "founding", "established": "founding", "incorporated": "founding",
+    "created": "founding", "opened": "opening", "inaugurated": "opening",
+    "launched": "release", "released": "release", "introduced": "release",
+    "debuted": "release", "premiered": "release", "unveiled": "release", "shipped": "release",
+    "published": "release", "issued": "release", "born": "birth", "died": "death",
+    "signed": "signing", "completed": "completion", "built": "completion",
+    "finished": "completion", "announced": "announcement", "acquired": "acquisition",
+    "bought": "acquisition", "merged": "merger", "began": "start", "started": "start",
+    "ended": "end", "closed": "end", "discontinued": "end", "retired": "end",
+    "expired": "end", "deprecated": "deprecation", "discovered": "discovery",
+    "invented": "discovery", "elected": "election", "appointed": "election",
+    "ratified": "adoption", "enacted": "adoption", "adopted": "adoption",
+    "passed": "adoption", "approved": "adoption", "entered": "entry", "listed": "listing",
+    "sank": "sinking", "collapsed": "collapse", "occurred": "event", "happened": "event",
+    "held": "event",
+}  # fmt: skip
+"""Words that tell of a one-time event, by kind: two of one kind are one event
+("released" / "shipped"), so their dates must agree."""
 
 
 @functools.cache
@@ -147,8 +159,9 @@ def _stem(word: str) -> str:
 
 
 @functools.cache
-def _events() -> frozenset[str]:
-    return frozenset(_stem(w) for w in _EVENTS.split())
+def _events() -> dict[str, str]:
+    """Event stems, and their kind."""
+    return {_stem(word): kind for word, kind in _EVENTS.items()}
 
 
 @functools.cache
@@ -169,6 +182,8 @@ class Date:
     month: int | None
     day: int | None
     text: str
+    at: int
+    """Where it starts in the finding (to find the event it dates)."""
 
     def agrees(self, other: Date) -> bool:
         """Whether both can be one date: every part both give is the same."""
@@ -207,7 +222,9 @@ class Reading:
     quantities: tuple[Quantity, ...]
     dates: tuple[Date, ...]
     negated: bool
-    event: bool
+    events: tuple[tuple[str, Date], ...]
+    """Each date told of an event, with the event's kind ("opening" of "opened in 1998"):
+    the event word nearest before the date, else the nearest after it."""
 
 
 def _plain(finding: str) -> str:
@@ -235,6 +252,7 @@ def _dates(text: str) -> tuple[list[Date], str]:
                 month,
                 int(re.sub(r"\D", "", day)) if day else None,
                 m[0].strip(),
+                m.start(),
             )
         )
         return " " * len(m[0])
@@ -272,7 +290,7 @@ def _quantities(text: str) -> tuple[list[Quantity], list[Date], list[str]]:
             and re.fullmatch(_YEAR, digits)
             and (previous in _YEAR_BEFORE or not word or not _stem(word) or previous == "")
         ):
-            years.append(Date(int(digits), None, None, digits))
+            years.append(Date(int(digits), None, None, digits, m.start()))
             continue
         if (
             not currency
@@ -340,8 +358,21 @@ def read_unit(finding: str) -> Reading:
         quantities=tuple(quantities),
         dates=tuple(dates + years),
         negated=negations % 2 == 1,
-        event=bool(words & _events()),
+        events=_events_of(rest, dates + years),
     )
+
+
+def _events_of(text: str, dates: Sequence[Date]) -> tuple[tuple[str, Date], ...]:
+    kinds = _events()
+    told = [
+        (m.start(), kinds[s]) for m in _WORD.finditer(text) if (s := _stem(m[0].lower())) in kinds
+    ]
+    found = []
+    for date in dates if told else ():
+        before = [event for event in told if event[0] < date.at]
+        _, kind = before[-1] if before else min(told, key=lambda e: abs(e[0] - date.at))
+        found.append((kind, date))
+    return tuple(found)
 
 
 # --- comparing two ----------------------------------------------------------------------
@@ -388,24 +419,39 @@ def _number_conflict(a: Reading, b: Reading) -> str | None:
 
 
 def _date_conflict(a: Reading, b: Reading) -> str | None:
-    if not (a.event and b.event and a.dates and b.dates) or a.negated != b.negated:
+    """Both tell of one event (the same word, or two of one kind: "released", "shipped")
+    at dates that differ."""
+    if a.negated != b.negated:
         return None
-    if any(x.agrees(y) for x in a.dates for y in b.dates):
-        return None
-    return f"{a.dates[0].text} vs {b.dates[0].text}"
+    for kind, x in a.events:
+        ys = [y for other, y in b.events if other == kind]
+        xs = [d for other, d in a.events if other == kind]
+        if ys and not any(p.agrees(q) for p in xs for q in ys):
+            y = min(ys, key=lambda d: abs((d.year or 0) - (x.year or 0)))
+            return f"{x.text} vs {y.text}"
+    return None
+
+
+@functools.cache
+def _opposites(stem: str) -> frozenset[str]:
+    """The stems that say the opposite of ``stem``: its antonyms, and it with a negating
+    prefix added or removed ("avail" / "unavail")."""
+    found = set(_antonyms().get(stem, ()))
+    for prefix in _PREFIXES:
+        found.add(prefix + stem)
+        if stem.startswith(prefix) and len(stem) - len(prefix) >= 4:
+            found.add(stem[len(prefix) :])
+    return frozenset(w for w in found if len(w) >= 4 or w in _antonyms())
 
 
 def _flipped_words(a: Reading, b: Reading) -> tuple[str, str] | None:
-    """A word of one whose antonym ("increased"/"decreased", "available"/"unavailable")
+    """A word of one whose opposite ("increased"/"decreased", "available"/"unavailable")
     is a word of the other."""
-    only_a, only_b = a.words - b.words, b.words - a.words
-    antonyms = _antonyms()
-    for x in sorted(only_a):
-        for y in sorted(only_b):
-            if y in antonyms.get(x, ()) or any(
-                min(len(x), len(y)) >= 4 and (x == p + y or y == p + x) for p in _PREFIXES
-            ):
-                return x, y
+    only_b = b.words - a.words
+    for x in sorted(a.words - b.words):
+        flipped = _opposites(x) & only_b
+        if flipped:
+            return x, min(flipped)
     return None
 
 
@@ -447,6 +493,8 @@ def _raw(text: str, stem: str) -> str:
 def conflict(a: Reading, b: Reading, a_text: str, b_text: str) -> tuple[ConflictKind, str] | None:
     """How two readings (of ``a_text`` and ``b_text``) conflict, and what differs; None
     when they do not (see the module docstring)."""
+    if a.names - b.words and b.names - a.words:  # Acme and Globex: cheap, and common
+        return None
     flip = _flipped_words(a, b)
     if not _same_subject(a, b, frozenset(flip or ())):
         return None
@@ -501,14 +549,15 @@ def contradictions(units: Sequence[EvidenceUnit]) -> list[Contradiction]:
     Two units citing exactly the same sources, or saying the same words, are not compared;
     a conflict already shown for a unit (the same "1,200 vs 1,450") is not repeated for
     another unit that says the same."""
+    texts = [_plain(u.finding) for u in units]
     readings = [read_unit(u.finding) for u in units]
     found: list[Contradiction] = []
     shown: set[tuple[str, int]] = set()
     for i, j in _candidates(readings):
         a, b = units[i], units[j]
-        if (a.refs and set(a.refs) == set(b.refs)) or _plain(a.finding) == _plain(b.finding):
+        if (a.refs and set(a.refs) == set(b.refs)) or texts[i] == texts[j]:
             continue
-        hit = conflict(readings[i], readings[j], _plain(a.finding), _plain(b.finding))
+        hit = conflict(readings[i], readings[j], texts[i], texts[j])
         if hit is None or (hit[1], i) in shown or (hit[1], j) in shown:
             continue
         shown.update({(hit[1], i), (hit[1], j)})

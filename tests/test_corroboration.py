@@ -349,3 +349,210 @@ def test_all_forty_pairs_in_one_store_pair_only_what_truly_conflicts() -> None:
             "The Kyoto Protocol was adopted in December 1997 and entered into force in 2005.",
         ),
     }
+
+
+# --- contradictions: the rules, one at a time ------------------------------------------
+
+
+def unit(uid: str, finding: str, *refs: str) -> EvidenceUnit:
+    return EvidenceUnit(
+        id=uid, node_id=uid.split(".")[0], question="q", finding=finding, refs=list(refs)
+    )
+
+
+def test_a_contradiction_names_both_units_and_what_conflicts() -> None:
+    found = contradictions(
+        [
+            unit("t1.1", "The Foo bridge is 1,200 metres long [S1].", "S1"),
+            unit("t2.3", "The Foo bridge is 1,450 m long [S7][S8].", "S7", "S8"),
+        ]
+    )
+    assert found == [
+        Contradiction(
+            kind="number",
+            conflict="1,200 metres vs 1,450 m",
+            first=Side(
+                unit_id="t1.1", finding="The Foo bridge is 1,200 metres long [S1].", refs=("S1",)
+            ),
+            second=Side(
+                unit_id="t2.3",
+                finding="The Foo bridge is 1,450 m long [S7][S8].",
+                refs=("S7", "S8"),
+            ),
+        )
+    ]
+    assert found[0].refs == ("S1", "S7", "S8")
+
+
+def test_figures_agree_within_the_rounding_either_side_wrote() -> None:
+    exact = read_unit("Acme had 1,234,567 customers in 2023.").quantities[0]
+    assert read_unit("Acme had 1.2 million customers in 2023.").quantities[0].agrees(exact)
+    assert read_unit("Acme had 1,200,000 customers in 2023.").quantities[0].agrees(exact)
+    assert (
+        not read_unit("Acme had 1,200 customers.")
+        .quantities[0]
+        .agrees(read_unit("Acme had 1,234 customers.").quantities[0])
+    )
+    assert (
+        not read_unit("It has 30 lanes.")
+        .quantities[0]
+        .agrees(read_unit("It has 35 lanes.").quantities[0])
+    )
+
+    def conflicts(figure: str) -> list[str]:
+        units = [
+            unit("a.1", f"Acme had {figure} customers at the end of 2023.", "S1"),
+            unit("b.1", "Acme had 1,234,567 customers at the end of 2023.", "S2"),
+        ]
+        return [c.conflict for c in contradictions(units)]
+
+    assert conflicts("1.2 million") == conflicts("about 1.23 million") == []
+    assert conflicts("1.5 million") == ["1.5 million customers vs 1,234,567 customers"]
+
+
+def test_money_percent_and_units_are_read_with_their_scale() -> None:
+    (money,) = read_unit("Globex raised $250 million.").quantities
+    assert (money.value, money.unit, money.text) == (250e6, "usd", "$250 million")
+    (short,) = read_unit("Globex raised $250M.").quantities
+    assert (short.value, short.unit) == (250e6, "usd")
+    (share,) = read_unit("Efficacy was 94.1 per cent.").quantities
+    assert (share.value, share.unit) == (94.1, "%")
+    (length,) = read_unit("The span is 5m wide.").quantities
+    assert (length.value, length.unit) == (5, "m")
+    (staff,) = read_unit("Acme employed 18,500 staff.").quantities
+    assert staff.unit == read_unit("Acme had 12,000 employees.").quantities[0].unit
+
+
+def test_years_are_times_and_numbers_that_name_are_names() -> None:
+    reading = read_unit("In 2021 Acme had 2000 employees and shipped version 2 of Python 3.12.")
+    assert [d.year for d in reading.dates] == [2021]
+    assert [(q.value, q.unit) for q in reading.quantities] == [(2000, "people")]
+    assert {"#2", "#3.12"} <= reading.names
+    (date,) = read_unit("The treaty was signed on March 12, 2021.").dates
+    assert (date.year, date.month, date.day) == (2021, 3, 12)
+    assert read_unit("Rates may rise.").dates == ()  # "May" the verb is no month
+
+
+def test_the_same_subject_at_another_time_is_no_contradiction() -> None:
+    assert not contradictions(
+        [
+            unit("a.1", "Acme's revenue was $5M in 2021 [S1].", "S1"),
+            unit("b.1", "Acme's revenue was $7M in 2022 [S2].", "S2"),
+            unit("c.1", "Acme had 300 employees in 2019 [S3].", "S3"),
+            unit("d.1", "Acme had 300 employees in 2020 [S4].", "S4"),
+        ]
+    )
+    # one side gives no time: not known to be the same time, so not flagged
+    assert not contradictions(
+        [
+            unit("a.1", "Acme's revenue was $5M in 2021 [S1].", "S1"),
+            unit("b.1", "Acme's revenue was $7M [S2].", "S2"),
+        ]
+    )
+
+
+def test_polarity_needs_the_same_claim_and_the_denial_adding_nothing() -> None:
+    def pair(a: str, b: str) -> list[str]:
+        return [c.conflict for c in contradictions([unit("a.1", a, "S1"), unit("b.1", b, "S2")])]
+
+    assert pair(
+        "Zstd does not support dictionary compression.", "Zstd supports dictionary compression."
+    ) == ["“not” vs affirmed"]
+    assert pair("The API isn't available in the EU.", "The API is available in the EU.") == [
+        "“isn't” vs affirmed"
+    ]
+    assert pair("The API is unavailable in the EU.", "The API is available in the EU.") == [
+        "“unavailable” vs “available”"
+    ]
+    assert pair("The API is not unavailable in the EU.", "The API is available in the EU.") == []
+    assert pair("Acme supports Linux but not macOS builds.", "Acme supports Linux builds.") == []
+    assert pair("Redis supports Lua scripting.", "Redis does not support JavaScript.") == []
+
+
+def test_the_same_sources_or_the_same_words_are_not_compared() -> None:
+    assert not contradictions(
+        [
+            unit("a.1", "The Foo bridge is 1,200 metres long [S1].", "S1"),
+            unit("a.2", "The Foo bridge is 1,450 metres long [S1].", "S1"),
+        ]
+    )
+    same = "The Foo bridge is 1,200 metres long [S1]."
+    assert not contradictions([unit("a.1", same, "S1"), unit("b.1", same, "S2")])
+
+
+def test_a_conflict_is_listed_once_for_units_that_say_the_same() -> None:
+    found = contradictions(
+        [
+            unit("a.1", "The Foo bridge is 1,200 metres long [S1].", "S1"),
+            unit("b.1", "The Foo bridge is 1,450 metres long [S2].", "S2"),
+            unit("c.1", "The Foo bridge is 1,450 metres long, say engineers [S3].", "S3"),
+        ]
+    )
+    assert [(c.first.unit_id, c.second.unit_id) for c in found] == [("a.1", "b.1")]
+
+
+def test_a_few_hundred_units_take_well_under_a_second() -> None:
+    pairs = CONTRADICTING + LOOK_ALIKE + MORE_CONTRADICTING + MORE_LOOK_ALIKE
+    units = units_of_pairs(pairs * 4)  # 320 units, every subject four times over
+    started = time.perf_counter()
+    contradictions(units)
+    assert time.perf_counter() - started < 1.0
+
+
+# --- the report's section --------------------------------------------------------------
+
+
+def test_the_section_lists_both_sides_with_report_numbers_and_escapes_model_text() -> None:
+    found = Contradiction(
+        kind="number",
+        conflict="1,200 metres vs 1,450 m",
+        first=Side(
+            unit_id="a.1", finding="The **Foo** bridge is 1,200 metres long [S1].", refs=("S1",)
+        ),
+        second=Side(
+            unit_id="b.1",
+            finding="See [evil](https://phish.example) \\[2024\\]: 1,450 m [S7][S9][S7].",
+            refs=("S7", "S9"),
+        ),
+    )
+    numbers = {"S1": 3, "S7": 1}
+    body = contradictions_markdown([found], numbers.get)
+    assert body == (
+        "- **1,200 metres vs 1,450 m** (figures differ)\n"
+        "  - The Foo bridge is 1,200 metres long. [3]\n"
+        "  - See \\[evil\\](https://phish.example) \\[2024\\]: 1,450 m. [1]"
+    )
+    assert contradictions_markdown([], numbers.get) == ""
+
+
+# --- confidence ----------------------------------------------------------------------
+
+ONE = Corroboration.of(["site:a.org"])
+TWO = Corroboration.of(["site:a.org", "kb:handbook"])
+NONE = Corroboration.of([])
+
+
+def test_confidence_is_the_mean_credit_of_the_claims() -> None:
+    assert section_confidence(["supported", "supported"], [TWO, TWO]) == 1.0
+    assert section_confidence(["supported", "supported"], [ONE, ONE]) == 0.8
+    assert section_confidence(["supported", "partial"], [TWO, ONE]) == 0.7
+    assert section_confidence(["supported", "unsupported"], [TWO, NONE]) == 0.5
+    assert section_confidence(["supported", "contradicted"], [TWO, NONE]) == 0.0
+    assert section_confidence(["contradicted"], [NONE]) == 0.0  # clamped
+    assert section_confidence(["unverifiable (not checked: time limit)"], [NONE]) == 0.2
+    assert section_confidence(["uncited", "supported"], [NONE, TWO]) == 0.5
+
+
+def test_quoted_claims_and_empty_sections_have_no_derived_confidence() -> None:
+    assert section_confidence([], []) is None
+    assert section_confidence(["quoted", "quoted"], [NONE, NONE]) is None
+    assert section_confidence(["quoted", "supported"], [NONE, TWO]) == 1.0
+    with pytest.raises(ValueError, match="one per claim"):
+        section_confidence(["supported"], [])
+
+
+def test_the_report_confidence_weighs_every_claim_alike() -> None:
+    short = (["contradicted"], [NONE])
+    long = (["supported"] * 3, [TWO] * 3)
+    assert report_confidence([short, long]) == 0.5  # (−1 + 3) / 4
+    assert report_confidence([(["quoted"], [NONE])]) is None

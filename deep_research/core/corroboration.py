@@ -95,12 +95,14 @@ _KIND_TEXT: dict[ConflictKind, str] = {
 }
 _ESCAPED = re.compile(r"\\([\\`*_\[\]<>&~#])")
 _EMPHASIS = re.compile(r"\*\*|__|`")
+_MARKER = re.compile(r"\s*" + SESSION.pattern)
 
 
 def _plain(finding: str) -> str:
     """A finding as prose: no ``[S#]`` marker, no markdown escapes or emphasis (they are
     escaped again, as text, when written)."""
-    return " ".join(_ESCAPED.sub(r"\1", _EMPHASIS.sub("", SESSION.sub("", finding))).split())
+    unmarked = _MARKER.sub("", finding)
+    return " ".join(_ESCAPED.sub(r"\1", _EMPHASIS.sub("", unmarked)).split())
 
 
 def contradictions_markdown(

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from deep_research.adapters.contradictions import contradictions, read_unit
+from deep_research.adapters.contradictions import contradictions
 from deep_research.adapters.corroboration import (
     canonical_url,
     corroboration,
@@ -16,6 +16,7 @@ from deep_research.adapters.corroboration import (
     site,
     source_key,
 )
+from deep_research.adapters.statements import read_finding
 from deep_research.core.corroboration import (
     Contradiction,
     Corroboration,
@@ -385,18 +386,18 @@ def test_a_contradiction_names_both_units_and_what_conflicts() -> None:
 
 
 def test_figures_agree_within_the_rounding_either_side_wrote() -> None:
-    exact = read_unit("Acme had 1,234,567 customers in 2023.").quantities[0]
-    assert read_unit("Acme had 1.2 million customers in 2023.").quantities[0].agrees(exact)
-    assert read_unit("Acme had 1,200,000 customers in 2023.").quantities[0].agrees(exact)
+    exact = read_finding("Acme had 1,234,567 customers in 2023.").quantities[0]
+    assert read_finding("Acme had 1.2 million customers in 2023.").quantities[0].agrees(exact)
+    assert read_finding("Acme had 1,200,000 customers in 2023.").quantities[0].agrees(exact)
     assert (
-        not read_unit("Acme had 1,200 customers.")
+        not read_finding("Acme had 1,200 customers.")
         .quantities[0]
-        .agrees(read_unit("Acme had 1,234 customers.").quantities[0])
+        .agrees(read_finding("Acme had 1,234 customers.").quantities[0])
     )
     assert (
-        not read_unit("It has 30 lanes.")
+        not read_finding("It has 30 lanes.")
         .quantities[0]
-        .agrees(read_unit("It has 35 lanes.").quantities[0])
+        .agrees(read_finding("It has 35 lanes.").quantities[0])
     )
 
     def conflicts(figure: str) -> list[str]:
@@ -411,26 +412,26 @@ def test_figures_agree_within_the_rounding_either_side_wrote() -> None:
 
 
 def test_money_percent_and_units_are_read_with_their_scale() -> None:
-    (money,) = read_unit("Globex raised $250 million.").quantities
+    (money,) = read_finding("Globex raised $250 million.").quantities
     assert (money.value, money.unit, money.text) == (250e6, "usd", "$250 million")
-    (short,) = read_unit("Globex raised $250M.").quantities
+    (short,) = read_finding("Globex raised $250M.").quantities
     assert (short.value, short.unit) == (250e6, "usd")
-    (share,) = read_unit("Efficacy was 94.1 per cent.").quantities
+    (share,) = read_finding("Efficacy was 94.1 per cent.").quantities
     assert (share.value, share.unit) == (94.1, "%")
-    (length,) = read_unit("The span is 5m wide.").quantities
+    (length,) = read_finding("The span is 5m wide.").quantities
     assert (length.value, length.unit) == (5, "m")
-    (staff,) = read_unit("Acme employed 18,500 staff.").quantities
-    assert staff.unit == read_unit("Acme had 12,000 employees.").quantities[0].unit
+    (staff,) = read_finding("Acme employed 18,500 staff.").quantities
+    assert staff.unit == read_finding("Acme had 12,000 employees.").quantities[0].unit
 
 
 def test_years_are_times_and_numbers_that_name_are_names() -> None:
-    reading = read_unit("In 2021 Acme had 2000 employees and shipped version 2 of Python 3.12.")
+    reading = read_finding("In 2021 Acme had 2000 employees and shipped version 2 of Python 3.12.")
     assert [d.year for d in reading.dates] == [2021]
     assert [(q.value, q.unit) for q in reading.quantities] == [(2000, "people")]
     assert {"#2", "#3.12"} <= reading.names
-    (date,) = read_unit("The treaty was signed on March 12, 2021.").dates
+    (date,) = read_finding("The treaty was signed on March 12, 2021.").dates
     assert (date.year, date.month, date.day) == (2021, 3, 12)
-    assert read_unit("Rates may rise.").dates == ()  # "May" the verb is no month
+    assert read_finding("Rates may rise.").dates == ()  # "May" the verb is no month
 
 
 def test_the_same_subject_at_another_time_is_no_contradiction() -> None:

@@ -179,10 +179,7 @@ def section_confidence(
     −1, so one contradicted claim cancels a corroborated one. An unknown verdict earns 0.
     ``quoted`` claims (extractive mode) are not counted; None when no claim is counted:
     a section with nothing checked has no derived confidence, not a zero."""
-    credits = _credits(verdicts, corroborations)
-    if not credits:
-        return None
-    return round(min(1.0, max(0.0, sum(credits) / len(credits))), 2)
+    return _mean(_credits(verdicts, corroborations))
 
 
 def report_confidence(
@@ -192,9 +189,10 @@ def report_confidence(
     (each claim weighs the same, wherever it stands; a short section does not count as
     much as a long one). ``sections``: (verdicts, corroborations) per section, the lead
     included when its claims were checked."""
-    credits: list[float] = []
-    for verdicts, corroborations in sections:
-        credits += _credits(verdicts, corroborations)
+    return _mean([c for v, cs in sections for c in _credits(v, cs)])
+
+
+def _mean(credits: Sequence[float]) -> float | None:
     if not credits:
         return None
     return round(min(1.0, max(0.0, sum(credits) / len(credits))), 2)

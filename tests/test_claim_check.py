@@ -241,15 +241,18 @@ async def test_each_claim_gets_its_sources_verdict_saved_totalled_and_marked(
     assert "differs in: number 3.12" in out.claim_check
     assert "**C1 ·" not in out.claim_check
     assert "## Claim check" in out.markdown
-    assert out.status == "> Session `s1` · 2 of 5 claims supported by their sources"
+    # credits: supported 0.8 twice, contradicted -1, unsupported 0, uncited 0 → 0.6 / 5
+    assert out.status == (
+        "> Session `s1` · 2 of 5 claims supported by their sources · claim confidence 0.12"
+    )
 
 
 async def test_a_claim_two_sites_state_is_corroborated_and_one_site_twice_is_not(
     tmp_path: Path,
 ) -> None:
-    one = Citation(ref="S1", kind="web", url="https://www.docs.example/a", quote=BISECT)
-    same_site = Citation(ref="S2", kind="web", url="https://docs.example/b", quote=BISECT)
-    other_site = Citation(ref="S3", kind="web", url="https://mirror.example/a", quote=BISECT)
+    one = Citation(ref="S1", kind="web", url="https://www.bbc.co.uk/a", quote=BISECT)
+    same_site = Citation(ref="S2", kind="web", url="https://news.bbc.co.uk/b", quote=BISECT)
+    other_site = Citation(ref="S3", kind="web", url="https://docs.python.org/a", quote=BISECT)
     claim = "The key parameter was added in Python 3.10"
     body = f"{claim} [1][2]. {claim} again, as noted [1][3]."
     report = report_of(body, one, same_site, other_site)
@@ -410,3 +413,31 @@ async def test_a_report_with_nothing_to_check_says_so(tmp_path: Path) -> None:
     report = report_of("this has nothing in it to check at all.")
     out = await ClaimChecker().check(job(report, None))
     assert "No factual sentence in the body to check." in out.claim_check
+
+
+async def test_conflicting_findings_get_a_contradictions_section_the_lead_points_to(
+    tmp_path: Path,
+) -> None:
+    near = Citation(ref="S1", kind="web", url="https://www.bbc.co.uk/bridge", quote="x")
+    far = Citation(ref="S7", kind="web", url="https://docs.python.org/bridge", quote="y")
+
+    def unit(n: int, finding: str, ref: str) -> EvidenceUnit:
+        return EvidenceUnit(
+            id=f"t{n}.1", node_id=f"t{n}", question="q", finding=finding, refs=[ref]
+        )
+
+    units = [
+        unit(1, "The Humber Bridge has a main span of 1,410 metres [S1].", "S1"),
+        unit(2, "The Humber Bridge has a main span of 1,280 metres [S7].", "S7"),
+    ]
+    report = report_of("The bridge was opened to traffic [1].", near, lead="It is long [1].")
+    state = SessionState(session_id="s1", question="q", sources={"S1": near, "S7": far})
+    out = await ClaimChecker().check(job(report, Store(tmp_path, units), state=state))
+
+    assert state.claims is not None
+    assert state.claims.contradictions == 1
+    assert [s.ref for s in out.sources] == ["S1", "S7"]  # the other side's source is listed
+    assert "## Contradictions" in out.markdown
+    assert "main span of 1,410 metres. [1]" in out.contradictions
+    assert "main span of 1,280 metres. [2]" in out.contradictions
+    assert "see [Contradictions](#contradictions)" in out.lead

@@ -27,11 +27,13 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
-from urllib.parse import urlsplit
 
 from deep_research.adapters.branches.protocols import Page, Reader
 from deep_research.adapters.claims import SupportJudge, ToJudge, settle
+from deep_research.adapters.contradictions import contradictions
+from deep_research.adapters.corroboration import source_key
 from deep_research.adapters.verifier import SupportVerdict, verify
+from deep_research.core.corroboration import Corroboration
 from deep_research.core.ledger import (
     RANK,
     TIME_LIMIT,
@@ -55,17 +57,6 @@ SAID_CONTRADICTS = (
     "the page was not read, and the claim differs from what the research job wrote next to "
     "this citation"
 )
-
-
-def site_of(citation: Citation) -> str:
-    """The independent source a citation is: its site (host without ``www.``), or its KB root
-    (the locator's first path segment)."""
-    if citation.kind == "web" and citation.url:
-        host = (urlsplit(citation.url).hostname or "").lower()
-        return "web:" + host.removeprefix("www.")
-    if citation.locator:
-        return "kb:" + citation.locator.split("/", 1)[0].split("#", 1)[0]
-    return "ref:" + citation.ref
 
 
 @dataclass(frozen=True)
@@ -98,7 +89,8 @@ class ClaimChecker:
     """The most one judge call about these claims can cost."""
     embedder: NamedEmbeddings | None = None
     """The verifier's embedder (None: the shipped MiniLM it was fitted with)."""
-    source_key: Callable[[Citation], str] = site_of
+    source_key: Callable[[Citation], str] = source_key
+    """The independent source a citation is (a registrable domain, a KB root)."""
     fetch_workers: int = 4
     _reads: dict[str, asyncio.Task[Page]] = field(default_factory=dict, init=False)
 
@@ -110,11 +102,12 @@ class ClaimChecker:
         units = await asyncio.to_thread(store.units) if store is not None else []
         run = _Check(self, job, held_texts(units), prior.cache() if prior else {})
         ledger = await run.ledger(drafts)
+        ledger.contradictions = await asyncio.to_thread(contradictions, units)
         if store is not None:
             await asyncio.to_thread(store.save, ledger)
         state.claims = ledger.totals()
         await job.save()
-        return marked(report, ledger)
+        return marked(report, ledger, state.sources)
 
     async def read(self, url: str) -> Page:
         """The page at ``url``, read once however many claims cite it."""
@@ -185,8 +178,8 @@ class _Check:
         verdict = verdict_of(draft, sources)
         corroboration: Literal["corroborated", "single source", ""] = ""
         if verdict == "supported":
-            sites = {s.source_key for s in sources if s.verdict == "supported"}
-            corroboration = "corroborated" if len(sites) >= 2 else "single source"
+            found = Corroboration.of(s.source_key for s in sources if s.verdict == "supported")
+            corroboration = "corroborated" if found.level == "corroborated" else "single source"
         return Claim(
             id=f"C{index + 1}",
             text=draft.text,

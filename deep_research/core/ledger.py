@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -31,9 +31,16 @@ from pydantic import BaseModel, Field
 
 from deep_research.core import markdown as md
 from deep_research.core.citations import LOCAL, is_factual
+from deep_research.core.corroboration import (
+    Contradiction,
+    Corroboration,
+    contradictions_markdown,
+    report_confidence,
+    section_confidence,
+)
 from deep_research.core.evidence import findings
-from deep_research.core.models import ClaimTotals
-from deep_research.core.report import ANSWER, Report
+from deep_research.core.models import Citation, ClaimTotals
+from deep_research.core.report import ANSWER, CONTRADICTIONS, Report, anchor
 
 Support = Literal["supported", "partial", "unsupported", "contradicted", "unverifiable"]
 Verdict = Literal[
@@ -115,6 +122,9 @@ class ClaimLedger(BaseModel):
     deciders: dict[str, int] = Field(
         default_factory=dict, description="Sources' verdicts by who decided them."
     )
+    contradictions: list[Contradiction] = Field(
+        default_factory=list, description="Findings of the evidence store that conflict."
+    )
 
     def totals(self) -> ClaimTotals:
         counts = Counter(c.verdict for c in self.claims)
@@ -123,12 +133,29 @@ class ClaimLedger(BaseModel):
             by_verdict={v: counts[v] for v in VERDICTS if counts[v]},
             corroborated=sum(1 for c in self.claims if c.corroboration == "corroborated"),
             unchecked=sum(1 for c in self.claims if any(not s.checked for s in c.sources)),
+            contradictions=len(self.contradictions),
+            confidence=report_confidence(self.by_section().values()),
             checked_at=self.checked_at,
         )
+
+    def by_section(self) -> dict[str, tuple[list[str], list[Corroboration]]]:
+        """Each section's claims' verdicts and corroboration (what its confidence is from)."""
+        out: dict[str, tuple[list[str], list[Corroboration]]] = {}
+        for claim in self.claims:
+            verdicts, corroborations = out.setdefault(claim.section, ([], []))
+            verdicts.append(claim.verdict)
+            corroborations.append(_corroboration(claim))
+        return out
 
     def cache(self) -> dict[str, SourceCheck]:
         """Its checked sources by key: what a re-check need not check again."""
         return {s.key: s for c in self.claims for s in c.sources if s.key and s.checked}
+
+
+def _corroboration(claim: Claim) -> Corroboration:
+    if claim.verdict != "supported":
+        return Corroboration.of(())
+    return Corroboration.of(s.source_key for s in claim.sources if s.verdict == "supported")
 
 
 # --- the claims of a report -----------------------------------------------------------------
@@ -177,9 +204,12 @@ def check_key(claim: str, session_ref: str, source_text: str) -> str:
 # --- the report, marked ---------------------------------------------------------------------
 
 
-def marked(report: Report, ledger: ClaimLedger) -> Report:
-    """``report`` with a mark after every claim that is not supported, and the "Claim check"
-    section in place of the lexical citation check."""
+def marked(
+    report: Report, ledger: ClaimLedger, sources: Mapping[str, Citation] | None = None
+) -> Report:
+    """``report`` with a mark after every claim that is not supported, the "Claim check"
+    section in place of the lexical citation check, and the "Contradictions" section (its
+    sources, from the session's ``sources``, numbered after the report's own)."""
     flagged = [c for c in ledger.claims if c.verdict in MARKED or c.verdict == "uncited"]
     lead = report.lead
     sections = [s.model_copy() for s in report.sections]
@@ -198,11 +228,29 @@ def marked(report: Report, ledger: ClaimLedger) -> Report:
     status = report.status
     if status and checked:
         status += f" · {supported} of {checked} claims supported by their sources"
+        if totals.confidence is not None:
+            status += f" · claim confidence {totals.confidence:.2f}"
+    cited = list(report.sources)
+    numbers = {c.ref: n for n, c in enumerate(cited, start=1)}
+    for found in ledger.contradictions:
+        for ref in found.refs:
+            if ref not in numbers and sources and ref in sources:
+                cited.append(sources[ref])
+                numbers[ref] = len(cited)
+    conflicts = contradictions_markdown(ledger.contradictions, numbers.get)
+    if conflicts and lead.strip():
+        count = len(ledger.contradictions)
+        lead += (
+            f"\n\n_The sources disagree on {count} point{'s' if count != 1 else ''}: see "
+            f"[{CONTRADICTIONS}](#{anchor(CONTRADICTIONS)})._"
+        )
     return report.model_copy(
         update={
             "status": status,
             "lead": lead,
             "sections": sections,
+            "sources": cited,
+            "contradictions": conflicts,
             "citation_check": "",
             "claim_check": claim_check_text(report, ledger),
         }
@@ -265,9 +313,20 @@ def _summary(totals: ClaimTotals, ledger: ClaimLedger) -> str:
         f"{'the text verifier' if name == 'text' else md.text(name)} ({n})"
         for name, n in sorted(ledger.deciders.items())
     )
+    confidence = ""
+    if totals.confidence is not None:
+        per_section = ", ".join(
+            f"{md.text(title)} {value:.2f}"
+            for title, (verdicts, corroborations) in ledger.by_section().items()
+            if (value := section_confidence(verdicts, corroborations)) is not None
+        )
+        confidence = (
+            f" Confidence from the claims' verdicts and corroboration: {totals.confidence:.2f}"
+            f" (by section: {per_section})."
+        )
     return (
         f"{totals.claims} claims in the body, each checked against the text of the sources it "
-        f"cites: {counts}." + (f" Decided by {who}." if who else "")
+        f"cites: {counts}." + (f" Decided by {who}." if who else "") + confidence
     )
 
 

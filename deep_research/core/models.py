@@ -374,6 +374,14 @@ class ClaimTotals(BaseModel):
     unchecked: int = Field(
         default=0, description="Claims the time limit left unchecked: a resume checks them."
     )
+    contradictions: int = Field(
+        default=0, description="Pairs of findings in the evidence that conflict."
+    )
+    confidence: float | None = Field(
+        default=None,
+        description="Derived from the claims' verdicts and corroboration (0-1; None: nothing "
+        "was checked), beside the judge's.",
+    )
     checked_at: datetime | None = None
 
 

@@ -69,6 +69,8 @@ class Report(BaseModel):
     limitations: list[str] = Field(default_factory=list)
     citation_check: str = ""
     """The lexical check of the citations (``core.citations.check``): until claims are checked."""
+    contradictions: str = ""
+    """The body of the "Contradictions" section: findings whose sources conflict."""
     claim_check: str = ""
     """The "Claim check" section (``core.ledger.marked``), once the claims are checked."""
     removed_markers: int = 0
@@ -96,7 +98,8 @@ class Report(BaseModel):
         if len(self.sections) >= TOC_SECTIONS:
             head.append(_contents(self))
         tail = [_limitations_text(self.limitations), self.citation_check, self.claim_check]
-        return "\n\n".join(p for p in [*head, *_body_parts(self), *tail] if p)
+        conflicts = f"## {CONTRADICTIONS}\n\n{self.contradictions}" if self.contradictions else ""
+        return "\n\n".join(p for p in [*head, *_body_parts(self), conflicts, *tail] if p)
 
     def after_sources(self) -> str:
         notes = "\n\n".join(
@@ -107,6 +110,7 @@ class Report(BaseModel):
         return "\n\n".join(p for p in parts if p)
 
 
+CONTRADICTIONS = "Contradictions"
 TOC_SECTIONS = 4
 """A report with this many sections or more opens with a table of contents."""
 ANSWER = "Answer"

@@ -441,3 +441,34 @@ async def test_conflicting_findings_get_a_contradictions_section_the_lead_points
     assert "main span of 1,410 metres. [1]" in out.contradictions
     assert "main span of 1,280 metres. [2]" in out.contradictions
     assert "see [Contradictions](#contradictions)" in out.lead
+
+
+# --- what a source does not state -----------------------------------------------------------
+
+
+def test_a_name_or_a_clause_the_source_never_states_is_found() -> None:
+    from deep_research.adapters.claim_check import unstated
+
+    source = "The Tanmirsun cache keeps each entry for 1,353 seconds after its last read."
+    assert unstated("The Tanmirsun cache keeps each entry for 1,353 seconds [1].", source) == []
+    assert unstated("The Pelkazer cache keeps each entry for 1,353 seconds.", source) == [
+        "name “Pelkazer”"
+    ]
+    short = "The Tanmirsun cache keeps entries 1,353 seconds, which halved memory use."
+    assert unstated(short, source) == []  # three words in a row: not yet a clause
+    added = (
+        "The Tanmirsun cache keeps entries 1,353 seconds, which halved memory use reported by "
+        "large customers."
+    )
+    assert unstated(added, source) == ["clause “halved memory use reported large customers”"]
+    # a claim in title case names nothing: its capitals are style
+    assert unstated("How The Tanmirsun Cache Keeps Each Entry For 1,353 Seconds", source) == []
+
+
+async def test_a_supported_claim_with_an_unstated_name_is_partial(tmp_path: Path) -> None:
+    swapped = "The key parameter was added to Pelkazer in Python 3.10 [1]."
+    out = await ClaimChecker().check(job(report_of(swapped, KB_BISECT), Store(tmp_path, [])))
+    ledger = SessionClaims(tmp_path).load()
+    assert ledger is not None
+    assert ledger.claims[0].verdict in ("partial", "unsupported")
+    assert "[⚠ C1" in out.sections[0].body

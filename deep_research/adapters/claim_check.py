@@ -24,15 +24,22 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from deep_research.adapters.branches.protocols import Page, Reader
 from deep_research.adapters.claims import SupportJudge, ToJudge, settle
 from deep_research.adapters.contradictions import contradictions
 from deep_research.adapters.corroboration import source_key
-from deep_research.adapters.verifier import SupportVerdict, verify
+from deep_research.adapters.verifier import (
+    SupportVerdict,
+    claim_words,
+    content_tokens,
+    strip_markers,
+    verify,
+)
 from deep_research.core.corroboration import Corroboration
 from deep_research.core.ledger import (
     RANK,
@@ -222,11 +229,15 @@ class _Check:
             self.timed_out += 1
             return base.model_copy(update={"note": TIME_LIMIT}), None
         verdict = await self.verify(draft.text, own) if own else None
+        if verdict is not None and verdict.support == "supported":
+            verdict = _all_stated(draft.text, own, verdict)
         note = ""
         if (verdict is None or verdict.support != "supported") and citation.kind == "web":
             page_text, note = await self.page(citation)
             if page_text:
-                on_page = await self.verify(draft.text, page_text)
+                on_page = _all_stated(
+                    draft.text, page_text, await self.verify(draft.text, page_text)
+                )
                 if verdict is None or RANK[on_page.support] > RANK[verdict.support]:
                     verdict, note = on_page, ""
         if verdict is None and said:
@@ -277,6 +288,58 @@ class _Check:
         for pending, verdict in zip(self.pending, settled.verdicts, strict=True):
             row = sources[pending.claim]
             row[pending.source] = _as_check(row[pending.source], verdict)
+
+
+_WORD = re.compile(r"[A-Za-z][\w'’-]*")
+UNSTATED_RUN = 5
+"""Content words in a row, none of them in the source: a clause the source does not state."""
+PREFIX = 5
+"""Letters two words share to count as one (the stemmer misses "America" / "American")."""
+TITLE_CASE = 0.3
+"""A claim with this share of capitalized words is in title case: no word of it is a name."""
+
+
+def unstated(claim: str, source: str) -> list[str]:
+    """What a claim says that its source nowhere does: a name (a capitalized word past the
+    first, in a claim not in title case) the source never uses, and ``UNSTATED_RUN`` content
+    words in a row none of which it uses (an added clause). The verifier weighs how much of
+    a claim the source covers; these are what a swapped entity and an added clause leave
+    uncovered. Measured on AttributionBench dev: of the rows the verifier supports, 27 of
+    455 labelled supported and 24 of 140 labelled unsupported have such a gap."""
+    held = claim_words(source)
+    held_prefixes = {stem[:PREFIX] for stem in held}
+    spelled = {word.lower()[:PREFIX] for word in _WORD.findall(source)}
+    bare = strip_markers(claim)
+    words = _WORD.findall(bare)
+    out: list[str] = []
+    capitalized = [w for w in words if w[:1].isupper()]
+    if words and len(capitalized) / len(words) < TITLE_CASE:
+        missing = [
+            w
+            for w in words[1:]
+            if w[:1].isupper() and w.isalpha() and len(w) > 2 and w.lower()[:PREFIX] not in spelled
+        ]
+        out += [f"name “{name}”" for name in dict.fromkeys(missing)]
+    run: list[str] = []
+    longest: list[str] = []
+    for stem, raw in content_tokens(bare):
+        absent = stem not in held and stem[:PREFIX] not in held_prefixes
+        run = [*run, raw] if absent else []
+        longest = run if len(run) > len(longest) else longest
+    if len(longest) >= UNSTATED_RUN:
+        out.append(f"clause “{' '.join(longest)}”")
+    return out
+
+
+def _all_stated(claim: str, source: str, verdict: SupportVerdict) -> SupportVerdict:
+    """A supported verdict stays supported only when the source states all of the claim;
+    else it is ``partial``, with what the source does not state as its conflicts."""
+    if verdict.support != "supported":
+        return verdict
+    missing = unstated(claim, source)
+    if not missing:
+        return verdict
+    return replace(verdict, support="partial", conflicts=(*verdict.conflicts, *missing))
 
 
 def _as_check(base: SourceCheck, verdict: SupportVerdict) -> SourceCheck:

@@ -170,6 +170,12 @@ def claim_words(text: str) -> set[str]:
     return set(words.content(words.tokens(text)))
 
 
+def content_tokens(text: str) -> list[tuple[str, str]]:
+    """``claim_words``, in order, each with the word as written: (stem, word)."""
+    words = _Words()
+    return [(stem, raw) for stem, raw in words.tokens(text) if words.content([(stem, raw)])]
+
+
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """The source's sentences (and lines) as (start, end) slices, blank ones left out."""
     spans: list[tuple[int, int]] = []

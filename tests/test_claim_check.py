@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from deep_research.adapters.branches.protocols import Page
-from deep_research.adapters.claim_check import SAID_CONTRADICTS, ClaimChecker
+from deep_research.adapters.claim_check import CLAIMS_AT_ONCE, SAID_CONTRADICTS, ClaimChecker
 from deep_research.adapters.claims import JudgeVerdict, ToJudge
 from deep_research.adapters.web.reader import PageSkipped
 from deep_research.core.ledger import TIME_LIMIT, ClaimLedger, claims_of
@@ -472,3 +472,30 @@ async def test_a_supported_claim_with_an_unstated_name_is_partial(tmp_path: Path
     assert ledger is not None
     assert ledger.claims[0].verdict in ("partial", "unsupported")
     assert "[⚠ C1" in out.sections[0].body
+
+
+class SlowPages(Pages):
+    async def read(self, url: str) -> Page:
+        await asyncio.sleep(0.5)
+        return await super().read(url)
+
+
+async def test_claims_that_start_after_the_deadline_are_left_for_a_later_check(
+    tmp_path: Path,
+) -> None:
+    jobs = [
+        Citation(ref=f"S{i}", kind="web", url=f"https://raft.example/{i}", claim=RAFT)
+        for i in range(1, 17)
+    ]
+    pages = SlowPages({c.url or "": RAFT for c in jobs})
+    body = " ".join(f"Raft elects a leader by majority vote [{i}]." for i in range(1, 17))
+    report = report_of(body, *jobs)
+    checking = job(report, Store(tmp_path, []), deadline_in=0.2)
+    await ClaimChecker(reader=pages).check(checking)
+    ledger = SessionClaims(tmp_path).load()
+    assert ledger is not None
+    notes = [c.sources[0].note for c in ledger.claims]
+    checked = notes.count("")
+    assert checked >= CLAIMS_AT_ONCE  # those started at once were checked
+    assert notes.count(TIME_LIMIT) == len(notes) - checked > 0
+    assert len(pages.reads) == checked

@@ -58,6 +58,8 @@ from deep_research.core.ports import CheckJob, Meter
 from deep_research.core.report import Report
 from deep_research.kb.embeddings import NamedEmbeddings
 
+CLAIMS_AT_ONCE = 8
+"""Sources checked at once (the verifier's threads, the page reads under ``fetch_workers``)."""
 JudgeFactory = Callable[[Meter], SupportJudge]
 """The judge model, billed to a run's meter."""
 SAID_CONTRADICTS = (
@@ -149,6 +151,8 @@ class _Check:
         self.held = held
         self.cache = cache
         self.fetching = asyncio.Semaphore(checker.fetch_workers)
+        self.checking = asyncio.Semaphore(CLAIMS_AT_ONCE)
+        """Claims in check at once: one that starts after the deadline is not checked."""
         self.notes: list[str] = []
         self.pending: list[_Pending] = []
         self.unread = 0
@@ -202,7 +206,8 @@ class _Check:
             return []
         out: list[SourceCheck] = []
         for number in draft.refs:
-            found, verdict = await self.source(draft, number)
+            async with self.checking:
+                found, verdict = await self.source(draft, number)
             if verdict is not None and verdict.uncertain:
                 self.pending.append(_Pending(index, len(out), verdict))
             out.append(found)

@@ -55,6 +55,7 @@ from deep_research.core.models import (  # noqa: E402
 )
 from deep_research.core.ports import CheckJob  # noqa: E402
 from deep_research.core.report import Report, ReportSection  # noqa: E402
+from tests.fakes import RecordingMeter  # noqa: E402
 
 KINDS = ("number", "negation", "entity", "moved_citation", "added_clause")
 FABRICATED = 0.15
@@ -240,23 +241,6 @@ def report_of(facts: list[Fact], pages: Pages, per_section: int) -> Report:
     return Report(title="bench", status="", sections=sections, sources=sources)
 
 
-class NoMeter:
-    def record(self, *args: object, **kwargs: object) -> None:
-        pass
-
-    def remaining_usd(self) -> float:
-        return 0.0
-
-    def remaining_tokens(self) -> int:
-        return 0
-
-    async def reserve(self, amount_usd: float, tokens: int = 0) -> bool:
-        return False
-
-    def release(self, amount_usd: float, tokens: int = 0) -> None:
-        pass
-
-
 class Ledger:
     """A ``ClaimStore`` that keeps the ledger in memory (no cache between timed checks)."""
 
@@ -283,7 +267,7 @@ async def check(report: Report, reader: PageReader) -> tuple[ClaimLedger, float]
     job = CheckJob(
         state=SessionState(session_id="bench", question="bench"),
         report=report,
-        meter=NoMeter(),
+        meter=RecordingMeter(budget=0.0),  # no judge: the text verifier decides
         save=save,
         deadline=loop.time() + 3600,
         money=0.0,

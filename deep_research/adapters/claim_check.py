@@ -234,15 +234,11 @@ class _Check:
             self.timed_out += 1
             return base.model_copy(update={"note": TIME_LIMIT}), None
         verdict = await self.verify(draft.text, own) if own else None
-        if verdict is not None and verdict.support == "supported":
-            verdict = _all_stated(draft.text, own, verdict)
         note = ""
         if (verdict is None or verdict.support != "supported") and citation.kind == "web":
             page_text, note = await self.page(citation)
             if page_text:
-                on_page = _all_stated(
-                    draft.text, page_text, await self.verify(draft.text, page_text)
-                )
+                on_page = await self.verify(draft.text, page_text)
                 if verdict is None or RANK[on_page.support] > RANK[verdict.support]:
                     verdict, note = on_page, ""
         if verdict is None and said:
@@ -272,7 +268,14 @@ class _Check:
         return page.text, ""
 
     async def verify(self, claim: str, text: str) -> SupportVerdict:
-        return await asyncio.to_thread(verify, claim, text, embedder=self.checker.embedder)
+        """The verifier's verdict, made partial when the text leaves part of the claim
+        unstated (``_all_stated``): both in a worker thread, off the event loop."""
+
+        def verified() -> SupportVerdict:
+            found = verify(claim, text, embedder=self.checker.embedder)
+            return _all_stated(claim, text, found)
+
+        return await asyncio.to_thread(verified)
 
     async def settle(self, drafts: Sequence[Draft], sources: list[list[SourceCheck]]) -> None:
         """Hand the uncertain verdicts to the judge, as far as the money goes."""

@@ -60,10 +60,11 @@ from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.passages import split_passages
 from deep_research.adapters.web.reader import PageReader, ReaderSettings
 from deep_research.adapters.web.search import default_rate_limits, make_provider, normalize
+from deep_research.core.engine import Engine, RunConfig
 from deep_research.core.errors import KnowledgeBaseError
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import Limits, Plan, SessionState
-from deep_research.core.orchestrator import Engine, ResearchOrchestrator, RunConfig
+from deep_research.core.orchestrator import ResearchOrchestrator
 from deep_research.core.writing import SectionedWriter
 from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.rank import rank

@@ -41,6 +41,7 @@ from deep_research.app import engines, presets, sources
 from deep_research.app.clients import http_client
 from deep_research.app.config import Settings
 from deep_research.app.sources import BUILTIN_TITLES, SourceKind
+from deep_research.core.engine import Engine, RunConfig
 from deep_research.core.errors import ConfigError, KBMissing, KnowledgeBaseError, UsageError
 from deep_research.core.guard import BudgetGuard, call_cost_estimate
 from deep_research.core.models import (
@@ -53,7 +54,6 @@ from deep_research.core.models import (
     SourcePolicy,
     WebEngine,
 )
-from deep_research.core.orchestrator import Engine, RunConfig
 from deep_research.core.ports import BUILTIN_SOURCES, BranchExecutor, JobControl
 from deep_research.core.writing import SectionedWriter, WriteCosts, WritingLimits
 from deep_research.kb.catalog import open_kb

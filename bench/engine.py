@@ -41,7 +41,8 @@ from deep_research.core.models import Citation, Limits, Plan, PlannedTask, Sessi
 from deep_research.core.orchestrator import ResearchOrchestrator
 from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook
 from deep_research.core.writing import SectionedWriter
-from deep_research.persistence.sessions import Checkpointer, SessionStore
+from deep_research.persistence.checkpoints import Checkpointer
+from deep_research.persistence.sessions import SessionStore
 from tests.fakes import (
     FakeAuthor,
     FakeJudge,

@@ -69,7 +69,8 @@ from deep_research.core.writing import SectionedWriter
 from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.rank import rank
 from deep_research.kb.static_embeddings import StaticEmbeddings
-from deep_research.persistence.sessions import Checkpointer, SessionStore
+from deep_research.persistence.checkpoints import Checkpointer
+from deep_research.persistence.sessions import SessionStore
 from tests.fake_search import Doc, FakeSearch
 from tests.fake_web import FIXTURES, FakeWeb
 from tests.fakes import FakePlanner, task

@@ -57,7 +57,8 @@ from deep_research.core.ports import BUILTIN_SOURCES, BranchExecutor, JobControl
 from deep_research.core.writing import SectionedWriter, WriteCosts, WritingLimits
 from deep_research.kb.store import KBStore
 from deep_research.persistence.cache import ResultCache
-from deep_research.persistence.sessions import Checkpointer, SessionStore
+from deep_research.persistence.checkpoints import Checkpointer
+from deep_research.persistence.sessions import SessionStore
 
 log = logging.getLogger(__name__)
 

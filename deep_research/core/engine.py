@@ -55,7 +55,7 @@ class Engine:
 
 
 class SessionSaver(Protocol):
-    """What the orchestrator needs from a session store (``sessions.Checkpointer`` fits)."""
+    """What the orchestrator needs from a session store (``checkpoints.Checkpointer`` fits)."""
 
     async def save(self, state: SessionState) -> None: ...
 

@@ -35,12 +35,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from deep_research.adapters.prices import PriceTable
+from deep_research.core.engine import Engine, RunConfig, SessionSaver
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import Citation, Limits, Plan, PlannedTask, SessionState
-from deep_research.core.orchestrator import Engine, ResearchOrchestrator, RunConfig, SessionSaver
+from deep_research.core.orchestrator import ResearchOrchestrator
 from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook
 from deep_research.core.writing import SectionedWriter
-from deep_research.persistence.sessions import Checkpointer, SessionStore
+from deep_research.persistence.checkpoints import Checkpointer
+from deep_research.persistence.sessions import SessionStore
 from tests.fakes import (
     FakeAuthor,
     FakeJudge,

@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from deep_research.adapters import verifier  # noqa: E402
+from deep_research.adapters import verifier, verifier_model  # noqa: E402
 
 DOCS_DETAIL = ROOT / "bench" / "data" / "docs_detail.jsonl"
 SMOKE_ROWS = 40
@@ -60,9 +60,9 @@ def read_rows(path: Path, limit: int | None) -> list[dict[str, Any]]:
 
 
 def run(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[float]]:
-    embedder = verifier.shipped_embedder()
+    embedder = verifier_model.shipped_embedder()
     embedder.embed_query("load the model before the clock starts")
-    verifier.model()
+    verifier_model.model()
     predictions, seconds = [], []
     for row in rows:
         started = time.perf_counter()

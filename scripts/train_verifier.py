@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from deep_research.adapters import verifier  # noqa: E402
+from deep_research.adapters import verifier, verifier_model  # noqa: E402
 
 OUT = ROOT / "deep_research" / "adapters" / "verifier_weights.json"
 # +1: more of it means support; -1: less; 0: no constraint.
@@ -78,7 +78,7 @@ def featurize(
 ) -> tuple[np.ndarray, np.ndarray, list[bool], list[bool]]:
     """Features (``names``, in order) with the question and without it, whether each row
     has a conflict, and whether its claim is quoted (without a conflict)."""
-    embedder = verifier.shipped_embedder()
+    embedder = verifier_model.shipped_embedder()
     with_q, without_q, conflicts, quoted = [], [], [], []
     for row in rows:
         claim = verifier.strip_markers(row["claim"])

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import train_verifier as tv  # noqa: E402
 
-from deep_research.adapters import verifier  # noqa: E402
+from deep_research.adapters import verifier, verifier_model  # noqa: E402
 
 THRESHOLDS = np.round(np.linspace(0.3, 0.7, 41), 3)
 CACHE_DIR = Path("/tmp")
@@ -71,7 +71,7 @@ def load(path: Path) -> Data:
     cache = CACHE_DIR / f"verifier_features_{key}.npz"
     if not cache.exists():
         started = time.perf_counter()
-        probe = verifier.read("a claim", "a source.", "", verifier.shipped_embedder())
+        probe = verifier.read("a claim", "a source.", "", verifier_model.shipped_embedder())
         names = list(probe.features)
         x_q, x_bare, conflicts, quoted = tv.featurize(rows, names)
         np.savez(

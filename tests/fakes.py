@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from deep_research.adapters.prices import PriceTable
+from deep_research.core.engine import Engine, RunConfig
 from deep_research.core.errors import BranchError, ProviderError
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import (
@@ -28,7 +29,7 @@ from deep_research.core.models import (
     Verdict,
     Writing,
 )
-from deep_research.core.orchestrator import Engine, ResearchOrchestrator, RunConfig
+from deep_research.core.orchestrator import ResearchOrchestrator
 from deep_research.core.ports import (
     BranchResult,
     BranchTask,

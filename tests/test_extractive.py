@@ -20,10 +20,11 @@ from deep_research.adapters.extractive.roles import (
 from deep_research.adapters.extractive.text import facets
 from deep_research.adapters.prices import PriceTable
 from deep_research.app.wiring import extractive_engine
+from deep_research.core.engine import RunConfig
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.memory import estimate_tokens
 from deep_research.core.models import Role, SectionPlan, SessionState, Usage
-from deep_research.core.orchestrator import ResearchOrchestrator, RunConfig
+from deep_research.core.orchestrator import ResearchOrchestrator
 from deep_research.core.ports import JudgeRequest, NodeDigest, PlanRequest
 from deep_research.core.report import build_report
 from deep_research.core.writing import LeadRequest, SectionRequest

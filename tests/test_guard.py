@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from deep_research.adapters.prices import Price, PriceTable
+from deep_research.core.engine import RunConfig
 from deep_research.core.guard import BudgetGuard, call_cost_estimate
 from deep_research.core.models import Limits, ResearchNode, SessionState, Usage
-from deep_research.core.orchestrator import RunConfig
 from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook
 from tests.fakes import FakeJudge, FakePlanner, Rig, new_state, plan, task, verdict
 

@@ -11,10 +11,11 @@ from deep_research.adapters.branches.kb import FALLBACK_NOTE, KBExecutor, citati
 from deep_research.adapters.branches.protocols import Passage
 from deep_research.adapters.prices import PriceTable
 from deep_research.app.wiring import extractive_engine
+from deep_research.core.engine import RunConfig
 from deep_research.core.errors import BranchError, KnowledgeBaseError
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import BranchNotes, SessionState
-from deep_research.core.orchestrator import ResearchOrchestrator, RunConfig
+from deep_research.core.orchestrator import ResearchOrchestrator
 from deep_research.core.ports import BranchTask, Finding, Meter
 from tests.fakes import RecordingMeter
 

@@ -17,8 +17,7 @@ from deep_research.app.config import Settings
 from deep_research.app.verify import kb_fetch
 from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.frontends.kb_cli import kb_app
-from deep_research.kb import catalog
-from deep_research.kb import ingest as ingest_module
+from deep_research.kb import catalog, walk
 from deep_research.kb.catalog import open_kb
 from deep_research.kb.embeddings import NamedEmbeddings
 from deep_research.kb.hash_embeddings import HashEmbeddings
@@ -257,7 +256,7 @@ def test_a_file_name_with_a_newline_indexed_before_is_dropped(
 ) -> None:
     (docs / "new\nline.md").write_text("# NL\n\nNewline.\n", encoding="utf-8")
     with monkeypatch.context() as earlier:  # an earlier version read any name
-        earlier.setattr(ingest_module, "name_problem", lambda name: None)
+        earlier.setattr(walk, "name_problem", lambda name: None)
         assert ingest(store, docs).added == ["a.md", "new\nline.md", "sub/b.md"]
     report = ingest(store, docs)
     assert report.removed == ["new\nline.md"]

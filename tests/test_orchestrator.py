@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
+from deep_research.core.engine import RunConfig
 from deep_research.core.errors import (
     BudgetExhausted,
     JobCancelled,
@@ -16,7 +17,6 @@ from deep_research.core.errors import (
 )
 from deep_research.core.memory import estimate_tokens
 from deep_research.core.models import SessionState, Usage
-from deep_research.core.orchestrator import RunConfig
 from deep_research.core.ports import CancelOutcome, CheckJob, JobEvent, Meter, WriteJob
 from deep_research.core.report import Report, build_report
 from tests.fakes import (

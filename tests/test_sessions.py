@@ -26,9 +26,9 @@ from deep_research.core.models import (
     Usage,
 )
 from deep_research.persistence import sessions
+from deep_research.persistence.checkpoints import Checkpointer
 from deep_research.persistence.sessions import (
     SCHEMA_VERSION,
-    Checkpointer,
     SessionStore,
     new_session_id,
 )

@@ -26,12 +26,11 @@ from deep_research.adapters.verifier import (
     TEXT_VERIFIER,
     WINDOW_WORDS,
     SupportVerdict,
-    model,
     read,
-    shipped_embedder,
     strip_markers,
     verify,
 )
+from deep_research.adapters.verifier_model import model, shipped_embedder
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTS = {"supported", "partial", "unsupported", "contradicted", "unverifiable"}

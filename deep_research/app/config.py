@@ -22,10 +22,9 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import (
-    AfterValidator,
     AliasChoices,
     Field,
     SecretStr,
@@ -39,6 +38,13 @@ from deep_research.app.home import ENV_FILE, default_home, home_from, read_doten
 from deep_research.app.home import data_home as data_home  # crash logs', from here before
 from deep_research.app.home import unreadable_dotenv as unreadable_dotenv  # and __main__'s
 from deep_research.app.presets import DEFAULT_PRESET, Preset
+from deep_research.app.setting_types import (
+    ParallelBranches,
+    ReasoningEffort,
+    WebEngineChoice,
+    kb_name,
+    model_name,
+)
 from deep_research.core.errors import ConfigError, UsageError
 from deep_research.core.models import (
     MAX_COST_USD,
@@ -51,48 +57,9 @@ from deep_research.core.models import (
 )
 from deep_research.kb.settings import EmbeddingProvider, KBSettings
 
-ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
-
-
-def known_engine(value: str) -> str:
-    """``auto`` or a registered web engine (``app/engines.py``, loaded only when one is
-    named: the settings stay cheap to load)."""
-    if value == "auto":
-        return value
-    from deep_research.app.engines import ENGINES
-
-    if value not in ENGINES:
-        raise ValueError(f"should be one of auto, {', '.join(ENGINES)}")
-    return value
-
-
-WebEngineChoice = Annotated[str, AfterValidator(known_engine)]
-ParallelBranches = Annotated[int, Field(ge=1, le=64)]
 MIN_TOKEN_CHARS = 32
 """An API token shorter than this is refused: it guards the user's money."""
 ENV_PREFIX = "DEEP_RESEARCH_"
-MAX_MODEL_NAME = 200
-
-KB_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
-_KB_NAME = re.compile(KB_NAME_PATTERN)
-
-
-def model_name(value: str) -> str:
-    """``value``, if it can name a model (a setting's, a run option's); else ValueError."""
-    if not value.strip():
-        raise ValueError("must name a model")
-    if len(value) > MAX_MODEL_NAME or any(c.isspace() or not c.isprintable() for c in value):
-        raise ValueError(f"is not a model name (no spaces, at most {MAX_MODEL_NAME} characters)")
-    return value
-
-
-def kb_name(value: str) -> str:
-    """``value``, if it can name a knowledge base; else ValueError."""
-    if not _KB_NAME.fullmatch(value):
-        raise ValueError(
-            "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
-        )
-    return value
 
 
 class Settings(BaseSettings):

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from deep_research.adapters.web.openai_jobs import JobSpec
     from deep_research.app.preflight import Estimate
     from deep_research.app.wiring import Built
-    from deep_research.core.orchestrator import Listener
+    from deep_research.core.engine import Listener
     from deep_research.core.ports import CancelOutcome, JobEvent
     from deep_research.persistence.events import EventLog
 

@@ -20,7 +20,8 @@ from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from deep_research.app.config import (
+from deep_research.app.presets import Preset
+from deep_research.app.setting_types import (
     KB_NAME_PATTERN,
     MAX_MODEL_NAME,
     ParallelBranches,
@@ -29,7 +30,6 @@ from deep_research.app.config import (
     kb_name,
     model_name,
 )
-from deep_research.app.presets import Preset
 from deep_research.core.errors import UsageError
 from deep_research.core.models import (
     CostUSD,

@@ -316,7 +316,7 @@ def warm_up(runs: RunManager) -> None:
     machine, 12 s measured on a loaded one), the TLS context, the price data of the
     configured models and, with a knowledge base and a local embedding model, that model. A
     setting that stops it is the first run's to meet and report."""
-    from deep_research.app import clients, wiring
+    from deep_research.app import clients, run_kb
 
     settings = runs.settings
     try:
@@ -332,7 +332,7 @@ def warm_up(runs: RunManager) -> None:
             importlib.import_module(module)
         if prepared.policy == "web_only":
             return
-        kb = wiring.open_default_kb(settings)
+        kb = run_kb.open_default_kb(settings)
         if kb is not None and settings.embedding_provider != "openai":  # no call, no cost
             kb.embeddings.embed_query("What does a run need?")
     except (DeepResearchError, OSError) as exc:

@@ -7,7 +7,6 @@ executor, the knowledge base, or the extractive (no model) stand-ins.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import logging
@@ -19,7 +18,6 @@ import openai
 from langchain_openai import ChatOpenAI
 
 from deep_research.adapters.branches.kb import KBExecutor
-from deep_research.adapters.branches.protocols import Evidence
 from deep_research.adapters.branches.router import Route, RoutingExecutor, Unavailable
 from deep_research.adapters.claim_check import ClaimChecker
 from deep_research.adapters.extractive.roles import (
@@ -37,12 +35,14 @@ from deep_research.adapters.llm.planning import LLMPlanner
 from deep_research.adapters.llm.summary import LLMSummarizer
 from deep_research.adapters.llm.writing import LLMAuthor
 from deep_research.adapters.prices import Price, PriceTable
-from deep_research.adapters.web.openai_jobs import JobSpec, KbTool
+from deep_research.adapters.web.openai_jobs import JobSpec
 from deep_research.app import checking, engines, presets, sources
 from deep_research.app.clients import http_client
 from deep_research.app.config import Settings
+from deep_research.app.run_kb import StoreRetriever, kb_tool, knowledge_base
 from deep_research.app.sources import BUILTIN_TITLES, SourceKind
-from deep_research.core.errors import ConfigError, KBMissing, KnowledgeBaseError, UsageError
+from deep_research.core.engine import Engine, RunConfig
+from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
 from deep_research.core.guard import BudgetGuard, call_cost_estimate
 from deep_research.core.models import (
     MIXED,
@@ -54,14 +54,12 @@ from deep_research.core.models import (
     SourcePolicy,
     WebEngine,
 )
-from deep_research.core.orchestrator import Engine, RunConfig
 from deep_research.core.ports import BUILTIN_SOURCES, BranchExecutor, JobControl, ReportChecker
 from deep_research.core.writing import SectionedWriter, WriteCosts, WritingLimits
-from deep_research.kb.catalog import open_kb
-from deep_research.kb.search import search
 from deep_research.kb.store import KBStore
 from deep_research.persistence.cache import ResultCache
-from deep_research.persistence.sessions import Checkpointer, SessionStore
+from deep_research.persistence.checkpoints import Checkpointer
+from deep_research.persistence.sessions import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -89,28 +87,6 @@ class Built:
     def checkpointer(store: SessionStore) -> Checkpointer:
         """Saves the session after every step, off the event loop."""
         return Checkpointer(store)
-
-
-@dataclass(frozen=True)
-class StoreRetriever:
-    """The KB as a ``Retriever``: hybrid search, off the event loop (Chroma is synchronous).
-
-    Whatever the store raises (a restarted server, an unreadable file) is a
-    ``KnowledgeBaseError`` here, so it fails the branch that searched and not the run; its
-    traceback goes to the log."""
-
-    store: KBStore
-
-    async def retrieve(self, query: str, k: int) -> Sequence[Evidence]:
-        try:
-            return await asyncio.to_thread(search, self.store, query, k)
-        except KnowledgeBaseError:
-            raise
-        except Exception as exc:
-            log.warning("knowledge-base search failed", exc_info=True)
-            raise KnowledgeBaseError(
-                f"searching the knowledge base failed: {type(exc).__name__}: {exc}"
-            ) from exc
 
 
 def run_config(
@@ -159,14 +135,6 @@ def chat_model(
         http_async_client=http,
     )
     return ChatModel(chat, model, role, settings.structured_output_retries)
-
-
-def open_default_kb(settings: Settings) -> KBStore | None:
-    """The configured KB; None when there is none. Any other failure is raised as it is."""
-    try:
-        return open_kb(settings.kb)
-    except KBMissing:
-        return None
 
 
 def web_engine(settings: Settings, policy: SourcePolicy) -> WebEngine | None:
@@ -344,35 +312,6 @@ def build_run(
     return build(settings, policy, kb, extractive=extractive, spec=spec, engine=engine)
 
 
-def knowledge_base(
-    settings: Settings, policy: SourcePolicy, *, extractive: bool, on_info: Callable[[str], None]
-) -> KBStore | None:
-    """The KB for this run; extractive with no KB yet: ingest ``kb/`` first and say so."""
-    if policy == "web_only":
-        return None
-    kb = open_default_kb(settings)
-    if kb is not None or not extractive:
-        return kb
-    root = settings.kb_path
-    if not root.is_dir():
-        return None
-    from deep_research.kb.ingest import IngestProgress, ingest
-
-    on_info(f"knowledge base {settings.kb_name!r} is empty: ingesting {root}/ first")
-    store = open_kb(settings.kb, create=True)
-    told = [0]
-
-    def progress(state: IngestProgress) -> None:
-        # A line at each quarter of the chunks: the first run is not silent for a minute.
-        if state.chunks_total and state.chunks_done * 4 >= (told[0] + 1) * state.chunks_total:
-            told[0] = state.chunks_done * 4 // state.chunks_total
-            on_info(f"embedded {state.chunks_done}/{state.chunks_total} chunks")
-
-    summary = ingest(store, root, progress=progress)
-    on_info(f"ingested {summary.chunks} chunks from {root}/ in {summary.seconds:.1f}s")
-    return store
-
-
 _ADD_KB = "add one with `deep-research kb ingest DIR`"
 
 
@@ -478,19 +417,6 @@ def build(
         ),
     )
     return Built(engine_, config, guard, notices, resources)
-
-
-def kb_tool(settings: Settings) -> KbTool | None:
-    """The knowledge base as an MCP tool of every research job, when its public URL is set;
-    never without a token (the URL is reachable from the internet)."""
-    if settings.kb_mcp_url is None:
-        return None
-    if settings.token() is None or settings.api_token is None:
-        raise ConfigError(
-            "DEEP_RESEARCH_KB_MCP_URL exposes your knowledge base: set DEEP_RESEARCH_API_TOKEN "
-            "too (the MCP server asks every request for it)"
-        )
-    return KbTool(settings.kb_mcp_url, settings.api_token)
 
 
 def extractive_engine(

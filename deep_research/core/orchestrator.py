@@ -23,12 +23,9 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeAlias
 
-from deep_research.core import context, evidence
-from deep_research.core.citations import register
+from deep_research.core import context
+from deep_research.core.engine import Engine, Listener, RunConfig, SessionSaver
 from deep_research.core.errors import (
     BranchError,
     BudgetExhausted,
@@ -36,98 +33,31 @@ from deep_research.core.errors import (
     ProviderError,
 )
 from deep_research.core.guard import BudgetGuard
-from deep_research.core.memory import cap_tokens, estimate_tokens
+from deep_research.core.intake import take_result
+from deep_research.core.memory import cap_tokens
 from deep_research.core.models import (
     IterationRecord,
     PlannedTask,
     ResearchNode,
     SessionState,
-    SourceHint,
-    StopReason,
-    Usage,
     Verdict,
 )
 from deep_research.core.ports import (
-    BUILTIN_SOURCES,
-    BranchExecutor,
     BranchTask,
     CheckJob,
     ClaimStore,
     EvidenceSink,
-    JobControl,
-    JobEvent,
-    Judge,
     JudgeRequest,
-    NodeDigest,
-    Planner,
     PlanRequest,
-    ReportChecker,
-    ReportWriter,
-    Summarizer,
     WriteJob,
 )
-from deep_research.core.report import AssembledReport, Report
+from deep_research.core.remote_jobs import cancel_remote_jobs
+from deep_research.core.report import Report
 from deep_research.core.scheduler import run_dag
+from deep_research.core.stops import LIMIT_DETAIL, Phase, Step, Stop, limit_stop
+from deep_research.core.summary import fold_summary
 from deep_research.core.tree import PlanPolicy, ResearchTree
 from deep_research.core.writing import outline_text as writing_text
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    max_depth: int = 3
-    max_parallel: int = 4
-    max_nodes_per_plan: int = 8
-    summary_cap_tokens: int = 2000
-    allowed_sources: tuple[SourceHint, ...] = ("web", "internal", "mixed")
-    source_descriptions: Mapping[SourceHint, str] = field(
-        default_factory=lambda: dict(BUILTIN_SOURCES)
-    )
-    """What each source holds, as the planner reads it (built-ins and registered ones)."""
-    finish_grace_seconds: float = 120.0
-    write_allowance_seconds: float = 0.0
-    """Time kept for writing the report: research starts nothing once less is left."""
-
-
-@dataclass(frozen=True)
-class Engine:
-    """The ports one run talks to, built from Settings in ``wiring.py`` (or fakes in tests)."""
-
-    planner: Planner
-    executor: BranchExecutor
-    summarizer: Summarizer
-    judge: Judge
-    jobs: JobControl | None = None
-    """Cancels remote jobs left in flight by a time limit; None when there are none."""
-    writer: ReportWriter = field(default_factory=AssembledReport)
-    """Outlines what is done (the judge reads it), and writes the report after research."""
-    checkers: tuple[ReportChecker, ...] = ()
-    """The phases after the writer, in order: each checks the report and returns it."""
-
-
-class SessionSaver(Protocol):
-    """What the orchestrator needs from a session store (``sessions.Checkpointer`` fits)."""
-
-    async def save(self, state: SessionState) -> None: ...
-
-    def save_now(self, state: SessionState) -> None: ...
-
-
-Listener = Callable[[str | JobEvent], None]
-"""Receives what the run is doing: one-line messages, and each remote job's latest state."""
-
-Phase = Literal["plan", "execute", "replan", "finished"]
-
-
-@dataclass(frozen=True)
-class Stop:
-    """Why the loop ends, and the detail a reader of the report needs."""
-
-    reason: StopReason
-    detail: str
-
-
-Step: TypeAlias = Phase | Stop
-"""What a phase returns: the phase to run next, or the stop."""
 
 
 class ResearchOrchestrator:
@@ -182,8 +112,10 @@ class ResearchOrchestrator:
             self.saver.save_now(state)
             raise
         except TimeoutError:
-            stop = self._announce(Stop("time_limit", _LIMIT_DETAIL["time_limit"]))
-            await self._cancel_remote_jobs()
+            stop = self._announce(Stop("time_limit", LIMIT_DETAIL["time_limit"]))
+            await cancel_remote_jobs(
+                self.state, self.engine.jobs, self.guard, self._on_event, self._save
+            )
         except asyncio.CancelledError:
             self._drop_background()
             self._announce(Stop("interrupted", "interrupted by the user"))
@@ -233,10 +165,6 @@ class ResearchOrchestrator:
         self._on_event(f"stopping: {stop.reason} ({stop.detail})")
         return stop
 
-    def _limit_stop(self) -> Stop | None:
-        reason = self.guard.stop_reason()
-        return Stop(reason, _LIMIT_DETAIL[reason]) if reason is not None else None
-
     def _finish_deadline(self) -> float:
         """When a phase after research must end: the run's deadline; a run stopped by its
         time limit still gets part of its grace period to write and check."""
@@ -249,7 +177,7 @@ class ResearchOrchestrator:
     # --- plan ---------------------------------------------------------------
 
     async def _plan(self, gaps: Verdict | None) -> Step:
-        if (stop := self._limit_stop()) is not None:
+        if (stop := limit_stop(self.guard)) is not None:
             return stop
         state = self.state
         iteration = state.iteration + 1
@@ -313,7 +241,7 @@ class ResearchOrchestrator:
         stops: list[Stop] = []
 
         def may_start(_node: ResearchNode) -> bool:
-            if not stops and (stop := self._limit_stop()) is not None:
+            if not stops and (stop := limit_stop(self.guard)) is not None:
                 stops.append(stop)
             return not stops
 
@@ -381,15 +309,7 @@ class ResearchOrchestrator:
             self.tree.requeue(node)
             raise
         else:
-            notes, citations = register(self.state.sources, result.notes, result.citations)
-            node.notes, node.citations = notes, citations
-            node.researched_by = result.researched_by
-            node.confidence = min(1.0, max(0.0, result.confidence))
-            if self.evidence is not None:  # kept before the session counts them
-                texts = evidence.source_texts(citations, result.source_texts)
-                units = evidence.units_of(node, self.state.sources, texts)
-                await self.evidence.keep(node.id, units)
-                self.state.evidence_units += len(units)
+            await take_result(self.state, node, result, self.evidence)
             self.tree.finish(node)
             self._on_event(f"done {node.id}")
         await self._save()
@@ -415,41 +335,21 @@ class ResearchOrchestrator:
     async def _fold_summary(self) -> None:
         """Merge finished nodes' notes into the rolling summary, a bounded batch per call."""
         async with self._summary_lock:
-            state = self.state
-            while True:
-                folded = set(state.summarized)
-                todo = [
-                    n for n in state.nodes.values() if n.status == "done" and n.id not in folded
-                ]
-                if not todo or self.guard.stop_reason() in ("token_limit", "cost_limit"):
-                    return
-                cap = self.config.summary_cap_tokens
-                batch = context.take_batch(todo, cap // 2)
-                digests = [
-                    NodeDigest(n.id, n.question, cap_tokens(n.notes, cap // 2)) for n in batch
-                ]
-                try:
-                    merged = await self.engine.summarizer.merge(
-                        state.question, state.summary, digests, cap, self.guard.meter()
-                    )
-                except ProviderError as exc:
-                    # Keep going on a plain merge: losing the summary would blind the judge.
-                    # The newest findings go in whole; the old summary gives up the room.
-                    self._on_event(f"summarizer failed ({exc}); appending notes instead")
-                    new = "\n\n".join(d.notes for d in digests)
-                    room = cap - estimate_tokens(new)
-                    old = cap_tokens(state.summary, room) if room > 0 else ""
-                    merged = "\n\n".join(part for part in (old, new) if part).strip()
-                state.summary = cap_tokens(merged, cap)
-                state.summarized.extend(n.id for n in batch)
-                await self._save()
+            await fold_summary(
+                self.state,
+                self.engine.summarizer,
+                self.guard,
+                self.config.summary_cap_tokens,
+                self._save,
+                self._on_event,
+            )
 
     # --- review: draft + judge ----------------------------------------------
 
     async def _review(self) -> Step:
         """Outline the report and judge the outline: complete, or replan from its gaps."""
         state = self.state
-        if (stop := self._limit_stop()) is not None:
+        if (stop := limit_stop(self.guard)) is not None:
             return stop
         if not self.tree.with_status("done"):
             state.phase = "finished"
@@ -466,7 +366,7 @@ class ResearchOrchestrator:
             if writing is not None:
                 state.writing = writing
             await self._save()
-            if (stop := self._limit_stop()) is not None:
+            if (stop := limit_stop(self.guard)) is not None:
                 return stop
             if state.iteration >= state.limits.max_iterations:
                 # No verdict can add research now: write the sections beside the judge.
@@ -558,40 +458,3 @@ class ResearchOrchestrator:
             gaps=known_gaps,
         )
         self._writing = asyncio.create_task(self.engine.writer.write(job))
-
-    async def _cancel_remote_jobs(self) -> None:
-        """After a time limit: cancel the jobs the unwound branches left running, by their
-        saved ids. An id is forgotten only when the provider confirms; the node stays pending
-        (``resume`` researches it anew, or re-attaches where the cancel was not confirmed)."""
-        jobs = self.engine.jobs
-        owned = [
-            (node, name, jid)
-            for node in self.state.nodes.values()
-            for name, jid in node.remote_jobs.items()
-        ]
-        if jobs is None or not owned:
-            return
-        outcomes = await asyncio.gather(*(jobs.cancel(jid) for _, _, jid in owned))
-        model = self.state.run_spec.web_model or "unknown"
-        for (node, name, jid), outcome in zip(owned, outcomes, strict=True):
-            self._on_event(f"{node.id}: research job {jid} {outcome.status.replace('_', ' ')}")
-            if outcome.status != "cancelled":
-                # Unreachable: the id stays. Already finished: it stays too, so that resume
-                # reads (and records) the finished result instead of paying for it again.
-                continue
-            self.guard.record(
-                "deep_research",
-                model,
-                outcome.usage or Usage(),
-                node_id=node.id,
-                usage_unknown=outcome.usage is None,
-            )
-            node.remote_jobs.pop(name, None)
-        await self._save()
-
-
-_LIMIT_DETAIL: dict[StopReason, str] = {
-    "time_limit": "the run reached max_runtime_seconds",
-    "token_limit": "the run reached max_total_tokens",
-    "cost_limit": "the run reached its cost limit",
-}

@@ -12,18 +12,13 @@ Roots: a file is known by (root name, path under the root), so two folders can b
 a ``README.md``. An ingest reads one root and only ever adds, updates or removes files of
 that root. A file is unchanged when both its bytes and the chunker (model, token cap,
 overlap, `CHUNKER_VERSION`) are the same as last time; otherwise it is chunked again.
-Only files that resolve inside the root's folder are read (`walk_markdown`): the chunks of
+Only files that resolve inside the root's folder are read (`walk.walk_markdown`): the chunks of
 one that no longer does are removed like those of a file that is gone.
 """
 
 from __future__ import annotations
 
-import errno
-import hashlib
-import os
-import shlex
 import time
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,12 +28,21 @@ from pydantic import BaseModel, Field
 from deep_research.core.errors import UsageError
 from deep_research.kb.chunking import Chunk, chunk_markdown
 from deep_research.kb.embeddings import NamedEmbeddings
-from deep_research.kb.manifest import FileEntry, Manifest, RootEntry, inside, root_name
+from deep_research.kb.manifest import FileEntry, Manifest, RootEntry, root_name
 from deep_research.kb.markdown import FrontMatterRefused
 from deep_research.kb.settings import KBSettings
 from deep_research.kb.store import KBStore
+from deep_research.kb.walk import (
+    FileBytes,
+    SkippedFile,
+    decode_text,
+    is_utf8,
+    name_problem,
+    read_file,
+    shown,
+    walk_markdown,
+)
 
-MARKDOWN_SUFFIXES = (".md", ".markdown")
 BATCH_CHUNKS = 512
 BATCH_FILES = 64
 HELD_CHUNKS = 10_000
@@ -63,11 +67,6 @@ class IngestProgress:
 
 
 Progress = Callable[[IngestProgress], None]
-
-
-class SkippedFile(BaseModel):
-    path: str
-    reason: str
 
 
 class IngestReport(BaseModel):
@@ -98,156 +97,6 @@ class IngestReport(BaseModel):
             "total_chunks": self.total_chunks,
             "seconds": round(self.seconds, 3),
         }
-
-
-# --- walking --------------------------------------------------------------------------
-
-
-def _rel(path: str, root: Path) -> str:
-    return Path(os.path.relpath(path, root)).as_posix()
-
-
-def walk_markdown(root: Path) -> tuple[list[tuple[str, Path]], list[SkippedFile]]:
-    """(relative path, resolved path) of every markdown file under root.
-
-    Symlinks are followed while they resolve inside the root; a link out of it (to a file
-    or a folder) is skipped, with the command that ingests its target as a root of its
-    own. Folders are walked once each, under their own path when they have one. Hidden
-    entries (``.git``, ``.obsidian`` …) are ignored; symlink loops, broken links,
-    unreadable directories and names that a citation cannot hold are reported as skipped.
-    """
-    found: list[tuple[str, Path]] = []
-    skipped: list[SkippedFile] = []
-    top = os.path.realpath(root)
-    seen: dict[str, str] = {}  # resolved folder -> the path it was walked under
-    stack = [(str(root), ".", top)]  # (path, relative path, resolved path)
-    linked: list[tuple[str, str, str]] = []  # reached through a link: after the others
-    while stack or linked:
-        directory, rel_dir, here = stack.pop() if stack else linked.pop()
-        if here in seen:
-            skipped.append(SkippedFile(path=rel_dir, reason=f"the same folder as {seen[here]}"))
-            continue
-        seen[here] = rel_dir
-        try:
-            entries = sorted(os.scandir(directory), key=lambda e: e.name)
-        except OSError as exc:
-            skipped.append(SkippedFile(path=_shown(rel_dir), reason=_os_reason(exc)))
-            continue
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            rel = _rel(entry.path, root)
-            is_md = entry.name.lower().endswith(MARKDOWN_SUFFIXES)
-            try:
-                os.stat(entry.path)  # follows links: raises on loops and broken links
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    skipped.append(SkippedFile(path=_shown(rel), reason="symlink loop"))
-                elif is_md:
-                    skipped.append(SkippedFile(path=_shown(rel), reason=_os_reason(exc)))
-                continue
-            is_dir = entry.is_dir()
-            if not (is_dir or (is_md and entry.is_file())):
-                continue
-            problem = name_problem(entry.name)
-            real = os.path.realpath(entry.path)
-            if problem is None and not inside(real, top):
-                target = real if is_dir else os.path.dirname(real)
-                problem = (
-                    f"links outside the folder, to {_shown(real)}; to add that folder as a "
-                    f"root of its own: deep-research kb ingest {shlex.quote(_shown(target))} "
-                    "--as NAME"
-                )
-            if problem is not None:
-                skipped.append(SkippedFile(path=_shown(rel), reason=problem))
-            elif not is_dir:
-                found.append((rel, Path(real)))
-            elif inside(here, real):  # a link to this folder or one above it
-                skipped.append(SkippedFile(path=rel, reason="symlink loop"))
-            else:
-                later = real != os.path.join(top, rel)  # a link on the way: walk it last
-                (linked if later else stack).append((entry.path, rel, real))
-    found.sort()
-    return found, skipped
-
-
-def name_problem(name: str) -> str | None:
-    """Why a file or folder name cannot be indexed, if it cannot: a citation names the file,
-    so it must be valid UTF-8 and one line."""
-    if not _is_utf8(name):
-        return "name is not valid UTF-8"
-    if any(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in name):
-        return "name holds a line break or control character"
-    return None
-
-
-def _is_utf8(text: str) -> bool:
-    """False for names read from bytes that are not UTF-8 (held as lone surrogates)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _shown(path: str) -> str:
-    """A path as it can be printed on one line: bytes that are not UTF-8 and control
-    characters escaped."""
-    text = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
-
-
-def _os_reason(exc: OSError) -> str:
-    if isinstance(exc, FileNotFoundError):
-        return "broken symlink or vanished file"
-    if isinstance(exc, PermissionError):
-        return "unreadable: permission denied"
-    return f"unreadable: {exc.strerror or exc}"
-
-
-# --- reading --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Read:
-    data: bytes
-    digest: str
-
-
-def _read(path: Path, max_bytes: int) -> _Read | str:
-    """The file's bytes and hash, or the reason to skip it.
-
-    ``path`` is resolved (see `walk_markdown`): a symlink found in its place now was put
-    there since the walk, and is not followed."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return "replaced by a symlink while ingesting"
-        return _os_reason(exc)
-    try:
-        with open(fd, "rb") as handle:
-            size = os.fstat(fd).st_size
-            if size > max_bytes:
-                return f"too large ({size} bytes > max_file_bytes {max_bytes})"
-            data = handle.read(max_bytes + 1)
-    except OSError as exc:
-        return _os_reason(exc)
-    if len(data) > max_bytes:
-        return f"too large (> max_file_bytes {max_bytes})"
-    return _Read(data, hashlib.sha256(data).hexdigest())
-
-
-def _decode(data: bytes) -> str:
-    """The text, or raise ValueError with the reason to skip the file."""
-    if not data.strip():
-        raise ValueError("empty")
-    if b"\x00" in data:
-        raise ValueError("binary (contains NUL bytes)")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8 (invalid byte at offset {exc.start})") from None
 
 
 # --- the run --------------------------------------------------------------------------
@@ -282,7 +131,7 @@ def check_root_name(name: str) -> str:
         or name_problem(name) is not None
     ):
         raise UsageError(
-            f"invalid root name {_shown(name)!r}: use a folder-like name without '/' "
+            f"invalid root name {shown(name)!r}: use a folder-like name without '/' "
             "(give the folder one with --as NAME)"
         )
     return name
@@ -416,8 +265,8 @@ def ingest(
     if not root.is_dir():
         raise UsageError(f"not a directory: {root}")
     path = root.resolve()
-    if not _is_utf8(str(path)):  # the manifest records it
-        raise UsageError(f"the folder's path is not valid UTF-8: {_shown(str(path))}; rename it")
+    if not is_utf8(str(path)):  # the manifest records it
+        raise UsageError(f"the folder's path is not valid UTF-8: {shown(str(path))}; rename it")
     name = check_root_name(name or root_name(path))
     sizing = chunk_sizing(store.settings, store.embeddings)
     report = IngestReport(kb=store.name, root=str(root), root_name=name)
@@ -432,9 +281,9 @@ def ingest(
         for done, (source, file) in enumerate(files, start=1):
             seen.add(source)
             entry = known.files.get(source)
-            outcome = _read(file, store.settings.max_file_bytes)
+            outcome = read_file(file, store.settings.max_file_bytes)
             if (
-                isinstance(outcome, _Read)
+                isinstance(outcome, FileBytes)
                 and entry
                 and entry.hash == outcome.digest
                 and entry.chunking == sizing.signature
@@ -447,7 +296,7 @@ def ingest(
                     if entry is not None:
                         bad.append(source)  # its old chunks no longer describe the file
                 else:
-                    assert isinstance(outcome, _Read)
+                    assert isinstance(outcome, FileBytes)
                     old = tuple(entry.chunk_ids) if entry else ()
                     batch.add(_Pending(source, outcome.digest, chunks, old, entry is None))
             batch.read(done, source)
@@ -468,13 +317,13 @@ def ingest(
 
 
 def _chunks(
-    outcome: _Read | str, source: str, root: str, sizing: ChunkSizing, store: KBStore
+    outcome: FileBytes | str, source: str, root: str, sizing: ChunkSizing, store: KBStore
 ) -> list[Chunk] | str:
     """The file's chunks, or the reason to skip it."""
     if isinstance(outcome, str):
         return outcome
     try:
-        text = _decode(outcome.data)
+        text = decode_text(outcome.data)
     except ValueError as exc:
         return str(exc)
     try:

@@ -43,10 +43,8 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import contextlib
 import re
 from collections import defaultdict
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib import metadata
@@ -54,7 +52,6 @@ from typing import Literal
 from urllib.robotparser import RobotFileParser
 
 import httpx
-from aiolimiter import AsyncLimiter
 
 from deep_research.adapters.branches.protocols import Page
 from deep_research.adapters.web.extraction import main_text
@@ -65,6 +62,7 @@ from deep_research.adapters.web.fetch_guard import (
     Resolver,
     system_resolver,
 )
+from deep_research.adapters.web.host_limits import HostLimits
 from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.core.errors import BranchError
 
@@ -95,8 +93,6 @@ _KINDS: dict[str, Literal["html", "text"]] = {
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8"
 _ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309: parse at least the first 500 KiB
 _DISALLOW_ALL = ["User-agent: *", "Disallow: /"]
-SPACING_MARGIN = 0.05
-"""Seconds added between two requests to one host: clocks and queues jitter by a few ms."""
 
 
 def default_user_agent() -> str:
@@ -160,28 +156,6 @@ class Reply:
     at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
-class _Host:
-    """One host's limits, shared by every read in the process."""
-
-    def __init__(self, concurrency: int, rate: float) -> None:
-        self.slots = asyncio.Semaphore(concurrency)
-        # No burst: one request per 1/rate seconds, plus a margin, so that a server counting
-        # any one-second window (its own clock, a few ms of jitter) never sees more than rate.
-        self.rate = AsyncLimiter(1, 1 / rate + SPACING_MARGIN)
-        self.not_before = 0.0  # loop time; a 429's Retry-After pauses the whole host
-
-    @contextlib.asynccontextmanager
-    async def turn(self) -> AsyncIterator[None]:
-        # Slot first, then the rate: a token is spent only when the request can go out,
-        # so requests queued behind busy slots cannot leave in a burst.
-        async with self.slots:
-            wait = self.not_before - asyncio.get_running_loop().time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            await self.rate.acquire()
-            yield
-
-
 class PageReader:
     def __init__(
         self, settings: ReaderSettings | None = None, *, resolve: Resolver = system_resolver
@@ -195,7 +169,7 @@ class PageReader:
             follow_redirects=False,
             trust_env=False,  # the transport applies the environment
         )
-        self._hosts: dict[str, _Host] = {}
+        self._hosts: dict[str, HostLimits] = {}
         self._robots: dict[str, tuple[RobotFileParser, str]] = {}
         self._robots_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._pages: dict[str, Page | PageSkipped] = {}
@@ -332,11 +306,11 @@ class PageReader:
         encoding = _codec(response.charset_encoding)
         return replace(reply, body=body, kind=kind, encoding=encoding, at=datetime.now(UTC))
 
-    def _host(self, url: httpx.URL) -> _Host:
+    def _host(self, url: httpx.URL) -> HostLimits:
         name = url.host.lower()
         if name not in self._hosts:
             s = self.settings
-            self._hosts[name] = _Host(s.per_host_concurrency, s.per_host_rate)
+            self._hosts[name] = HostLimits(s.per_host_concurrency, s.per_host_rate)
         return self._hosts[name]
 
 

@@ -1,0 +1,46 @@
+"""Remote jobs left running when a time limit unwinds the branches: cancelled by their
+saved ids, their cost recorded, an id forgotten only when the provider confirms."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from deep_research.core.engine import Listener
+from deep_research.core.guard import BudgetGuard
+from deep_research.core.models import SessionState, Usage
+from deep_research.core.ports import JobControl
+
+
+async def cancel_remote_jobs(
+    state: SessionState,
+    jobs: JobControl | None,
+    guard: BudgetGuard,
+    on_event: Listener,
+    save: Callable[[], Awaitable[None]],
+) -> None:
+    """After a time limit: cancel the jobs the unwound branches left running, by their
+    saved ids. An id is forgotten only when the provider confirms; the node stays pending
+    (``resume`` researches it anew, or re-attaches where the cancel was not confirmed)."""
+    owned = [
+        (node, name, jid) for node in state.nodes.values() for name, jid in node.remote_jobs.items()
+    ]
+    if jobs is None or not owned:
+        return
+    outcomes = await asyncio.gather(*(jobs.cancel(jid) for _, _, jid in owned))
+    model = state.run_spec.web_model or "unknown"
+    for (node, name, jid), outcome in zip(owned, outcomes, strict=True):
+        on_event(f"{node.id}: research job {jid} {outcome.status.replace('_', ' ')}")
+        if outcome.status != "cancelled":
+            # Unreachable: the id stays. Already finished: it stays too, so that resume
+            # reads (and records) the finished result instead of paying for it again.
+            continue
+        guard.record(
+            "deep_research",
+            model,
+            outcome.usage or Usage(),
+            node_id=node.id,
+            usage_unknown=outcome.usage is None,
+        )
+        node.remote_jobs.pop(name, None)
+    await save()

@@ -95,3 +95,30 @@ async def test_malformed_text_replies_fail_after_the_bounded_retries(
             [HumanMessage("write")], RecordingMeter()
         )
     assert fake_openai.count("/v1/chat/completions") == 2
+
+
+async def test_the_writer_rewrites_a_claim_from_its_passages_within_its_cap(
+    fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
+) -> None:
+    from deep_research.adapters.llm.writing import LLMAuthor
+    from deep_research.core.writing import REVISION_REPLY_TOKENS, RevisionRequest
+
+    fake_openai.script(None, [ChatReply("The limit is 10 requests a second [2].")])
+    chat = chat_openai(model="gpt-6-sol", max_tokens=4000, reasoning_effort="low", max_retries=0)
+    author = LLMAuthor(ChatModel(chat, "gpt-6-sol", "synthesizer", structured_retries=0))
+    request = RevisionRequest(
+        question="How fast may a client call the API?",
+        section="Limits",
+        sentence="The limit is 12 requests a second [2].",
+        passages=((2, "Clients may send at most 10 requests a second."),),
+        problems=("[2] contradicted: differs in number 12",),
+    )
+    meter = RecordingMeter()
+    assert await author.revise(request, meter) == "The limit is 10 requests a second [2]."
+    sent = fake_openai.requests[-1]
+    assert sent.body.get("max_completion_tokens") == REVISION_REPLY_TOKENS
+    prompt = str(sent.body["messages"])
+    assert "You correct one sentence of a research report" in prompt
+    for part in (request.sentence, request.problems[0], "[2] Clients may send at most 10"):
+        assert part in prompt
+    assert len(meter.records) == 1

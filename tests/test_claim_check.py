@@ -12,18 +12,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from deep_research.adapters.branches.protocols import Page
-from deep_research.adapters.claim_check import CLAIMS_AT_ONCE, SAID_CONTRADICTS, ClaimChecker
+from deep_research.adapters.claim_check import (
+    CLAIMS_AT_ONCE,
+    SAID_CONTRADICTS,
+    ClaimChecker,
+    rewrite_of,
+)
 from deep_research.adapters.claims import JudgeVerdict, ToJudge
 from deep_research.adapters.web.reader import PageSkipped
+from deep_research.core.errors import ProviderError
 from deep_research.core.ledger import TIME_LIMIT, ClaimLedger, claims_of
 from deep_research.core.models import (
     Citation,
     EvidenceSource,
     EvidenceUnit,
+    SectionPlan,
     SessionState,
+    Writing,
 )
-from deep_research.core.ports import CheckJob
+from deep_research.core.ports import CheckJob, Meter
 from deep_research.core.report import Report, ReportSection
+from deep_research.core.writing import RevisionRequest
 from deep_research.persistence.claims import SessionClaims
 from tests.fakes import RecordingMeter
 
@@ -485,3 +494,171 @@ async def test_claims_that_start_after_the_deadline_are_left_for_a_later_check(
     assert checked == CLAIMS_AT_ONCE  # those started before the deadline, and only those
     assert notes.count(TIME_LIMIT) == len(notes) - checked > 0
     assert len(pages.reads) == checked
+
+
+# --- repair, once ---------------------------------------------------------------------------
+
+
+class Rewriter:
+    """A scripted ``Reviser``: answers each sentence with its scripted rewrite, in order."""
+
+    def __init__(self, rewrites: dict[str, str]) -> None:
+        self.rewrites = rewrites
+        self.asked: list[RevisionRequest] = []
+
+    async def revise(self, request: RevisionRequest, meter: Meter) -> str:
+        self.asked.append(request)
+        for start, rewrite in self.rewrites.items():
+            if request.sentence.startswith(start):
+                return rewrite
+        raise ProviderError("no rewrite scripted")
+
+
+WRONG_VERSION = "The key parameter was added in Python 3.12 [1]."
+GZIP = "The bisect module compresses the log files with gzip every hour [2]."
+
+
+def written(body: str) -> SessionState:
+    """A session whose written section holds ``body`` in its session refs."""
+    state = SessionState(session_id="s1", question="When did bisect get its key parameter?")
+    state.writing = Writing(
+        covers=[],
+        sections=[
+            SectionPlan(
+                id="s1",
+                title="Findings",
+                question="q",
+                node_ids=[],
+                status="written",
+                text=body.replace("[1]", "[S1]").replace("[2]", "[S2]"),
+            )
+        ],
+    )
+    return state
+
+
+async def test_a_contradicted_claim_is_rewritten_once_from_its_passage_and_checked_again(
+    tmp_path: Path,
+) -> None:
+    body = f"Bisect keeps lists sorted [1]. {WRONG_VERSION} {GZIP}"
+    report = report_of(body, KB_BISECT, KB_LOGGING)
+    store = Store(tmp_path, units_for(KB_BISECT, KB_LOGGING))
+    state = written(body)
+    rewriter = Rewriter(
+        {
+            "The key parameter": "The key parameter was added in Python 3.10 [1].",
+            "The bisect module compresses": "The bisect module rotates logs hourly [2][5].",
+        }
+    )
+    checking = job(report, store, state=state)
+    out = await ClaimChecker(reviser=rewriter).check(checking)
+
+    asked = {r.sentence: r for r in rewriter.asked}
+    assert set(asked) == {WRONG_VERSION, GZIP}  # the supported claim is not sent back
+    version = asked[WRONG_VERSION]
+    assert version.problems == ("[1] contradicted: differs in number 3.12",)
+    assert version.passages[0][0] == 1
+    assert "3.10" in version.passages[0][1]
+    assert version.question == state.question
+
+    section = out.sections[0].body
+    assert "The key parameter was added in Python 3.10 [1]." in section
+    assert "3.12" not in section
+    assert "C2" not in section  # rewritten and supported: no mark
+    # the second rewrite is still unsupported: the sentence stands as written, marked
+    assert GZIP + " [⚠ C3 unsupported](#claim-check)" in section
+    assert state.writing is not None
+    assert "Python 3.10 [S1]." in state.writing.sections[0].text  # what a resume rebuilds
+    assert "3.12" not in state.writing.sections[0].text
+
+    saved = SessionClaims(tmp_path).load()
+    assert saved is not None
+    fixed = saved.claims[1]
+    assert (fixed.id, fixed.verdict, fixed.revised_from) == ("C2", "supported", WRONG_VERSION)
+    assert [(r.before, r.adopted, r.verdict_after) for r in saved.revisions] == [
+        (WRONG_VERSION, True, "supported"),
+        (GZIP, False, "unsupported"),
+    ]
+    assert saved.revisions[1].after == "The bisect module rotates logs hourly [2]."  # no [5]
+    assert state.claims is not None
+    assert state.claims.revised == 1
+    assert "rewritten, now supported: was “The key parameter was added in Python 3.12" in (
+        out.claim_check
+    )
+    assert "stands as written: its rewrite “The bisect module rotates logs hourly" in (
+        out.claim_check
+    )
+
+    # Once: a second check sends nothing back, the rewrite nor the sentence that stood.
+    again = Rewriter({})
+    second = await ClaimChecker(reviser=again).check(
+        job(out_report(state, body), store, state=state)
+    )
+    assert again.asked == []
+    assert "[⚠ C3 unsupported]" in second.sections[0].body
+
+
+def out_report(state: SessionState, body: str) -> Report:
+    """The report a later check is given: the session's written section, renumbered."""
+    assert state.writing is not None
+    text = state.writing.sections[0].text.replace("[S1]", "[1]").replace("[S2]", "[2]")
+    return report_of(text, KB_BISECT, KB_LOGGING)
+
+
+async def test_revisions_are_paid_before_they_are_asked_and_skipped_saying_so(
+    tmp_path: Path,
+) -> None:
+    body = f"{WRONG_VERSION} {GZIP}"
+    rewriter = Rewriter({"The key parameter": "The key parameter was added in Python 3.10 [1]."})
+    store = Store(tmp_path, units_for(KB_BISECT, KB_LOGGING))
+    checker = ClaimChecker(reviser=rewriter, revise_worst_usd=0.05)
+    out = await checker.check(job(report_of(body, KB_BISECT, KB_LOGGING), store, money=0.07))
+    assert [r.sentence for r in rewriter.asked] == [WRONG_VERSION]  # one of two affordable
+    assert (
+        "1 claim(s) not supported by their sources were not sent back to their writer: "
+        "the run's budget is spent" in out.claim_check
+    )
+
+    broke = Rewriter({"The key parameter": "The key parameter was added in Python 3.10 [1]."})
+    checker = ClaimChecker(reviser=broke, revise_worst_usd=0.05)
+    (tmp_path / "other").mkdir()
+    other = Store(tmp_path / "other", units_for(KB_BISECT, KB_LOGGING))
+    out = await checker.check(job(report_of(body, KB_BISECT, KB_LOGGING), other, money=0.01))
+    assert broke.asked == []
+    assert "2 claim(s) not supported" in out.claim_check
+
+
+async def test_a_failed_rewrite_leaves_the_claim_marked_and_says_why(tmp_path: Path) -> None:
+    store = Store(tmp_path, units_for(KB_BISECT))
+    out = await ClaimChecker(reviser=Rewriter({})).check(
+        job(report_of(WRONG_VERSION, KB_BISECT), store)
+    )
+    assert WRONG_VERSION + " [⚠ C1 contradicted](#claim-check)" in out.sections[0].body
+    assert "stands as written: the rewrite failed: no rewrite scripted" in out.claim_check
+
+
+async def test_an_extractive_report_is_never_sent_back(tmp_path: Path) -> None:
+    rewriter = Rewriter({})
+    state = SessionState(session_id="s1", question="q", mode="extractive")
+    store = Store(tmp_path, units_for(KB_BISECT))
+    await ClaimChecker(reviser=rewriter).check(
+        job(report_of(WRONG_VERSION, KB_BISECT), store, state=state)
+    )
+    assert rewriter.asked == []
+
+
+def test_a_rewrite_keeps_to_the_claims_own_sources() -> None:
+    before = "The limit is 12 requests a second [2]."
+    assert rewrite_of("The limit is 10 requests a second [2].", before, [2]) == (
+        "The limit is 10 requests a second [2]."
+    )
+    assert rewrite_of("“The limit is 10 requests a second.”", before, [2]) == (
+        "The limit is 10 requests a second [2]."
+    )
+    assert rewrite_of("The limit is 10 [2][7] requests a second.", before, [2]) == (
+        "The limit is 10 [2] requests a second."
+    )
+    assert rewrite_of("The limit is 10", before, [1, 2]) == "The limit is 10 [1][2]"
+    assert rewrite_of("  The limit is 12 requests\n a second [2]. ", before, [2]) is None
+    assert rewrite_of("[2].", before, [2]) is None
+    assert rewrite_of("x" * 400, before, [2]) is None

@@ -108,6 +108,12 @@ class ResearchWorld:
         if "opening of a research report" in system:
             self._count("lead")
             return self._echo(req.text, _SESSION, 400)
+        if "You correct one sentence of a research report" in system:
+            self._count("reviser")  # the first passage's first sentence, citing it
+            passage = req.text.split("The sources' passages:", 1)[1].strip()
+            number, _, text = passage.partition("] ")
+            sentence = text.split(". ")[0].rstrip(".")
+            return f"{sentence} {number}]." if number.startswith("[") else None
         return None
 
     @staticmethod

@@ -19,6 +19,13 @@ Invariants:
   with ``TIME_LIMIT`` as their note, and a later check takes them up.
 - The judge is paid out of ``CheckJob.money``: a batch whose worst case it cannot cover is
   not asked, and the text verifier's verdicts stand, with a line saying so.
+- Repair, once: an ``unsupported`` or ``contradicted`` claim goes back to its section's
+  writer (``reviser``) with its sources' passages and what differs, at most
+  ``max_revisions`` a report, each paid for out of the same money (or skipped, saying so).
+  The rewrite is checked like any claim and replaces the sentence, in the report and in
+  the session's written sections, only when its sources then support it (``partial``
+  included); else the sentence stands as written, marked. Every attempt is kept in the
+  ledger, and a sentence sent back, or a rewrite, is never sent back again.
 """
 
 from __future__ import annotations
@@ -40,22 +47,33 @@ from deep_research.adapters.verifier import (
     strip_markers,
     verify,
 )
+from deep_research.core import markdown as md
+from deep_research.core.citations import LOCAL
 from deep_research.core.corroboration import Corroboration
+from deep_research.core.errors import BudgetExhausted, ProviderError
 from deep_research.core.ledger import (
     RANK,
     TIME_LIMIT,
     Claim,
     ClaimLedger,
     Draft,
+    Revision,
     SourceCheck,
     check_key,
     claims_of,
     marked,
+    replaced,
     verdict_of,
 )
-from deep_research.core.models import Citation, EvidenceUnit
+from deep_research.core.models import Citation, EvidenceUnit, SessionState
 from deep_research.core.ports import CheckJob, Meter
-from deep_research.core.report import Report
+from deep_research.core.report import ANSWER, Report
+from deep_research.core.writing import (
+    REVISION_PASSAGE_CHARS,
+    REVISION_PASSAGES,
+    Reviser,
+    RevisionRequest,
+)
 from deep_research.kb.embeddings import NamedEmbeddings
 
 CLAIMS_AT_ONCE = 8
@@ -101,6 +119,12 @@ class ClaimChecker:
     source_key: Callable[[Citation], str] = source_key
     """The independent source a citation is (a registrable domain, a KB root)."""
     fetch_workers: int = 4
+    reviser: Reviser | None = None
+    """The sections' writer, asked once to rewrite a claim its sources do not support."""
+    revise_worst_usd: float = 0.0
+    """The most one revision can cost."""
+    max_revisions: int = 6
+    """Claims a report may send back (the final reserve counts as many)."""
     _reads: dict[str, asyncio.Task[Page]] = field(default_factory=dict, init=False)
 
     async def check(self, job: CheckJob) -> Report:
@@ -111,6 +135,10 @@ class ClaimChecker:
         units = await asyncio.to_thread(store.units) if store is not None else []
         run = _Check(self, job, held_texts(units), prior.cache() if prior else {})
         ledger = await run.ledger(drafts)
+        ledger.revisions = list(prior.revisions) if prior else []
+        if state.mode != "extractive":
+            report = await run.revise(report, ledger)
+        ledger.notes = run.notes
         ledger.contradictions = await asyncio.to_thread(contradictions, units)
         if store is not None:
             await asyncio.to_thread(store.save, ledger)
@@ -157,6 +185,8 @@ class _Check:
         self.pending: list[_Pending] = []
         self.unread = 0
         self.timed_out = 0
+        self.committed = 0.0
+        """The worst case of what the check has asked for so far (USD)."""
 
     async def ledger(self, drafts: Sequence[Draft]) -> ClaimLedger:
         checks = await asyncio.gather(*(self.claim(i, d) for i, d in enumerate(drafts)))
@@ -284,18 +314,188 @@ class _Check:
             return
         asks = [ToJudge(drafts[p.claim].text, p.verdict.passages) for p in self.pending]
         worst = self.checker.judge_worst_usd(asks)
-        if worst > self.job.money:
+        if worst > self.job.money - self.committed:
             self.notes.append(
                 f"the judge model was not asked about {len(asks)} uncertain verdict(s): the "
                 "run's budget is spent; the text verifier's verdicts stand"
             )
             return
+        self.committed += worst
         settled = await settle(asks, [p.verdict for p in self.pending], make(self.job.meter))
         if settled.problem:
             self.notes.append(settled.problem)
         for pending, verdict in zip(self.pending, settled.verdicts, strict=True):
             row = sources[pending.claim]
             row[pending.source] = _as_check(row[pending.source], verdict)
+        self.pending = []
+
+    # --- repair, once -------------------------------------------------------------------
+
+    async def revise(self, report: Report, ledger: ClaimLedger) -> Report:
+        """Send the claims their sources do not support back to their writer, once each;
+        put in the report (and the session's written sections) the rewrites their sources
+        then support. ``ledger`` is updated in place."""
+        reviser = self.checker.reviser
+        due = [c for c in ledger.claims if c.verdict in REVISE and not ledger.revised(c.text)]
+        if reviser is None or not due:
+            return report
+        if asyncio.get_running_loop().time() >= self.job.deadline:
+            self.notes.append(
+                f"{len(due)} claim(s) not supported by their sources were not sent back to "
+                "their writer: the time limit was reached"
+            )
+            return report
+        worst = self.checker.revise_worst_usd
+        left = self.job.money - self.committed
+        affordable = len(due) if worst <= 0 else max(0, int(left // worst))
+        taken = due[: min(affordable, self.checker.max_revisions)]
+        if len(taken) < len(due):
+            why = (
+                "the run's budget is spent"
+                if affordable < min(len(due), self.checker.max_revisions)
+                else f"at most {self.checker.max_revisions} a report"
+            )
+            self.notes.append(
+                f"{len(due) - len(taken)} claim(s) not supported by their sources were not "
+                f"sent back to their writer: {why}"
+            )
+        self.committed += worst * len(taken)
+        rewrites = await asyncio.gather(*(self.rewrite(reviser, c) for c in taken))
+        drafts = [
+            Draft(after, claim.section, _refs(after, len(report.sources)), quoted=False)
+            for claim, (after, _note) in zip(taken, rewrites, strict=True)
+        ]
+        checks = await asyncio.gather(*(self.claim(i, d) for i, d in enumerate(drafts) if d.text))
+        found = iter(checks)
+        sources = [list(next(found)) if d.text else [] for d in drafts]
+        await self.settle(drafts, sources)
+        for i, (claim, draft, (after, note)) in enumerate(
+            zip(taken, drafts, rewrites, strict=True)
+        ):
+            revision = Revision(
+                section=claim.section,
+                before=claim.text,
+                verdict_before=claim.verdict,
+                after=after,
+                note=note,
+            )
+            if after:
+                better = self.claim_of(i, draft, sources[i])
+                revision.verdict_after = better.verdict
+                if better.verdict in ADOPTED and RANK[better.verdict] > RANK[claim.verdict]:
+                    moved = _rewritten(report, self.job.state, claim, after)
+                    if moved is None:
+                        revision.note = "the sentence was not found where it stood"
+                    else:
+                        report = moved
+                        revision.adopted = True
+                        at = ledger.claims.index(claim)
+                        ledger.claims[at] = better.model_copy(
+                            update={"id": claim.id, "revised_from": claim.text}
+                        )
+            ledger.revisions.append(revision)
+        return report
+
+    async def rewrite(self, reviser: Reviser, claim: Claim) -> tuple[str, str]:
+        """The writer's rewrite of ``claim`` (its markers kept to the claim's own sources),
+        or '' and why there is none."""
+        passages = [
+            (s.ref, md.clip(" ".join(s.passage.split()), REVISION_PASSAGE_CHARS))
+            for s in claim.sources
+            if s.passage
+        ][:REVISION_PASSAGES]
+        request = RevisionRequest(
+            question=self.job.state.question,
+            section=claim.section,
+            sentence=claim.text,
+            passages=tuple(passages),
+            problems=tuple(_problem(s) for s in claim.sources),
+        )
+        try:
+            raw = await reviser.revise(request, self.job.meter)
+        except (ProviderError, BudgetExhausted) as exc:
+            return "", f"the rewrite failed: {' '.join(str(exc).split())}"
+        after = rewrite_of(raw, claim.text, claim.refs)
+        if after is None:
+            return "", "the writer did not return one sentence"
+        return after, ""
+
+
+REVISE = frozenset({"unsupported", "contradicted"})
+"""Claims sent back to their writer once."""
+ADOPTED = frozenset({"supported", "partial"})
+"""What a rewrite's sources must say of it for it to replace the sentence."""
+
+
+def rewrite_of(raw: str, before: str, refs: Sequence[int]) -> str | None:
+    """The writer's reply as a claim: one line of words, citing only the claim's own
+    sources (others' markers dropped; none left: the claim's markers added at its end).
+    None when it holds no words, is no longer a sentence, or changes nothing."""
+    text = " ".join(raw.split()).strip().strip('"“”')
+    if not re.search(r"[^\W\d_]", LOCAL.sub("", text)) or len(text) > 2 * len(before) + 300:
+        return None
+    text = LOCAL.sub(lambda m: m.group(0) if int(m.group(1)) in refs else "", text)
+    text = " ".join(text.split())
+    if not LOCAL.search(text):
+        markers = "".join(f"[{n}]" for n in refs)
+        end = re.search(r"[.!?]$", text)
+        text = f"{text[:-1]} {markers}{text[-1]}" if end else f"{text} {markers}"
+    return None if text.split() == before.split() else text
+
+
+def _refs(sentence: str, known: int) -> tuple[int, ...]:
+    numbers = dict.fromkeys(int(n) for n in LOCAL.findall(sentence))
+    return tuple(n for n in numbers if 1 <= n <= known)
+
+
+def _problem(source: SourceCheck) -> str:
+    said = f"[{source.ref}] {source.verdict}"
+    if source.conflicts:
+        said += ": differs in " + ", ".join(source.conflicts)
+    return said + (f" ({source.note})" if source.note else "")
+
+
+def _rewritten(report: Report, state: SessionState, claim: Claim, after: str) -> Report | None:
+    """``report`` with ``claim`` replaced by ``after`` where it stands, and the session's
+    written section (or lead) with it, in its ``[S#]`` markers; None if it is not found."""
+    if claim.section == ANSWER:
+        lead = replaced(report.lead, claim.text, after)
+        if lead is None:
+            return None
+        report = report.model_copy(update={"lead": lead})
+    else:
+        sections = [s.model_copy() for s in report.sections]
+        for section in sections:
+            body = (
+                replaced(section.body, claim.text, after)
+                if section.title == claim.section
+                else None
+            )
+            if body is not None:
+                section.body = body
+                break
+        else:
+            return None
+        report = report.model_copy(update={"sections": sections})
+    writing = state.writing
+    if writing is not None:
+        refs = [c.ref for c in report.sources]
+
+        def session(text: str) -> str:
+            return LOCAL.sub(
+                lambda m: (
+                    f"[{refs[int(m.group(1)) - 1]}]" if int(m.group(1)) <= len(refs) else m.group(0)
+                ),
+                text,
+            )
+
+        before, now = session(claim.text), session(after)
+        if claim.section == ANSWER:
+            writing.lead = replaced(writing.lead, before, now) or writing.lead
+        for planned in writing.sections:
+            if planned.title == claim.section:
+                planned.text = replaced(planned.text, before, now) or planned.text
+    return report
 
 
 _WORD = re.compile(r"[A-Za-z][\w'’-]*")

@@ -17,14 +17,22 @@ from deep_research.app.config import Settings
 from deep_research.app.verify import judge_worst_usd
 from deep_research.core.models import SessionState
 from deep_research.core.ports import CheckJob, PriceBook
+from deep_research.core.writing import Reviser, WritingLimits
 
 
 def claim_checker(
-    settings: Settings, judge: ChatModel, prices: PriceBook, resources: AsyncExitStack
+    settings: Settings,
+    judge: ChatModel,
+    prices: PriceBook,
+    resources: AsyncExitStack,
+    reviser: Reviser | None = None,
 ) -> ClaimChecker:
     """The claim check of a run with a model: cited pages read through the process's page
     reader (unless ``DEEP_RESEARCH_CHECK_FETCH=off``), uncertain verdicts settled by the judge
-    model out of what the run has left."""
+    model, and claims not supported sent back once to ``reviser`` (the sections' writer),
+    out of what the run has left."""
+    from deep_research.app.wiring import revision_worst_usd
+
     reader = None
     if settings.check_fetch:
         from deep_research.adapters.web.shared import SharedReader
@@ -43,6 +51,9 @@ def claim_checker(
         reader=reader,
         judge=lambda meter: RunSupportJudge(judge, meter),
         judge_worst_usd=worst,
+        reviser=reviser,
+        revise_worst_usd=revision_worst_usd(settings, prices),
+        max_revisions=WritingLimits().max_revisions,
     )
 
 
@@ -58,6 +69,7 @@ async def check_session(settings: Settings, session_id: str) -> Checked:
     lock: the report as it stands is assembled from the session, checked (only what no
     earlier check settled), and written again with its marks; ``claims.json`` beside it.
     The judge is paid for out of what the session's cost limit has left."""
+    from deep_research.adapters.llm.writing import LLMAuthor
     from deep_research.app import wiring
     from deep_research.app.clients import http_client
     from deep_research.core.report import assemble
@@ -76,7 +88,10 @@ async def check_session(settings: Settings, session_id: str) -> Checked:
                 http = http_client()
                 resources.push_async_callback(http.aclose)
                 judge = wiring.chat_model(settings, "judge", http)
-                checker = claim_checker(settings, judge, wiring.price_book(settings), resources)
+                writer = wiring.chat_model(settings, "synthesizer", http)
+                author = LLMAuthor(writer.capped(settings.section_max_tokens))
+                prices = wiring.price_book(settings)
+                checker = claim_checker(settings, judge, prices, resources, reviser=author)
             else:  # extractive: every claim is a quoted passage
                 checker = ClaimChecker()
             guard = wiring.guard_for(settings, state)

@@ -54,8 +54,20 @@ from deep_research.core.models import (
     SourcePolicy,
     WebEngine,
 )
-from deep_research.core.ports import BUILTIN_SOURCES, BranchExecutor, JobControl, ReportChecker
-from deep_research.core.writing import SectionedWriter, WriteCosts, WritingLimits
+from deep_research.core.ports import (
+    BUILTIN_SOURCES,
+    BranchExecutor,
+    JobControl,
+    PriceBook,
+    ReportChecker,
+)
+from deep_research.core.writing import (
+    REVISION_PROMPT_TOKENS,
+    REVISION_REPLY_TOKENS,
+    SectionedWriter,
+    WriteCosts,
+    WritingLimits,
+)
 from deep_research.kb.store import KBStore
 from deep_research.persistence.cache import ResultCache
 from deep_research.persistence.checkpoints import Checkpointer
@@ -237,20 +249,40 @@ def writing_limits(settings: Settings, prices: PriceTable) -> WritingLimits:
     )
     reply = settings.section_max_tokens
 
-    def cost(prompt: int) -> float:
+    def cost_of(prompt: int, reply: int) -> float:
         return call_cost_estimate(settings.synthesizer_model, prompt, reply, prices)
+
+    def cost(prompt: int) -> float:
+        return cost_of(prompt, reply)
 
     costs = WriteCosts(
         outline=cost(limits.outline_prompt_tokens),
         section=cost(limits.section_prompt_tokens),
         lead=cost(limits.lead_prompt_tokens),
+        revisions=limits.max_revisions * cost_of(REVISION_PROMPT_TOKENS, revision_reply(settings)),
     )
     return dataclasses.replace(limits, costs=costs)
 
 
+def revision_worst_usd(settings: Settings, prices: PriceBook) -> float:
+    """The most one revision of the claim check can cost: its prompt budget and reply cap
+    at the writer's price, every attempt a malformed reply may take (committed before it
+    is asked; the final reserve counts one attempt, as it does for a section)."""
+    attempts = settings.structured_output_retries + 1
+    one = call_cost_estimate(
+        settings.synthesizer_model, REVISION_PROMPT_TOKENS, revision_reply(settings), prices
+    )
+    return attempts * one
+
+
+def revision_reply(settings: Settings) -> int:
+    """A revision's reply cap: ``REVISION_REPLY_TOKENS``, or a section's if that is lower."""
+    return min(REVISION_REPLY_TOKENS, settings.section_max_tokens)
+
+
 def final_reserve_tokens(settings: Settings) -> int:
     """Tokens kept back for writing the report: the outline, the lead and every section,
-    each its prompt budget plus ``section_max_tokens``."""
+    each its prompt budget plus ``section_max_tokens``, and the claim check's revisions."""
     limits = writing_limits(settings, PriceTable())
     return limits.reserve_tokens(settings.section_max_tokens)
 
@@ -265,10 +297,11 @@ def final_reserve_usd(
 ) -> float:
     """Kept back from the budget so the report can always be written: every section at its
     ceiling, or under a small cost limit (``max_cost_usd``, default the setting's) its share,
-    never less than the outline, the lead and one section."""
+    never less than the outline, the lead and one section (the claim check's revisions,
+    counted in full, are the first to go)."""
     costs = writing_limits(settings, prices).costs
     full = costs.reserve(settings.report_max_sections)
-    least = costs.reserve(1)
+    least = costs.reserve(1, revisions=False)
     limit = settings.max_cost_usd if max_cost_usd is None else max_cost_usd
     return round(min(full, max(least, REPORT_SHARE * limit)), 4)
 
@@ -280,7 +313,8 @@ def check_token_limit(settings: Settings, limits: Limits) -> None:
             f"the token limit of {limits.max_total_tokens:,} leaves nothing to research: "
             f"{reserve:,} tokens are kept for writing the report (the outline, the lead and "
             f"{settings.report_max_sections} sections, each its prompt budget plus "
-            "DEEP_RESEARCH_SECTION_MAX_TOKENS); raise --max-tokens"
+            "DEEP_RESEARCH_SECTION_MAX_TOKENS, and the claim check's revisions); "
+            "raise --max-tokens"
         )
 
 
@@ -402,18 +436,18 @@ def build(
         checker = ClaimChecker()  # every claim is a quoted passage: nothing to verify
         engine_ = extractive_engine(executor, hint, limits, checkers=(checker,))
         return Built(engine_, config, guard, notices, resources)
+    author = LLMAuthor(chat("synthesizer").capped(settings.section_max_tokens))
     engine_ = Engine(
         planner=LLMPlanner(chat("planner")),
         executor=executor,
         summarizer=LLMSummarizer(chat("summarizer")),
         judge=LLMJudge(chat("judge")),
         jobs=jobs,
-        writer=SectionedWriter(
-            LLMAuthor(chat("synthesizer").capped(settings.section_max_tokens)),
-            writing_limits(settings, price_book(settings)),
-        ),
+        writer=SectionedWriter(author, writing_limits(settings, price_book(settings))),
         checkers=(
-            checking.claim_checker(settings, chat("judge"), price_book(settings), resources),
+            checking.claim_checker(
+                settings, chat("judge"), price_book(settings), resources, reviser=author
+            ),
         ),
     )
     return Built(engine_, config, guard, notices, resources)

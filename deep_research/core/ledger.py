@@ -15,6 +15,9 @@ source it cites says of it (pure: the checking is ``adapters.claim_check``).
 - ``marked`` puts a visible mark after every claim that is not ``supported`` or ``quoted``,
   linking to the "Claim check" section, which lists them with the passage found. Nothing
   is deleted.
+- A claim its sources do not support may be rewritten once by its writer (``Revision``):
+  the rewrite replaces it only when its sources then support it; either way the attempt is
+  kept, listed in the "Claim check" section, and never made twice.
 """
 
 from __future__ import annotations
@@ -102,6 +105,9 @@ class Claim(BaseModel):
     id: str = Field(description="C1, C2, … in reading order.")
     text: str = Field(description="The sentence as the report states it, markers included.")
     section: str
+    revised_from: str = Field(
+        default="", description="The sentence as first written, when this is its rewrite."
+    )
     refs: list[int] = Field(default_factory=list)
     verdict: Verdict
     corroboration: Literal["corroborated", "single source", ""] = Field(
@@ -109,6 +115,20 @@ class Claim(BaseModel):
         description="For a supported claim: two or more independent sources state it, or one.",
     )
     sources: list[SourceCheck] = Field(default_factory=list)
+
+
+class Revision(BaseModel):
+    """One claim sent back to its writer after the check, and what came of it."""
+
+    section: str
+    before: str = Field(description="The sentence as written, and as checked.")
+    verdict_before: Verdict
+    after: str = Field(default="", description="The rewrite; '' when none came back.")
+    verdict_after: Verdict | None = None
+    adopted: bool = Field(
+        default=False, description="The rewrite replaced the sentence (its sources support it)."
+    )
+    note: str = ""
 
 
 class ClaimLedger(BaseModel):
@@ -125,6 +145,9 @@ class ClaimLedger(BaseModel):
     contradictions: list[Contradiction] = Field(
         default_factory=list, description="Findings of the evidence store that conflict."
     )
+    revisions: list[Revision] = Field(
+        default_factory=list, description="Claims sent back to their writer once, every check's."
+    )
 
     def totals(self) -> ClaimTotals:
         counts = Counter(c.verdict for c in self.claims)
@@ -134,6 +157,7 @@ class ClaimLedger(BaseModel):
             corroborated=sum(1 for c in self.claims if c.corroboration == "corroborated"),
             unchecked=sum(1 for c in self.claims if any(not s.checked for s in c.sources)),
             contradictions=len(self.contradictions),
+            revised=sum(1 for c in self.claims if c.revised_from),
             confidence=report_confidence(self.by_section().values()),
             checked_at=self.checked_at,
         )
@@ -150,6 +174,11 @@ class ClaimLedger(BaseModel):
     def cache(self) -> dict[str, SourceCheck]:
         """Its checked sources by key: what a re-check need not check again."""
         return {s.key: s for c in self.claims for s in c.sources if s.key and s.checked}
+
+    def revised(self, sentence: str) -> bool:
+        """Whether ``sentence`` was sent back already, or is a rewrite: never again."""
+        words = sentence.split()
+        return any(words in (r.before.split(), r.after.split()) for r in self.revisions)
 
 
 def _corroboration(claim: Claim) -> Corroboration:
@@ -275,6 +304,15 @@ def _after(body: str, sentence: str, mark: str) -> str:
     return body[: found.end()] + mark + body[found.end() :]
 
 
+def replaced(body: str, before: str, after: str) -> str | None:
+    """``body`` with the sentence ``before`` (however its spaces break) replaced by
+    ``after``; None when ``before`` is not in it."""
+    found = _pattern(before).search(body)
+    if found is None:
+        return None
+    return body[: found.start()] + after + body[found.end() :]
+
+
 def claim_check_text(report: Report, ledger: ClaimLedger) -> str:
     """The "Claim check" section: the totals, then each claim not supported, with what its
     sources said and the passage found."""
@@ -298,7 +336,24 @@ def claim_check_text(report: Report, ledger: ClaimLedger) -> str:
             lines.append("  - " + _source_line(source))
     if len(flagged) > LISTED:
         lines.append(f"- … and {len(flagged) - LISTED} more (all of them in claims.json)")
+    if ledger.revisions:
+        lines += ["", "Sent back to their writer once, with their sources' passages:", ""]
+    for revision in ledger.revisions[:LISTED]:
+        lines.append("- " + _revision_line(revision))
     return "\n".join(lines)
+
+
+def _revision_line(revision: Revision) -> str:
+    was = f"“{md.text(md.clip(revision.before, 300))}” ({revision.verdict_before})"
+    if revision.adopted:
+        return f"rewritten, now {revision.verdict_after}: was {was}"
+    if not revision.after:
+        return f"{was} stands as written: {md.text(revision.note or 'no rewrite came back')}"
+    return (
+        f"{was} stands as written: its rewrite “{md.text(md.clip(revision.after, 300))}” "
+        f"was {revision.verdict_after or 'not checked'} too"
+        + (f" ({md.text(revision.note)})" if revision.note else "")
+    )
 
 
 def _summary(totals: ClaimTotals, ledger: ClaimLedger) -> str:

@@ -377,6 +377,10 @@ class ClaimTotals(BaseModel):
     contradictions: int = Field(
         default=0, description="Pairs of findings in the evidence that conflict."
     )
+    revised: int = Field(
+        default=0,
+        description="Claims rewritten once by their writer after the check, and then supported.",
+    )
     confidence: float | None = Field(
         default=None,
         description="Derived from the claims' verdicts and corroboration (0-1; None: nothing "

@@ -62,6 +62,13 @@ FRAME_TOKENS = 600
 """A prompt's instructions and headings."""
 GAPS_TOKENS = 1200
 """The gaps the lead is told (``context.gaps``: at most 20 of 60 tokens)."""
+REVISION_PROMPT_TOKENS = 2000
+"""A revision's prompt at most: the claim, its sources' passages (``REVISION_PASSAGES``,
+each cut to ``REVISION_PASSAGE_CHARS``), what differs, and the instructions."""
+REVISION_REPLY_TOKENS = 1500
+"""A revision's reply cap (one sentence, reasoning included), or a section's if lower."""
+REVISION_PASSAGES = 3
+REVISION_PASSAGE_CHARS = 1200
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,9 @@ class WriteCosts:
     outline: float = 0.0
     section: float = 0.0
     lead: float = 0.0
+    revisions: float = 0.0
+    """Every revision the claim check may ask for (``WritingLimits.max_revisions``), one
+    attempt each, as a section is counted."""
 
     def sections_affordable(self, money: float) -> int:
         """How many sections ``money`` pays for, after the outline and the lead."""
@@ -78,9 +88,11 @@ class WriteCosts:
             return 10**6
         return max(1, math.floor((money - self.outline - self.lead) / self.section))
 
-    def reserve(self, max_sections: int) -> float:
-        """What the whole phase may cost: kept back from research when the run starts."""
-        return self.outline + self.lead + max_sections * self.section
+    def reserve(self, max_sections: int, *, revisions: bool = True) -> float:
+        """What the whole phase may cost, the claim check's revisions included (unless
+        not ``revisions``): kept back from research when the run starts."""
+        written = self.outline + self.lead + max_sections * self.section
+        return written + (self.revisions if revisions else 0.0)
 
 
 @dataclass(frozen=True)
@@ -92,6 +104,8 @@ class WritingLimits:
     related_evidence_tokens: int = 500
     catalog_tokens: int = 2500
     max_parallel: int = 4
+    max_revisions: int = 6
+    """Claims the claim check may send back to be rewritten once (``Reviser``)."""
     costs: WriteCosts = field(default_factory=WriteCosts)
 
     @property
@@ -111,7 +125,9 @@ class WritingLimits:
     def reserve_tokens(self, reply_tokens: int) -> int:
         """Tokens the whole phase may use at its ceilings, each reply at ``reply_tokens``."""
         calls = self.outline_prompt_tokens + self.lead_prompt_tokens + 2 * reply_tokens
-        return calls + self.max_sections * (self.section_prompt_tokens + reply_tokens)
+        revision = REVISION_PROMPT_TOKENS + min(REVISION_REPLY_TOKENS, reply_tokens)
+        revisions = self.max_revisions * revision
+        return calls + self.max_sections * (self.section_prompt_tokens + reply_tokens) + revisions
 
 
 @dataclass(frozen=True)
@@ -173,6 +189,28 @@ class Author(Protocol):
         ...
 
     async def lead(self, request: LeadRequest, meter: Meter) -> str: ...
+
+
+@dataclass(frozen=True)
+class RevisionRequest:
+    """One claim the claim check found unsupported or contradicted, back to its writer."""
+
+    question: str
+    section: str
+    sentence: str
+    """As the report states it, citing with ``[N]``."""
+    passages: tuple[tuple[int, str], ...]
+    """The cited sources' best passages: (N, verbatim text)."""
+    problems: tuple[str, ...]
+    """What the check found: each source's verdict and what differs."""
+
+
+class Reviser(Protocol):
+    """The section's writer, asked once to rewrite a sentence its sources do not support."""
+
+    async def revise(self, request: RevisionRequest, meter: Meter) -> str:
+        """The sentence rewritten to state only what the passages do, citing with ``[N]``."""
+        ...
 
 
 class SectionedWriter:

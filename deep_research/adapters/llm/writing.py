@@ -10,9 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from deep_research.adapters.llm.llm import ChatModel, load_prompt
 from deep_research.core.ports import Meter
 from deep_research.core.writing import (
+    REVISION_REPLY_TOKENS,
     LeadRequest,
     OutlineRequest,
     PlannedSection,
+    RevisionRequest,
     SectionRequest,
 )
 
@@ -35,7 +37,7 @@ class Outline(BaseModel):
 @dataclass(frozen=True)
 class LLMAuthor:
     """Every part from the writer model, its reply capped per call
-    (``DEEP_RESEARCH_SECTION_MAX_TOKENS``)."""
+    (``DEEP_RESEARCH_SECTION_MAX_TOKENS``); also the claim check's ``Reviser``."""
 
     model: ChatModel
 
@@ -83,6 +85,19 @@ class LLMAuthor:
             gaps="\n".join(f"- {g}" for g in request.gaps) or "(none)",
         )
         return await self.model.text(messages, meter)
+
+    async def revise(self, request: RevisionRequest, meter: Meter) -> str:
+        """One sentence the claim check found unsupported, rewritten from its sources'
+        passages (the reply capped at ``REVISION_REPLY_TOKENS``, or the sections' cap if lower)."""
+        messages = load_prompt("revise").messages(
+            question=request.question,
+            section=request.section,
+            sentence=request.sentence,
+            problems="\n".join(f"- {p}" for p in request.problems) or "(none)",
+            passages="\n".join(f"[{n}] {text}" for n, text in request.passages) or "(none)",
+        )
+        cap = min(REVISION_REPLY_TOKENS, self.model.chat.max_tokens or REVISION_REPLY_TOKENS)
+        return await self.model.capped(cap).text(messages, meter)
 
 
 def _ids(ids: list[str]) -> tuple[str, ...]:

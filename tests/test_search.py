@@ -440,7 +440,9 @@ async def test_concurrent_searches_of_one_provider_stay_under_the_server_rate_li
     fake: FakeSearch, providers: list[WebSearch]
 ) -> None:
     fake.limit("searxng", 2, WINDOW)
-    limits = default_rate_limits({"searxng": 6.0})  # 1 every 0.167 s: 2 per window at most
+    # 1 every 0.25 s: 2 per window at most, with room for a loaded machine's jitter (at 1
+    # every 0.167 s, one request sent 0.14 s late put three in one window)
+    limits = default_rate_limits({"searxng": 4.0})
     # Two providers of one name (two runs in one process) share the process's bucket.
     one, two = (build(fake, "searxng", limits, providers) for _ in range(2))
 
@@ -453,7 +455,7 @@ async def test_concurrent_searches_of_one_provider_stay_under_the_server_rate_li
     assert [r.status for r in sent] == [200] * 12
     arrivals = [r.at for r in sent]
     assert busiest_window(arrivals, WINDOW) <= 2
-    assert max(arrivals) - min(arrivals) >= 11 / 6.0 * 0.9
+    assert max(arrivals) - min(arrivals) >= 11 / 4.0 * 0.9
 
 
 async def test_without_our_limit_the_same_burst_is_refused_by_the_server(

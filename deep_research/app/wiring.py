@@ -282,7 +282,7 @@ def revision_reply(settings: Settings) -> int:
 
 def final_reserve_tokens(settings: Settings) -> int:
     """Tokens kept back for writing the report: the outline, the lead and every section,
-    each its prompt budget plus ``section_max_tokens``, and the claim check's revisions."""
+    each its prompt budget plus ``section_max_tokens``."""
     limits = writing_limits(settings, PriceTable())
     return limits.reserve_tokens(settings.section_max_tokens)
 
@@ -313,8 +313,7 @@ def check_token_limit(settings: Settings, limits: Limits) -> None:
             f"the token limit of {limits.max_total_tokens:,} leaves nothing to research: "
             f"{reserve:,} tokens are kept for writing the report (the outline, the lead and "
             f"{settings.report_max_sections} sections, each its prompt budget plus "
-            "DEEP_RESEARCH_SECTION_MAX_TOKENS, and the claim check's revisions); "
-            "raise --max-tokens"
+            "DEEP_RESEARCH_SECTION_MAX_TOKENS); raise --max-tokens"
         )
 
 

@@ -123,11 +123,11 @@ class WritingLimits:
         return points + GAPS_TOKENS + FRAME_TOKENS
 
     def reserve_tokens(self, reply_tokens: int) -> int:
-        """Tokens the whole phase may use at its ceilings, each reply at ``reply_tokens``."""
+        """Tokens the writing calls may use at their ceilings, each reply at ``reply_tokens``.
+        The claim check's revisions are kept back in money only (``WriteCosts.revisions``):
+        counted in tokens too, they would leave room for one web job fewer at the defaults."""
         calls = self.outline_prompt_tokens + self.lead_prompt_tokens + 2 * reply_tokens
-        revision = REVISION_PROMPT_TOKENS + min(REVISION_REPLY_TOKENS, reply_tokens)
-        revisions = self.max_revisions * revision
-        return calls + self.max_sections * (self.section_prompt_tokens + reply_tokens) + revisions
+        return calls + self.max_sections * (self.section_prompt_tokens + reply_tokens)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -48,15 +49,18 @@ class NoMeter:
         pass
 
 
-def researched(count: int, facts: int = 3) -> SessionState:
-    """A session with ``count`` done nodes, each with ``facts`` cited findings."""
+def researched(count: int, facts: int = 3, detail: str = "") -> SessionState:
+    """A session with ``count`` done nodes, each with ``facts`` cited findings (each with
+    ``detail`` words around its figure)."""
     state = SessionState(session_id="a" * 12, question="What is known about X?")
     for i in range(1, count + 1):
         notes = []
         for j in range(1, facts + 1):
             ref = f"S{(i - 1) * facts + j}"
             state.sources[ref] = Citation(ref=ref, kind="web", url=f"https://n{i}.example/{j}")
-            notes.append(f"Finding {j} of node {i} says the value is {1000 * i + j} [{ref}].")
+            notes.append(
+                f"Finding {j} of node {i} {detail}says the value is {1000 * i + j} [{ref}]."
+            )
         state.nodes[f"n{i:02d}"] = ResearchNode(
             id=f"n{i:02d}", question=f"What about part {i}?", status="done", notes=" ".join(notes)
         )
@@ -204,7 +208,7 @@ async def test_at_the_time_limit_unwritten_sections_are_quoted_at_once_and_resum
 
 
 async def test_with_little_money_left_the_outline_has_fewer_sections() -> None:
-    costs = WriteCosts(outline=0.01, section=0.10, lead=0.01)
+    costs = WriteCosts(outline=0.01, section=0.10, lead=0.01, condense=0.0)
     limits = WritingLimits(max_sections=8, costs=costs)
     state = researched(16)
     author = FakeAuthor()
@@ -213,6 +217,80 @@ async def test_with_little_money_left_the_outline_has_fewer_sections() -> None:
     assert len(state.writing.sections) == 2
     assert len(author.sections) == 2
     assert sorted(i for s in state.writing.sections for i in s.node_ids) == sorted(state.nodes)
+
+
+# --- condensing ------------------------------------------------------------------------
+
+DETAIL = "(measured across several independent sites, with careful controls, over months) "
+
+
+def facts(state: SessionState) -> set[str]:
+    """Every figure of ``state``'s notes with its marker, as a section would cite it."""
+    return {
+        f"{value} [{ref}]"
+        for node in state.nodes.values()
+        for value, ref in re.findall(r"value is (\d+) \[(S\d+)\]", node.notes)
+    }
+
+
+def overflowing() -> SessionState:
+    """Two nodes, the first with more evidence than a 500-token section budget."""
+    state = researched(2, facts=20, detail=DETAIL)
+    state.nodes["n02"].notes = " ".join(state.nodes["n02"].notes.split(". ")[:3]) + "."
+    return state
+
+
+async def test_a_section_with_more_evidence_than_its_budget_keeps_every_fact() -> None:
+    state = overflowing()
+    limits = WritingLimits(max_sections=2, own_evidence_tokens=500)
+    author = FakeAuthor()
+    await write(state, author, limits=limits)
+    assert state.writing is not None
+    assert estimate_tokens(state.nodes["n01"].notes) > limits.own_evidence_tokens
+    body = "\n".join(s.text for s in state.writing.sections)
+    assert len(facts(state)) == 23
+    assert {f for f in facts(state) if f not in body} == set(), "every figure, its marker"
+    assert all(s.status == "written" for s in state.writing.sections)
+    assert len(author.condensed) == 1 <= limits.condense_calls
+    for request in author.condensed:  # the condensing call reads one bounded chunk
+        assert sum(estimate_tokens(e) + 1 for e in request.evidence) <= 500
+    for request in author.sections:  # and the section reads within its budget
+        assert sum(estimate_tokens(e) for e in request.evidence) <= 500
+
+
+async def test_without_condensing_calls_left_a_section_reads_its_fair_share() -> None:
+    """The phase makes at most ``condense_calls``: a section past them (or whose condensing
+    failed) is written from its fair share, the rest staying in the notes."""
+    state = researched(2, facts=20, detail=DETAIL)  # two sections overflow, one call
+    author = FakeAuthor()
+    await write(state, author, limits=WritingLimits(max_sections=2, own_evidence_tokens=500))
+    assert state.writing is not None
+    assert len(author.condensed) == 1
+    for section in state.writing.sections:
+        assert section.status == "written"
+    body = "\n".join(s.text for s in state.writing.sections)
+    assert 20 < len({f for f in facts(state) if f in body}) < 40, "one section whole"
+
+    failing = FakeAuthor(fail_condense=True)
+    state = overflowing()
+    await write(state, failing, limits=WritingLimits(max_sections=2, own_evidence_tokens=500))
+    assert state.writing is not None
+    assert failing.condensed
+    assert all(s.status == "written" for s in state.writing.sections), "written, not quoted"
+    for request in failing.sections:
+        assert sum(estimate_tokens(e) + 1 for e in request.evidence) <= 500
+
+
+def test_condensing_is_counted_in_the_reserve() -> None:
+    limits = WritingLimits(max_sections=8)
+    plain = WritingLimits(max_sections=8, own_evidence_tokens=0)
+    extra = limits.reserve_tokens(4000) - plain.reserve_tokens(4000)
+    per_call = limits.condense_prompt_tokens + limits.condense_reply_tokens
+    assert extra == 8 * 1500 + limits.condense_calls * (per_call - 600)
+    costs = WriteCosts(outline=0.01, section=0.10, lead=0.01)
+    assert costs.reserve(8) == pytest.approx(0.02 + 8 * 0.10 + 4 * 0.10)
+    assert costs.sections_affordable(costs.reserve(8)) == 8
+    assert costs.sections_affordable(costs.reserve(8) - 0.01) == 7
 
 
 def test_key_points_are_first_sentences_that_cite() -> None:

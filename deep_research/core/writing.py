@@ -16,6 +16,13 @@ decides what each part sees and keeps the phase saved and inside the run's limit
   units of the rest for its question (``related_evidence_tokens``), and the other
   sections' titles and points (so sections do not repeat each other). At most
   ``max_parallel`` at a time; each is saved as it is written.
+- Condensing (the seed's hierarchical reduction): a section whose own units pass its
+  budget does not drop the rest: it reads half its budget of them as they are (a fair
+  share of each node), and the rest, cut into chunks of at most the budget (at most
+  ``CONDENSE_CHUNKS``), each condensed by a call to its share of the other half, markers
+  kept. At most ``condense_calls`` such calls
+  in the whole phase (the reserve counts them); past that, or if one fails, the section
+  reads its fair share of its units as before (the rest stays in the notes).
 - Lead: the direct answer, contradictions and open questions, limits, from the sections'
   key points (the first sentence of each paragraph, with its markers) and the gaps.
 - Limits: every call stops at the run's deadline. A part not written by then, or whose call
@@ -29,11 +36,12 @@ No prompt grows with the number of branches: every input above has a fixed budge
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from deep_research.core import evidence as evidence_units
 from deep_research.core.citations import strip_trailing
@@ -62,6 +70,8 @@ FRAME_TOKENS = 600
 """A prompt's instructions and headings."""
 GAPS_TOKENS = 1200
 """The gaps the lead is told (``context.gaps``: at most 20 of 60 tokens)."""
+CONDENSE_CHUNKS = 3
+"""Chunks a section's own units are condensed in, at most (past that, a fair cut first)."""
 
 
 @dataclass(frozen=True)
@@ -72,15 +82,28 @@ class WriteCosts:
     section: float = 0.0
     lead: float = 0.0
 
+    condense: float | None = None
+    """A condensing call; ``None``: counted as a section call, whose prompt and reply
+    bound it."""
+
+    @property
+    def condense_call(self) -> float:
+        return self.section if self.condense is None else self.condense
+
     def sections_affordable(self, money: float) -> int:
-        """How many sections ``money`` pays for, after the outline and the lead."""
+        """How many sections ``money`` pays for: the most whose ``reserve`` it covers."""
         if self.section <= 0:
             return 10**6
-        return max(1, math.floor((money - self.outline - self.lead) / self.section))
+        most = max(1, math.floor((money - self.outline - self.lead) / self.section))
+        while most > 1 and self.reserve(most) > money:
+            most -= 1
+        return most
 
     def reserve(self, max_sections: int) -> float:
-        """What the whole phase may cost: kept back from research when the run starts."""
-        return self.outline + self.lead + max_sections * self.section
+        """What the whole phase may cost: kept back from research when the run starts
+        (``condense_calls`` is ``max_sections // 2`` at most, see ``WritingLimits``)."""
+        condensing = (max_sections // 2) * self.condense_call
+        return self.outline + self.lead + max_sections * self.section + condensing
 
 
 @dataclass(frozen=True)
@@ -108,10 +131,27 @@ class WritingLimits:
         points = self.max_sections * (KEY_POINTS + 1) * POINT_TOKENS
         return points + GAPS_TOKENS + FRAME_TOKENS
 
+    @property
+    def condense_calls(self) -> int:
+        """Condensing calls the whole phase may make: one for every second section."""
+        return self.max_sections // 2
+
+    @property
+    def condense_prompt_tokens(self) -> int:
+        return self.own_evidence_tokens + FRAME_TOKENS
+
+    @property
+    def condense_reply_tokens(self) -> int:
+        """The condensed half of a section's budget (chunks share it)."""
+        return self.own_evidence_tokens - self.own_evidence_tokens // 2
+
     def reserve_tokens(self, reply_tokens: int) -> int:
         """Tokens the whole phase may use at its ceilings, each reply at ``reply_tokens``."""
         calls = self.outline_prompt_tokens + self.lead_prompt_tokens + 2 * reply_tokens
-        return calls + self.max_sections * (self.section_prompt_tokens + reply_tokens)
+        condensing = self.condense_calls * (
+            self.condense_prompt_tokens + min(reply_tokens, self.condense_reply_tokens)
+        )
+        return calls + condensing + self.max_sections * (self.section_prompt_tokens + reply_tokens)
 
 
 @dataclass(frozen=True)
@@ -155,6 +195,17 @@ class SectionRequest:
 
 
 @dataclass(frozen=True)
+class CondenseRequest:
+    question: str
+    """The research question (the report's)."""
+    section: SectionPlan
+    evidence: tuple[str, ...]
+    """A chunk of the section's own units (findings with their ``[S#]`` markers)."""
+    max_tokens: int
+    """The condensed text's length, at most."""
+
+
+@dataclass(frozen=True)
 class LeadRequest:
     question: str
     sections: tuple[tuple[str, tuple[str, ...]], ...]
@@ -173,6 +224,16 @@ class Author(Protocol):
         ...
 
     async def lead(self, request: LeadRequest, meter: Meter) -> str: ...
+
+
+@runtime_checkable
+class Condenser(Protocol):
+    """An author that can condense a chunk of evidence (a model; the no-model mode quotes
+    instead, so a section of it reads its fair share)."""
+
+    async def condense(self, request: CondenseRequest, meter: Meter) -> str:
+        """The chunk's facts, shorter, each with its markers exactly as given."""
+        ...
 
 
 class SectionedWriter:
@@ -237,13 +298,17 @@ class SectionedWriter:
             u for node in _done(state) for u in evidence_units.units_of(node, state.sources, {})
         ]
         limit = asyncio.Semaphore(self.limits.max_parallel)
+        condensing = [self.limits.condense_calls]  # calls left to the whole phase
 
         async def one(section: SectionPlan) -> None:
             request = self._section_request(state, writing, section, units)
             try:
                 async with asyncio.timeout_at(job.deadline), limit:
                     _in_time(job.deadline)
-                    section.text = await self.author.section(request, job.meter)
+                    own = [u for u in units if u.node_id in section.node_ids]
+                    # A quote (below) is of the units themselves, never of a condensing.
+                    reads = await self._condensed(request, own, condensing, job.meter)
+                    section.text = await self.author.section(reads, job.meter)
                     section.status, section.note = "written", ""
             except TimeoutError:
                 _quote(
@@ -280,6 +345,49 @@ class SectionedWriter:
             related=tuple(within([u.finding for u in related], limits.related_evidence_tokens)),
             max_words=limits.section_words,
         )
+
+    async def _condensed(
+        self,
+        request: SectionRequest,
+        own: Sequence[EvidenceUnit],
+        calls_left: list[int],
+        meter: Meter,
+    ) -> SectionRequest:
+        """``request`` reading half its budget of its own units as they are and the rest
+        condensed into the other half, when they pass its budget and the phase has the
+        calls left; else as it is (its fair share of its units)."""
+        budget = self.limits.own_evidence_tokens
+        author = self.author
+        if not isinstance(author, Condenser):
+            return request
+        if sum(estimate_tokens(u.finding) + 1 for u in own) <= budget:
+            return request
+        kept = fair_within(own, budget // 2)
+        rest = [u for u in own if u.finding not in set(kept)]
+        chunks = chunked(fair_within(rest, CONDENSE_CHUNKS * budget), budget)[:CONDENSE_CHUNKS]
+        if calls_left[0] < len(chunks):
+            return request
+        calls_left[0] -= len(chunks)
+        share = (budget - budget // 2) // len(chunks)
+        replies = await asyncio.gather(
+            *(
+                author.condense(
+                    CondenseRequest(request.question, request.section, tuple(chunk), share),
+                    meter,
+                )
+                for chunk in chunks
+            ),
+            return_exceptions=True,
+        )
+        texts: list[str] = []
+        for reply in replies:
+            if isinstance(reply, ProviderError):
+                return request  # the fair share, as if there had been no calls left
+            if isinstance(reply, BaseException):
+                raise reply
+            texts.append(cap_tokens(reply, share))
+        condensed = [line.strip() for text in texts for line in text.splitlines() if line.strip()]
+        return dataclasses.replace(request, evidence=(*kept, *condensed))
 
     async def _lead(self, job: WriteJob, writing: Writing) -> None:
         points = tuple(
@@ -432,6 +540,21 @@ def fair_within(units: Sequence[EvidenceUnit], budget: int) -> list[str]:
                 picked.append(queue[depth])
                 used += cost
     return [units[i].finding for i in sorted(picked)]
+
+
+def chunked(texts: Sequence[str], budget: int) -> list[list[str]]:
+    """``texts`` in order, cut into runs of at most ``budget`` tokens each (a text longer
+    than that alone in its run)."""
+    chunks: list[list[str]] = []
+    used = budget + 1
+    for text in texts:
+        cost = estimate_tokens(text) + 1
+        if used + cost > budget:
+            chunks.append([])
+            used = 0
+        chunks[-1].append(text)
+        used += cost
+    return chunks
 
 
 def within(texts: Sequence[str], budget: int) -> list[str]:

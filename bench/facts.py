@@ -124,6 +124,8 @@ class FactsWorld:
     facts_per_job: int = 5
     gathered: dict[str, Gathered] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
+    prompts: dict[str, int] = field(default_factory=dict)
+    """Each role's largest prompt: characters of its system and user text."""
     plans_left: int = 1
 
     def install(self, fake: Any) -> None:
@@ -136,22 +138,25 @@ class FactsWorld:
             for i in range(1, self.branches + 1)
         ]
 
-    def _count(self, role: str) -> None:
+    def _count(self, role: str, req: ChatRequest | None = None) -> None:
         self.calls[role] = self.calls.get(role, 0) + 1
+        if req is not None:
+            size = len(system_text(req)) + len(req.text)
+            self.prompts[role] = max(self.prompts.get(role, 0), size)
 
     def chat(self, req: ChatRequest) -> ChatReply | str | dict[str, Any] | None:
         system = system_text(req)
         limits = stated_limits(system, req.max_tokens)
         if req.schema_name == "Plan":
-            self._count("planner")
+            self._count("planner", req)
             tasks = self.plan() if self.plans_left > 0 else []
             self.plans_left -= 1
             return {"rationale": copy_facts(req.text, limits), "tasks": tasks}
         if req.schema_name == "Verdict":
-            self._count("judge")
+            self._count("judge", req)
             return verdict(True)
         if req.schema_name == "Outline":
-            self._count("outline")
+            self._count("outline", req)
             return outline_of(req.text, system)
         if req.schema_name is not None:
             raise AssertionError(f"facts world: no reply for schema {req.schema_name!r}")
@@ -164,9 +169,11 @@ class FactsWorld:
             if "one section of a research report" in system
             else "lead"
             if "opening of a research report" in system
+            else "condenser"
+            if "You condense part of the evidence" in system
             else "other"
         )
-        self._count(role)
+        self._count(role, req)
         return copy_facts(req.text, limits)
 
     def research(self, req: ResearchRequest) -> ResearchReport:

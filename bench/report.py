@@ -32,6 +32,13 @@ Figures (targets from the issue; measured from outside before this work in brack
                              report written (the writer returning)
 - write_wall_over_one_call   that / one call's latency (0.1 s)                 <= 4
                              (the wall is the median of --runs runs, 3 by default)
+The human-readable output also names each chat role's largest prompt at both sizes. At
+K = 5 a branch's notes are ~50 tokens, so 12 branches fill none of the fixed budgets (the
+2,000-token rolling summary that the judge and the summarizer read is at ~590 tokens, the
+outline's 2,500-token catalog at ~a third): the ratio above measures budgets filling between
+12 and 48, not a prompt outgrowing its budget (with real notes the summarizer's prompt is
+the same at 5 nodes as at 50: bench/engine.py). ``--facts`` sets K (e.g. 25: sections
+overflow their own budget and are condensed).
 Today's code misses several targets: this bench measures the baseline the next work must
 raise. --smoke computes the same figures once at toy sizes (N = 3 and 6, K = 2, 10 ms a
 call; the test suite runs it): its values are not the targets'.
@@ -77,6 +84,8 @@ class Run:
     largest_prompt: int
     write_wall: float
     calls: dict[str, int]
+    prompts: dict[str, int]
+    """Each chat role's largest prompt (characters): which call is the largest, and why."""
 
 
 class TimedWriter:
@@ -135,7 +144,12 @@ async def run_once(branches: int, facts: int, latency: float, parallel: int, hom
         assert len(world.gathered) == branches * facts, "a research job stated no facts"
         largest = max(prompt_chars(r.body) for r in fake.requests if r.method == "POST")
         return Run(
-            world.gathered, orch.report, largest, writer.written_at - max(done_at), world.calls
+            world.gathered,
+            orch.report,
+            largest,
+            writer.written_at - max(done_at),
+            world.calls,
+            world.prompts,
         )
 
 
@@ -178,6 +192,9 @@ def bench_report(
             for i in range(runs)
         ]
     large = larges[0]
+    for label, run in (("few", small), ("many", large)):
+        roles = sorted(run.prompts.items(), key=lambda kv: -kv[1])
+        print(f"{label:>5} largest prompts: " + ", ".join(f"{r} {c}" for r, c in roles))
     write_wall = statistics.median(run.write_wall for run in larges)
     return {
         "evidence_retention_12": retention(small.report, small.gathered),
@@ -212,11 +229,12 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     parser.add_argument("--runs", type=int, default=3, help="runs at 48 branches (median wall)")
     parser.add_argument("--smoke", action="store_true", help="once, toy sizes, in seconds")
+    parser.add_argument("--facts", type=int, default=5, help="facts per research job (K)")
     args = parser.parse_args()
     if args.smoke:
         figures = bench_report(3, 6, facts=2, latency=0.01)
     else:
-        figures = bench_report(12, 48, facts=5, latency=0.1, runs=args.runs)
+        figures = bench_report(12, 48, facts=args.facts, latency=0.1, runs=args.runs)
     for key, value in figures.items():
         print(f"{key:>32}: {value:.3f}", flush=True)
     if args.json:

@@ -73,7 +73,7 @@ def test_repeated_question_is_served_from_the_cache(
     [
         # A $4.00 worst case per job: t1 fits in $4.90, t2 no longer does once t1 spent ~$0.8.
         (["--max-cost", "4.9"], "cost_limit", "pending", "the cost limit was reached"),
-        # 87,300 kept for the report; a web job reserves its worst case, 1,222,000 tokens:
+        # 98,700 kept for the report; a web job reserves its worst case, 1,222,000 tokens:
         # t1's fits, and after its ~300,000 are spent t2's no longer does.
         (["--max-tokens", "1400000"], "token_limit", "pending", "the token budget was used up"),
         (["--max-iterations", "1"], "max_iterations", "done", "the iteration limit was reached"),
@@ -610,7 +610,7 @@ def test_a_token_limit_below_the_final_reserve_is_a_usage_error(env: dict[str, s
     code, _, err = cli(env, QUESTION, "--max-tokens", "1500")
     assert code == 2
     assert "1,500" in err
-    assert "87,300 tokens are kept for writing the report" in err
+    assert "98,700 tokens are kept for writing the report" in err
     assert not (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").exists()
 
 

@@ -165,6 +165,8 @@ class FactsWorld:
             if "rolling summary" in system
             else "compressor"
             if "compress a long web research report" in system
+            else "condenser"
+            if "You condense part of the evidence" in system
             else "section"
             if "one section of a research report" in system
             else "lead"

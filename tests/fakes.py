@@ -15,9 +15,17 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from deep_research.adapters.prices import PriceTable
+from deep_research.core.authoring import (
+    CondenseRequest,
+    LeadRequest,
+    OutlineRequest,
+    PlannedSection,
+    SectionRequest,
+)
 from deep_research.core.engine import Engine, RunConfig
 from deep_research.core.errors import BranchError, ProviderError
 from deep_research.core.guard import BudgetGuard
+from deep_research.core.memory import estimate_tokens
 from deep_research.core.models import (
     Citation,
     Limits,
@@ -41,13 +49,7 @@ from deep_research.core.ports import (
     RemoteJobHook,
 )
 from deep_research.core.report import Report, assemble, build_report
-from deep_research.core.writing import (
-    LeadRequest,
-    OutlineRequest,
-    PlannedSection,
-    SectionedWriter,
-    SectionRequest,
-)
+from deep_research.core.writing import SectionedWriter
 
 T = TypeVar("T")
 
@@ -222,7 +224,9 @@ class FakeAuthor:
 
     sections: list[SectionRequest] = field(default_factory=list)
     leads: list[LeadRequest] = field(default_factory=list)
+    condensed: list[CondenseRequest] = field(default_factory=list)
     fail_titles: tuple[str, ...] = ()
+    fail_condense: bool = False
     section_seconds: float = 0.0
 
     async def outline(self, request: OutlineRequest, meter: Meter) -> list[PlannedSection]:
@@ -237,6 +241,21 @@ class FakeAuthor:
         if request.section.title in self.fail_titles:
             raise ProviderError("the model failed")
         return "\n\n".join(request.evidence) or "Nothing was found."
+
+    async def condense(self, request: CondenseRequest, meter: Meter) -> str:
+        """Each line's facts (its figures) with its markers, in order, within the request's
+        token limit: the words around them are what condensing drops."""
+        self.condensed.append(request)
+        meter.record("synthesizer", "gpt-4.1", Usage(input_tokens=10, output_tokens=10))
+        if self.fail_condense:
+            raise ProviderError("the model failed")
+        kept: list[str] = []
+        for line in request.evidence:
+            facts = " ".join(w for w in line.split() if any(c.isdigit() for c in w))
+            if estimate_tokens("\n".join([*kept, facts])) > request.max_tokens:
+                break
+            kept.append(facts)
+        return "\n".join(kept)
 
     async def lead(self, request: LeadRequest, meter: Meter) -> str:
         self.leads.append(request)

@@ -101,7 +101,7 @@ async def test_the_writer_rewrites_a_claim_from_its_passages_within_its_cap(
     fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
 ) -> None:
     from deep_research.adapters.llm.writing import LLMAuthor
-    from deep_research.core.writing import REVISION_REPLY_TOKENS, RevisionRequest
+    from deep_research.core.authoring import REVISION_REPLY_TOKENS, RevisionRequest
 
     fake_openai.script(None, [ChatReply("The limit is 10 requests a second [2].")])
     chat = chat_openai(model="gpt-6-sol", max_tokens=4000, reasoning_effort="low", max_retries=0)
@@ -121,4 +121,30 @@ async def test_the_writer_rewrites_a_claim_from_its_passages_within_its_cap(
     assert "You correct one sentence of a research report" in prompt
     for part in (request.sentence, request.problems[0], "[2] Clients may send at most 10"):
         assert part in prompt
+    assert len(meter.records) == 1
+
+
+async def test_the_writer_condenses_a_chunk_of_evidence_within_its_share(
+    fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
+) -> None:
+    from deep_research.adapters.llm.writing import LLMAuthor
+    from deep_research.core.authoring import CondenseRequest
+    from deep_research.core.models import SectionPlan
+
+    fake_openai.script(None, [ChatReply("- 1,200 sites in 2024 [S3]")])
+    chat = chat_openai(model="gpt-6-sol", max_tokens=4000, reasoning_effort="low", max_retries=0)
+    author = LLMAuthor(ChatModel(chat, "gpt-6-sol", "synthesizer", structured_retries=0))
+    request = CondenseRequest(
+        question="How widely is X used?",
+        section=SectionPlan(id="s1", title="Adoption", question="Who uses X?", node_ids=["n1"]),
+        evidence=("In 2024, X ran on 1,200 sites, the survey found [S3].",),
+        max_tokens=250,
+    )
+    meter = RecordingMeter()
+    assert await author.condense(request, meter) == "- 1,200 sites in 2024 [S3]"
+    sent = fake_openai.requests[-1]
+    assert sent.body.get("max_completion_tokens") == 250, "the reply capped at its share"
+    prompt = str(sent.body["messages"])
+    assert "You condense part of the evidence" in prompt
+    assert "- In 2024, X ran on 1,200 sites, the survey found [S3]." in prompt
     assert len(meter.records) == 1

@@ -20,6 +20,7 @@ from deep_research.adapters.claim_check import (
 )
 from deep_research.adapters.claims import JudgeVerdict, ToJudge
 from deep_research.adapters.web.reader import PageSkipped
+from deep_research.core.authoring import RevisionRequest
 from deep_research.core.errors import ProviderError
 from deep_research.core.ledger import TIME_LIMIT, ClaimLedger, claims_of
 from deep_research.core.models import (
@@ -32,7 +33,6 @@ from deep_research.core.models import (
 )
 from deep_research.core.ports import CheckJob, Meter
 from deep_research.core.report import Report, ReportSection
-from deep_research.core.writing import RevisionRequest
 from deep_research.persistence.claims import SessionClaims
 from tests.fakes import RecordingMeter
 

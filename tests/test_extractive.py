@@ -20,6 +20,7 @@ from deep_research.adapters.extractive.roles import (
 from deep_research.adapters.extractive.text import facets
 from deep_research.adapters.prices import PriceTable
 from deep_research.app.wiring import extractive_engine
+from deep_research.core.authoring import LeadRequest, SectionRequest
 from deep_research.core.engine import RunConfig
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.memory import estimate_tokens
@@ -27,7 +28,6 @@ from deep_research.core.models import Role, SectionPlan, SessionState, Usage
 from deep_research.core.orchestrator import ResearchOrchestrator
 from deep_research.core.ports import JudgeRequest, NodeDigest, PlanRequest
 from deep_research.core.report import build_report
-from deep_research.core.writing import LeadRequest, SectionRequest
 
 EXAMPLE = (
     "How does deep-research plan, schedule and budget a research run, "

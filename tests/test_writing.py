@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -13,20 +14,15 @@ from deep_research.adapters.prices import PriceTable
 from deep_research.app import lifecycle, saved, wiring
 from deep_research.app.config import Settings
 from deep_research.app.options import RunOptions
+from deep_research.core.authoring import OutlineRequest, PlannedSection, WriteCosts, WritingLimits
 from deep_research.core.errors import ProviderError
 from deep_research.core.memory import estimate_tokens
 from deep_research.core.models import Citation, IterationRecord, ResearchNode, SessionState
+from deep_research.core.outline import repair
+from deep_research.core.packing import key_points
 from deep_research.core.ports import Meter, WriteJob
 from deep_research.core.report import build_report
-from deep_research.core.writing import (
-    OutlineRequest,
-    PlannedSection,
-    SectionedWriter,
-    WriteCosts,
-    WritingLimits,
-    key_points,
-    repair,
-)
+from deep_research.core.writing import SectionedWriter
 from deep_research.persistence.sessions import SessionStore
 from tests.fakes import FakeAuthor, FakeExecutor, FakeJudge, FakePlanner, Rig, plan, task, verdict
 
@@ -48,15 +44,18 @@ class NoMeter:
         pass
 
 
-def researched(count: int, facts: int = 3) -> SessionState:
-    """A session with ``count`` done nodes, each with ``facts`` cited findings."""
+def researched(count: int, facts: int = 3, detail: str = "") -> SessionState:
+    """A session with ``count`` done nodes, each with ``facts`` cited findings (each with
+    ``detail`` words around its figure)."""
     state = SessionState(session_id="a" * 12, question="What is known about X?")
     for i in range(1, count + 1):
         notes = []
         for j in range(1, facts + 1):
             ref = f"S{(i - 1) * facts + j}"
             state.sources[ref] = Citation(ref=ref, kind="web", url=f"https://n{i}.example/{j}")
-            notes.append(f"Finding {j} of node {i} says the value is {1000 * i + j} [{ref}].")
+            notes.append(
+                f"Finding {j} of node {i} {detail}says the value is {1000 * i + j} [{ref}]."
+            )
         state.nodes[f"n{i:02d}"] = ResearchNode(
             id=f"n{i:02d}", question=f"What about part {i}?", status="done", notes=" ".join(notes)
         )
@@ -70,6 +69,7 @@ async def write(
     limits: WritingLimits | None = None,
     seconds: float = 60.0,
     money: float = 100.0,
+    spare: tuple[float, int] = (100.0, 10**6),
 ) -> list[str]:
     """Write ``state``'s report; the snapshots saved along the way."""
     saves: list[str] = []
@@ -81,7 +81,10 @@ async def write(
         return ()
 
     loop = asyncio.get_running_loop()
-    job = WriteJob(state, NoMeter(), save, loop.time() + seconds, money, no_gaps)
+    spare_usd, spare_tokens = spare
+    job = WriteJob(
+        state, NoMeter(), save, loop.time() + seconds, money, no_gaps, spare_usd, spare_tokens
+    )
     await SectionedWriter(author, limits).write(job)
     return saves
 
@@ -204,7 +207,7 @@ async def test_at_the_time_limit_unwritten_sections_are_quoted_at_once_and_resum
 
 
 async def test_with_little_money_left_the_outline_has_fewer_sections() -> None:
-    costs = WriteCosts(outline=0.01, section=0.10, lead=0.01)
+    costs = WriteCosts(outline=0.01, section=0.10, lead=0.01, condense=0.0)
     limits = WritingLimits(max_sections=8, costs=costs)
     state = researched(16)
     author = FakeAuthor()
@@ -213,6 +216,94 @@ async def test_with_little_money_left_the_outline_has_fewer_sections() -> None:
     assert len(state.writing.sections) == 2
     assert len(author.sections) == 2
     assert sorted(i for s in state.writing.sections for i in s.node_ids) == sorted(state.nodes)
+
+
+# --- condensing ------------------------------------------------------------------------
+
+DETAIL = "(measured across several independent sites, with careful controls, over months) "
+
+
+def facts(state: SessionState) -> set[str]:
+    """Every figure of ``state``'s notes with its marker, as a section would cite it."""
+    return {
+        f"{value} [{ref}]"
+        for node in state.nodes.values()
+        for value, ref in re.findall(r"value is (\d+) \[(S\d+)\]", node.notes)
+    }
+
+
+def overflowing() -> SessionState:
+    """Two nodes, the first with more evidence than a 500-token section budget."""
+    state = researched(2, facts=20, detail=DETAIL)
+    state.nodes["n02"].notes = " ".join(state.nodes["n02"].notes.split(". ")[:3]) + "."
+    return state
+
+
+async def test_a_section_with_more_evidence_than_its_budget_keeps_every_fact() -> None:
+    state = overflowing()
+    limits = WritingLimits(max_sections=2, own_evidence_tokens=500)
+    author = FakeAuthor()
+    await write(state, author, limits=limits)
+    assert state.writing is not None
+    assert estimate_tokens(state.nodes["n01"].notes) > limits.own_evidence_tokens
+    body = "\n".join(s.text for s in state.writing.sections)
+    assert len(facts(state)) == 23
+    assert {f for f in facts(state) if f not in body} == set(), "every figure, its marker"
+    assert all(s.status == "written" for s in state.writing.sections)
+    assert len(author.condensed) == 1 <= limits.condense_calls
+    for request in author.condensed:  # the condensing call reads one bounded chunk
+        assert sum(estimate_tokens(e) + 1 for e in request.evidence) <= 500
+    for request in author.sections:  # and the section reads within its budget
+        assert sum(estimate_tokens(e) for e in request.evidence) <= 500
+
+
+async def test_without_condensing_calls_left_a_section_reads_its_fair_share() -> None:
+    """The phase makes at most ``condense_calls``: a section past them (or whose condensing
+    failed) is written from its fair share, the rest staying in the notes."""
+    state = researched(2, facts=20, detail=DETAIL)  # two sections overflow, one call
+    author = FakeAuthor()
+    await write(state, author, limits=WritingLimits(max_sections=2, own_evidence_tokens=500))
+    assert state.writing is not None
+    assert len(author.condensed) == 1
+    for section in state.writing.sections:
+        assert section.status == "written"
+    body = "\n".join(s.text for s in state.writing.sections)
+    assert 20 < len({f for f in facts(state) if f in body}) < 40, "one section whole"
+
+    failing = FakeAuthor(fail_condense=True)
+    state = overflowing()
+    await write(state, failing, limits=WritingLimits(max_sections=2, own_evidence_tokens=500))
+    assert state.writing is not None
+    assert failing.condensed
+    assert all(s.status == "written" for s in state.writing.sections), "written, not quoted"
+    for request in failing.sections:
+        assert sum(estimate_tokens(e) + 1 for e in request.evidence) <= 500
+
+
+async def test_condensing_spends_only_what_research_left_over() -> None:
+    """Never kept back from research: the reserve is the outline, the sections and the lead;
+    condensing calls are made only as far as the spare money and tokens go."""
+    limits = WritingLimits(max_sections=8)
+    costs = WriteCosts(outline=0.01, section=0.10, lead=0.01, condense=0.05)
+    assert costs.reserve(8) == pytest.approx(0.02 + 8 * 0.10)
+    plain = WritingLimits(max_sections=8, own_evidence_tokens=0)
+    assert limits.reserve_tokens(4000) - plain.reserve_tokens(4000) == 8 * 1500
+
+    priced = WritingLimits(max_sections=4, own_evidence_tokens=500, costs=costs)
+    one_call = priced.condense_tokens
+    for spare, calls in (
+        ((100.0, 0), 0),  # no tokens left over
+        ((0.04, 10**6), 0),  # less money left over than one call
+        ((100.0, one_call), 1),
+        ((0.10, 10**6), 2),
+        ((100.0, 10**6), 2),  # at most max_sections // 2
+    ):
+        state = researched(4, facts=20, detail=DETAIL)  # every section overflows
+        author = FakeAuthor()
+        await write(state, author, limits=priced, spare=spare)
+        assert len(author.condensed) == calls, spare
+        assert state.writing is not None
+        assert all(s.status == "written" for s in state.writing.sections)
 
 
 def test_key_points_are_first_sentences_that_cite() -> None:

@@ -105,6 +105,9 @@ class ResearchWorld:
             self._count("section")
             own = req.text.split("Evidence for this section:", 1)[1].split("Related evidence:")[0]
             return self._echo(own, _SESSION, 600)
+        if "You condense part of the evidence" in system:
+            self._count("condenser")
+            return self._echo(req.text.split("Evidence to condense:", 1)[1], _SESSION, 600)
         if "opening of a research report" in system:
             self._count("lead")
             return self._echo(req.text, _SESSION, 400)

@@ -48,6 +48,12 @@ from deep_research.adapters.verifier import (
     verify,
 )
 from deep_research.core import markdown as md
+from deep_research.core.authoring import (
+    REVISION_PASSAGE_CHARS,
+    REVISION_PASSAGES,
+    Reviser,
+    RevisionRequest,
+)
 from deep_research.core.citations import LOCAL
 from deep_research.core.corroboration import Corroboration
 from deep_research.core.errors import BudgetExhausted, ProviderError
@@ -68,12 +74,6 @@ from deep_research.core.ledger import (
 from deep_research.core.models import Citation, EvidenceUnit, SessionState
 from deep_research.core.ports import CheckJob, Meter
 from deep_research.core.report import ANSWER, Report
-from deep_research.core.writing import (
-    REVISION_PASSAGE_CHARS,
-    REVISION_PASSAGES,
-    Reviser,
-    RevisionRequest,
-)
 from deep_research.kb.embeddings import NamedEmbeddings
 
 CLAIMS_AT_ONCE = 8

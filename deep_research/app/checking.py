@@ -15,9 +15,9 @@ from deep_research.adapters.llm.llm import ChatModel
 from deep_research.app import engines
 from deep_research.app.config import Settings
 from deep_research.app.verify import judge_worst_usd
+from deep_research.core.authoring import Reviser, WritingLimits
 from deep_research.core.models import SessionState
 from deep_research.core.ports import CheckJob, PriceBook
-from deep_research.core.writing import Reviser, WritingLimits
 
 
 def claim_checker(

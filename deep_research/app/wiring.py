@@ -41,6 +41,12 @@ from deep_research.app.clients import http_client
 from deep_research.app.config import Settings
 from deep_research.app.run_kb import StoreRetriever, kb_tool, knowledge_base
 from deep_research.app.sources import BUILTIN_TITLES, SourceKind
+from deep_research.core.authoring import (
+    REVISION_PROMPT_TOKENS,
+    REVISION_REPLY_TOKENS,
+    WriteCosts,
+    WritingLimits,
+)
 from deep_research.core.engine import Engine, RunConfig
 from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
 from deep_research.core.guard import BudgetGuard, call_cost_estimate
@@ -61,13 +67,7 @@ from deep_research.core.ports import (
     PriceBook,
     ReportChecker,
 )
-from deep_research.core.writing import (
-    REVISION_PROMPT_TOKENS,
-    REVISION_REPLY_TOKENS,
-    SectionedWriter,
-    WriteCosts,
-    WritingLimits,
-)
+from deep_research.core.writing import SectionedWriter
 from deep_research.kb.store import KBStore
 from deep_research.persistence.cache import ResultCache
 from deep_research.persistence.checkpoints import Checkpointer
@@ -260,6 +260,7 @@ def writing_limits(settings: Settings, prices: PriceTable) -> WritingLimits:
         section=cost(limits.section_prompt_tokens),
         lead=cost(limits.lead_prompt_tokens),
         revisions=limits.max_revisions * cost_of(REVISION_PROMPT_TOKENS, revision_reply(settings)),
+        condense=cost_of(limits.condense_prompt_tokens, min(reply, limits.condense_reply_tokens)),
     )
     return dataclasses.replace(limits, costs=costs)
 

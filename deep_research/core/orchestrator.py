@@ -42,6 +42,7 @@ from deep_research.core.models import (
     SessionState,
     Verdict,
 )
+from deep_research.core.outline import outline_text as writing_text
 from deep_research.core.ports import (
     BranchTask,
     CheckJob,
@@ -57,7 +58,6 @@ from deep_research.core.scheduler import run_dag
 from deep_research.core.stops import LIMIT_DETAIL, Phase, Step, Stop, limit_stop
 from deep_research.core.summary import fold_summary
 from deep_research.core.tree import PlanPolicy, ResearchTree
-from deep_research.core.writing import outline_text as writing_text
 
 
 class ResearchOrchestrator:
@@ -456,5 +456,7 @@ class ResearchOrchestrator:
             deadline=self._finish_deadline(),
             money=self.guard.remaining_usd() + self.guard.final_reserve_usd,
             gaps=known_gaps,
+            spare_usd=self.guard.remaining_usd(),
+            spare_tokens=self.guard.remaining_tokens(),
         )
         self._writing = asyncio.create_task(self.engine.writer.write(job))

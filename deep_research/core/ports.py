@@ -185,6 +185,10 @@ class WriteJob:
     gaps: Callable[[], Awaitable[tuple[str, ...]]]
     """What the research did not cover, for the lead to say: known once the run has
     stopped (the sections may be written before)."""
+    spare_usd: float = 0.0
+    spare_tokens: int = 0
+    """What research left beyond the final reserve: optional calls (condensing a section's
+    evidence) spend only this, so they never cost research a job."""
 
 
 class ReportWriter(Protocol):

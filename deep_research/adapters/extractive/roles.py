@@ -31,6 +31,7 @@ from deep_research.adapters.extractive.text import (
     weighted_coverage,
 )
 from deep_research.core import memory
+from deep_research.core.authoring import LeadRequest, OutlineRequest, PlannedSection, SectionRequest
 from deep_research.core.citations import has_session_marker
 from deep_research.core.memory import estimate_tokens
 from deep_research.core.models import BranchNotes, Plan, PlannedTask, SourceHint, Verdict
@@ -41,7 +42,6 @@ from deep_research.core.ports import (
     NodeDigest,
     PlanRequest,
 )
-from deep_research.core.writing import LeadRequest, OutlineRequest, PlannedSection, SectionRequest
 from deep_research.kb.words import question_stems
 
 ROOT_WEIGHT = 0.3

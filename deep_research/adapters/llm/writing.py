@@ -8,15 +8,16 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from deep_research.adapters.llm.llm import ChatModel, load_prompt
-from deep_research.core.ports import Meter
-from deep_research.core.writing import (
+from deep_research.core.authoring import (
     REVISION_REPLY_TOKENS,
+    CondenseRequest,
     LeadRequest,
     OutlineRequest,
     PlannedSection,
     RevisionRequest,
     SectionRequest,
 )
+from deep_research.core.ports import Meter
 
 
 class OutlinedSection(BaseModel):
@@ -98,6 +99,18 @@ class LLMAuthor:
         )
         cap = min(REVISION_REPLY_TOKENS, self.model.chat.max_tokens or REVISION_REPLY_TOKENS)
         return await self.model.capped(cap).text(messages, meter)
+
+    async def condense(self, request: CondenseRequest, meter: Meter) -> str:
+        messages = load_prompt("condense").messages(
+            max_tokens=request.max_tokens,
+            question=request.question,
+            title=request.section.title,
+            section_question=request.section.question,
+            evidence="\n".join(f"- {e}" for e in request.evidence),
+        )
+        cap = self.model.chat.max_tokens
+        reply = request.max_tokens if cap is None else min(cap, request.max_tokens)
+        return await self.model.capped(reply).text(messages, meter)
 
 
 def _ids(ids: list[str]) -> tuple[str, ...]:

@@ -453,6 +453,27 @@ def test_a_name_or_a_clause_the_source_never_states_is_found() -> None:
     assert unstated("How The Tanmirsun Cache Keeps Each Entry For 1,353 Seconds", source) == []
 
 
+def test_a_clause_the_source_does_not_state_is_found_even_when_it_shares_a_word() -> None:
+    from deep_research.adapters.claim_check import unstated
+
+    source = "The Tanmirsun cache keeps each entry for 1,353 seconds after its last read."
+    # no five unstated words in a row ("cache" is stated), but the clause is not stated
+    added = (
+        "The Tanmirsun cache keeps each entry for 1,353 seconds, longer than any cache that "
+        "Redis or Memcached ships."
+    )
+    assert unstated(added, source) == [
+        "name “Redis”",
+        "name “Memcached”",
+        "clause “longer than any cache that Redis or Memcached ships”",
+    ]
+    appended = "The Tanmirsun cache keeps entries 1,353 seconds; most vendors pick a lower default."
+    assert unstated(appended, source) == ["clause “most vendors pick a lower default”"]
+    # clauses the source states, in another order, are not flagged
+    reordered = "After its last read, each entry stays in the Tanmirsun cache for 1,353 seconds."
+    assert unstated(reordered, source) == []
+
+
 async def test_a_supported_claim_with_an_unstated_name_is_partial(tmp_path: Path) -> None:
     swapped = "The key parameter was added to Pelkazer in Python 3.10 [1]."
     out = await ClaimChecker().check(job(report_of(swapped, KB_BISECT), Store(tmp_path, [])))

@@ -452,6 +452,23 @@ def test_the_same_subject_at_another_time_is_no_contradiction() -> None:
     )
 
 
+def test_dropping_or_removing_something_is_an_event_and_a_drop_in_a_figure_is_not() -> None:
+    def pair(a: str, b: str) -> list[str]:
+        return [c.conflict for c in contradictions([unit("a.1", a, "S1"), unit("b.1", b, "S2")])]
+
+    assert pair(
+        "Django dropped support for Python 2 in 2020.", "Django dropped Python 2 support in 2017."
+    ) == ["2020 vs 2017"]
+    assert pair(
+        "The asyncore module was removed in Python 3.12 in 2023.",
+        "The asyncore module was removed in 2021.",
+    ) == ["2023 vs 2021"]
+    # with no object, "dropped" is a change in a figure: each year may have its own
+    assert pair("Sales at Acme dropped sharply in 2020.", "Sales at Acme dropped in 2022.") == []
+    assert pair("Acme's sales dropped 5% in 2020.", "Acme's sales dropped 9% in 2022.") == []
+    assert read_finding("Flask dropped the plan in 2019.").events[0][0] == "end"
+
+
 def test_polarity_needs_the_same_claim_and_the_denial_adding_nothing() -> None:
     def pair(a: str, b: str) -> list[str]:
         return [c.conflict for c in contradictions([unit("a.1", a, "S1"), unit("b.1", b, "S2")])]

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from deep_research.adapters.verifier import claim_words
+from deep_research.adapters.verifier import claim_words, content_tokens
 from deep_research.core.citations import SESSION
 
 _MONTHS = {
@@ -112,10 +112,15 @@ _EVENTS = {
     "ratified": "adoption", "enacted": "adoption", "adopted": "adoption",
     "passed": "adoption", "approved": "adoption", "entered": "entry", "listed": "listing",
     "sank": "sinking", "collapsed": "collapse", "occurred": "event", "happened": "event",
-    "held": "event",
+    "held": "event", "dropped": "end", "removed": "end", "abandoned": "end",
+    "withdrew": "end", "withdrawn": "end", "ceased": "end",
 }  # fmt: skip
 """Words that tell of a one-time event, by kind: two of one kind are one event
 ("released" / "shipped"), so their dates must agree."""
+_WITH_OBJECT = frozenset({"dropped"})
+"""Event words only with an object ("dropped Python 2 support", "dropped the plan"): with
+none they tell of a change ("sales dropped 5%", "dropped sharply in 2020")."""
+_DETERMINERS = frozenset("the a an its their his her our your this that these those".split())  # noqa: SIM905
 
 
 @functools.cache
@@ -321,8 +326,13 @@ def read_finding(finding: str) -> Reading:
 
 def _events_of(text: str, dates: Sequence[Date]) -> tuple[tuple[str, Date], ...]:
     kinds = events()
+    words = list(WORD.finditer(text))
+    objects = {stem(word) for word in _WITH_OBJECT}
     told = [
-        (m.start(), kinds[s]) for m in WORD.finditer(text) if (s := stem(m[0].lower())) in kinds
+        (m.start(), kinds[s])
+        for i, m in enumerate(words)
+        if (s := stem(m[0].lower())) in kinds
+        and (s not in objects or _has_object(words[i + 1 : i + 2]))
     ]
     found = []
     for date in dates if told else ():
@@ -330,3 +340,33 @@ def _events_of(text: str, dates: Sequence[Date]) -> tuple[tuple[str, Date], ...]
         _, kind = before[-1] if before else min(told, key=lambda e: abs(e[0] - date.at))
         found.append((kind, date))
     return tuple(found)
+
+
+CLAUSE_WORDS = 4
+CLAUSE_STATED = 0.25
+_CLAUSE_END = re.compile(r"[,;]\s")
+"""A clause ends at a comma or a semicolon before a space (not the one in "1,353")."""
+
+
+def unstated_clauses(claim: str, stated: Callable[[str], bool]) -> list[str]:
+    """The clauses of ``claim`` (its parts between commas and semicolons) that its source
+    does not state: of at least ``CLAUSE_WORDS`` content words, fewer than
+    ``CLAUSE_STATED`` of them ``stated`` (a stem the source uses). A true sentence with a
+    clause appended (", twice the speed of every other parser") is two statements, and the
+    clause's words are too few to weigh in the whole sentence's coverage; a clause that
+    shares a word or two with the source but adds the rest is not stated either."""
+    out = []
+    for clause in _CLAUSE_END.split(claim):
+        stems = [s for s, _ in content_tokens(clause)]
+        if len(stems) >= CLAUSE_WORDS and sum(map(stated, stems)) < CLAUSE_STATED * len(stems):
+            out.append(" ".join(clause.split()).rstrip(".!?"))
+    return out
+
+
+def _has_object(after: Sequence[re.Match[str]]) -> bool:
+    """Whether the word after a verb (``after``: it, or none) opens its object: a
+    determiner, or a content word that is no number and no adverb ("sharply")."""
+    word = after[0][0].lower() if after else ""
+    return word in _DETERMINERS or (
+        bool(stem(word)) and not word[0].isdigit() and not word.endswith("ly")
+    )

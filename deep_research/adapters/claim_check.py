@@ -25,37 +25,37 @@ Invariants:
   The rewrite is checked like any claim and replaces the sentence, in the report and in
   the session's written sections, only when its sources then support it (``partial``
   included); else the sentence stands as written, marked. Every attempt is kept in the
-  ledger, and a sentence sent back, or a rewrite, is never sent back again.
+  ledger, and a sentence sent back, or a rewrite, is never sent back again. What the writer
+  is told and how its reply is taken: ``adapters.claim_repair``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 from deep_research.adapters.branches.protocols import Page, Reader
+from deep_research.adapters.claim_repair import (
+    ADOPTED,
+    REVISE,
+    refs_in,
+    revision_request,
+    rewrite_of,
+    rewritten,
+)
 from deep_research.adapters.claims import SupportJudge, ToJudge, settle
 from deep_research.adapters.contradictions import contradictions
 from deep_research.adapters.corroboration import source_key
-from deep_research.adapters.statements import unstated_clauses
+from deep_research.adapters.statements import all_stated
 from deep_research.adapters.verifier import (
     SupportVerdict,
-    claim_words,
-    content_tokens,
-    strip_markers,
     verify,
 )
-from deep_research.core import markdown as md
 from deep_research.core.authoring import (
-    REVISION_PASSAGE_CHARS,
-    REVISION_PASSAGES,
     Reviser,
-    RevisionRequest,
 )
-from deep_research.core.citations import LOCAL
 from deep_research.core.corroboration import Corroboration
 from deep_research.core.errors import BudgetExhausted, ProviderError
 from deep_research.core.ledger import (
@@ -69,12 +69,11 @@ from deep_research.core.ledger import (
     check_key,
     claims_of,
     marked,
-    replaced,
     verdict_of,
 )
-from deep_research.core.models import Citation, EvidenceUnit, SessionState
+from deep_research.core.models import Citation, EvidenceUnit
 from deep_research.core.ports import CheckJob, Meter
-from deep_research.core.report import ANSWER, Report
+from deep_research.core.report import Report
 from deep_research.kb.embeddings import NamedEmbeddings
 
 CLAIMS_AT_ONCE = 8
@@ -304,7 +303,7 @@ class _Check:
 
         def verified() -> SupportVerdict:
             found = verify(claim, text, embedder=self.checker.embedder)
-            return _all_stated(claim, text, found)
+            return all_stated(claim, text, found)
 
         return await asyncio.to_thread(verified)
 
@@ -363,7 +362,7 @@ class _Check:
         self.committed += worst * len(taken)
         rewrites = await asyncio.gather(*(self.rewrite(reviser, c) for c in taken))
         drafts = [
-            Draft(after, claim.section, _refs(after, len(report.sources)), quoted=False)
+            Draft(after, claim.section, refs_in(after, len(report.sources)), quoted=False)
             for claim, (after, _note) in zip(taken, rewrites, strict=True)
         ]
         checks = await asyncio.gather(*(self.claim(i, d) for i, d in enumerate(drafts) if d.text))
@@ -384,7 +383,7 @@ class _Check:
                 better = self.claim_of(i, draft, sources[i])
                 revision.verdict_after = better.verdict
                 if better.verdict in ADOPTED and RANK[better.verdict] > RANK[claim.verdict]:
-                    moved = _rewritten(report, self.job.state, claim, after)
+                    moved = rewritten(report, self.job.state, claim, after)
                     if moved is None:
                         revision.note = "the sentence was not found where it stood"
                     else:
@@ -400,18 +399,7 @@ class _Check:
     async def rewrite(self, reviser: Reviser, claim: Claim) -> tuple[str, str]:
         """The writer's rewrite of ``claim`` (its markers kept to the claim's own sources),
         or '' and why there is none."""
-        passages = [
-            (s.ref, md.clip(" ".join(s.passage.split()), REVISION_PASSAGE_CHARS))
-            for s in claim.sources
-            if s.passage
-        ][:REVISION_PASSAGES]
-        request = RevisionRequest(
-            question=self.job.state.question,
-            section=claim.section,
-            sentence=claim.text,
-            passages=tuple(passages),
-            problems=tuple(_problem(s) for s in claim.sources),
-        )
+        request = revision_request(self.job.state.question, claim)
         try:
             raw = await reviser.revise(request, self.job.meter)
         except (ProviderError, BudgetExhausted) as exc:
@@ -420,140 +408,6 @@ class _Check:
         if after is None:
             return "", "the writer did not return one sentence"
         return after, ""
-
-
-REVISE = frozenset({"unsupported", "contradicted"})
-"""Claims sent back to their writer once."""
-ADOPTED = frozenset({"supported", "partial"})
-"""What a rewrite's sources must say of it for it to replace the sentence."""
-
-
-def rewrite_of(raw: str, before: str, refs: Sequence[int]) -> str | None:
-    """The writer's reply as a claim: one line of words, citing only the claim's own
-    sources (others' markers dropped; none left: the claim's markers added at its end).
-    None when it holds no words, is no longer a sentence, or changes nothing."""
-    text = " ".join(raw.split()).strip().strip('"“”')
-    if not re.search(r"[^\W\d_]", LOCAL.sub("", text)) or len(text) > 2 * len(before) + 300:
-        return None
-    text = LOCAL.sub(lambda m: m.group(0) if int(m.group(1)) in refs else "", text)
-    text = " ".join(text.split())
-    if not LOCAL.search(text):
-        markers = "".join(f"[{n}]" for n in refs)
-        end = re.search(r"[.!?]$", text)
-        text = f"{text[:-1]} {markers}{text[-1]}" if end else f"{text} {markers}"
-    return None if text.split() == before.split() else text
-
-
-def _refs(sentence: str, known: int) -> tuple[int, ...]:
-    numbers = dict.fromkeys(int(n) for n in LOCAL.findall(sentence))
-    return tuple(n for n in numbers if 1 <= n <= known)
-
-
-def _problem(source: SourceCheck) -> str:
-    said = f"[{source.ref}] {source.verdict}"
-    if source.conflicts:
-        said += ": differs in " + ", ".join(source.conflicts)
-    return said + (f" ({source.note})" if source.note else "")
-
-
-def _rewritten(report: Report, state: SessionState, claim: Claim, after: str) -> Report | None:
-    """``report`` with ``claim`` replaced by ``after`` where it stands, and the session's
-    written section (or lead) with it, in its ``[S#]`` markers; None if it is not found."""
-    if claim.section == ANSWER:
-        lead = replaced(report.lead, claim.text, after)
-        if lead is None:
-            return None
-        report = report.model_copy(update={"lead": lead})
-    else:
-        sections = [s.model_copy() for s in report.sections]
-        for section in sections:
-            body = (
-                replaced(section.body, claim.text, after)
-                if section.title == claim.section
-                else None
-            )
-            if body is not None:
-                section.body = body
-                break
-        else:
-            return None
-        report = report.model_copy(update={"sections": sections})
-    writing = state.writing
-    if writing is not None:
-        refs = [c.ref for c in report.sources]
-
-        def session(text: str) -> str:
-            return LOCAL.sub(
-                lambda m: (
-                    f"[{refs[int(m.group(1)) - 1]}]" if int(m.group(1)) <= len(refs) else m.group(0)
-                ),
-                text,
-            )
-
-        before, now = session(claim.text), session(after)
-        if claim.section == ANSWER:
-            writing.lead = replaced(writing.lead, before, now) or writing.lead
-        for planned in writing.sections:
-            if planned.title == claim.section:
-                planned.text = replaced(planned.text, before, now) or planned.text
-    return report
-
-
-_WORD = re.compile(r"[A-Za-z][\w'’-]*")
-UNSTATED_RUN = 5
-"""Content words in a row, none of them in the source: a clause the source does not state."""
-PREFIX = 5
-"""Letters two words share to count as one (the stemmer misses "America" / "American")."""
-TITLE_CASE = 0.3
-"""A claim with this share of capitalized words is in title case: no word of it is a name."""
-
-
-def unstated(claim: str, source: str) -> list[str]:
-    """What a claim says that its source nowhere does: a name (a capitalized word past the
-    first, in a claim not in title case) the source never uses, and ``UNSTATED_RUN`` content
-    words in a row none of which it uses, or a clause it does not state
-    (``statements.unstated_clauses``): an added clause. The verifier weighs how much of a
-    claim the source covers; these are what a swapped entity and an added clause leave
-    uncovered. Measured on AttributionBench dev: of the rows the verifier supports, 27 of
-    455 labelled supported and 28 of 140 labelled unsupported have such a gap (24 of 140
-    before the clause rule, which flags none of the 455)."""
-    held = claim_words(source)
-    held_prefixes = {stem[:PREFIX] for stem in held}
-
-    def stated(stem: str) -> bool:
-        return stem in held or stem[:PREFIX] in held_prefixes
-
-    spelled = {word.lower()[:PREFIX] for word in _WORD.findall(source)}
-    bare = strip_markers(claim)
-    words = _WORD.findall(bare)
-    out: list[str] = []
-    capitalized = [w for w in words if w[:1].isupper()]
-    if words and len(capitalized) / len(words) < TITLE_CASE:
-        missing = [
-            w
-            for w in words[1:]
-            if w[:1].isupper() and w.isalpha() and len(w) > 2 and w.lower()[:PREFIX] not in spelled
-        ]
-        out += [f"name “{name}”" for name in dict.fromkeys(missing)]
-    run: list[str] = []
-    longest: list[str] = []
-    for stem, raw in content_tokens(bare):
-        run = [] if stated(stem) else [*run, raw]
-        longest = run if len(run) > len(longest) else longest
-    if len(longest) >= UNSTATED_RUN:
-        return [*out, f"clause “{' '.join(longest)}”"]
-    return out + [f"clause “{clause}”" for clause in unstated_clauses(bare, stated)]
-
-
-def _all_stated(claim: str, source: str, verdict: SupportVerdict) -> SupportVerdict:
-    """A supported verdict stays supported only when the source states all of the claim;
-    else it is ``partial``, with what the source does not state as its conflicts."""
-    if verdict.support != "supported":
-        return verdict
-    missing = unstated(claim, source)
-    if not missing:
-        return verdict
-    return replace(verdict, support="partial", conflicts=(*verdict.conflicts, *missing))
 
 
 def _as_check(base: SourceCheck, verdict: SupportVerdict) -> SourceCheck:

@@ -1,6 +1,6 @@
 """The claim verifier: does a source's text support a claim? One pure function for the whole
-tool (``verify``): MCP ``verify_claim`` and ``bench/verify.py`` call it (the report's claim
-check will).
+tool (``verify``): the report's claim check (``adapters/claim_check.py``), MCP
+``verify_claim`` and ``bench/verify.py`` call it.
 
     verdict = verify("Raft elects a leader by majority vote [1].", page_text, question)
     verdict.support     # "supported" | "partial" | "unsupported" | "contradicted" | "unverifiable"

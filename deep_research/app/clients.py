@@ -79,3 +79,10 @@ def api_key(settings: Settings) -> str:
     """The key a client sends; a local server without one gets a placeholder."""
     key = settings.openai_api_key
     return key.get_secret_value() if key else "not-needed"
+
+
+def touch_apis(settings: Settings) -> None:
+    """A server's warm-up: the SDK builds each API's client (and imports its module) on
+    first use, so build the ones a run uses, on a client that sends nothing."""
+    with openai.OpenAI(api_key="warm-up", base_url=settings.openai_base_url) as client:
+        _apis = (client.models, client.chat.completions, client.responses)

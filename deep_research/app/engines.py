@@ -78,6 +78,8 @@ class WebEngineKind:
     """How the run names it: the live view's first line, the run spec, the report footer."""
     runs_jobs: bool = False
     """Starts research jobs at the provider: its ``JobSpec`` is saved and replayed."""
+    searches: bool = False
+    """Searches through ``DEEP_RESEARCH_SEARCH_PROVIDER``: the provider is saved and replayed."""
     warm_modules: tuple[str, ...] = ()
     """Modules its build imports, which a server imports at start so that a run's first
     request does not wait for them."""
@@ -303,6 +305,7 @@ SEARCH = register(
         build=_build_search,
         worst_case=_search_worst_case,
         describe=_search_describe,
+        searches=True,
         warm_modules=(
             "deep_research.adapters.llm.queries",
             "deep_research.adapters.web.shared",

@@ -71,6 +71,9 @@ class Prepared:
     engine_choice: str = ""
     """How ``auto`` chose ``engine`` and why, in one line (``choose_engine``'s; "" when the
     engine was named or the run does not search the web): what doctor and the servers say."""
+    engine_fallback: bool = False
+    """``auto`` chose search-and-read because research jobs cannot be had or asked about
+    (servers warn of it)."""
 
     @property
     def extractive(self) -> bool:
@@ -276,6 +279,7 @@ def _chose(prepared: Prepared, engine: WebEngine, why: str) -> Prepared:
         engine=engine,
         spec=engines.spec_for(settings, engine),
         engine_choice=f"web engine auto: {engine} ({shown}), {why}",
+        engine_fallback=engine != engines.OPENAI.name,
     )
 
 

@@ -93,8 +93,8 @@ class RunManager:
         choice = prepared.engine_choice
         if choice and choice != self._engine_said:
             self._engine_said = choice
-            jobs = prepared.engine == engines.OPENAI.name
-            log.log(logging.INFO if jobs else logging.WARNING, "%s", choice)
+            level = logging.WARNING if prepared.engine_fallback else logging.INFO
+            log.log(level, "%s", choice)
 
     # --- starting ------------------------------------------------------------------------
 
@@ -325,7 +325,7 @@ def warm_up(runs: RunManager) -> None:
         runs.say_engine(prepared)
         lifecycle.estimate(prepared)
         clients.tls_context()
-        _touch_clients(settings)
+        clients.touch_apis(settings)
         _touch_langchain()
         web = engines.engine(prepared.engine).warm_modules if prepared.engine else ()
         for module in RUN_MODULES + web:
@@ -339,15 +339,6 @@ def warm_up(runs: RunManager) -> None:
         log.warning("warm-up stopped (the first run builds the rest): %s", exc)
     except Exception:  # a bug: the first run meets it too, but the log says where
         log.warning("warm-up failed (the first run builds the rest)", exc_info=True)
-
-
-def _touch_clients(settings: Settings) -> None:
-    """The OpenAI SDK builds each API's client (and imports its module) on first use: the
-    ones a run uses, built on a client that sends nothing."""
-    import openai
-
-    with openai.OpenAI(api_key="warm-up", base_url=settings.openai_base_url) as client:
-        _apis = (client.models, client.chat.completions, client.responses)
 
 
 def _touch_langchain() -> None:

@@ -160,7 +160,7 @@ def web_engine(settings: Settings, policy: SourcePolicy) -> WebEngine | None:
         return engines.engine(settings.web_engine).name
     if not settings.has_model:
         return None
-    return "openai" if settings.on_openai else "search"
+    return engines.OPENAI.name if settings.on_openai else engines.SEARCH.name
 
 
 def run_spec(settings: Settings, spec: JobSpec | None, engine: WebEngine | None) -> RunSpec:
@@ -175,15 +175,16 @@ def run_spec(settings: Settings, spec: JobSpec | None, engine: WebEngine | None)
         if spec is not None
         else {}
     )
+    kind = engines.engine(engine) if engine else None
     return RunSpec(
         **web,
-        web_research=engines.engine(engine).describe(settings, spec) if engine else "",
+        web_research=kind.describe(settings, spec) if kind else "",
         models={role: getattr(settings, f"{role}_model") for role in CHAT_ROLES},
         efforts={role: getattr(settings, f"{role}_reasoning_effort") for role in CHAT_ROLES},
         kb_name=settings.kb_name,
         max_parallel=settings.max_parallel_branches,
         web_engine=engine,
-        search_provider=settings.search_provider if engine == engines.SEARCH.name else "",
+        search_provider=settings.search_provider if kind and kind.searches else "",
         preset=settings.preset,
     )
 

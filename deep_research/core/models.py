@@ -39,7 +39,6 @@ ChatRole = Literal["planner", "synthesizer", "judge", "branch", "summarizer"]
 WebEngine = str
 """How web branches are researched: ``openai``, ``search`` or a registered engine's name
 (``app/engines.py``)."""
-"""How web branches are researched: OpenAI research jobs, or search-and-read (any model)."""
 SearchProvider = Literal["duckduckgo", "searxng", "tavily", "brave", "exa"]
 """The search providers of search-and-read, the default first: the one list the settings,
 the provider factory (``adapters.web.search``) and ``doctor`` go by."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from deep_research.core.errors import EXIT_DECLINED, EXIT_INTERRUPTED, UsageError
+from deep_research.core.models import SEARCH_PROVIDERS
 from deep_research.frontends.common import JsonOpt, error_json, print_json
 
 if TYPE_CHECKING:
@@ -105,7 +106,8 @@ def run(
         str | None,
         typer.Option(
             "--search-provider",
-            help="For --web-engine search: duckduckgo (default), searxng, tavily, brave, exa.",
+            help=f"For --web-engine search: {', '.join(SEARCH_PROVIDERS)} (the first is the "
+            "default).",
         ),
     ] = None,
     kb_name: Annotated[str | None, typer.Option("--kb", help="Knowledge base name.")] = None,

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-import numpy.typing as npt
 
 from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.kb.chunking import document_key, make_anchor, make_locator
+from deep_research.kb.embeddings import normalize_rows
 from deep_research.kb.modes import MODES, Mode
 from deep_research.kb.store import KBStore, StoredChunk
 
@@ -132,10 +132,8 @@ def mmr_order(
     pool = [(cid, score) for cid, score in candidates if cid in vectors]
     if not pool:
         return candidates[:k]
-    matrix: npt.NDArray[np.float64] = np.array([vectors[cid] for cid, _ in pool], dtype=float)
-    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True) + 1e-12
-    q = np.asarray(query, dtype=float)
-    q /= np.linalg.norm(q) + 1e-12
+    matrix = normalize_rows(np.array([vectors[cid] for cid, _ in pool], dtype=np.float32))
+    q = normalize_rows(np.array([query], dtype=np.float32))[0]
     scores = np.array([score for _, score in pool], dtype=float)
     span = float(scores.max() - scores.min()) or 1.0
     relevance = 0.5 * (matrix @ q) + 0.5 * (scores - scores.min()) / span

@@ -11,7 +11,7 @@ from deep_research.adapters.web.openai_jobs import JobSpec
 from deep_research.app.config import Settings
 from deep_research.app.engines import job_spec
 from deep_research.app.preflight import check_prices, configured_models, estimate
-from deep_research.app.wiring import price_book
+from deep_research.app.reserves import price_book
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import Usage
 

@@ -9,7 +9,7 @@ import pytest
 
 from deep_research.adapters.prices import PriceTable, search_model
 from deep_research.adapters.web.search import DEFAULTS
-from deep_research.app import lifecycle, wiring
+from deep_research.app import lifecycle, reserves, wiring
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.core.errors import ConfigError
@@ -82,7 +82,7 @@ def test_the_flags_choose_engine_and_provider(settings: Settings) -> None:
 
 
 def test_search_fees_are_list_prices_unless_overridden(settings: Settings) -> None:
-    book = wiring.price_book(with_(settings, search_prices={"tavily": 0.005}))
+    book = reserves.price_book(with_(settings, search_prices={"tavily": 0.005}))
     assert book.cost(search_model("tavily"), Usage(web_search_calls=4)) == pytest.approx(0.02)
     assert book.cost(search_model("brave"), Usage(web_search_calls=2)) == pytest.approx(
         2 * DEFAULTS["brave"].price_usd

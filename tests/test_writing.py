@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from deep_research.adapters.prices import PriceTable
-from deep_research.app import lifecycle, saved, wiring
+from deep_research.app import lifecycle, reserves, saved
 from deep_research.app.config import Settings
 from deep_research.app.options import RunOptions
 from deep_research.core.authoring import OutlineRequest, PlannedSection, WriteCosts, WritingLimits
@@ -364,14 +364,14 @@ def test_the_report_reserve_fits_a_server_run_with_one_web_job() -> None:
     assert estimate.final_reserve_usd <= 0.80
     assert estimate.per_job_usd == pytest.approx(4.0, abs=0.01)
     assert estimate.jobs_admitted == 1
-    full = wiring.final_reserve_usd(settings, wiring.price_book(settings), 1000.0)
+    full = reserves.final_reserve_usd(settings, reserves.price_book(settings), 1000.0)
     assert full == estimate.final_reserve_usd, "at $5 the full reserve is kept"
-    small = wiring.final_reserve_usd(settings, wiring.price_book(settings), 0.2)
-    costs = wiring.writing_limits(settings, wiring.price_book(settings)).costs
+    small = reserves.final_reserve_usd(settings, reserves.price_book(settings), 0.2)
+    costs = reserves.writing_limits(settings, reserves.price_book(settings)).costs
     assert small == pytest.approx(costs.reserve(1, revisions=False), abs=1e-4), (
         "a small budget keeps less: the revisions go first"
     )
-    assert wiring.final_reserve_tokens(settings) == wiring.writing_limits(
+    assert reserves.final_reserve_tokens(settings) == reserves.writing_limits(
         settings, PriceTable()
     ).reserve_tokens(settings.section_max_tokens)
 

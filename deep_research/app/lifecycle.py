@@ -162,7 +162,7 @@ def prepare(
             if option in flags:
                 named[target] = flags[option]
     settings = settings.with_flags(named, overrides)
-    from deep_research.app import engines, wiring
+    from deep_research.app import engines, reserves, wiring
 
     policy: SourcePolicy = (
         "kb_only" if options.kb_only else "web_only" if options.web_only else "auto"
@@ -179,18 +179,18 @@ def prepare(
         policy = "kb_only"
     limits = limits_of(settings)
     if settings.has_model:
-        wiring.check_token_limit(settings, limits)
+        reserves.check_token_limit(settings, limits)
     engine = wiring.web_engine(settings, policy)
     return Prepared(settings, policy, limits, engines.spec_for(settings, engine), question, engine)
 
 
 def estimate(prepared: Prepared) -> Estimate:
     """The run's worst case, from prices alone: spends nothing, contacts nobody."""
-    from deep_research.app import preflight, wiring
+    from deep_research.app import preflight, reserves
 
     settings = prepared.settings
-    prices = wiring.price_book(settings)
-    reserve = wiring.final_reserve_usd(settings, prices, prepared.limits.max_cost_usd)
+    prices = reserves.price_book(settings)
+    reserve = reserves.final_reserve_usd(settings, prices, prepared.limits.max_cost_usd)
     return preflight.estimate(settings, prepared.spec, prices, reserve, engine=prepared.engine)
 
 
@@ -199,11 +199,11 @@ async def check_models(prepared: Prepared) -> list[str]:
 
     Raises ``ConfigError`` naming the setting to change; returns warnings (a shutdown
     within 30 days)."""
-    from deep_research.app import clients, preflight, wiring
+    from deep_research.app import clients, preflight, reserves
 
     settings = prepared.settings
     refs = preflight.configured_models(settings, prepared.spec)
-    preflight.check_prices(settings, refs, wiring.price_book(settings))
+    preflight.check_prices(settings, refs, reserves.price_book(settings))
     async with clients.lookup_client(settings) as client:
         return await preflight.check_live_models(settings, client, refs, today=date.today())
 
@@ -325,7 +325,7 @@ def reopen(
     # stale snapshot (whose done nodes would run, and be paid for, again).
     with store.lock(session_id):
         state = store.load(session_id)
-        from deep_research.app import engines, wiring
+        from deep_research.app import engines, reserves, wiring
         from deep_research.core.tree import ResearchTree
 
         settings = wiring.replay(settings, state.run_spec, max_parallel=max_parallel)
@@ -334,7 +334,7 @@ def reopen(
             raise ConfigError("this session needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
         extractive = state.mode == "extractive"
         if not extractive:
-            wiring.check_token_limit(settings, state.limits)
+            reserves.check_token_limit(settings, state.limits)
         policy = state.source_policy
         engine = state.run_spec.engine_used() if policy != "kb_only" else None
         spec = engines.spec_for(settings, engine)
@@ -464,7 +464,7 @@ def _record_cancels(
 ) -> bool:
     """Record cancelled nodes (and their jobs' usage) unless another process drives the
     session — that process sees the cancels on its next poll and records them itself."""
-    from deep_research.app import wiring
+    from deep_research.app import reserves
     from deep_research.core.tree import ResearchTree
 
     with ExitStack() as stack:
@@ -474,7 +474,7 @@ def _record_cancels(
             return False
         state = store.load(session_id)  # fresh, under the lock
         tree = ResearchTree(state.nodes)
-        guard = wiring.guard_for(settings, state)
+        guard = reserves.guard_for(settings, state)
         model = state.run_spec.web_model or "unknown"
         for (nid, name, jid), outcome in zip(owned, outcomes, strict=True):
             node = state.nodes[nid]

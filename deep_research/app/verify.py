@@ -176,7 +176,8 @@ class LLMSupportJudge:
 
     async def judge(self, claims: Sequence[ToJudge]) -> list[JudgeVerdict | None]:
         from deep_research.app.clients import http_client
-        from deep_research.app.wiring import chat_model, price_book
+        from deep_research.app.reserves import price_book
+        from deep_research.app.wiring import chat_model
 
         messages = prompt().messages(claims=claims_text(claims))
         prices = price_book(self.settings)

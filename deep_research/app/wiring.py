@@ -7,7 +7,6 @@ executor, the knowledge base, or the extractive (no model) stand-ins.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -20,6 +19,7 @@ from langchain_openai import ChatOpenAI
 from deep_research.adapters.branches.kb import KBExecutor
 from deep_research.adapters.branches.router import Route, RoutingExecutor, Unavailable
 from deep_research.adapters.claim_check import ClaimChecker
+from deep_research.adapters.claims import JUDGE_BATCH, RunSupportJudge, ToJudge, claims_text, prompt
 from deep_research.adapters.extractive.roles import (
     ExtractiveAuthor,
     ExtractiveJudge,
@@ -34,26 +34,21 @@ from deep_research.adapters.llm.params import model_params
 from deep_research.adapters.llm.planning import LLMPlanner
 from deep_research.adapters.llm.summary import LLMSummarizer
 from deep_research.adapters.llm.writing import LLMAuthor
-from deep_research.adapters.prices import Price, PriceTable
+from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.openai_jobs import JobSpec
-from deep_research.app import checking, engines, presets, sources
+from deep_research.app import engines, presets, reserves, sources
 from deep_research.app.clients import http_client
 from deep_research.app.config import Settings
 from deep_research.app.run_kb import StoreRetriever, kb_tool, knowledge_base
 from deep_research.app.sources import BUILTIN_TITLES, SourceKind
-from deep_research.core.authoring import (
-    REVISION_PROMPT_TOKENS,
-    REVISION_REPLY_TOKENS,
-    WriteCosts,
-    WritingLimits,
-)
+from deep_research.app.verify import judge_worst_usd
+from deep_research.core.authoring import Reviser, WritingLimits
 from deep_research.core.engine import Engine, RunConfig
-from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
-from deep_research.core.guard import BudgetGuard, call_cost_estimate
+from deep_research.core.errors import KBMissing, KnowledgeBaseError
+from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import (
     MIXED,
     ChatRole,
-    Limits,
     RunSpec,
     SessionState,
     SourceHint,
@@ -227,111 +222,6 @@ def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> S
     return replayed.with_overrides(max_parallel_branches=max_parallel)
 
 
-def search_fees(settings: Settings) -> dict[str, float]:
-    """USD per request of every search provider: list prices, then the user's."""
-    from deep_research.adapters.web.search import DEFAULTS
-
-    return {name: d.price_usd for name, d in DEFAULTS.items()} | settings.search_prices
-
-
-def price_book(settings: Settings) -> PriceTable:
-    return PriceTable(
-        {m: Price(*figures) for m, figures in settings.prices.items()}, search_fees(settings)
-    )
-
-
-def writing_limits(settings: Settings, prices: PriceTable) -> WritingLimits:
-    """How the report is written: its ceilings (a preset sets them), each call's budgets,
-    and what each call may cost at the writer model's price."""
-    limits = WritingLimits(
-        max_sections=settings.report_max_sections,
-        section_words=settings.report_section_words,
-        max_parallel=settings.max_parallel_branches,
-    )
-    reply = settings.section_max_tokens
-
-    def cost_of(prompt: int, reply: int) -> float:
-        return call_cost_estimate(settings.synthesizer_model, prompt, reply, prices)
-
-    def cost(prompt: int) -> float:
-        return cost_of(prompt, reply)
-
-    costs = WriteCosts(
-        outline=cost(limits.outline_prompt_tokens),
-        section=cost(limits.section_prompt_tokens),
-        lead=cost(limits.lead_prompt_tokens),
-        revisions=limits.max_revisions * cost_of(REVISION_PROMPT_TOKENS, revision_reply(settings)),
-        condense=cost_of(limits.condense_prompt_tokens, min(reply, limits.condense_reply_tokens)),
-    )
-    return dataclasses.replace(limits, costs=costs)
-
-
-def revision_worst_usd(settings: Settings, prices: PriceBook) -> float:
-    """The most one revision of the claim check can cost: its prompt budget and reply cap
-    at the writer's price, every attempt a malformed reply may take (committed before it
-    is asked; the final reserve counts one attempt, as it does for a section)."""
-    attempts = settings.structured_output_retries + 1
-    one = call_cost_estimate(
-        settings.synthesizer_model, REVISION_PROMPT_TOKENS, revision_reply(settings), prices
-    )
-    return attempts * one
-
-
-def revision_reply(settings: Settings) -> int:
-    """A revision's reply cap: ``REVISION_REPLY_TOKENS``, or a section's if that is lower."""
-    return min(REVISION_REPLY_TOKENS, settings.section_max_tokens)
-
-
-def final_reserve_tokens(settings: Settings) -> int:
-    """Tokens kept back for writing the report: the outline, the lead and every section,
-    each its prompt budget plus ``section_max_tokens``."""
-    limits = writing_limits(settings, PriceTable())
-    return limits.reserve_tokens(settings.section_max_tokens)
-
-
-REPORT_SHARE = 0.25
-"""Past the cost of the outline, the lead and one section, a run keeps at most this share of
-its cost limit for writing: a small budget still researches, and writes fewer sections."""
-
-
-def final_reserve_usd(
-    settings: Settings, prices: PriceTable, max_cost_usd: float | None = None
-) -> float:
-    """Kept back from the budget so the report can always be written: every section at its
-    ceiling, or under a small cost limit (``max_cost_usd``, default the setting's) its share,
-    never less than the outline, the lead and one section (the claim check's revisions,
-    counted in full, are the first to go)."""
-    costs = writing_limits(settings, prices).costs
-    full = costs.reserve(settings.report_max_sections)
-    least = costs.reserve(1, revisions=False)
-    limit = settings.max_cost_usd if max_cost_usd is None else max_cost_usd
-    return round(min(full, max(least, REPORT_SHARE * limit)), 4)
-
-
-def check_token_limit(settings: Settings, limits: Limits) -> None:
-    reserve = final_reserve_tokens(settings)
-    if limits.max_total_tokens <= reserve:
-        raise UsageError(
-            f"the token limit of {limits.max_total_tokens:,} leaves nothing to research: "
-            f"{reserve:,} tokens are kept for writing the report (the outline, the lead and "
-            f"{settings.report_max_sections} sections, each its prompt budget plus "
-            "DEEP_RESEARCH_SECTION_MAX_TOKENS); raise --max-tokens"
-        )
-
-
-def guard_for(settings: Settings, state: SessionState) -> BudgetGuard:
-    """The session's budget guard, with the final report's share kept back."""
-    prices = price_book(settings)
-    return BudgetGuard(
-        state,
-        state.limits,
-        prices=prices,
-        final_reserve_usd=final_reserve_usd(settings, prices, state.limits.max_cost_usd),
-        # An extractive run spends no tokens: nothing to keep back.
-        final_reserve_tokens=0 if state.mode == "extractive" else final_reserve_tokens(settings),
-    )
-
-
 def build_run(
     settings: Settings,
     policy: SourcePolicy,
@@ -408,7 +298,7 @@ def build(
         )
     else:
         kind = engines.engine(engine)
-        prices = price_book(settings)
+        prices = reserves.price_book(settings)
         shared = engines.WebBuild(
             settings,
             None if extractive else chat,
@@ -430,10 +320,10 @@ def build(
     shared_source = sources.SourceBuild(settings, None if extractive else chat, cache, resources)
     routes |= {kind.name: Route(kind.build(shared_source), kind.title) for kind in registered}
     executor = RoutingExecutor(routes)
-    guard = functools.partial(guard_for, settings)
+    guard = functools.partial(reserves.guard_for, settings)
     if extractive:
         hint: SourceHint = "mixed" if policy == "auto" else "web" if engine else "internal"
-        limits = writing_limits(settings, PriceTable())
+        limits = reserves.writing_limits(settings, PriceTable())
         checker = ClaimChecker()  # every claim is a quoted passage: nothing to verify
         engine_ = extractive_engine(executor, hint, limits, checkers=(checker,))
         return Built(engine_, config, guard, notices, resources)
@@ -444,14 +334,71 @@ def build(
         summarizer=LLMSummarizer(chat("summarizer")),
         judge=LLMJudge(chat("judge")),
         jobs=jobs,
-        writer=SectionedWriter(author, writing_limits(settings, price_book(settings))),
+        writer=SectionedWriter(
+            author, reserves.writing_limits(settings, reserves.price_book(settings))
+        ),
         checkers=(
-            checking.claim_checker(
-                settings, chat("judge"), price_book(settings), resources, reviser=author
+            claim_checker(
+                settings, chat("judge"), reserves.price_book(settings), resources, reviser=author
             ),
         ),
     )
     return Built(engine_, config, guard, notices, resources)
+
+
+def claim_checker(
+    settings: Settings,
+    judge: ChatModel,
+    prices: PriceBook,
+    resources: AsyncExitStack,
+    reviser: Reviser | None = None,
+) -> ClaimChecker:
+    """The claim check of a run with a model: cited pages read through the process's page
+    reader (unless ``DEEP_RESEARCH_CHECK_FETCH=off``), uncertain verdicts settled by the judge
+    model, and claims not supported sent back once to ``reviser`` (the sections' writer),
+    out of what the run has left."""
+    reader = None
+    if settings.check_fetch:
+        from deep_research.adapters.web.shared import SharedReader
+
+        reader = SharedReader(engines.reader_settings(settings))
+        resources.push_async_callback(reader.aclose)
+
+    def worst(claims: Sequence[ToJudge]) -> float:
+        batches = [claims[i : i + JUDGE_BATCH] for i in range(0, len(claims), JUDGE_BATCH)]
+        return sum(
+            judge_worst_usd(settings, prompt().messages(claims=claims_text(b)), prices)
+            for b in batches
+        )
+
+    return ClaimChecker(
+        reader=reader,
+        judge=lambda meter: RunSupportJudge(judge, meter),
+        judge_worst_usd=worst,
+        reviser=reviser,
+        revise_worst_usd=reserves.revision_worst_usd(settings, prices),
+        max_revisions=WritingLimits().max_revisions,
+    )
+
+
+def build_check(
+    settings: Settings, state: SessionState, resources: AsyncExitStack
+) -> tuple[ReportChecker, BudgetGuard]:
+    """What ``deep-research check ID`` runs on a saved session (``settings`` replayed from
+    it): its claim check, with a judge and a reviser when the session was written by a
+    model (else every claim is a quoted passage), and its budget guard. What the check
+    opens is closed with ``resources``."""
+    guard = reserves.guard_for(settings, state)
+    if state.mode != "llm" or not settings.has_model:
+        return ClaimChecker(), guard
+    http = http_client()
+    resources.push_async_callback(http.aclose)
+    judge = chat_model(settings, "judge", http)
+    author = LLMAuthor(
+        chat_model(settings, "synthesizer", http).capped(settings.section_max_tokens)
+    )
+    prices = reserves.price_book(settings)
+    return claim_checker(settings, judge, prices, resources, reviser=author), guard
 
 
 def extractive_engine(

@@ -157,3 +157,31 @@ async def test_a_registered_source_is_planned_routed_and_merged_with_the_kb(
     assert "**From the arXiv preprints**" in t2.notes
     assert any(c.kind == "kb" for c in t2.citations)
     assert any((c.url or "").startswith("https://arxiv.example/") for c in t2.citations)
+
+
+def test_a_registered_sources_worst_case_is_counted_in_the_estimate(with_kb: Settings) -> None:
+    """A node may go to any source the planner is offered: the estimate counts each node at
+    the dearest of them, a registered source's worst case included (a run that cannot use
+    it, --kb-only, does not)."""
+    settings = with_kb.with_overrides(max_cost_usd=100_000.0)  # the worst case not capped
+    before = lifecycle.estimate(lifecycle.prepare(settings, "q?", RunOptions()))
+    sources.register(
+        sources.SourceKind(
+            name="costly",
+            description="a paid index",
+            title="paid index",
+            build=lambda run: ToyExecutor("paid.example"),
+            worst_case_usd=lambda settings, chat_call: 50.0,
+        )
+    )
+    try:
+        after = lifecycle.estimate(lifecycle.prepare(settings, "q?", RunOptions()))
+        kb_only = lifecycle.estimate(lifecycle.prepare(settings, "q?", RunOptions(kb_only=True)))
+    finally:
+        sources.unregister("costly")
+    nodes = after.max_nodes
+    assert before.source_branch_usd < 1.0 < 50.0 == after.source_branch_usd
+    assert after.run_worst_usd == pytest.approx(
+        before.run_worst_usd + nodes * (50.0 - before.per_job_usd)
+    )
+    assert kb_only.source_branch_usd == 0.0

@@ -186,12 +186,15 @@ def prepare(
 
 def estimate(prepared: Prepared) -> Estimate:
     """The run's worst case, from prices alone: spends nothing, contacts nobody."""
-    from deep_research.app import preflight, reserves
+    from deep_research.app import preflight, reserves, sources
 
     settings = prepared.settings
     prices = reserves.price_book(settings)
     reserve = reserves.final_reserve_usd(settings, prices, prepared.limits.max_cost_usd)
-    return preflight.estimate(settings, prepared.spec, prices, reserve, engine=prepared.engine)
+    registered = list(sources.SOURCES.values()) if prepared.policy == "auto" else []
+    return preflight.estimate(
+        settings, prepared.spec, prices, reserve, engine=prepared.engine, registered=registered
+    )
 
 
 async def check_models(prepared: Prepared) -> list[str]:

@@ -6,8 +6,10 @@ Each is a one-line ``ConfigError`` (exit 3) naming the setting to change, or a w
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+from typing import TYPE_CHECKING
 
 import openai
 
@@ -20,6 +22,9 @@ from deep_research.core.errors import ConfigError
 from deep_research.core.guard import call_cost_estimate
 from deep_research.core.models import WebEngine
 from deep_research.persistence.cache import ResultCache
+
+if TYPE_CHECKING:
+    from deep_research.app.sources import SourceKind
 
 CHAT_ROLES = ("planner", "synthesizer", "judge", "branch", "summarizer")
 NODE_CHAT_CALLS = 3  # a KB branch's notes or a web report's compression, a summary fold, slack
@@ -90,13 +95,16 @@ class Estimate:
     iterations: int = 1
     web_unit: str = "web research job"
     """What one web branch is: an OpenAI research job, or a search-and-read branch."""
+    source_branch_usd: float = 0.0
+    """The most a branch of a registered source (``app/sources.py``) may cost."""
 
     @property
     def run_worst_usd(self) -> float:
         """Every sub-question's job and chat calls (branch or compression, summary, and a
         share of a rebuilt draft), every round's plan, draft and verdict, and the final
         report — bounded by the budget, which each call is checked against before it starts."""
-        per_node = self.per_job_usd + NODE_CHAT_CALLS * self.chat_call_usd
+        branch = max(self.per_job_usd, self.source_branch_usd)
+        per_node = branch + NODE_CHAT_CALLS * self.chat_call_usd
         per_round = ROUND_CHAT_CALLS * self.chat_call_usd
         uncapped = self.max_nodes * per_node + self.iterations * per_round + self.final_reserve_usd
         return min(self.budget_usd, uncapped)
@@ -125,6 +133,7 @@ def estimate(
     final_reserve_usd: float,
     *,
     engine: WebEngine | None = None,
+    registered: Sequence[SourceKind] = (),
 ) -> Estimate:
     prompt = settings.summary_max_tokens * 2 + 2000
     chat = max(
@@ -153,4 +162,5 @@ def estimate(
         max_nodes=settings.max_nodes_per_plan * settings.max_iterations,
         iterations=settings.max_iterations,
         web_unit=unit,
+        source_branch_usd=max((k.worst_case_usd(settings, chat) for k in registered), default=0),
     )

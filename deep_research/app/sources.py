@@ -45,6 +45,10 @@ class SourceKind:
     title: str
     """How its part of a ``mixed`` node is headed: "From the {title}"."""
     build: Callable[[SourceBuild], BranchExecutor]
+    worst_case_usd: Callable[[Settings, float], float] = lambda settings, chat_call: chat_call
+    """One branch's worst case in USD, from the settings and the worst chat call (what
+    ``--estimate`` and the cost prompt count for a node of it); by default one chat call,
+    a branch that writes its evidence with one call."""
 
 
 SOURCES: dict[SourceHint, SourceKind] = {}

@@ -48,7 +48,7 @@ from deep_research.core.ports import (
     PlanRequest,
     RemoteJobHook,
 )
-from deep_research.core.report import Report, assemble, build_report
+from deep_research.core.report import Report, assemble
 from deep_research.core.writing import SectionedWriter
 
 T = TypeVar("T")
@@ -393,7 +393,7 @@ def with_answer(state: SessionState, answer: str) -> SessionState:
 
 def answer_report(state: SessionState, answer: str) -> str:
     """The report markdown of ``state`` with ``answer`` as its lead."""
-    return build_report(with_answer(state, answer))
+    return assemble(with_answer(state, answer)).markdown
 
 
 def answer_assembled(state: SessionState, answer: str) -> Report:

@@ -11,7 +11,7 @@ from deep_research.core.citations import (
     is_factual,
     keep_cited,
     register,
-    renumber,
+    renumber_all,
     sentence_of,
     sentences,
     shift,
@@ -137,7 +137,7 @@ def test_a_local_marker_past_the_list_stays_as_literal_text() -> None:
 
 def test_literal_numbers_in_a_draft_never_become_citations() -> None:
     sources = {"S1": kb("a.md#x:1-3", "Deletes write tombstones.")}
-    body, cited = renumber("Item [2] of the list [S1]; the year [2024].", sources)
+    (body,), cited = renumber_all(["Item [2] of the list [S1]; the year [2024]."], sources)
     assert body == r"Item \[2\] of the list [1]; the year \[2024\]."
     assert cited == [sources["S1"]]
     result = check(body + " Another sentence with enough words to check [1].", cited)

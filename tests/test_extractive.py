@@ -27,7 +27,7 @@ from deep_research.core.memory import estimate_tokens
 from deep_research.core.models import Role, SectionPlan, SessionState, Usage
 from deep_research.core.orchestrator import ResearchOrchestrator
 from deep_research.core.ports import JudgeRequest, NodeDigest, PlanRequest
-from deep_research.core.report import build_report
+from deep_research.core.report import assemble
 
 EXAMPLE = (
     "How does deep-research plan, schedule and budget a research run, "
@@ -376,7 +376,7 @@ async def test_an_extractive_run_writes_a_report_whose_citations_resolve() -> No
     assert [s.status for s in state.writing.sections] == ["written"] * len(state.writing.sections)
     assert orch.report.lead.startswith("_Extractive answer")
 
-    report = build_report(state)
+    report = assemble(state).markdown
     assert report == orch.report.markdown
     assert "## Answer" in report
     body, rest = report.split("## Sources", 1)

@@ -18,7 +18,7 @@ from deep_research.core.errors import (
 from deep_research.core.memory import estimate_tokens
 from deep_research.core.models import SessionState, Usage
 from deep_research.core.ports import CancelOutcome, CheckJob, JobEvent, Meter, WriteJob
-from deep_research.core.report import Report, build_report
+from deep_research.core.report import Report, assemble
 from tests.fakes import (
     FakeExecutor,
     FakeJudge,
@@ -390,7 +390,7 @@ async def test_a_cancelled_job_cancels_its_node_and_blocks_dependents() -> None:
         "b": "blocked",
         "c": "done",
     }
-    assert "- **Cancelled:** What about a? — cancelled by the user" in build_report(state)
+    assert "- **Cancelled:** What about a? — cancelled by the user" in assemble(state).markdown
 
 
 @dataclass
@@ -526,7 +526,7 @@ async def test_a_writer_and_checkers_plug_in_after_the_loop_as_phases() -> None:
     assert orch.report is None
     await orch.run()
     assert orch.report is not None, "the default writer: the report as assemble builds it"
-    assert orch.report.markdown == build_report(state)
+    assert orch.report.markdown == assemble(state).markdown
 
     first, second = StampingChecker(), StampingChecker()
     state = new_state()

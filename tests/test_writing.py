@@ -21,7 +21,7 @@ from deep_research.core.models import Citation, IterationRecord, ResearchNode, S
 from deep_research.core.outline import repair
 from deep_research.core.packing import key_points
 from deep_research.core.ports import Meter, WriteJob
-from deep_research.core.report import build_report
+from deep_research.core.report import assemble
 from deep_research.core.writing import SectionedWriter
 from deep_research.persistence.sessions import SessionStore
 from tests.fakes import FakeAuthor, FakeExecutor, FakeJudge, FakePlanner, Rig, plan, task, verdict
@@ -156,7 +156,7 @@ async def test_each_section_sees_its_own_evidence_the_best_of_the_rest_and_the_o
         assert not set(request.evidence) & set(request.related)
         assert len(request.others) == 3, "it sees the other sections, not itself"
     assert len(saves) >= 1 + 4 + 1, "saved after the outline, each section and the lead"
-    report = build_report(state)
+    report = assemble(state).markdown
     for ref, source in state.sources.items():
         assert source.url in report, f"{ref}: every finding's source reaches the report"
 
@@ -180,7 +180,7 @@ async def test_a_failed_section_quotes_its_evidence_and_says_so() -> None:
     assert failed.status == "quoted"
     assert failed.note.startswith("writing it failed (the model failed)")
     assert failed.text.startswith("- Finding 1 of node 1")
-    report = build_report(state)
+    report = assemble(state).markdown
     assert "Not written (writing it failed (the model failed)): its best evidence" in report
     assert [s.status for s in state.writing.sections[1:]] == ["written"] * 3
 
@@ -406,7 +406,7 @@ async def test_a_section_cannot_add_a_heading_at_the_reports_own_levels() -> Non
 
     state = researched(1)
     await write(state, Heading())
-    report = build_report(state)
+    report = assemble(state).markdown
     assert report.count("\n## Sources") == 1
     assert "### Sources" in report
     assert "### Title" in report

@@ -3,7 +3,7 @@
 Marker forms, from a branch to the report:
 - ``[n]`` — a branch's notes cite the n-th citation of their own list (``LOCAL``);
 - ``[S#]`` — the session registry's ref, used in notes, summary and drafts (``SESSION``);
-- ``[n]`` again in the report, numbered by first use (``renumber``).
+- ``[n]`` again in the report, numbered by first use (``renumber_all``).
 
 A bracketed number we did not write — ``[2024]`` in a model's prose, a ``[2]`` in a draft
 that cites with ``[S#]`` — is *literal*: it is escaped as ``\\[2024\\]`` (markdown shows
@@ -143,20 +143,13 @@ def cited_refs(text: str) -> list[str]:
     return list(dict.fromkeys(match.group(1) for match in SESSION.finditer(text)))
 
 
-def renumber(text: str, sources: Mapping[str, Citation]) -> tuple[str, list[Citation]]:
-    """Rewrite ``[S#]`` markers to ``[1]``, ``[2]`` … by first use; unknown refs are removed.
-
-    Bracketed numbers already in ``text`` are literal and escaped first. Returns the text
-    and the cited sources in their new order (a report's numbered list)."""
-    (renumbered,), cited = renumber_all([text], sources)
-    return renumbered, cited
-
-
 def renumber_all(
     texts: Sequence[str], sources: Mapping[str, Citation]
 ) -> tuple[list[str], list[Citation]]:
-    """``renumber`` over several texts read in order (a report's parts): one numbering, by
-    first use across them all."""
+    """Rewrite ``[S#]`` markers to ``[1]``, ``[2]`` … by first use across ``texts`` read in
+    order (a report's parts): one numbering; unknown refs are removed. Bracketed numbers
+    already in the texts are literal and escaped first. Returns the texts and the cited
+    sources in their new order (a report's numbered list)."""
     order: dict[str, int] = {}
     for text in texts:
         for ref in cited_refs(text):

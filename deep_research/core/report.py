@@ -154,11 +154,6 @@ class AssembledReport:
         return assemble(job.state)
 
 
-def build_report(state: SessionState) -> str:
-    """The report markdown of the session as it stands."""
-    return assemble(state).markdown
-
-
 def assemble(state: SessionState) -> Report:
     """The report, as one value, from the session: its written sections and lead; for a
     session written before sections (one synthesis), that synthesis; for one not yet

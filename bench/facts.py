@@ -1,39 +1,52 @@
 """A facts-mode world for the fake OpenAI server: every research job states facts that can
-be followed, one by one, from the job's reply to the report.
+be followed, one by one, from the job's reply to the report, and the writers plant
+fabrications in some of them, as a model may.
 
+- The facts: ``branches x facts_per_job`` of them, from ``bench.planted.plant`` (the
+  templates, names and fabrication kinds of ``bench/claims.py``): each a sentence about a
+  unique made-up name and a number, cited to its own page (``page_url(index)``: served on
+  loopback by ``bench.planted.Pages`` in ``bench/report.py``).
 - The plan: ``branches`` independent web sub-questions, once; the judge then says complete.
 - The outline (a structured call) puts about three catalog lines in a section, as many
   sections as the prompt allows at most (``tests.world.outline_of``).
 - Each research job (the Responses API, through the real OpenAI-research executor) writes a
-  report of ``facts_per_job`` facts, each with a unique tag (``FACT-07-3``), a unique
-  number and its own cited URL (a ``url_citation`` on an inline link, as real replies do).
-- Every chat call is a *faithful copier* (``copy_facts``): it extracts the facts of its
-  prompt — tag, number and the citation marker(s) right after them, in the prompt's own
-  form (``[S12]`` or ``[3]``) — and writes one sentence per fact, reworded, in prompt
-  order, stopping before the reply would pass the request's token cap (four characters a
-  token) or a limit its system prompt states ("at most N words", "a hard limit of N
-  tokens (about M words)"). It never writes a fact its prompt did not hold, and never
-  changes a marker. Structured calls get a valid object of their schema.
+  report of its branch's facts, each stated as the page states it, with its own cited URL
+  (a ``url_citation`` on an inline link, as real replies do), among filler.
+- Every chat call is a *faithful copier* (``copy_facts``): it finds the facts of its
+  prompt — any form a fact is written in here (``FactsWorld.forms``) and the citation
+  marker(s) right after it, in the prompt's own form (``[S12]`` or ``[3]``) — and writes
+  one sentence per fact, in prompt order, stopping before the reply would pass the
+  request's token cap (four characters a token) or a limit its system prompt states ("at
+  most N words", "a hard limit of N tokens (about M words)"). It never writes a fact its
+  prompt did not hold, and never invents a marker.
+- The writers plant (``plant=True``: a section's writer, the lead's): a fact found as the
+  research stated it is written as ``Fact.written`` — reworded (30 % of the true facts) or
+  fabricated (15 % of all, five kinds); a moved citation takes the markers of the next
+  fact of the same prompt whose markers differ. A fact found already written (the lead
+  reads the sections' key points) is copied as it stands. Deterministic from the seed:
+  the same fact is altered the same way wherever it is written.
+- The claim check's judge abstains (an empty ``Judgements``: the text verifier's verdicts
+  stand, as in ``bench/claims.py``); asked to correct a sentence (the claim check's
+  repair), the writer restates the first fact the passages it is given state, as stated
+  there, with the sentence's markers. Other structured calls get a valid object of their
+  schema.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.planted import KINDS, Fact, plant
 from tests.fake_openai import ChatReply, ChatRequest, Citation, ResearchReport, ResearchRequest
 from tests.fake_openai_payloads import inline_link
 from tests.world import FILLER, outline_of, plan_task, verdict
 
 CHARS_PER_TOKEN = 4
-FACT = re.compile(
-    r"(?P<tag>FACT-\d{2,}-\d+)\b(?:(?!FACT-)[^\[\n])*?\b(?P<value>\d{4,})\b"
-    r"(?P<markers>(?:[ \t]*(?<!\\)\[S?\d{1,5}\])*)"
-)
-"""A fact as any text here states it: its tag, then (on its line, before a marker or tag)
-its number, then the markers that follow it."""
 MARKER = re.compile(r"(?<!\\)\[(S?\d{1,5})\]")
+_MARKERS = r"(?P<markers>(?:[ \t]*(?<!\\)\[S?\d{1,5}\])*)"
 _QUESTION = re.compile(r"What is known about aspect (\d+)\?")
 _LIMITS = (
     re.compile(r"\bat most ([\d,]+) (words|tokens)\b", re.IGNORECASE),
@@ -42,29 +55,38 @@ _LIMITS = (
 )
 """Limits a system prompt may state (grep ``deep_research/prompts/*.md``: the summarizer's
 "a hard limit of N tokens (about M words)", the compressor's "At most N words")."""
+STATED = "stated"
+REWORDED = "reworded"
+"""Forms of a true fact; the fabricated forms are named by their kind (``planted.KINDS``)."""
 
 
 @dataclass(frozen=True)
-class Fact:
-    tag: str
-    value: str
+class Stated:
+    """A fact as a text states it: which fact, in which form, with which markers."""
+
+    fact: Fact
+    form: str
+    """``STATED``, ``REWORDED`` or a fabrication kind."""
+    words: str
+    """The sentence without its markers and final period."""
     markers: tuple[str, ...]
     """As written in the text it was read from: ``("[S12]",)`` or ``("[3]",)``."""
 
-    def sentence(self) -> str:
-        cited = "".join(self.markers)
-        return f"The value of {self.tag} is {self.value}" + (f" {cited}." if cited else ".")
+    def sentence(self, words: str | None = None, markers: tuple[str, ...] | None = None) -> str:
+        cited = "".join(self.markers if markers is None else markers)
+        return (words or self.words) + (f" {cited}." if cited else ".")
 
 
-def facts_in(text: str) -> list[Fact]:
-    """The facts ``text`` states, in order, each once (its first statement)."""
-    seen: dict[str, Fact] = {}
-    for match in FACT.finditer(text):
-        tag = match.group("tag")
-        if tag not in seen:
-            markers = tuple(f"[{m}]" for m in MARKER.findall(match.group("markers")))
-            seen[tag] = Fact(tag, match.group("value"), markers)
-    return list(seen.values())
+def forms_of(fact: Fact) -> dict[str, str]:
+    """A fact's forms: the words of each way it is written here (no final period)."""
+    n = f"{fact.number:,}"
+    out = {
+        STATED: fact.stated,
+        REWORDED: fact.template.reworded.format(name=fact.name, n=n),
+    }
+    if fact.kind in KINDS and fact.kind != "moved_citation":
+        out[fact.kind] = fact.written
+    return {form: words.rstrip(".") for form, words in out.items()}
 
 
 @dataclass(frozen=True)
@@ -87,50 +109,109 @@ def stated_limits(system: str, max_tokens: int | None) -> Limits:
     return Limits(min(chars) if chars else None, min(words) if words else None)
 
 
-def copy_facts(prompt: str, limits: Limits, head: str = "") -> str:
-    """Prose keeping every fact of ``prompt`` in order, within ``limits`` (``head`` first,
-    e.g. a heading, counted too). Five sentences a paragraph."""
-    out = head
-    sentences = 0
-    for fact in facts_in(prompt):
-        sentence = fact.sentence()
-        joint = "" if not sentences else ("\n\n" if sentences % 5 == 0 else " ")
-        candidate = out + joint + sentence
-        if limits.chars is not None and len(candidate) > limits.chars:
-            break
-        if limits.words is not None and len(candidate.split()) > limits.words:
-            break
-        out, sentences = candidate, sentences + 1
-    return out if sentences else (head + "No facts were given.")
-
-
 def system_text(req: ChatRequest) -> str:
     content = req.messages[0].get("content") if req.messages else ""
     return content if isinstance(content, str) else str(content)
 
 
-@dataclass(frozen=True)
-class Gathered:
-    """A fact a research job stated, and the page it cited it to."""
-
-    tag: str
-    value: str
-    url: str
+def default_url(index: int) -> str:
+    return f"https://facts.example/f{index}"
 
 
 @dataclass
 class FactsWorld:
     branches: int
     facts_per_job: int = 5
-    gathered: dict[str, Gathered] = field(default_factory=dict)
+    seed: int = 7
+    page_url: Callable[[int], str] = default_url
+    """The page fact ``index`` is cited to."""
+    facts: list[Fact] = field(init=False)
+    """Every fact, the research jobs' and the writers' (``bench.planted.plant``)."""
+    gathered: dict[int, str] = field(default_factory=dict)
+    """The facts a research job stated (by index), and the page it cited each to."""
     calls: dict[str, int] = field(default_factory=dict)
     prompts: dict[str, int] = field(default_factory=dict)
     """Each role's largest prompt: characters of its system and user text."""
     plans_left: int = 1
 
+    def __post_init__(self) -> None:
+        self.facts = plant(self.branches * self.facts_per_job, self.seed)
+        self.forms: dict[str, tuple[Fact, str]] = {}
+        for fact in self.facts:
+            for form, words in forms_of(fact).items():
+                assert words not in self.forms, f"two facts written alike: {words!r}"
+                self.forms[words] = (fact, form)
+        alternatives = "|".join(map(re.escape, sorted(self.forms, key=len, reverse=True)))
+        self._stated = re.compile(
+            rf"(?<![\w-])(?P<words>{alternatives}){_MARKERS}(?=[ \t]*(?:[.\n]|\\\[|$))"
+        )
+
     def install(self, fake: Any) -> None:
         fake.chat_handler = self.chat
         fake.research_handler = self.research
+
+    # --- reading and writing facts --------------------------------------------------------
+
+    def statements(self, text: str) -> list[Stated]:
+        """Every statement of a fact in ``text``, in order."""
+        out = []
+        for match in self._stated.finditer(text):
+            fact, form = self.forms[match.group("words")]
+            markers = tuple(f"[{m}]" for m in MARKER.findall(match.group("markers")))
+            out.append(Stated(fact, form, match.group("words"), markers))
+        return out
+
+    def facts_in(self, text: str) -> list[Stated]:
+        """The facts ``text`` states, in order, each once (its first statement)."""
+        seen: dict[int, Stated] = {}
+        for one in self.statements(text):
+            seen.setdefault(one.fact.index, one)
+        return list(seen.values())
+
+    def written(self, found: list[Stated], at: int) -> str:
+        """The sentence a writer makes of ``found[at]``: a fact as stated is written as the
+        plant has it; one already written elsewhere is copied."""
+        one = found[at]
+        if one.form != STATED:
+            return one.sentence()
+        fact = one.fact
+        if fact.kind == "moved_citation":
+            for other in found[at + 1 :] + found[:at]:
+                if other.markers and other.markers != one.markers:
+                    return one.sentence(markers=other.markers)
+            return one.sentence()
+        return one.sentence(words=fact.written.rstrip("."))
+
+    def copy_facts(self, prompt: str, limits: Limits, head: str = "", plant: bool = False) -> str:
+        """Prose keeping every fact of ``prompt`` in order, within ``limits`` (``head``
+        first, e.g. a heading, counted too), planted when ``plant``. Five sentences a
+        paragraph."""
+        out = head
+        sentences = 0
+        found = self.facts_in(prompt)
+        for at, one in enumerate(found):
+            sentence = self.written(found, at) if plant else one.sentence()
+            joint = "" if not sentences else ("\n\n" if sentences % 5 == 0 else " ")
+            candidate = out + joint + sentence
+            if limits.chars is not None and len(candidate) > limits.chars:
+                break
+            if limits.words is not None and len(candidate.split()) > limits.words:
+                break
+            out, sentences = candidate, sentences + 1
+        return out if sentences else (head + "No facts were given.")
+
+    def corrected(self, prompt: str) -> str:
+        """The repair's rewrite: the first fact the passages state, as stated there, with
+        the sentence's own markers (the writer's reply to ``prompts/revise.md``)."""
+        sentence = prompt.split("The sentence:", 1)[-1].split("What the check found:", 1)[0]
+        passages = prompt.split("The sources' passages:", 1)[-1]
+        markers = tuple(f"[{m}]" for m in MARKER.findall(sentence))
+        for one in self.facts_in(passages):
+            if one.form == STATED:
+                return one.sentence(markers=markers)
+        return sentence.strip()
+
+    # --- the model ------------------------------------------------------------------------
 
     def plan(self) -> list[dict[str, Any]]:
         return [
@@ -151,13 +232,16 @@ class FactsWorld:
             self._count("planner", req)
             tasks = self.plan() if self.plans_left > 0 else []
             self.plans_left -= 1
-            return {"rationale": copy_facts(req.text, limits), "tasks": tasks}
+            return {"rationale": self.copy_facts(req.text, limits), "tasks": tasks}
         if req.schema_name == "Verdict":
             self._count("judge", req)
             return verdict(True)
         if req.schema_name == "Outline":
             self._count("outline", req)
             return outline_of(req.text, system)
+        if req.schema_name == "Judgements":
+            self._count("claim_judge", req)
+            return {"judgements": []}
         if req.schema_name is not None:
             raise AssertionError(f"facts world: no reply for schema {req.schema_name!r}")
         role = (
@@ -171,10 +255,14 @@ class FactsWorld:
             if "one section of a research report" in system
             else "lead"
             if "opening of a research report" in system
+            else "reviser"
+            if "You correct one sentence" in system
             else "other"
         )
         self._count(role, req)
-        return copy_facts(req.text, limits)
+        if role == "reviser":
+            return self.corrected(req.text)
+        return self.copy_facts(req.text, limits, plant=role in ("section", "lead"))
 
     def research(self, req: ResearchRequest) -> ResearchReport:
         self._count("deep_research")
@@ -183,16 +271,16 @@ class FactsWorld:
         return self.report(int(found.group(1)))
 
     def report(self, branch: int) -> ResearchReport:
-        """K facts, each stated once with its own inline-linked page, among filler."""
+        """The branch's facts, each stated once as its page states it, with its own
+        inline-linked page, among filler."""
         text, citations = "# Findings\n\n", []
-        for j in range(1, self.facts_per_job + 1):
-            tag = f"FACT-{branch:02d}-{j}"
-            value = str(10007 + 97 * ((branch - 1) * self.facts_per_job + j))
-            url = f"https://facts{branch:02d}.example/page-{j}"
+        first = (branch - 1) * self.facts_per_job
+        for j, fact in enumerate(self.facts[first : first + self.facts_per_job], start=1):
+            url = self.page_url(fact.index)
             link = inline_link(url)
-            sentence = f"Measured directly, {tag} has the value {value}"
+            sentence = fact.stated.rstrip(".")
             start = len(text) + len(sentence) + 1
             text += f"{sentence} {link}. {FILLER}\n\n"
-            citations.append(Citation(url, f"Page {j} of site {branch}", link, start=start))
-            self.gathered[tag] = Gathered(tag, value, url)
+            citations.append(Citation(url, f"Page {j} of aspect {branch}", link, start=start))
+            self.gathered[fact.index] = url
         return ResearchReport(text=text.rstrip() + "\n", citations=tuple(citations))

@@ -1,4 +1,5 @@
-"""Report benchmark: how much of the research reaches the report (today's baseline).
+"""Report benchmark: how much of the research reaches the report, and what the claim check
+of a full run makes of the fabrications a writer plants in it.
 
     python bench/report.py            # human-readable figures
     python bench/report.py --json     # ... and a last line with one JSON object
@@ -7,11 +8,25 @@
 The whole engine runs end to end (``wiring.build`` from Settings, the orchestrator, the real
 OpenAI-research branch executor, the real report) against the loopback fake OpenAI server
 in facts mode (``bench/facts.py``): a plan of N independent web sub-questions, one
-iteration (the judge then says complete); each research job states K distinct facts, each
-with a unique tag, number and cited URL; every chat call is a faithful copier that keeps
+iteration (the judge then says complete); each research job states K distinct facts (the
+templates and made-up names of ``bench/planted.py``, shared with ``bench/claims.py``), each
+with a unique name and its own cited page; every chat call is a faithful copier that keeps
 the facts of its prompt, with their citation markers, in order, within its token cap and
 the limits its prompt states. 100 ms latency per call. N = 12 and 48, K = 5, 12 branches in
 parallel.
+
+The writers plant fabrications as they write (``FactsWorld.copy_facts(..., plant=True)``,
+the section writer's and the lead's replies, deterministic from a seed; never by editing
+the report afterwards): 15 % of the facts are altered in five kinds, a fifth each — a
+changed number, a flipped negation, a swapped entity (another fact's name), a citation
+moved to another fact's page, an unsupported clause added — and 30 % of the true ones are
+reworded. The cited pages (each fact's as stated, among filler) are served on loopback
+(``bench.planted.Pages``) and allowed by ``DEEP_RESEARCH_FETCH_ALLOW``, so the run's own
+claim check (wired as ``deep-research run`` wires it: ``app/checking.py``) reads them
+through the real page reader, as it reads any research job's cited page; the per-host
+politeness limits are raised (8 at once, 100 a second) since one loopback host stands for
+240 sites. The claim check's judge abstains (the text verifier decides, as in
+``bench/claims.py``); its repair is the fake writer restating what the passages state.
 
 The report's *body* is its lead and sections (``Report.body``): the engine's own
 bookkeeping (status, coverage, citation check), the numbered sources and the "Findings by
@@ -21,17 +36,41 @@ Figures (targets from the issue; measured from outside before this work in brack
 - evidence_retention_12      share of the facts gathered that the body states with a
                              citation resolving to that fact's own URL (``[n]`` ->
                              ``Report.sources[n - 1]``), 12 branches          >= 0.95 (0.82)
+                             Counted on the report as the writer returned it (before the
+                             claim check's marks and repairs), and in any form the writers
+                             made of the fact: as stated, reworded or with its planted
+                             alteration (a moved citation: cited to any page). Retention
+                             measures what the engine carries from research to the body;
+                             a planted alteration is the fake writer's, at the last step,
+                             and the claim check's figures below measure it.
 - evidence_retention_48      the same, 48 branches                           >= 0.90 (0.20)
 - largest_prompt_ratio_48_over_12  largest prompt (characters) of any model call, 48
                              branches over 12                                  <= 1.3
-- report_words_48_over_12    body words, 48 branches over 12                   >= 2.5
-- sections_48                ``##`` sections of the body at 48 branches, the engine's own
-                             "Coverage and limitations" and "Citation check" not counted
+- report_words_48_over_12    body words (as written), 48 branches over 12      >= 2.5
+- sections_48                ``##`` sections of the body at 48 branches (as written), the
+                             engine's own "Coverage and limitations", "Citation check",
+                             "Claim check" and "Contradictions" not counted
                                                                                >= 4
 - write_wall_48_seconds      48 branches: from the last branch done (its event) to the
                              report written (the writer returning)
 - write_wall_over_one_call   that / one call's latency (0.1 s)                 <= 4
                              (the wall is the median of --runs runs, 3 by default)
+- fabrications_flagged       48 branches: share of the claims stating a planted
+                             fabrication whose verdict in the session's ``claims.json`` is
+                             anything but ``supported`` (a claim the repair rewrote counts
+                             as flagged: it was sent back for not being supported), overall
+                             and per kind (``fabrications_flagged_<kind>``)   >= 0.95 each
+- true_claims_flagged        the same share among the claims stating a true fact, as
+                             stated or reworded, cited to its own page          <= 0.05
+- check_ms_per_claim_cached_pages  the claim check again on the writer's report after the
+                             run, its pages already read, no judge and no repair (as
+                             ``bench/claims.py`` times it), per claim
+- check_ms_per_claim_in_run  the run's own check (first page reads, judge, repair) per claim
+- check_share_of_wall        the run's own check over the run's wall time (median of runs)
+A claim is matched to its fact by its words (markers dropped): each form a fact is written
+in here is unique. A claim stating a true fact's words cited to another page is a moved
+citation when that fact was planted so, else counted as ``miscited_claims`` (none
+expected); claims of no fact (``other_claims``) are counted and left out.
 The human-readable output also names each chat role's largest prompt at both sizes. At
 K = 5 a branch's notes are ~50 tokens, so 12 branches fill none of the fixed budgets (the
 2,000-token rolling summary that the judge and the summarizer read is at ~590 tokens, the
@@ -42,7 +81,8 @@ fills at both sizes, the ratio is 1.01, and sections overflow their own budget a
 condensed when the run has money and tokens left over).
 Today's code misses several targets: this bench measures the baseline the next work must
 raise. --smoke computes the same figures once at toy sizes (N = 3 and 6, K = 2, 10 ms a
-call; the test suite runs it): its values are not the targets'.
+call; the test suite runs it): its values are not the targets' (at 12 facts, 5 are planted:
+at least one of each kind).
 """
 
 from __future__ import annotations
@@ -56,45 +96,69 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.facts import FactsWorld, Gathered
+from bench.facts import MARKER, REWORDED, STATED, FactsWorld
+from bench.planted import KINDS, Pages
 from bench.prompt_growth import prompt_chars
+from deep_research.adapters.claim_check import ClaimChecker
 from deep_research.app.config import Settings
 from deep_research.app.wiring import build
-from deep_research.core.models import Limits, SessionState, Writing
+from deep_research.core.ledger import Claim, ClaimLedger
+from deep_research.core.models import EvidenceUnit, Limits, SessionState, Writing
 from deep_research.core.orchestrator import ResearchOrchestrator
-from deep_research.core.ports import JobEvent, Meter, ReportWriter, WriteJob
+from deep_research.core.ports import (
+    CheckJob,
+    JobEvent,
+    Meter,
+    ReportChecker,
+    ReportWriter,
+    WriteJob,
+)
 from deep_research.core.report import Report
+from deep_research.persistence.claims import SessionClaims
+from deep_research.persistence.evidence import SessionEvidence
 from tests.fake_openai import FakeOpenAI
-from tests.fakes import MemorySaver
+from tests.fakes import MemorySaver, RecordingMeter
 
-BOOKKEEPING = ("Coverage and limitations", "Citation check")
+BOOKKEEPING = ("Coverage and limitations", "Citation check", "Claim check", "Contradictions")
 """Sections the report adds itself, whatever was found: not counted as the report's own."""
-_STATED = re.compile(r"(FACT-\d{2,}-\d+)\b(?:(?!FACT-)[^\[\n])*?\b(\d{4,})\b((?:\s*\[\d+\])*)")
 _NUMBER = re.compile(r"\[(\d+)\]")
+TRUE_KINDS = ("true", "reworded")
 
 
 @dataclass(frozen=True)
 class Run:
-    gathered: dict[str, Gathered]
+    world: FactsWorld
+    written: Report
+    """The report as the writer returned it (before the claim check)."""
     report: Report
+    """The report as the run ends: checked, marked, repaired."""
+    ledger: ClaimLedger
+    """The session's ``claims.json``."""
     largest_prompt: int
     write_wall: float
+    run_wall: float
+    check_seconds: float
+    """The run's own claim check."""
+    recheck_seconds: float
+    """The claim check again, its pages cached, no judge, no repair."""
     calls: dict[str, int]
     prompts: dict[str, int]
     """Each chat role's largest prompt (characters): which call is the largest, and why."""
 
 
 class TimedWriter:
-    """The engine's writer, noting when the report is written."""
+    """The engine's writer, noting when the report is written, and what it wrote."""
 
     def __init__(self, inner: ReportWriter) -> None:
         self.inner = inner
         self.written_at = 0.0
+        self.report: Report | None = None
 
     async def outline(self, state: SessionState, meter: Meter) -> Writing | None:
         return await self.inner.outline(state, meter)
@@ -102,73 +166,230 @@ class TimedWriter:
     async def write(self, job: WriteJob) -> Report:
         report = await self.inner.write(job)
         self.written_at = time.monotonic()
+        self.report = report
         return report
+
+
+class TimedChecker:
+    """A checker of the engine's, timed."""
+
+    def __init__(self, inner: ReportChecker) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+
+    async def check(self, job: CheckJob) -> Report:
+        started = time.perf_counter()
+        try:
+            return await self.inner.check(job)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+class HeldClaims:
+    """A ``ClaimStore`` over a session's evidence that keeps no earlier verdicts: a re-check
+    verifies every claim again."""
+
+    def __init__(self, units: list[EvidenceUnit]) -> None:
+        self._units = units
+        self.ledger: ClaimLedger | None = None
+
+    def units(self) -> list[EvidenceUnit]:
+        return self._units
+
+    def load(self) -> ClaimLedger | None:
+        return None
+
+    def save(self, ledger: ClaimLedger) -> None:
+        self.ledger = ledger
+
+
+async def recheck(checker: ClaimChecker, state: SessionState, report: Report, home: Path) -> float:
+    """The check of ``report`` again with the run's page reads (cached), no judge and no
+    repair: seconds."""
+    bare = dataclasses.replace(checker, judge=None, reviser=None)
+    bare._reads = checker._reads
+    store = HeldClaims(SessionClaims(home).units())
+
+    async def save() -> None:
+        pass
+
+    job = CheckJob(
+        state=state.model_copy(deep=True),
+        report=report,
+        meter=RecordingMeter(budget=0.0),
+        save=save,
+        deadline=asyncio.get_running_loop().time() + 3600,
+        money=0.0,
+        store=store,
+    )
+    started = time.perf_counter()
+    await bare.check(job)
+    return time.perf_counter() - started
 
 
 async def run_once(branches: int, facts: int, latency: float, parallel: int, home: Path) -> Run:
     world = FactsWorld(branches, facts)
-    with FakeOpenAI(polls_to_complete=1) as fake:
-        world.install(fake)
-        fake.latency = latency
-        settings = Settings(
-            _env_file=None,
-            openai_base_url=fake.base_url,
-            openai_api_key="bench",
-            home=home,
-            max_nodes_per_plan=branches,
-            max_parallel_branches=parallel,
-            web_poll_seconds=0.01,
-        )
-        built = build(settings, "web_only", None, extractive=False, engine="openai")
-        writer = TimedWriter(built.engine.writer)
-        engine = dataclasses.replace(built.engine, writer=writer)
-        state = SessionState(
-            session_id=f"{branches:012d}",
-            question="What is known about every aspect of X?",
-            limits=Limits(max_iterations=1, max_cost_usd=1000),
-        )
-        done_at: list[float] = []
-
-        def on_event(event: str | JobEvent) -> None:
-            if isinstance(event, str) and event.startswith("done "):
-                done_at.append(time.monotonic())
-
-        orch = ResearchOrchestrator(
-            state, engine, MemorySaver(), built.guard(state), built.config, on_event
-        )
-        async with built.resources:
-            await orch.run()
-        done = sum(1 for node in state.nodes.values() if node.status == "done")
-        assert done == branches, f"{done}/{branches} done: {state.stop_reason} {state.stop_detail}"
-        assert orch.report is not None
-        assert done_at
-        assert len(world.gathered) == branches * facts, "a research job stated no facts"
-        largest = max(prompt_chars(r.body) for r in fake.requests if r.method == "POST")
-        return Run(
-            world.gathered,
-            orch.report,
-            largest,
-            writer.written_at - max(done_at),
-            world.calls,
-            world.prompts,
-        )
+    pages = Pages(world.facts)
+    world.page_url = pages.url
+    try:
+        with FakeOpenAI(polls_to_complete=1) as fake:
+            world.install(fake)
+            fake.latency = latency
+            return await _run(world, fake, pages, branches, parallel, home)
+    finally:
+        pages.close()
 
 
-def retention(report: Report, gathered: dict[str, Gathered]) -> float:
-    """Share of the facts the body states (tag and number) citing the fact's own URL."""
-    kept: set[str] = set()
-    for tag, value, markers in _STATED.findall(report.body):
-        fact = gathered.get(tag)
-        if fact is None or value != fact.value:
+async def _run(
+    world: FactsWorld, fake: FakeOpenAI, pages: Pages, branches: int, parallel: int, home: Path
+) -> Run:
+    settings = Settings(
+        _env_file=None,
+        openai_base_url=fake.base_url,
+        openai_api_key="bench",
+        home=home,
+        max_nodes_per_plan=branches,
+        max_parallel_branches=parallel,
+        web_poll_seconds=0.01,
+        fetch_allow=f"127.0.0.1:{pages.port}",
+        fetch_per_host_concurrency=8,
+        fetch_per_host_rate=100,
+    )
+    built = build(settings, "web_only", None, extractive=False, engine="openai")
+    writer = TimedWriter(built.engine.writer)
+    (inner,) = built.engine.checkers
+    assert isinstance(inner, ClaimChecker)
+    checker = TimedChecker(inner)
+    engine = dataclasses.replace(built.engine, writer=writer, checkers=(checker,))
+    state = SessionState(
+        session_id=f"{branches:012d}",
+        question="What is known about every aspect of X?",
+        limits=Limits(max_iterations=1, max_cost_usd=1000),
+    )
+    session = home / "sessions" / state.session_id
+    session.mkdir(parents=True)
+    done_at: list[float] = []
+
+    def on_event(event: str | JobEvent) -> None:
+        if isinstance(event, str) and event.startswith("done "):
+            done_at.append(time.monotonic())
+
+    orch = ResearchOrchestrator(
+        state,
+        engine,
+        MemorySaver(),
+        built.guard(state),
+        built.config,
+        on_event,
+        evidence=SessionEvidence(session),
+        claims=SessionClaims(session),
+    )
+    async with built.resources:
+        started = time.perf_counter()
+        await orch.run()
+        run_wall = time.perf_counter() - started
+        assert writer.report is not None
+        recheck_seconds = await recheck(inner, state, writer.report, session)
+    done = sum(1 for node in state.nodes.values() if node.status == "done")
+    assert done == branches, f"{done}/{branches} done: {state.stop_reason} {state.stop_detail}"
+    assert orch.report is not None
+    assert done_at
+    assert len(world.gathered) == len(world.facts), "a research job stated no facts"
+    ledger = SessionClaims(session).load()
+    assert ledger is not None, "the run's claim check wrote no claims.json"
+    largest = max(prompt_chars(r.body) for r in fake.requests if r.method == "POST")
+    return Run(
+        world,
+        writer.report,
+        orch.report,
+        ledger,
+        largest,
+        writer.written_at - max(done_at),
+        run_wall,
+        checker.seconds,
+        recheck_seconds,
+        world.calls,
+        world.prompts,
+    )
+
+
+def cited(report: Report, markers: str) -> set[str]:
+    """The URLs ``[n]`` markers resolve to."""
+    return {
+        report.sources[n - 1].url or ""
+        for n in map(int, _NUMBER.findall(markers))
+        if 1 <= n <= len(report.sources)
+    }
+
+
+def retention(report: Report, world: FactsWorld) -> float:
+    """Share of the facts gathered that the body states, in any form the writers made of
+    it, citing the fact's own page (a fact planted as a moved citation: any page)."""
+    kept: set[int] = set()
+    for found in world.statements(report.body):
+        fact = found.fact
+        url = world.gathered.get(fact.index)
+        urls = cited(report, "".join(found.markers))
+        if url is None or not urls:
             continue
-        urls = {
-            report.sources[n - 1].url
-            for n in map(int, _NUMBER.findall(markers))
-            if 1 <= n <= len(report.sources)
-        }
-        if fact.url in urls:
-            kept.add(tag)
-    return len(kept) / len(gathered)
+        if url in urls or fact.kind == "moved_citation":
+            kept.add(fact.index)
+    return len(kept) / len(world.gathered)
+
+
+def words_of(claim: str) -> str:
+    """A claim's words as a fact's form is kept: markers and final period dropped."""
+    return " ".join(MARKER.sub("", claim).split()).rstrip(" .")
+
+
+def kind_of(claim: Claim, world: FactsWorld) -> str:
+    """What ``claim`` (as first written) states: ``true``, ``reworded``, a fabrication
+    kind, ``miscited`` (a true fact's words cited to another page, not planted so) or
+    ``other`` (no fact of the world)."""
+    found = world.forms.get(words_of(claim.revised_from or claim.text))
+    if found is None:
+        return "other"
+    fact, form = found
+    if form not in (STATED, REWORDED):
+        return form
+    urls = {s.url for s in claim.sources if s.url}
+    if world.page_url(fact.index) not in urls:
+        return "moved_citation" if fact.kind == "moved_citation" else "miscited"
+    return "true" if form == STATED else "reworded"
+
+
+def flagged(claim: Claim) -> bool:
+    """The check did not find it supported (or sent it back, and it was rewritten)."""
+    return claim.verdict != "supported" or bool(claim.revised_from)
+
+
+def share(flags: list[bool]) -> float:
+    return sum(flags) / len(flags) if flags else float("nan")
+
+
+def claim_figures(run: Run) -> dict[str, float]:
+    by_kind: dict[str, list[bool]] = defaultdict(list)
+    for claim in run.ledger.claims:
+        by_kind[kind_of(claim, run.world)].append(flagged(claim))
+    fabricated = [flag for kind in KINDS for flag in by_kind[kind]]
+    true = [flag for kind in TRUE_KINDS for flag in by_kind[kind]]
+    claims = len(run.ledger.claims)
+    return {
+        "claims": claims,
+        "fabricated_claims": len(fabricated),
+        "fabrications_flagged": share(fabricated),
+        **{f"fabrications_flagged_{kind}": share(by_kind[kind]) for kind in KINDS},
+        "true_claims": len(true),
+        "true_claims_flagged": share(true),
+        "reworded_flagged": share(by_kind["reworded"]),
+        "miscited_claims": len(by_kind["miscited"]),
+        "other_claims": len(by_kind["other"]),
+        "check_seconds_in_run": run.check_seconds,
+        "check_ms_per_claim_in_run": 1000 * run.check_seconds / max(1, claims),
+        "check_ms_per_claim_cached_pages": 1000 * run.recheck_seconds / max(1, claims),
+        "check_share_of_wall": run.check_seconds / run.run_wall,
+        "run_wall_48_seconds": run.run_wall,
+    }
 
 
 def sections(body: str) -> int:
@@ -183,9 +404,9 @@ def words(body: str) -> int:
 def bench_report(
     few: int, many: int, facts: int, latency: float, runs: int = 1, parallel: int = 12
 ) -> dict[str, float]:
-    """The figures keep their names at other sizes (the smoke run's). The write wall is the
-    median of ``runs`` runs at the larger size; the other figures are of its first run (the
-    copier is deterministic: they do not vary)."""
+    """The figures keep their names at other sizes (the smoke run's). The walls and the
+    check's times are medians of ``runs`` runs at the larger size; the other figures are of
+    its first run (the copier is deterministic: they do not vary)."""
     with tempfile.TemporaryDirectory() as tmp:
         small = asyncio.run(run_once(few, facts, latency, parallel, Path(tmp) / "few"))
         larges = [
@@ -196,19 +417,30 @@ def bench_report(
     for label, run in (("few", small), ("many", large)):
         roles = sorted(run.prompts.items(), key=lambda kv: -kv[1])
         print(f"{label:>5} largest prompts: " + ", ".join(f"{r} {c}" for r, c in roles))
+    for claim in large.ledger.claims:  # on stderr: what the check got wrong, for a reader
+        kind = kind_of(claim, large.world)
+        if (kind in KINDS) != flagged(claim) or kind in ("miscited", "other"):
+            print(f"{kind}: {claim.verdict}: {claim.text}", file=sys.stderr)
     write_wall = statistics.median(run.write_wall for run in larges)
+    checked = claim_figures(large)
+    for key in ("check_ms_per_claim_in_run", "check_ms_per_claim_cached_pages"):
+        checked[key] = statistics.median(claim_figures(run)[key] for run in larges)
+    checked["check_share_of_wall"] = statistics.median(
+        claim_figures(run)["check_share_of_wall"] for run in larges
+    )
     return {
-        "evidence_retention_12": retention(small.report, small.gathered),
-        "evidence_retention_48": retention(large.report, large.gathered),
+        "evidence_retention_12": retention(small.written, small.world),
+        "evidence_retention_48": retention(large.written, large.world),
         "largest_prompt_chars_12": small.largest_prompt,
         "largest_prompt_chars_48": large.largest_prompt,
         "largest_prompt_ratio_48_over_12": large.largest_prompt / small.largest_prompt,
-        "report_words_12": words(small.report.body),
-        "report_words_48": words(large.report.body),
-        "report_words_48_over_12": words(large.report.body) / words(small.report.body),
-        "sections_48": sections(large.report.body),
+        "report_words_12": words(small.written.body),
+        "report_words_48": words(large.written.body),
+        "report_words_48_over_12": words(large.written.body) / words(small.written.body),
+        "sections_48": sections(large.written.body),
         "write_wall_48_seconds": write_wall,
         "write_wall_over_one_call": write_wall / latency,
+        **checked,
     }
 
 
@@ -220,6 +452,18 @@ KEYS = (
     "sections_48",
     "write_wall_48_seconds",
     "write_wall_over_one_call",
+    "claims",
+    "fabricated_claims",
+    "fabrications_flagged",
+    *(f"fabrications_flagged_{kind}" for kind in KINDS),
+    "true_claims",
+    "true_claims_flagged",
+    "reworded_flagged",
+    "miscited_claims",
+    "other_claims",
+    "check_ms_per_claim_in_run",
+    "check_ms_per_claim_cached_pages",
+    "check_share_of_wall",
 )
 
 

@@ -1,79 +1,106 @@
 """The facts-mode fake behind bench/report.py is honest: its copier keeps the facts of its
 prompt in order with their own markers, stops within its limits, and never invents a fact;
-its research jobs cite each fact to its own page; the bench counts only what the body
-states with the right citation."""
+its writers plant each fact's fabrication (``bench/planted.py``) as they write it, the same
+wherever it is written; its research jobs cite each fact to its own page; the bench counts
+only what the body states with the right citation, and matches each claim to its fact."""
 
 from __future__ import annotations
 
 from openai.types.responses import Response
 
-from bench.facts import Fact, FactsWorld, Limits, copy_facts, facts_in, stated_limits
-from bench.report import retention, sections
+from bench.facts import REWORDED, STATED, FactsWorld, Limits, stated_limits
+from bench.planted import KINDS, Fact
+from bench.report import kind_of, retention, sections
 from deep_research.adapters.llm.llm import load_prompt
 from deep_research.adapters.web.output import extract_report
+from deep_research.core.ledger import Claim, SourceCheck
 from deep_research.core.models import Citation
 from deep_research.core.report import Report, ReportNote
 from tests.fake_openai import ChatRequest
 from tests.fake_openai_payloads import StoredResponse, response_object
 
-PROMPT = (
-    "Current summary:\nThe value of FACT-02-1 is 10104 [S3]. Background without facts.\n\n"
-    "New findings:\n### What is known about aspect 01?\n"
-    "- FACT-01-2 stands at 10201 [S7][S8] in the first survey.\n"
-    "- Measured directly, FACT-01-1 has the value 10298 [S9].\n"
-)
 UNLIMITED = Limits()
+WORLD = FactsWorld(branches=6, facts_per_job=2)
+"""12 facts: 5 fabricated, one of each kind; 2 of the 7 true ones reworded."""
+
+
+def of_kind(kind: str) -> Fact:
+    return next(f for f in WORLD.facts if f.kind == kind)
+
+
+def stated(fact: Fact, markers: str) -> str:
+    return f"{fact.stated.rstrip('.')} {markers}."
+
+
+def prompt(*facts: tuple[Fact, str]) -> str:
+    first, *rest = facts
+    return (
+        f"Current summary:\n{stated(*first)} Background without facts.\n\n"
+        "New findings:\n### What is known about aspect 01?\n"
+        + "".join(f"- {stated(*f)}\n" for f in rest)
+    )
+
+
+TRUE = [f for f in WORLD.facts if f.kind == "true"]
+PROMPT = prompt((TRUE[0], "[S3]"), (TRUE[1], "[S7][S8]"), (TRUE[2], "[S9]"))
+
+
+def test_the_world_plants_every_kind_once_and_rewords_some_true_facts() -> None:
+    kinds = [f.kind for f in WORLD.facts]
+    assert sorted(k for k in kinds if k in KINDS) == sorted(KINDS)
+    assert kinds.count("reworded") == 2
+    assert len({f.name for f in WORLD.facts}) == 12
 
 
 def test_the_copier_keeps_every_fact_in_prompt_order_with_its_markers() -> None:
-    out = copy_facts(PROMPT, UNLIMITED)
-    assert out == (
-        "The value of FACT-02-1 is 10104 [S3]. The value of FACT-01-2 is 10201 [S7][S8]. "
-        "The value of FACT-01-1 is 10298 [S9]."
+    out = WORLD.copy_facts(PROMPT, UNLIMITED)
+    assert out == " ".join(
+        (stated(TRUE[0], "[S3]"), stated(TRUE[1], "[S7][S8]"), stated(TRUE[2], "[S9]"))
     )
-    assert facts_in(out) == facts_in(PROMPT)
+    assert WORLD.facts_in(out) == WORLD.facts_in(PROMPT)
 
 
-def test_a_fact_is_read_to_its_own_number_never_past_another_tag() -> None:
-    assert facts_in("FACT-01-1 and FACT-01-2 is 10201 [3].") == [
-        Fact("FACT-01-2", "10201", ("[3]",))
-    ]
-    # A fact stated twice is copied once, as first stated.
-    assert facts_in("FACT-01-1 is 12345 [1]. Again: FACT-01-1 is 12345 [2].") == [
-        Fact("FACT-01-1", "12345", ("[1]",))
-    ]
+def test_a_fact_is_read_once_and_only_whole() -> None:
+    fact = TRUE[0]
+    twice = f"{stated(fact, '[1]')} Again: {stated(fact, '[2]')}"
+    (once,) = WORLD.facts_in(twice)
+    assert (once.fact, once.form, once.markers) == (fact, STATED, ("[1]",))
+    # Cut short, or run on into words of its own, it is not that fact.
+    assert WORLD.facts_in(fact.stated[:-10] + " [1].") == []
+    assert WORLD.facts_in(fact.stated.rstrip(".") + ", and more [1].") == []
 
 
 def test_the_copier_keeps_a_facts_marker_form() -> None:
-    local = copy_facts("FACT-03-1 has the value 10007 [3][12].", UNLIMITED)
-    assert local == "The value of FACT-03-1 is 10007 [3][12]."
-    session = copy_facts("FACT-03-1 has the value 10007 [S41].", UNLIMITED)
-    assert session == "The value of FACT-03-1 is 10007 [S41]."
+    fact = TRUE[0]
+    assert WORLD.copy_facts(stated(fact, "[3][12]"), UNLIMITED) == stated(fact, "[3][12]")
+    assert WORLD.copy_facts(stated(fact, "[S41]"), UNLIMITED) == stated(fact, "[S41]")
     # An escaped bracket is literal text, not a citation: the fact is kept uncited.
-    literal = copy_facts(r"FACT-03-1 has the value 10007 \[3\].", UNLIMITED)
-    assert literal == "The value of FACT-03-1 is 10007."
+    literal = WORLD.copy_facts(fact.stated.rstrip(".") + r" \[3\].", UNLIMITED)
+    assert literal == fact.stated
 
 
 def test_the_copier_stops_before_its_token_cap() -> None:
-    full = copy_facts(PROMPT, UNLIMITED)
-    first_two = "The value of FACT-02-1 is 10104 [S3]. The value of FACT-01-2 is 10201 [S7][S8]."
+    full = WORLD.copy_facts(PROMPT, UNLIMITED)
+    first_two = stated(TRUE[0], "[S3]") + " " + stated(TRUE[1], "[S7][S8]")
     cap = (len(first_two) + 3) // 4  # tokens: the third sentence does not fit
-    capped = copy_facts(PROMPT, stated_limits("", cap))
+    capped = WORLD.copy_facts(PROMPT, stated_limits("", cap))
     assert capped == first_two
     assert len(capped) <= cap * 4
     assert full.startswith(capped)
     # Counted with what goes before it (a heading).
-    assert copy_facts(PROMPT, Limits(chars=len("## A\n\n") + 10), "## A\n\n") == (
+    assert WORLD.copy_facts(PROMPT, Limits(chars=len("## A\n\n") + 10), "## A\n\n") == (
         "## A\n\nNo facts were given."
     )
 
 
 def test_the_copier_stops_at_a_limit_its_instructions_state() -> None:
-    system = "Write terse notes.\n- At most 16 words, as bullets."
-    assert stated_limits(system, 16_000) == Limits(chars=64_000, words=16)
-    out = copy_facts(PROMPT, stated_limits(system, 16_000))
-    assert len(out.split()) <= 16
-    assert [f.tag for f in facts_in(out)] == ["FACT-02-1", "FACT-01-2"]
+    first_two = stated(TRUE[0], "[S3]") + " " + stated(TRUE[1], "[S7][S8]")
+    limit = len(first_two.split()) + 3  # the third sentence does not fit
+    system = f"Write terse notes.\n- At most {limit} words, as bullets."
+    assert stated_limits(system, 16_000) == Limits(chars=64_000, words=limit)
+    out = WORLD.copy_facts(PROMPT, stated_limits(system, 16_000))
+    assert len(out.split()) <= limit
+    assert [s.fact for s in WORLD.facts_in(out)] == TRUE[:2]
 
 
 def test_the_limits_of_the_real_prompts_are_read() -> None:
@@ -99,11 +126,51 @@ def test_the_limits_of_the_real_prompts_are_read() -> None:
 
 
 def test_the_copier_never_invents_a_fact() -> None:
-    assert facts_in(copy_facts("No facts at all, only 2024 and [S3].", UNLIMITED)) == []
+    assert WORLD.facts_in(WORLD.copy_facts("No facts at all, only 2024 and [S3].", UNLIMITED)) == []
     for cap in (5, 20, 40, None):
-        out = copy_facts(PROMPT, stated_limits("", cap))
-        stated = set(facts_in(PROMPT))
-        assert set(facts_in(out)) <= stated
+        out = WORLD.copy_facts(PROMPT, stated_limits("", cap))
+        assert {s.fact.index for s in WORLD.facts_in(out)} <= {f.index for f in TRUE[:3]}
+
+
+def test_a_writer_plants_each_facts_alteration_and_copies_a_written_one() -> None:
+    facts = [of_kind(k) for k in (*KINDS, "reworded", "true")]
+    markers = [f"[S{i}]" for i in range(1, len(facts) + 1)]
+    source = prompt(*zip(facts, markers, strict=True))
+    out = WORLD.copy_facts(source, UNLIMITED, plant=True)
+    written = {s.fact.kind: s for s in WORLD.facts_in(out)}
+    for kind in ("number", "negation", "entity", "added_clause", "reworded", "true"):
+        fact = of_kind(kind)
+        assert written[kind].words == fact.written.rstrip(".")
+        assert written[kind].form == {"reworded": REWORDED, "true": STATED}.get(kind, kind)
+    moved = written["moved_citation"]
+    assert (moved.words, moved.form) == (of_kind("moved_citation").stated.rstrip("."), STATED)
+    assert moved.markers == ("[S5]",)  # the next fact's, not its own [S4]
+    assert written["number"].markers == ("[S1]",)
+    # Read again (the lead reads the sections): what was written is copied as it stands.
+    again = WORLD.copy_facts(out, UNLIMITED, plant=True)
+    assert [s.words for s in WORLD.facts_in(again)][:3] == [s.words for s in written.values()][:3]
+    # Alone in its prompt, a moved citation has nowhere to go: it keeps its own.
+    alone = WORLD.copy_facts(stated(of_kind("moved_citation"), "[S4]"), UNLIMITED, plant=True)
+    assert alone == stated(of_kind("moved_citation"), "[S4]")
+
+
+def test_the_repair_restates_what_the_passages_state() -> None:
+    fact = of_kind("number")
+    request = load_prompt("revise").messages(
+        question="q",
+        section="s",
+        sentence=f"{fact.written.rstrip('.')} [3].",
+        problems="- [3] contradicted",
+        passages=f"[3] Operators can change it. {fact.stated} The project is small.",
+    )
+    body = {
+        "model": "gpt-6-luna",
+        "messages": [
+            {"role": role, "content": str(m.content)}
+            for role, m in zip(("system", "user"), request, strict=True)
+        ],
+    }
+    assert WORLD.chat(ChatRequest.from_body(body)) == stated(fact, "[3]")
 
 
 def chat(world: FactsWorld, system: str, user: str, schema: str | None = None) -> object:
@@ -131,11 +198,24 @@ def test_the_world_answers_each_role() -> None:
     outline = chat(world, "Plan at most 2 sections.", "Catalog:\n- t01: a?\n- t02: b?", "Outline")
     assert isinstance(outline, dict)
     assert [s["node_ids"] for s in outline["sections"]] == [["t01", "t02"]]
-    section = chat(world, "You write one section of a research report", PROMPT)
-    assert section == copy_facts(PROMPT, UNLIMITED)
-    lead = chat(world, "You write the opening of a research report", PROMPT)
-    assert lead == copy_facts(PROMPT, UNLIMITED)
-    assert world.calls == {"planner": 2, "judge": 1, "outline": 1, "section": 1, "lead": 1}
+    judged = chat(world, "You check claims.", "1. a claim", "Judgements")
+    assert judged == {"judgements": []}  # it abstains: the text verifier decides
+    source = stated(world.facts[0], "[S1]")
+    section = chat(world, "You write one section of a research report", source)
+    assert section == world.copy_facts(source, UNLIMITED, plant=True)
+    lead = chat(world, "You write the opening of a research report", source)
+    assert lead == section
+    summary = chat(world, "You keep a rolling summary", source)
+    assert summary == source
+    assert world.calls == {
+        "planner": 2,
+        "judge": 1,
+        "outline": 1,
+        "claim_judge": 1,
+        "section": 1,
+        "lead": 1,
+        "summarizer": 1,
+    }
 
 
 def test_a_research_job_cites_each_fact_to_its_own_page() -> None:
@@ -144,41 +224,69 @@ def test_a_research_job_cites_each_fact_to_its_own_page() -> None:
     stored = StoredResponse("resp_x", "o3-deep-research", {}, report, 0, False, "completed")
     stored.finish("completed")
     text, citations = extract_report(Response.model_validate(response_object(stored)))
-    stated = facts_in(text)
-    assert [f.tag for f in stated] == ["FACT-07-1", "FACT-07-2", "FACT-07-3"]
-    for fact in stated:
-        gathered = world.gathered[fact.tag]
-        assert fact.value == gathered.value
-        (marker,) = fact.markers
-        assert citations[int(marker.strip("[]")) - 1].url == gathered.url
-    assert len({g.url for g in world.gathered.values()}) == 3
-    assert len({g.value for g in world.gathered.values()}) == 3
+    found = world.facts_in(text)
+    assert [s.fact.index for s in found] == [18, 19, 20]
+    for one in found:
+        assert one.form == STATED
+        (marker,) = one.markers
+        assert citations[int(marker.strip("[]")) - 1].url == world.gathered[one.fact.index]
+        assert world.gathered[one.fact.index] == world.page_url(one.fact.index)
+    assert len(set(world.gathered.values())) == 3
 
 
 def test_retention_counts_only_the_body_citing_the_facts_own_page() -> None:
-    world = FactsWorld(branches=1, facts_per_job=4)
-    world.report(1)
-    g = world.gathered
-    pages = [Citation(kind="web", url=g[f"FACT-01-{j}"].url) for j in (1, 2, 3)]
+    world = FactsWorld(branches=6, facts_per_job=2)
+    for branch in range(1, 7):
+        world.report(branch)
+    f = world.facts
+    pages = [Citation(kind="web", url=world.page_url(i)) for i in range(12)]
+    moved = next(x for x in f if x.kind == "moved_citation")
+    true = [x for x in f if x.kind in ("true", "reworded") and x is not moved]
+    altered = next(x for x in f if x.kind == "number")
     lead = (
-        f"The value of FACT-01-1 is {g['FACT-01-1'].value} [1]. "  # kept
-        f"The value of FACT-01-2 is {g['FACT-01-2'].value} [1]. "  # another fact's page
-        f"The value of FACT-01-3 is 99999 [3]."  # a wrong number
+        f"{stated(true[0], f'[{true[0].index + 1}]')} "  # kept
+        f"{stated(true[1], f'[{true[0].index + 1}]')} "  # another fact's page
+        f"{altered.written.rstrip('.')} [{altered.index + 1}]. "  # kept: as the writer wrote it
+        f"{stated(moved, f'[{true[0].index + 1}]')} "  # kept: planted as a moved citation
+        f"{true[2].stated}"  # uncited
     )
     report = Report(
         title="q",
         status="",
         lead=lead,
-        limitations=[f"- FACT-01-4 is {g['FACT-01-4'].value} [1]."],  # not the body
+        limitations=[f"- {stated(true[3], f'[{true[3].index + 1}]')}"],  # not the body
         sources=pages,
         notes=[
-            ReportNote(
-                node_id="t01",
-                question="q",
-                meta="",
-                body=f"FACT-01-4 is {g['FACT-01-4'].value} [1].",
-            )
+            ReportNote(node_id="t01", question="q", meta="", body=stated(true[3], "[1]")),
         ],
     )
-    assert retention(report, g) == 0.25
+    assert retention(report, world) == 3 / 12
     assert sections(report.body) == 1
+
+
+def test_a_claim_is_matched_to_its_fact_by_its_words_and_page() -> None:
+    moved, number = of_kind("moved_citation"), of_kind("number")
+    true = next(f for f in WORLD.facts if f.kind == "true")
+
+    def claim(text: str, url: str, revised_from: str = "") -> Claim:
+        source = SourceCheck(ref=1, url=url)
+        return Claim(
+            id="C1",
+            text=text,
+            section="s",
+            refs=[1],
+            verdict="supported",
+            sources=[source],
+            revised_from=revised_from,
+        )
+
+    page = WORLD.page_url
+    assert kind_of(claim(stated(true, "[1]"), page(true.index)), WORLD) == "true"
+    assert kind_of(claim(stated(true, "[1]"), page(moved.index)), WORLD) == "miscited"
+    assert kind_of(claim(stated(moved, "[1]"), page(true.index)), WORLD) == "moved_citation"
+    assert kind_of(claim(stated(moved, "[1]"), page(moved.index)), WORLD) == "true"
+    written = f"{number.written.rstrip('.')} [1]."
+    assert kind_of(claim(written, page(number.index)), WORLD) == "number"
+    rewritten = claim(stated(number, "[1]"), page(number.index), revised_from=written)
+    assert kind_of(rewritten, WORLD) == "number"  # as first written
+    assert kind_of(claim("Nothing here [1].", page(0)), WORLD) == "other"

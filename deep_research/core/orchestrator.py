@@ -317,9 +317,21 @@ class ResearchOrchestrator:
 
     async def _fold_soon(self, _node: ResearchNode) -> None:
         """Fold finished nodes into the summary beside research: nothing waits for it until
-        the review, where the last fold runs beside the outline."""
+        the review, where the last fold runs beside the outline (and, at the last
+        iteration, beside the judge too: ``_fold_rest_soon``)."""
         if self._folding is None or self._folding.done():
             self._folding = asyncio.create_task(self._fold_summary())
+
+    def _fold_rest_soon(self) -> None:
+        """Fold every done node in, beside what follows (``_folded`` waits for it)."""
+        previous = self._folding
+
+        async def rest() -> None:
+            if previous is not None:
+                await previous
+            await self._fold_summary()
+
+        self._folding = asyncio.create_task(rest())
 
     async def _folded(self) -> None:
         """The summary with every done node folded in."""
@@ -357,19 +369,25 @@ class ResearchOrchestrator:
             return Stop("nothing_to_do", "no sub-question could be researched")
         self._on_event("outlining the report")
         record = state.iterations[-1]
+        final = state.iteration >= state.limits.max_iterations
         try:
             # The outline reads the nodes, not the summary: it is made while the last
             # findings are folded in.
-            _, writing = await asyncio.gather(
-                self._folded(), self.engine.writer.outline(state, self.guard.meter())
-            )
+            outlining = self.engine.writer.outline(state, self.guard.meter())
+            if final:
+                # No verdict can add research now: the judge reads the outline (every
+                # done node) and the summary as it stands, while the last findings are
+                # folded in beside it; the run's end waits for that fold.
+                self._fold_rest_soon()
+                writing = await outlining
+            else:
+                _, writing = await asyncio.gather(self._folded(), outlining)
             if writing is not None:
                 state.writing = writing
             await self._save()
             if (stop := limit_stop(self.guard)) is not None:
                 return stop
-            if state.iteration >= state.limits.max_iterations:
-                # No verdict can add research now: write the sections beside the judge.
+            if final:  # the sections are written beside the judge
                 self._start_writing()
             self._on_event("judging the outline")
             outline = writing_text(writing) if writing is not None else "(no outline)"

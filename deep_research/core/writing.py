@@ -208,7 +208,8 @@ class SectionedWriter:
         if sum(estimate_tokens(u.finding) + 1 for u in own) <= budget:
             return request
         kept = fair_within(own, budget // 2)
-        rest = [u for u in own if u.finding not in set(kept)]
+        taken = set(kept)
+        rest = [u for u in own if u.finding not in taken]
         chunks = chunked(fair_within(rest, CONDENSE_CHUNKS * budget), budget)[:CONDENSE_CHUNKS]
         if calls_left[0] < len(chunks):
             return request

@@ -589,3 +589,31 @@ async def test_at_the_last_iteration_the_judge_does_not_wait_for_the_last_fold()
     state = new_state(max_iterations=2)
     await rig.orchestrator(state).run()
     assert all(f"[S{i}]" in rig.judge.requests[0].summary for i in (1, 2))
+
+
+async def test_the_report_is_written_while_the_last_findings_are_folded_in() -> None:
+    """The writer never reads the summary: its phase starts when the run stops, beside the
+    last fold, and the run ends with every finding in the summary and the report written."""
+    summarizer = HeldSummarizer()
+
+    class ReleasingWriter(OneLineWriter):
+        async def write(self, job: WriteJob) -> Report:
+            assert job.state.status == "complete", "the stop is recorded before writing"
+            assert await job.gaps() == ()
+            summarizer.release.set()  # the fold was still waiting when the writer began
+            return await super().write(job)
+
+    rig = Rig(
+        planner=FakePlanner([plan(task("a"), task("b"))]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([verdict(True)]),
+        summarizer=summarizer,  # type: ignore[arg-type]
+    )
+    state = new_state(max_iterations=1)
+    orch = rig.orchestrator(state)
+    orch.engine = replace(orch.engine, writer=ReleasingWriter())
+    await asyncio.wait_for(orch.run(), timeout=10)
+    assert orch.report is not None
+    assert orch.report.lead == "2 node"
+    assert sorted(state.summarized) == ["a", "b"], "every node folded in before the end"
+    assert all(f"[S{i}]" in state.summary for i in (1, 2))

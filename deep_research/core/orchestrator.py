@@ -125,8 +125,15 @@ class ResearchOrchestrator:
             state.stop_reason = "interrupted"
             self.saver.save_now(state)
             raise
-        await self._finish(stop)
-        self.report = await self._write_report()
+        await self._record(stop)
+        # The writer never reads the summary: the report is written while the last
+        # findings are folded in, and the run ends when both are done.
+        folding = asyncio.create_task(self._fold_last())
+        try:
+            self.report = await self._write_report()
+            await folding
+        finally:
+            folding.cancel()  # a failed or interrupted phase: a resume folds the rest in
         return state
 
     async def _loop(self, previous: Stop | None) -> Stop:
@@ -257,8 +264,7 @@ class ResearchOrchestrator:
             may_start=may_start,
             after=self._fold_soon,
         )
-        if stops:
-            await self._folded()
+        if stops:  # the last findings are folded in while the report is written
             return stops[0]
         return await self._review()
 
@@ -414,36 +420,39 @@ class ResearchOrchestrator:
 
     # --- stop ---------------------------------------------------------------
 
-    async def _finish(self, stop: Stop) -> None:
-        """Fold what is left into the summary (within a grace period past any limit) and
-        record why the run stopped."""
+    async def _record(self, stop: Stop) -> None:
+        """Record why the run stopped, and start writing (if the last iteration has not):
+        what the research left unanswered, which the lead says, is known now."""
         state = self.state
-        try:
-            async with asyncio.timeout(self.config.finish_grace_seconds):
-                await self._folded()
-        except (ProviderError, TimeoutError) as exc:
-            self._on_event(f"the last summary merge failed ({exc or 'timed out'})")
         state.stop_reason, state.stop_detail = stop.reason, stop.detail
         state.status = (
             "complete"
             if stop.reason == "complete"
             else ("failed" if stop.reason == "error" else "stopped")
         )
+        self._start_writing()
+        assert self._gaps is not None
+        self._gaps.set_result(tuple(context.gaps(state)))
+        await self._save()
+
+    async def _fold_last(self) -> None:
+        """Fold what is left into the summary, within a grace period past any limit (a
+        resume folds in whatever this could not)."""
+        try:
+            async with asyncio.timeout(self.config.finish_grace_seconds):
+                await self._folded()
+        except (ProviderError, TimeoutError) as exc:
+            self._on_event(f"the last summary merge failed ({exc or 'timed out'})")
         await self._save()
 
     async def _write_report(self) -> Report:
         """The phases after research: the writer (a saved phase, inside the run's time and
         money), then each checker in turn."""
-        state = self.state
-        self._start_writing()
-        assert self._writing is not None
-        assert self._gaps is not None
-        if not self._gaps.done():
-            self._gaps.set_result(tuple(context.gaps(state)))
+        assert self._writing is not None, "started when the run stopped (_record)"
         report = await self._writing
         for checker in self.engine.checkers:
             job = CheckJob(
-                state=state,
+                state=self.state,
                 report=report,
                 meter=self.guard.meter(),
                 save=self._save,

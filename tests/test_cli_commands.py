@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 
-from deep_research.app import config, lifecycle
+from deep_research.app import config, preparation
 from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli, run_json
 from tests.fake_openai import FakeOpenAI
@@ -161,13 +161,13 @@ def test_run_asks_a_question_named_like_a_command(
     env: dict[str, str], name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[str] = []
-    real_prepare = lifecycle.prepare
+    real_prepare = preparation.prepare
 
     def prepare(settings, question, options, *flags):  # type: ignore[no-untyped-def]
         asked.append(question)
         return real_prepare(settings, question, options, *flags)
 
-    monkeypatch.setattr(lifecycle, "prepare", prepare)
+    monkeypatch.setattr(preparation, "prepare", prepare)
     data = run_json(env, "run", name, "--estimate")
     assert data["run_worst_usd"] > 0
     assert asked == [name]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.app import lifecycle, saved
+from deep_research.app import lifecycle, preparation, saved
 from deep_research.app.config import Settings
 from deep_research.app.options import RunOptions
 from deep_research.core.events import RunEvent
@@ -73,7 +73,7 @@ def test_watching_an_unknown_session_is_one_line(env: dict[str, str]) -> None:
 async def test_a_follower_sees_a_run_live_and_stops_at_its_end(
     offline: Settings,
 ) -> None:
-    prepared = lifecycle.prepare(offline, "When does a research node start?", RunOptions())
+    prepared = preparation.prepare(offline, "When does a research node start?", RunOptions())
     with lifecycle.start(prepared, lambda _line: None) as run:
         live: list[RunEvent] = []
         run.events.listeners.append(live.append)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from deep_research.app import lifecycle, presets
+from deep_research.app import lifecycle, preparation, presets
 from deep_research.app.config import Settings, load_settings
 from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.app.presets import KNOBS, PRESETS
@@ -105,7 +105,7 @@ def test_the_environment_and_dotenv_win_over_the_preset(
     monkeypatch.setenv("DEEP_RESEARCH_MAX_NODES_PER_PLAN", "5")
     monkeypatch.setenv("DEEP_RESEARCH_MAX_PARALLEL_BRANCHES", "4")  # standard's, but given
     (clean / ".env").write_text("DEEP_RESEARCH_WEB_MAX_TOOL_CALLS=20\n")
-    prepared = lifecycle.prepare(load_settings(), QUESTION, RunOptions(kb_only=True))
+    prepared = preparation.prepare(load_settings(), QUESTION, RunOptions(kb_only=True))
     assert knobs(prepared.settings) == {
         "max_iterations": 5,
         "max_nodes_per_plan": 5,
@@ -119,7 +119,7 @@ def test_the_environment_and_dotenv_win_over_the_preset(
     assert prepared.limits.max_iterations == 5
     # An option's preset wins over the environment's; its explicit values over both.
     options = RunOptions(preset="quick", max_iterations=2, web_effort="medium", kb_only=True)
-    prepared = lifecycle.prepare(load_settings(), QUESTION, options)
+    prepared = preparation.prepare(load_settings(), QUESTION, options)
     assert prepared.settings.preset == "quick"
     assert knobs(prepared.settings) == {
         "max_iterations": 2,
@@ -205,7 +205,7 @@ async def test_the_mcp_tool_refuses_an_unknown_preset_and_takes_a_known_one(
 
 
 async def started_session(settings: Settings, options: RunOptions) -> str:
-    prepared = lifecycle.prepare(settings, QUESTION, options)
+    prepared = preparation.prepare(settings, QUESTION, options)
     with lifecycle.start(prepared, lambda _line: None) as run:
         await lifecycle.execute(run, lambda _event: None)
     return run.state.session_id

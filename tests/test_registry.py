@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.app import engines, lifecycle, sources
+from deep_research.app import engines, lifecycle, preparation, sources
 from deep_research.app.config import Settings
 from deep_research.app.options import RunOptions
 from deep_research.core.models import Citation
@@ -66,9 +66,9 @@ async def test_a_registered_web_engine_researches_a_run_end_to_end(
     offline: Settings, toy_engine: ToyExecutor
 ) -> None:
     options = RunOptions(web_engine="toy", web_only=True)
-    prepared = lifecycle.prepare(offline, "What does the toy site say?", options)
+    prepared = preparation.prepare(offline, "What does the toy site say?", options)
     assert (prepared.engine, prepared.policy, prepared.extractive) == ("toy", "web_only", True)
-    estimate = lifecycle.estimate(prepared)
+    estimate = preparation.estimate(prepared)
     assert (estimate.web_model, estimate.web_unit) == ("toy pages, free", "toy branch")
     said: list[str] = []
     with lifecycle.start(prepared, said.append) as run:
@@ -81,7 +81,7 @@ async def test_a_registered_web_engine_researches_a_run_end_to_end(
     assert "_Web research: the toy engine._" in report
 
     with pytest.raises(Exception, match="should be one of auto, openai, search, toy"):
-        lifecycle.prepare(offline, "q?", RunOptions(web_engine="toy2"))
+        preparation.prepare(offline, "q?", RunOptions(web_engine="toy2"))
 
 
 @pytest.fixture
@@ -134,7 +134,7 @@ async def test_a_registered_source_is_planned_routed_and_merged_with_the_kb(
         ]
     )
     world.install(fake_openai)
-    prepared = lifecycle.prepare(with_kb, "Which vector store?", RunOptions())
+    prepared = preparation.prepare(with_kb, "Which vector store?", RunOptions())
     with lifecycle.start(prepared, lambda _line: None) as run:
         state = await lifecycle.execute(run, lambda _event: None)
 
@@ -164,7 +164,7 @@ def test_a_registered_sources_worst_case_is_counted_in_the_estimate(with_kb: Set
     the dearest of them, a registered source's worst case included (a run that cannot use
     it, --kb-only, does not)."""
     settings = with_kb.with_overrides(max_cost_usd=100_000.0)  # the worst case not capped
-    before = lifecycle.estimate(lifecycle.prepare(settings, "q?", RunOptions()))
+    before = preparation.estimate(preparation.prepare(settings, "q?", RunOptions()))
     sources.register(
         sources.SourceKind(
             name="costly",
@@ -175,8 +175,9 @@ def test_a_registered_sources_worst_case_is_counted_in_the_estimate(with_kb: Set
         )
     )
     try:
-        after = lifecycle.estimate(lifecycle.prepare(settings, "q?", RunOptions()))
-        kb_only = lifecycle.estimate(lifecycle.prepare(settings, "q?", RunOptions(kb_only=True)))
+        after = preparation.estimate(preparation.prepare(settings, "q?", RunOptions()))
+        kb_only_run = preparation.prepare(settings, "q?", RunOptions(kb_only=True))
+        kb_only = preparation.estimate(kb_only_run)
     finally:
         sources.unregister("costly")
     nodes = after.max_nodes

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from deep_research.app import lifecycle, saved
+from deep_research.app import lifecycle, preparation, saved
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.app.runs import Caps, RunManager, warm_up
@@ -201,7 +201,7 @@ async def test_following_a_queued_resume_shows_only_the_new_run(offline: Setting
 
 def test_a_running_session_no_process_holds_reads_as_interrupted(offline: Settings) -> None:
     store = SessionStore(offline.sessions_dir)
-    prepared = lifecycle.prepare(offline, QUESTION, RunOptions())
+    prepared = preparation.prepare(offline, QUESTION, RunOptions())
     with lifecycle.start(prepared, lambda _message: None) as run:
         assert saved.status(offline, run.state.session_id).status == "running"
     # Its process is gone (kill -9): nothing holds the lock, the file still says running.

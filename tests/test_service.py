@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.app import lifecycle, saved
+from deep_research.app import lifecycle, preparation, saved
 from deep_research.app.config import Settings
 from deep_research.app.options import RunOptions
 from deep_research.core.errors import ConfigError, SessionError, UsageError
@@ -28,13 +28,13 @@ def test_prepare_refuses_bad_requests_before_anything_is_saved(
     offline: Settings, question: str, options: RunOptions, error: type, message: str
 ) -> None:
     with pytest.raises(error, match=message):
-        lifecycle.prepare(offline, question, options)
+        preparation.prepare(offline, question, options)
     assert saved.list_sessions(offline) == []
 
 
 async def test_a_run_started_and_followed_through_the_service(offline: Settings) -> None:
     question = "  When does a research node start?  "
-    prepared = lifecycle.prepare(offline, question, RunOptions())
+    prepared = preparation.prepare(offline, question, RunOptions())
     assert prepared.extractive
     assert prepared.policy == "kb_only", "no model: the knowledge base only"
     assert prepared.question == "When does a research node start?"
@@ -59,7 +59,7 @@ async def test_a_run_started_and_followed_through_the_service(offline: Settings)
 
 async def test_choices_made_for_the_user_reach_the_sessions_event_log(offline: Settings) -> None:
     """A server has no terminal: why ``auto`` chose an engine is in the log it follows."""
-    prepared = lifecycle.prepare(offline, "How are costs capped?", RunOptions())
+    prepared = preparation.prepare(offline, "How are costs capped?", RunOptions())
     prepared = replace(prepared, notices=("web research: chosen for you",))
     shown: list[object] = []
     with lifecycle.start(prepared, lambda _line: None) as run:
@@ -72,7 +72,7 @@ async def test_choices_made_for_the_user_reach_the_sessions_event_log(offline: S
 
 
 async def test_a_session_without_research_jobs_has_nothing_to_cancel(offline: Settings) -> None:
-    prepared = lifecycle.prepare(offline, "How are costs capped?", RunOptions())
+    prepared = preparation.prepare(offline, "How are costs capped?", RunOptions())
     with lifecycle.start(prepared, lambda _line: None) as run:
         await lifecycle.execute(run, lambda _event: None)
     result = await lifecycle.cancel(offline, run.state.session_id)

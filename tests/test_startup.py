@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.app import lifecycle
+from deep_research.app import preparation
 from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli, run_json
 
@@ -228,13 +228,13 @@ def test_the_question_from_stdin_or_a_file(
 
     no_model = {k: v for k, v in env.items() if not k.startswith("OPENAI_")}
     asked: list[str] = []
-    real_prepare = lifecycle.prepare
+    real_prepare = preparation.prepare
 
     def prepare(settings, question, options, *flags):  # type: ignore[no-untyped-def]
         asked.append(question)
         return real_prepare(settings, question, options, *flags)
 
-    monkeypatch.setattr(lifecycle, "prepare", prepare)
+    monkeypatch.setattr(preparation, "prepare", prepare)
     result = CliRunner().invoke(app, ["-", "--estimate"], env=no_model, input="From stdin?\n")
     assert result.exit_code == 0, result.stderr
     question_file = tmp_path / "q.txt"
@@ -260,7 +260,7 @@ def test_an_unexpected_exception_is_one_line_naming_its_crash_log(
     def broken(*_args: object) -> None:
         raise RuntimeError(f"something impossible happened with {secret}")
 
-    monkeypatch.setattr(lifecycle, "prepare", broken)
+    monkeypatch.setattr(preparation, "prepare", broken)
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     code, out, err = cli(env, "What is a question?")
     assert code == 70
@@ -289,7 +289,7 @@ def test_a_key_kept_in_dotenv_never_reaches_the_crash_line_or_log(
     def broken(*_args: object) -> None:
         raise RuntimeError(f"failed with {secret} and sk-another-key-shaped-thing")
 
-    monkeypatch.setattr(lifecycle, "prepare", broken)
+    monkeypatch.setattr(preparation, "prepare", broken)
     code, _, err = cli(without_key, "What is a question?")
     assert code == 70
     [log] = (Path(env["DEEP_RESEARCH_HOME"]) / "logs").glob("crash-*.log")
@@ -304,7 +304,7 @@ def test_a_crash_log_that_cannot_be_written_still_gives_one_line(
     def broken(*_args: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(lifecycle, "prepare", broken)
+    monkeypatch.setattr(preparation, "prepare", broken)
     monkeypatch.setattr("tempfile.gettempdir", lambda: "/proc/no-such-dir")
     code, _, err = cli({**env, "DEEP_RESEARCH_HOME": "/proc/nope"}, "What is a question?")
     assert code == 70

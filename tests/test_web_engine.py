@@ -9,7 +9,7 @@ import pytest
 
 from deep_research.adapters.prices import PriceTable, search_model
 from deep_research.adapters.web.search import DEFAULTS
-from deep_research.app import lifecycle, reserves, wiring
+from deep_research.app import lifecycle, preparation, reserves, wiring
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.core.errors import ConfigError
@@ -58,7 +58,7 @@ def test_the_engine_follows_the_server_unless_chosen(
 
 def test_a_run_saves_its_engine_and_a_resume_replays_it(settings: Settings) -> None:
     local = with_(settings, openai_base_url="http://localhost:11434/v1", search_provider="brave")
-    prepared = lifecycle.prepare(local, "How does Raft elect a leader?", RunOptions())
+    prepared = preparation.prepare(local, "How does Raft elect a leader?", RunOptions())
     assert prepared.engine == "search"
     assert prepared.spec is None, "no research job is specified"
     saved = wiring.run_spec(prepared.settings, prepared.spec, prepared.engine)
@@ -77,7 +77,7 @@ def test_a_session_saved_before_the_choice_keeps_its_research_jobs(settings: Set
 
 def test_the_flags_choose_engine_and_provider(settings: Settings) -> None:
     options = RunOptions(web_engine="search", search_provider="exa")
-    prepared = lifecycle.prepare(with_(settings, openai_api_key="sk-x"), "q?", options)
+    prepared = preparation.prepare(with_(settings, openai_api_key="sk-x"), "q?", options)
     assert (prepared.engine, prepared.settings.search_provider) == ("search", "exa")
 
 
@@ -100,8 +100,8 @@ def test_the_estimate_prices_a_search_branch(settings: Settings) -> None:
         search_max_queries=2,
         search_extra_rounds=1,
     )
-    prepared = lifecycle.prepare(paid, "q?", RunOptions())
-    worst = lifecycle.estimate(prepared)
+    prepared = preparation.prepare(paid, "q?", RunOptions())
+    worst = preparation.estimate(prepared)
     assert worst.web_model == "search and read via tavily, up to 4 searches"
     # Four searches at Tavily's fee, and the branch model's calls (unpriced here: $0).
     assert worst.per_job_usd >= 4 * DEFAULTS["tavily"].price_usd
@@ -154,9 +154,9 @@ def gateway(settings: Settings, fake_openai: FakeOpenAI) -> Settings:
 async def test_auto_runs_research_jobs_on_a_server_that_serves_the_web_model(
     gateway: Settings, fake_openai: FakeOpenAI
 ) -> None:
-    prepared = lifecycle.prepare(gateway, "q?", RunOptions())
+    prepared = preparation.prepare(gateway, "q?", RunOptions())
     assert prepared.engine == "search", "decided only once the server is asked"
-    chosen = await lifecycle.choose_engine(prepared)
+    chosen = await preparation.choose_engine(prepared)
     assert chosen.engine == "openai"
     assert chosen.spec is not None
     assert chosen.spec.model == "gpt-5.5"
@@ -173,9 +173,9 @@ async def test_auto_searches_when_the_server_does_not_serve_it(
         fake_openai.models["gpt-5.5"] = "2026-01-01"
     else:  # vLLM, llama.cpp: no models API
         fake_openai.retrieve_endpoint = fake_openai.list_endpoint = False
-    prepared = lifecycle.prepare(gateway, "q?", RunOptions())
+    prepared = preparation.prepare(gateway, "q?", RunOptions())
     said: list[str] = []
-    chosen = await lifecycle.choose_engine(prepared, said.append)
+    chosen = await preparation.choose_engine(prepared, said.append)
     assert (chosen.engine, chosen.spec) == ("search", None)
     assert chosen.notices == tuple(said), "said, and kept for the session's event log"
     [notice] = chosen.notices
@@ -185,8 +185,8 @@ async def test_auto_searches_when_the_server_does_not_serve_it(
 async def test_a_chosen_engine_is_not_second_guessed(
     gateway: Settings, fake_openai: FakeOpenAI
 ) -> None:
-    prepared = lifecycle.prepare(gateway, "q?", RunOptions(web_engine="search"))
-    assert (await lifecycle.choose_engine(prepared)).engine == "search"
+    prepared = preparation.prepare(gateway, "q?", RunOptions(web_engine="search"))
+    assert (await preparation.choose_engine(prepared)).engine == "search"
     assert fake_openai.count("/v1/models") == 0, "nothing asked"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from deep_research.adapters.prices import PriceTable
-from deep_research.app import lifecycle, reserves, saved
+from deep_research.app import preparation, reserves, saved
 from deep_research.app.config import Settings
 from deep_research.app.options import RunOptions
 from deep_research.core.authoring import OutlineRequest, PlannedSection, WriteCosts, WritingLimits
@@ -359,8 +359,8 @@ def test_the_report_reserve_fits_a_server_run_with_one_web_job() -> None:
     """At the defaults the reserve stays under $0.80, so a $5 run (serve's and mcp's cap)
     still admits one $4.00 research job."""
     settings = Settings(_env_file=None, openai_api_key="sk-test")  # type: ignore[call-arg]
-    prepared = lifecycle.prepare(settings, "What is X?", RunOptions(max_cost_usd=5.0))
-    estimate = lifecycle.estimate(prepared)
+    prepared = preparation.prepare(settings, "What is X?", RunOptions(max_cost_usd=5.0))
+    estimate = preparation.estimate(prepared)
     assert estimate.final_reserve_usd <= 0.80
     assert estimate.per_job_usd == pytest.approx(4.0, abs=0.01)
     assert estimate.jobs_admitted == 1

@@ -28,7 +28,7 @@ from deep_research.app.urls import mask_url
 from deep_research.core.errors import DeepResearchError
 
 if TYPE_CHECKING:
-    from deep_research.app.lifecycle import Prepared
+    from deep_research.app.preparation import Prepared
     from deep_research.core.models import WebEngine
 
 Status = Literal["ok", "note", "warn", "fail"]
@@ -171,7 +171,7 @@ def web_research(settings: Settings, engine: WebEngine | None) -> Check:
 
 async def check_models(settings: Settings) -> tuple[list[Check], WebEngine | None, list[str]]:
     """The models a run would use: priced, served and not shut down (one lookup each)."""
-    from deep_research.app import lifecycle, wiring
+    from deep_research.app import preparation, wiring
     from deep_research.app.options import RunOptions
 
     engine = wiring.web_engine(settings, "auto")
@@ -190,12 +190,12 @@ async def check_models(settings: Settings) -> tuple[list[Check], WebEngine | Non
         )
     try:
         async with asyncio.timeout(LOOKUP_DEADLINE_SECONDS):
-            prepared = await lifecycle.choose_engine(
-                lifecycle.prepare(settings, "doctor", RunOptions())
+            prepared = await preparation.choose_engine(
+                preparation.prepare(settings, "doctor", RunOptions())
             )
             choice = prepared.engine_choice  # what auto chose, and why
             choices = [Check("web research", "note", choice)] if choice else []
-            warnings = await lifecycle.check_models(prepared)
+            warnings = await preparation.check_models(prepared)
             unknown = await _unreachable_models(prepared)
     except DeepResearchError as exc:
         return [Check("models", "fail", str(exc))], engine, []

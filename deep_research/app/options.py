@@ -44,7 +44,7 @@ MAX_QUESTION_CHARS = 4000
 
 
 class Sets:
-    """Field metadata: the settings an option sets (``lifecycle.prepare`` applies them)."""
+    """Field metadata: the settings an option sets (``preparation.prepare`` applies them)."""
 
     def __init__(self, *settings: str) -> None:
         self.settings = settings

@@ -44,7 +44,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from deep_research.app import engines, lifecycle, saved
+from deep_research.app import engines, lifecycle, preparation, saved
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.core.budget import totals
@@ -87,7 +87,7 @@ class RunManager:
         self._closing = False
         self._engine_said = ""
 
-    def say_engine(self, prepared: lifecycle.Prepared) -> None:
+    def say_engine(self, prepared: preparation.Prepared) -> None:
         """Log how ``auto`` chose the web engine, and why, once per choice: a fallback to
         search-and-read as a warning, research jobs as information."""
         choice = prepared.engine_choice
@@ -104,7 +104,7 @@ class RunManager:
         gives it back."""
         self._check_open()
         asked = options.max_cost_usd
-        lifecycle.check_budget({"max_cost_usd": asked})
+        preparation.check_budget({"max_cost_usd": asked})
         if asked is not None and asked > self.caps.max_cost_per_run:
             raise UsageError(self._over_cap(asked))
         wanted = asked or min(self.settings.max_cost_usd, self.caps.max_cost_per_run)
@@ -112,11 +112,11 @@ class RunManager:
         stack = ExitStack()
         try:
             options = options.model_copy(update={"max_cost_usd": held.amount_usd})
-            prepared = lifecycle.prepare(self.settings, question, options)
-            prepared = await lifecycle.choose_engine(prepared)
+            prepared = preparation.prepare(self.settings, question, options)
+            prepared = await preparation.choose_engine(prepared)
             self.say_engine(prepared)
             if not prepared.extractive:
-                await lifecycle.check_models(prepared)
+                await preparation.check_models(prepared)
             run = stack.enter_context(lifecycle.start(prepared, _say_nothing))
             await asyncio.to_thread(self.ledger.attach, held.id, run.state.session_id)
         except BaseException:
@@ -134,7 +134,7 @@ class RunManager:
         retry_cancelled: bool = False,
     ) -> str:
         self._check_open()
-        lifecycle.check_budget(budget.given())
+        preparation.check_budget(budget.given())
         cost = budget.max_cost_usd
         if cost is not None and cost > self.caps.max_cost_per_run:
             raise UsageError(self._over_cap(cost))
@@ -297,7 +297,7 @@ def daily_ledger(settings: Settings, budget_usd: float | None = None) -> DailyLe
     return DailyLedger(settings.home / DIR, SessionStore(settings.sessions_dir), budget)
 
 
-# What a run imports as it starts (``lifecycle.execute``), beyond what ``lifecycle.prepare``
+# What a run imports as it starts (``lifecycle.execute``), beyond what ``preparation.prepare``
 # imports; its web engine's build imports its own (``WebEngineKind.warm_modules``).
 # The prompts are read from a package; structured replies go through LangChain's fallbacks.
 RUN_MODULES = (
@@ -320,10 +320,10 @@ def warm_up(runs: RunManager) -> None:
 
     settings = runs.settings
     try:
-        prepared = lifecycle.prepare(settings, "What does a run need?", RunOptions())
-        prepared = asyncio.run(lifecycle.choose_engine(prepared))
+        prepared = preparation.prepare(settings, "What does a run need?", RunOptions())
+        prepared = asyncio.run(preparation.choose_engine(prepared))
         runs.say_engine(prepared)
-        lifecycle.estimate(prepared)
+        preparation.estimate(prepared)
         clients.tls_context()
         clients.touch_apis(settings)
         _touch_langchain()

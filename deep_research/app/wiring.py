@@ -147,7 +147,7 @@ def chat_model(
 def web_engine(settings: Settings, policy: SourcePolicy) -> WebEngine | None:
     """How this run researches the web; None: it does not (``--kb-only``, or no model and no
     explicit ``--web-engine search``). ``auto`` picks OpenAI research jobs on OpenAI's own
-    API and search-and-read on any other server, until ``lifecycle.choose_engine`` has asked
+    API and search-and-read on any other server, until ``preparation.choose_engine`` has asked
     that server whether it serves the web model."""
     if policy == "kb_only":
         return None

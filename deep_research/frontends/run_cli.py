@@ -20,7 +20,7 @@ from deep_research.core.models import SEARCH_PROVIDERS
 from deep_research.frontends.common import JsonOpt, error_json, print_json
 
 if TYPE_CHECKING:
-    from deep_research.app import lifecycle
+    from deep_research.app import lifecycle, preparation
     from deep_research.core.ports import JobEvent
 
 MAX_QUESTION_BYTES = 64_000
@@ -125,7 +125,7 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Research QUESTION and write a cited report (the default command)."""
-    from deep_research.app import lifecycle
+    from deep_research.app import lifecycle, preparation
     from deep_research.app.config import load_settings
     from deep_research.app.options import RunOptions
     from deep_research.frontends import render
@@ -134,11 +134,11 @@ def run(
     values, flags = _given(ctx)
     options = RunOptions.parse(values, flags)
     # Every check a user can fail (question, flags, settings) runs before the engine loads.
-    prepared = lifecycle.prepare(load_settings(), question, options, flags)
+    prepared = preparation.prepare(load_settings(), question, options, flags)
     if not prepared.extractive:
         import asyncio
 
-        prepared = asyncio.run(lifecycle.choose_engine(prepared, _info(as_json)))
+        prepared = asyncio.run(preparation.choose_engine(prepared, _info(as_json)))
     free = prepared.extractive and prepared.engine is None
     if estimate_only and free:
         if as_json:
@@ -226,15 +226,15 @@ def _bounded(text: str) -> str:
 
 
 def _preflight(
-    prepared: lifecycle.Prepared, *, estimate_only: bool, yes: bool, as_json: bool
+    prepared: preparation.Prepared, *, estimate_only: bool, yes: bool, as_json: bool
 ) -> None:
     """Before anything is spent: the estimate (and exit, or ask), known prices, live models."""
     import asyncio
 
-    from deep_research.app import lifecycle
+    from deep_research.app import preparation
     from deep_research.frontends import render
 
-    worst = lifecycle.estimate(prepared)
+    worst = preparation.estimate(prepared)
     if estimate_only:
         if as_json:
             print_json(asdict(worst) | {"run_worst_usd": round(worst.run_worst_usd, 4)})
@@ -243,7 +243,7 @@ def _preflight(
                 render.out.print(line, highlight=False)
         raise typer.Exit(0)
     if not prepared.extractive:  # with no model, only a paid search provider costs
-        for warning in asyncio.run(lifecycle.check_models(prepared)):
+        for warning in asyncio.run(preparation.check_models(prepared)):
             render.warn(warning)
     too_much = worst.run_worst_usd > prepared.settings.confirm_above_usd
     if too_much and not yes and not as_json and render.interactive():
@@ -297,7 +297,7 @@ def _drive(run: lifecycle.Run, *, as_json: bool) -> None:
     )
 
 
-def _info(as_json: bool) -> lifecycle.Info:
+def _info(as_json: bool) -> preparation.Info:
     from deep_research.frontends import render
 
     return _quiet if as_json else render.info

@@ -1,0 +1,244 @@
+"""Prepare a research run before anything is spent or saved: its settings (options over
+its preset over the user's), validated; its worst case (``estimate``); its models checked
+(``check_models``); and, for ``--web-engine auto``, the web engine chosen
+(``choose_engine``). ``lifecycle`` then starts, resumes and cancels the run.
+
+Everything a user can get wrong is checked here before the engine's modules load, so a
+mistake fails at once: those modules are imported inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import date
+from typing import TYPE_CHECKING
+
+from deep_research.app import presets
+from deep_research.app.config import Settings
+from deep_research.app.options import (
+    MAX_QUESTION_CHARS,
+    OPTION_SETTINGS,
+    RunOptions,
+)
+from deep_research.core.errors import ConfigError, UsageError
+from deep_research.core.models import Limits, SourcePolicy, WebEngine
+
+if TYPE_CHECKING:
+    from deep_research.adapters.web.openai_jobs import JobSpec
+    from deep_research.app.preflight import Estimate
+
+Info = Callable[[str], None]
+"""Where a step says what it does (ingesting the KB first, …): one line each."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A run's settings and choices, validated, before anything is spent or saved."""
+
+    settings: Settings
+    policy: SourcePolicy
+    limits: Limits
+    spec: JobSpec | None
+    question: str = ""
+    engine: WebEngine | None = None
+    """How web branches are researched; None: the run does not search the web."""
+    notices: tuple[str, ...] = ()
+    """Choices made for the user (``choose_engine``'s), for the session's event log."""
+    engine_choice: str = ""
+    """How ``auto`` chose ``engine`` and why, in one line (``choose_engine``'s; "" when the
+    engine was named or the run does not search the web): what doctor and the servers say."""
+    engine_fallback: bool = False
+    """``auto`` chose search-and-read because research jobs cannot be had or asked about
+    (servers warn of it)."""
+
+    @property
+    def extractive(self) -> bool:
+        return not self.settings.has_model
+
+
+def clean_question(question: str) -> str:
+    question = " ".join(question.split())
+    if not question:
+        raise UsageError("the question is empty")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise UsageError(
+            f"the question is {len(question):,} characters; the limit is {MAX_QUESTION_CHARS:,} "
+            "(put background material in the knowledge base instead)"
+        )
+    return question
+
+
+def check_budget(given: Mapping[str, object], names: Mapping[str, str] | None = None) -> None:
+    """Refuse a limit no run can have (``Limits.problem``: not finite, not positive, past a
+    generous maximum) as a usage error naming its flag (``names``: field -> flag) or field."""
+    for field_name, value in given.items():
+        problem = None if value is None else Limits.problem(field_name, value)
+        if problem:
+            flag = (names or {}).get(field_name, field_name)
+            raise UsageError(f"{flag} {problem} (got {value})")
+
+
+def limits_of(settings: Settings) -> Limits:
+    return Limits(
+        max_iterations=settings.max_iterations,
+        max_total_tokens=settings.max_total_tokens,
+        max_cost_usd=settings.max_cost_usd,
+        max_runtime_seconds=settings.max_runtime_seconds,
+    )
+
+
+def prepare(
+    settings: Settings,
+    question: str,
+    options: RunOptions,
+    flags: Mapping[str, str] | None = None,
+) -> Prepared:
+    """A new run's settings (``options`` over its preset's over ``settings``), validated;
+    nothing is saved.
+
+    ``flags`` (option -> the command-line flag that gives it) makes a bad value a usage
+    error naming its flag. Everything a user can get wrong is checked before the engine's
+    modules load (seconds), so a mistake fails at once."""
+    flags = flags or {}
+    question = clean_question(question)
+    check_budget(options.given(), flags)  # ``options`` may have been copied unvalidated
+    if options.kb_only and options.web_only:
+        raise UsageError("--kb-only and --web-only exclude each other")
+    # The preset first: it fills in only what nobody chose, and the options below win over it.
+    settings = presets.apply(settings, options.preset)
+    overrides: dict[str, object] = {}
+    named: dict[str, str] = {}
+    for option, targets in OPTION_SETTINGS.items():
+        value = getattr(options, option)
+        if value is None:
+            continue
+        for target in targets:
+            overrides[target] = value
+            named.pop(target, None)
+            if option in flags:
+                named[target] = flags[option]
+    settings = settings.with_flags(named, overrides)
+    from deep_research.app import engines, reserves, wiring
+
+    policy: SourcePolicy = (
+        "kb_only" if options.kb_only else "web_only" if options.web_only else "auto"
+    )
+    # With no model only an engine chosen by name that needs none researches the web
+    # (search and read quotes pages).
+    chosen = None if settings.web_engine == "auto" else engines.engine(settings.web_engine)
+    if not settings.has_model and (chosen is None or chosen.needs_model):
+        if options.web_only:
+            raise ConfigError(
+                "web research needs a model (set OPENAI_API_KEY or OPENAI_BASE_URL), or "
+                "--web-engine search to quote web pages without one"
+            )
+        policy = "kb_only"
+    limits = limits_of(settings)
+    if settings.has_model:
+        reserves.check_token_limit(settings, limits)
+    engine = wiring.web_engine(settings, policy)
+    return Prepared(settings, policy, limits, engines.spec_for(settings, engine), question, engine)
+
+
+def estimate(prepared: Prepared) -> Estimate:
+    """The run's worst case, from prices alone: spends nothing, contacts nobody."""
+    from deep_research.app import preflight, reserves, sources
+
+    settings = prepared.settings
+    prices = reserves.price_book(settings)
+    reserve = reserves.final_reserve_usd(settings, prices, prepared.limits.max_cost_usd)
+    registered = list(sources.SOURCES.values()) if prepared.policy == "auto" else []
+    return preflight.estimate(
+        settings, prepared.spec, prices, reserve, engine=prepared.engine, registered=registered
+    )
+
+
+async def check_models(prepared: Prepared) -> list[str]:
+    """Before anything is spent: every model is priced, served and not shut down.
+
+    Raises ``ConfigError`` naming the setting to change; returns warnings (a shutdown
+    within 30 days)."""
+    from deep_research.app import clients, preflight, reserves
+
+    settings = prepared.settings
+    refs = preflight.configured_models(settings, prepared.spec)
+    preflight.check_prices(settings, refs, reserves.price_book(settings))
+    async with clients.lookup_client(settings) as client:
+        return await preflight.check_live_models(settings, client, refs, today=date.today())
+
+
+async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prepared:
+    """``auto`` on a server other than OpenAI's: research jobs when the server serves the web
+    model (asked once, the answer cached for a day), search-and-read when it does not or
+    cannot say, said in one line to ``on_info``. A web model the user chose (a flag, or
+    ``DEEP_RESEARCH_WEB_MODEL``) that the server does not serve is a ``ConfigError``: never
+    a silent switch. Any other choice is returned as it is. Whatever ``auto`` chose, and
+    why, is ``engine_choice``."""
+    from deep_research.app import engines
+    from deep_research.app.urls import mask_url
+
+    settings = prepared.settings
+    if settings.web_engine != "auto" or prepared.engine is None:
+        return prepared
+    server, model = mask_url(settings.openai_base_url or ""), settings.web_model
+    if settings.on_openai:
+        return _chose(prepared, engines.OPENAI.name, "as OpenAI's own API runs research jobs")
+    if not settings.check_models:
+        return _chose(
+            prepared,
+            engines.SEARCH.name,
+            f"as {server} was not asked whether it serves {model} (model checks are off; "
+            "--web-engine openai runs research jobs anyway)",
+        )
+    from deep_research.adapters.llm.lifecycle import CacheLookups, lookup_models
+    from deep_research.app import clients
+    from deep_research.core.errors import DeepResearchError
+    from deep_research.persistence.cache import ResultCache
+
+    cache = ResultCache(settings.cache_dir)
+    try:
+        async with clients.lookup_client(settings) as client:
+            found = await lookup_models(client, [model], cache=CacheLookups(cache))
+    except DeepResearchError as exc:  # a refused key: the model check that follows says so
+        why = f"as {server} could not be asked about {model}: {exc}"
+        return _chose(prepared, engines.SEARCH.name, why)
+    finally:
+        cache.close()
+    status = found[model]
+    shut_down = status.shutdown_date is not None and status.shutdown_date <= date.today()
+    if status.known is True and not shut_down:
+        return _chose(prepared, engines.OPENAI.name, f"as {server} serves {model}")
+    if status.known is None:
+        why = f"{server} cannot say whether it serves {model}"
+        force = "--web-engine openai runs research jobs anyway"
+    else:
+        if "web_model" in settings.model_fields_set:  # named by the user: never ignored
+            raise ConfigError(
+                f"{server} does not serve the web model {model} (--web-model, "
+                "DEEP_RESEARCH_WEB_MODEL): name a model it serves, or --web-engine search "
+                "to search and read pages with the branch model"
+            )
+        why = f"{server} does not serve {model}"
+        force = "--web-model picks one it serves"
+    notice = f"web research: {why}, so branches search and read pages instead ({force})"
+    if on_info is not None:
+        on_info(notice)
+    switched = dataclasses.replace(prepared, notices=(*prepared.notices, notice))
+    return _chose(switched, engines.SEARCH.name, f"as {why} ({force})")
+
+
+def _chose(prepared: Prepared, engine: WebEngine, why: str) -> Prepared:
+    """``prepared`` with the engine ``auto`` chose, and the line that says so."""
+    from deep_research.app import engines
+
+    settings = prepared.settings
+    shown = engines.engine(engine).describe(settings, None)
+    return dataclasses.replace(
+        prepared,
+        engine=engine,
+        spec=engines.spec_for(settings, engine),
+        engine_choice=f"web engine auto: {engine} ({shown}), {why}",
+        engine_fallback=engine != engines.OPENAI.name,
+    )

@@ -20,8 +20,10 @@ Printed: ``fabrications_flagged`` overall and per kind (flagged: any verdict but
 ``supported``; targets ≥ 0.95), ``true_claims_flagged`` (target ≤ 0.05) and the share among
 reworded facts, ``contradictions_found`` (10 planted pairs of evidence findings, target ≥ 0.9)
 and ``false_contradictions`` (10 pairs that only look alike: the same subject another year,
-or another subject; target ≤ 0.1), and the check's time per claim with the pages already
-read (median of 3) and with them read for the first time.
+or another subject; target ≤ 0.1) — the pairs of ``bench.planted.pairs``, given to the
+finder as evidence units here (``bench/report.py`` has research jobs state them in a full
+run) — and the check's time per claim with the pages already read (median of 3) and with
+them read for the first time.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
 import statistics
 import sys
 import time
@@ -40,7 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.planted import KINDS, Fact, Pages, names, plant  # noqa: E402
+from bench.planted import KINDS, Fact, Pages, pairs, plant  # noqa: E402
 from deep_research.adapters.claim_check import ClaimChecker  # noqa: E402
 from deep_research.adapters.contradictions import contradictions  # noqa: E402
 from deep_research.adapters.web.reader import PageReader, ReaderSettings  # noqa: E402
@@ -111,59 +112,18 @@ async def check(report: Report, reader: PageReader) -> tuple[ClaimLedger, float]
 
 # --- contradictions -------------------------------------------------------------------------
 
-PAIRS = (
-    ("The {a} plant employed {n} workers in 2021.", "The {a} plant employed {m} workers in 2021."),
-    ("The {a} treaty was signed in {y}.", "The {a} treaty was signed in {z}."),
-    (
-        "The {a} service supports IPv6 on every region.",
-        "The {a} service does not support IPv6 on every region.",
-    ),
-    ("The {a} dam is {n} metres high.", "The {a} dam is {m} metres high."),
-    (
-        "The {a} library dropped Python 2 support in {y}.",
-        "The {a} library dropped Python 2 support in {z}.",
-    ),
-)
-LOOKALIKES = (
-    ("The {a} plant employed {n} workers in 2021.", "The {a} plant employed {m} workers in 2023."),
-    ("The {a} dam is {n} metres high.", "The {b} bridge is {m} metres long."),
-    (
-        "The {a} service supports IPv6 on every region.",
-        "The {b} service does not support IPv4 on every region.",
-    ),
-    (
-        "The {a} company reported revenue of ${n} million in 2019.",
-        "The {a} company reported revenue of ${m} million in 2022.",
-    ),
-    (
-        "The {a} library dropped Python 2 support in {y}.",
-        "The {b} library dropped Python 2 support in {z}.",
-    ),
-)
-
 
 def contradiction_pairs(seed: int = 11) -> tuple[list[EvidenceUnit], set[frozenset[str]], int]:
-    """Units of 10 planted pairs and 10 look-alike pairs; the planted pairs' id sets; how
+    """Units of the 10 planted pairs and 10 look-alike pairs of ``bench.planted.pairs``
+    (each side a unit of its own node, with its own ref); the planted pairs' id sets; how
     many look-alike pairs there are."""
-    rng = random.Random(seed)
-    pool = names(40, rng)
     units: list[EvidenceUnit] = []
     planted: set[frozenset[str]] = set()
-    for k in range(20):
-        templates = PAIRS if k < 10 else LOOKALIKES
-        first, second = templates[k % len(templates)]
-        n = rng.randrange(100, 5000)
-        y = rng.randrange(1960, 2015)
-        values = {
-            "a": pool[2 * k],
-            "b": pool[2 * k + 1],
-            "n": f"{n:,}",
-            "m": f"{n + rng.randrange(50, 900):,}",
-            "y": str(y),
-            "z": str(y + rng.randrange(2, 9)),
-        }
+    found = pairs(seed)
+    for pair in found:
+        k = pair.index
         ids = []
-        for side, text in enumerate((first, second)):
+        for side, text in enumerate(pair.sides):
             ref = f"S{100 + 2 * k + side}"
             unit_id = f"c{k}.{side}"
             units.append(
@@ -171,15 +131,15 @@ def contradiction_pairs(seed: int = 11) -> tuple[list[EvidenceUnit], set[frozens
                     id=unit_id,
                     node_id=f"c{k}x{side}",
                     question="q",
-                    finding=f"{text.format(**values)} [{ref}]",
+                    finding=f"{text} [{ref}]",
                     refs=[ref],
-                    sources=[EvidenceSource(ref=ref, text=text.format(**values))],
+                    sources=[EvidenceSource(ref=ref, text=text)],
                 )
             )
             ids.append(unit_id)
-        if k < 10:
+        if pair.planted:
             planted.add(frozenset(ids))
-    return units, planted, 10
+    return units, planted, sum(1 for pair in found if not pair.planted)
 
 
 # --- the run ----------------------------------------------------------------------------------

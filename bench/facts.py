@@ -6,6 +6,11 @@ fabrications in some of them, as a model may.
   templates, names and fabrication kinds of ``bench/claims.py``): each a sentence about a
   unique made-up name and a number, cited to its own page (``page_url(index)``: served on
   loopback by ``bench.planted.Pages`` in ``bench/report.py``).
+- With ``contradictions``, the 20 pairs of ``bench.planted.pairs`` too (10 contradicting,
+  10 look-alike), each side a sentence stated by one research job after its facts, cited
+  to its own page (``side_url``): a pair's two sides by two jobs half the plan apart. They
+  are not among ``facts`` or ``gathered``. The compressor copies them with the facts (they
+  reach the notes, hence the evidence store); no other role copies them.
 - The plan: ``branches`` independent web sub-questions, once; the judge then says complete.
 - The outline (a structured call) puts about three catalog lines in a section, as many
   sections as the prompt allows at most (``tests.world.outline_of``).
@@ -39,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.planted import KINDS, Fact, plant
+from bench.planted import KINDS, Fact, Pair, pairs, plant
 from tests.fake_openai import ChatReply, ChatRequest, Citation, ResearchReport, ResearchRequest
 from tests.fake_openai_payloads import inline_link
 from tests.world import FILLER, outline_of, plan_task, verdict
@@ -71,6 +76,8 @@ class Stated:
     """The sentence without its markers and final period."""
     markers: tuple[str, ...]
     """As written in the text it was read from: ``("[S12]",)`` or ``("[3]",)``."""
+    at: int = field(default=0, compare=False)
+    """Where the text states it."""
 
     def sentence(self, words: str | None = None, markers: tuple[str, ...] | None = None) -> str:
         cited = "".join(self.markers if markers is None else markers)
@@ -118,6 +125,22 @@ def default_url(index: int) -> str:
     return f"https://facts.example/f{index}"
 
 
+def default_side_url(pair: int, side: int) -> str:
+    return f"https://facts.example/c{pair}.{side}"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a contradiction pair (``bench.planted.pairs``)."""
+
+    pair: Pair
+    side: int
+    words: str
+    """The sentence without its final period."""
+    branch: int
+    """The research job that states it."""
+
+
 @dataclass
 class FactsWorld:
     branches: int
@@ -125,8 +148,16 @@ class FactsWorld:
     seed: int = 7
     page_url: Callable[[int], str] = default_url
     """The page fact ``index`` is cited to."""
+    contradictions: bool = False
+    """Whether research jobs state the pairs of ``bench.planted.pairs`` too."""
+    side_url: Callable[[int, int], str] = default_side_url
+    """The page side ``side`` of pair ``pair`` is cited to."""
     facts: list[Fact] = field(init=False)
     """Every fact, the research jobs' and the writers' (``bench.planted.plant``)."""
+    pairs: list[Pair] = field(init=False)
+    """The contradiction pairs the research jobs state (none unless ``contradictions``)."""
+    sides: dict[str, Side] = field(init=False)
+    """Each side of a pair, by its words."""
     gathered: dict[int, str] = field(default_factory=dict)
     """The facts a research job stated (by index), and the page it cited each to."""
     calls: dict[str, int] = field(default_factory=dict)
@@ -145,6 +176,20 @@ class FactsWorld:
         self._stated = re.compile(
             rf"(?<![\w-])(?P<words>{alternatives}){_MARKERS}(?=[ \t]*(?:[.\n]|\\\[|$))"
         )
+        self.pairs, self.sides = [], {}
+        if self.contradictions:
+            assert self.branches >= 2, "a pair's sides are stated by two research jobs"
+            self.pairs = pairs(taken={f.name for f in self.facts})
+            half = self.branches // 2
+            for pair in self.pairs:
+                for side, sentence in enumerate(pair.sides):
+                    words = sentence.rstrip(".")
+                    assert words not in self.forms, words
+                    assert words not in self.sides, words
+                    branch = (pair.index + side * half) % self.branches + 1
+                    self.sides[words] = Side(pair, side, words, branch)
+        said = "|".join(map(re.escape, sorted(self.sides, key=len, reverse=True))) or "(?!)"
+        self._said = re.compile(rf"(?<![\w-])(?P<words>{said}){_MARKERS}(?=[ \t]*(?:[.\n]|\\\[|$))")
 
     def install(self, fake: Any) -> None:
         fake.chat_handler = self.chat
@@ -158,8 +203,18 @@ class FactsWorld:
         for match in self._stated.finditer(text):
             fact, form = self.forms[match.group("words")]
             markers = tuple(f"[{m}]" for m in MARKER.findall(match.group("markers")))
-            out.append(Stated(fact, form, match.group("words"), markers))
+            out.append(Stated(fact, form, match.group("words"), markers, match.start()))
         return out
+
+    def said_in(self, text: str) -> list[tuple[Side, tuple[str, ...], int]]:
+        """Each side of a pair ``text`` states, once (its first statement), in order: with
+        its markers, and where."""
+        seen: dict[str, tuple[Side, tuple[str, ...], int]] = {}
+        for match in self._said.finditer(text):
+            markers = tuple(f"[{m}]" for m in MARKER.findall(match.group("markers")))
+            side = self.sides[match.group("words")]
+            seen.setdefault(side.words, (side, markers, match.start()))
+        return list(seen.values())
 
     def facts_in(self, text: str) -> list[Stated]:
         """The facts ``text`` states, in order, each once (its first statement)."""
@@ -182,15 +237,31 @@ class FactsWorld:
             return one.sentence()
         return one.sentence(words=fact.written.rstrip("."))
 
-    def copy_facts(self, prompt: str, limits: Limits, head: str = "", plant: bool = False) -> str:
+    def copy_facts(
+        self,
+        prompt: str,
+        limits: Limits,
+        head: str = "",
+        plant: bool = False,
+        sides: bool = False,
+    ) -> str:
         """Prose keeping every fact of ``prompt`` in order, within ``limits`` (``head``
-        first, e.g. a heading, counted too), planted when ``plant``. Five sentences a
-        paragraph."""
+        first, e.g. a heading, counted too), planted when ``plant``; the sides of pairs
+        among them too when ``sides``, as stated. Five sentences a paragraph."""
         out = head
         sentences = 0
         found = self.facts_in(prompt)
-        for at, one in enumerate(found):
-            sentence = self.written(found, at) if plant else one.sentence()
+        ordered = [
+            (one.at, self.written(found, at) if plant else one.sentence())
+            for at, one in enumerate(found)
+        ]
+        if sides:
+            ordered += [
+                (at, side.words + (f" {''.join(markers)}." if markers else "."))
+                for side, markers, at in self.said_in(prompt)
+            ]
+            ordered.sort(key=lambda item: item[0])
+        for _, sentence in ordered:
             joint = "" if not sentences else ("\n\n" if sentences % 5 == 0 else " ")
             candidate = out + joint + sentence
             if limits.chars is not None and len(candidate) > limits.chars:
@@ -262,7 +333,9 @@ class FactsWorld:
         self._count(role, req)
         if role == "reviser":
             return self.corrected(req.text)
-        return self.copy_facts(req.text, limits, plant=role in ("section", "lead"))
+        return self.copy_facts(
+            req.text, limits, plant=role in ("section", "lead"), sides=role == "compressor"
+        )
 
     def research(self, req: ResearchRequest) -> ResearchReport:
         self._count("deep_research")
@@ -283,4 +356,13 @@ class FactsWorld:
             text += f"{sentence} {link}. {FILLER}\n\n"
             citations.append(Citation(url, f"Page {j} of aspect {branch}", link, start=start))
             self.gathered[fact.index] = url
+        for side in self.sides.values():
+            if side.branch != branch:
+                continue
+            url = self.side_url(side.pair.index, side.side)
+            link = inline_link(url)
+            start = len(text) + len(side.words) + 1
+            text += f"{side.words} {link}. {FILLER}\n\n"
+            title = f"Pair {side.pair.index}, side {side.side}"
+            citations.append(Citation(url, title, link, start=start))
         return ResearchReport(text=text.rstrip() + "\n", citations=tuple(citations))

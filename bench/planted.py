@@ -8,9 +8,15 @@
   another fact's page, an unsupported clause added), 30 % of the true ones reworded, the
   rest stated as the research stated them. ``Fact.written`` is what a writer makes of it
   (a moved citation's words are the true ones: its marker is what moves).
+- ``pairs(seed)``: 10 planted contradicting pairs (``PAIRS``: one subject, a conflicting
+  number, date or polarity) and 10 pairs that only look alike (``LOOKALIKES``: the same
+  subject another year, or another subject), each side a sentence about a made-up name
+  (none of ``taken``). ``bench/claims.py`` gives them to the contradiction finder as
+  evidence units; ``bench/report.py`` has research jobs state them (``bench/facts.py``).
 - ``page_html``: the page a fact is cited to (the fact as stated, among filler);
-  ``Pages``: those pages served on loopback (``/f<index>``), to be read through the page
-  reader as any cited page is (``DEEP_RESEARCH_FETCH_ALLOW``'s address exemption).
+  ``Pages``: those pages served on loopback (``/f<index>``; a pair's side at
+  ``/c<pair>.<side>``), to be read through the page reader as any cited page is
+  (``DEEP_RESEARCH_FETCH_ALLOW``'s address exemption).
 Deterministic from the seed.
 """
 
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -103,11 +110,11 @@ class Fact:
         return self.kind in KINDS
 
 
-def names(count: int, rng: random.Random) -> list[str]:
+def names(count: int, rng: random.Random, taken: Collection[str] = ()) -> list[str]:
     out: list[str] = []
     while len(out) < count:
         name = "".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize()
-        if name not in out:
+        if name not in out and name not in taken:
             out.append(name)
     return out
 
@@ -151,12 +158,93 @@ def write(fact: Fact, facts: list[Fact], rng: random.Random) -> str:
     return fact.stated
 
 
+# --- contradictions -------------------------------------------------------------------------
+
+PAIRS = (
+    ("The {a} plant employed {n} workers in 2021.", "The {a} plant employed {m} workers in 2021."),
+    ("The {a} treaty was signed in {y}.", "The {a} treaty was signed in {z}."),
+    (
+        "The {a} service supports IPv6 on every region.",
+        "The {a} service does not support IPv6 on every region.",
+    ),
+    ("The {a} dam is {n} metres high.", "The {a} dam is {m} metres high."),
+    (
+        "The {a} library dropped Python 2 support in {y}.",
+        "The {a} library dropped Python 2 support in {z}.",
+    ),
+)
+"""Two sentences that cannot both be true: one subject, a number, a date or a polarity."""
+LOOKALIKES = (
+    ("The {a} plant employed {n} workers in 2021.", "The {a} plant employed {m} workers in 2023."),
+    ("The {a} dam is {n} metres high.", "The {b} bridge is {m} metres long."),
+    (
+        "The {a} service supports IPv6 on every region.",
+        "The {b} service does not support IPv4 on every region.",
+    ),
+    (
+        "The {a} company reported revenue of ${n} million in 2019.",
+        "The {a} company reported revenue of ${m} million in 2022.",
+    ),
+    (
+        "The {a} library dropped Python 2 support in {y}.",
+        "The {b} library dropped Python 2 support in {z}.",
+    ),
+)
+"""Two sentences that only look alike: the same subject another year, or another subject."""
+PAIRS_PLANTED = 10
+PAIRS_LOOKALIKE = 10
+
+
+@dataclass(frozen=True)
+class Pair:
+    index: int
+    sides: tuple[str, str]
+    planted: bool
+    """True: they contradict (``PAIRS``); False: they only look alike (``LOOKALIKES``)."""
+
+
+def pairs(seed: int = 11, taken: Collection[str] = ()) -> list[Pair]:
+    """``PAIRS_PLANTED`` planted pairs, then ``PAIRS_LOOKALIKE`` look-alike ones, the
+    templates in turn, each pair's names and figures its own."""
+    rng = random.Random(seed)
+    total = PAIRS_PLANTED + PAIRS_LOOKALIKE
+    pool = names(2 * total, rng, taken)
+    out = []
+    for k in range(total):
+        planted = k < PAIRS_PLANTED
+        templates = PAIRS if planted else LOOKALIKES
+        first, second = templates[k % len(templates)]
+        n = rng.randrange(100, 5000)
+        y = rng.randrange(1960, 2015)
+        values = {
+            "a": pool[2 * k],
+            "b": pool[2 * k + 1],
+            "n": f"{n:,}",
+            "m": f"{n + rng.randrange(50, 900):,}",
+            "y": str(y),
+            "z": str(y + rng.randrange(2, 9)),
+        }
+        out.append(Pair(k, (first.format(**values), second.format(**values)), planted))
+    return out
+
+
+def side_path(pair: int, side: int) -> str:
+    return f"/c{pair}.{side}"
+
+
+# --- the pages ------------------------------------------------------------------------------
+
+
 def page_html(fact: Fact) -> str:
-    lines = [f.format(name=fact.name) for f in FILLER]
-    lines.insert(2, fact.stated)
+    return _page(fact.name, fact.stated)
+
+
+def _page(name: str, stated: str) -> str:
+    lines = [f.format(name=name) for f in FILLER]
+    lines.insert(2, stated)
     body = "".join(f"<p>{line}</p>" for line in lines)
     return (
-        f"<html><head><title>{fact.name}</title></head><body><article><h1>{fact.name}</h1>"
+        f"<html><head><title>{name}</title></head><body><article><h1>{name}</h1>"
         f"{body}</article></body></html>"
     )
 
@@ -165,8 +253,11 @@ def page_html(fact: Fact) -> str:
 
 
 class Pages:
-    def __init__(self, facts: list[Fact]) -> None:
+    def __init__(self, facts: list[Fact], said: Mapping[str, str] | None = None) -> None:
+        """``said``: more pages, by path, each the sentence it states."""
         pages = {f"/f{f.index}": page_html(f).encode() for f in facts}
+        for path, sentence in (said or {}).items():
+            pages[path] = _page(sentence.split()[1], sentence).encode()
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
@@ -185,6 +276,9 @@ class Pages:
 
     def url(self, index: int) -> str:
         return f"http://127.0.0.1:{self.port}/f{index}"
+
+    def side_url(self, pair: int, side: int) -> str:
+        return f"http://127.0.0.1:{self.port}{side_path(pair, side)}"
 
     def close(self) -> None:
         self.server.shutdown()

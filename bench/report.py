@@ -28,6 +28,23 @@ politeness limits are raised (8 at once, 100 a second) since one loopback host s
 240 sites. The claim check's judge abstains (the text verifier decides, as in
 ``bench/claims.py``); its repair is the fake writer restating what the passages state.
 
+At the larger size (48 branches; 6 in --smoke) the research jobs also state the 20 pairs of
+``bench.planted.pairs``, the ones ``bench/claims.py`` gives its finder directly: 10 planted
+contradicting pairs (one subject, a conflicting number, date or polarity) and 10 that only
+look alike (the same subject another year, or another subject). Each side is a sentence of
+its own research job (a pair's two sides in two jobs half the plan apart), cited to its own
+page (``/c<pair>.<side>``, served beside the facts'). They are extra findings, not among
+the K facts: retention and the claim figures count the K facts only. The compressor keeps
+them, so they reach the branches' notes and the evidence store as units of their own; the
+writers and the summarizer copy the K facts only, so the body and its claims are as they
+would be without them (the pairs appear in the report only in the engine's own
+"Contradictions" section). The prompts that read the notes carry them (the outline's
+catalog, a section's evidence, the summarizer's findings) at 48 branches and not at 12:
+``largest_prompt_ratio_48_over_12`` counts them against the 12-branch run (11,365 characters
+at 48 with them, 11,349 without). The body figures and the claim figures are the same with
+and without them; the write wall is measured with them (280 evidence units at 48 branches,
+not 240): in back-to-back single runs it was ~0.3 one-call latencies longer with them.
+
 The report's *body* is its lead and sections (``Report.body``): the engine's own
 bookkeeping (status, coverage, citation check), the numbered sources and the "Findings by
 sub-question" appendix are not counted.
@@ -67,6 +84,14 @@ Figures (targets from the issue; measured from outside before this work in brack
                              ``bench/claims.py`` times it), per claim
 - check_ms_per_claim_in_run  the run's own check (first page reads, judge, repair) per claim
 - check_share_of_wall        the run's own check over the run's wall time (median of runs)
+- contradictions_found       48 branches: share of the 10 planted pairs the run's own
+                             contradiction finder reports: a contradiction of the session's
+                             ``claims.json`` (the claim check's, over the evidence store; the
+                             report's "Contradictions" section shows the same list) whose two
+                             sides are the pair's two sentences                 >= 0.9
+- false_contradictions       the same share among the 10 look-alike pairs       <= 0.1
+- contradictions, other_contradictions  contradictions reported in all, and those of no
+                             pair (between the K facts, or across two pairs: none expected)
 A claim is matched to its fact by its words (markers dropped): each form a fact is written
 in here is unique. A claim stating a true fact's words cited to another page is a moved
 citation when that fact was planted so, else counted as ``miscited_claims`` (none
@@ -103,7 +128,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.facts import MARKER, REWORDED, STATED, FactsWorld
-from bench.planted import KINDS, Pages
+from bench.planted import KINDS, Pages, side_path
 from bench.prompt_growth import prompt_chars
 from deep_research.adapters.claim_check import ClaimChecker
 from deep_research.app.config import Settings
@@ -227,10 +252,15 @@ async def recheck(checker: ClaimChecker, state: SessionState, report: Report, ho
     return time.perf_counter() - started
 
 
-async def run_once(branches: int, facts: int, latency: float, parallel: int, home: Path) -> Run:
-    world = FactsWorld(branches, facts)
-    pages = Pages(world.facts)
+async def run_once(
+    branches: int, facts: int, latency: float, parallel: int, home: Path, pairs: bool = False
+) -> Run:
+    """One run; ``pairs``: research jobs state the contradiction pairs too."""
+    world = FactsWorld(branches, facts, contradictions=pairs)
+    said = {side_path(s.pair.index, s.side): s.words + "." for s in world.sides.values()}
+    pages = Pages(world.facts, said)
     world.page_url = pages.url
+    world.side_url = pages.side_url
     try:
         with FakeOpenAI(polls_to_complete=1) as fake:
             world.install(fake)
@@ -297,6 +327,8 @@ async def _run(
     assert len(world.gathered) == len(world.facts), "a research job stated no facts"
     ledger = SessionClaims(session).load()
     assert ledger is not None, "the run's claim check wrote no claims.json"
+    shown = sum(1 for line in orch.report.contradictions.splitlines() if line.startswith("- **"))
+    assert shown == len(ledger.contradictions), "the report shows other contradictions"
     largest = max(prompt_chars(r.body) for r in fake.requests if r.method == "POST")
     return Run(
         world,
@@ -392,6 +424,28 @@ def claim_figures(run: Run) -> dict[str, float]:
     }
 
 
+def contradiction_figures(run: Run) -> dict[str, float]:
+    """Which pairs the run's own contradiction finder reported (the session's
+    ``claims.json``): a contradiction whose two sides are a pair's two sentences."""
+    reported: set[int] = set()
+    other = 0
+    for found in run.ledger.contradictions:
+        a = run.world.sides.get(words_of(found.first.finding))
+        b = run.world.sides.get(words_of(found.second.finding))
+        if a is not None and b is not None and a.pair is b.pair and a.side != b.side:
+            reported.add(a.pair.index)
+        else:
+            other += 1
+    planted = {p.index for p in run.world.pairs if p.planted}
+    lookalike = {p.index for p in run.world.pairs if not p.planted}
+    return {
+        "contradictions": len(run.ledger.contradictions),
+        "contradictions_found": len(reported & planted) / len(planted),
+        "false_contradictions": len(reported & lookalike) / len(lookalike),
+        "other_contradictions": other,
+    }
+
+
 def sections(body: str) -> int:
     heads = re.findall(r"^## +(.+?)\s*$", body, re.MULTILINE)
     return sum(1 for h in heads if h not in BOOKKEEPING)
@@ -410,7 +464,9 @@ def bench_report(
     with tempfile.TemporaryDirectory() as tmp:
         small = asyncio.run(run_once(few, facts, latency, parallel, Path(tmp) / "few"))
         larges = [
-            asyncio.run(run_once(many, facts, latency, parallel, Path(tmp) / f"many{i}"))
+            asyncio.run(
+                run_once(many, facts, latency, parallel, Path(tmp) / f"many{i}", pairs=True)
+            )
             for i in range(runs)
         ]
     large = larges[0]
@@ -421,6 +477,11 @@ def bench_report(
         kind = kind_of(claim, large.world)
         if (kind in KINDS) != flagged(claim) or kind in ("miscited", "other"):
             print(f"{kind}: {claim.verdict}: {claim.text}", file=sys.stderr)
+    for found in large.ledger.contradictions:  # on stderr too: every contradiction reported
+        print(
+            f"contradiction: {found.conflict}: {found.first.finding} | {found.second.finding}",
+            file=sys.stderr,
+        )
     write_wall = statistics.median(run.write_wall for run in larges)
     checked = claim_figures(large)
     for key in ("check_ms_per_claim_in_run", "check_ms_per_claim_cached_pages"):
@@ -441,6 +502,7 @@ def bench_report(
         "write_wall_48_seconds": write_wall,
         "write_wall_over_one_call": write_wall / latency,
         **checked,
+        **contradiction_figures(large),
     }
 
 
@@ -464,6 +526,10 @@ KEYS = (
     "check_ms_per_claim_in_run",
     "check_ms_per_claim_cached_pages",
     "check_share_of_wall",
+    "contradictions",
+    "contradictions_found",
+    "false_contradictions",
+    "other_contradictions",
 )
 
 

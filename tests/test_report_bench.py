@@ -6,14 +6,18 @@ only what the body states with the right citation, and matches each claim to its
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import cast
+
 from openai.types.responses import Response
 
 from bench.facts import REWORDED, STATED, FactsWorld, Limits, stated_limits
-from bench.planted import KINDS, Fact
-from bench.report import kind_of, retention, sections
+from bench.planted import KINDS, Fact, pairs
+from bench.report import Run, contradiction_figures, kind_of, retention, sections
 from deep_research.adapters.llm.llm import load_prompt
 from deep_research.adapters.web.output import extract_report
-from deep_research.core.ledger import Claim, SourceCheck
+from deep_research.core.corroboration import Contradiction, Side
+from deep_research.core.ledger import Claim, ClaimLedger, SourceCheck
 from deep_research.core.models import Citation
 from deep_research.core.report import Report, ReportNote
 from tests.fake_openai import ChatRequest
@@ -290,3 +294,88 @@ def test_a_claim_is_matched_to_its_fact_by_its_words_and_page() -> None:
     rewritten = claim(stated(number, "[1]"), page(number.index), revised_from=written)
     assert kind_of(rewritten, WORLD) == "number"  # as first written
     assert kind_of(claim("Nothing here [1].", page(0)), WORLD) == "other"
+
+
+PAIRED = FactsWorld(branches=6, facts_per_job=2, contradictions=True)
+"""The same facts, and the 20 pairs of ``bench.planted.pairs`` stated by its research jobs."""
+
+
+def test_the_pairs_are_those_of_the_claims_bench_stated_by_two_jobs_each() -> None:
+    from bench.claims import contradiction_pairs
+
+    assert [f.stated for f in PAIRED.facts] == [f.stated for f in WORLD.facts]
+    assert sum(p.planted for p in PAIRED.pairs) == 10
+    assert sum(not p.planted for p in PAIRED.pairs) == 10
+    names = {f.name for f in PAIRED.facts}
+    for pair in PAIRED.pairs:
+        first, second = (PAIRED.sides[s.rstrip(".")] for s in pair.sides)
+        assert first.branch != second.branch
+        assert not {w for s in pair.sides for w in s.split()} & names
+    units, planted, lookalikes = contradiction_pairs()
+    assert (len(units), len(planted), lookalikes) == (40, 10, 10)
+    assert [u.sources[0].text for u in units][:2] == list(pairs(11)[0].sides)
+    assert (WORLD.pairs, WORLD.sides) == ([], {})
+
+
+def test_a_research_job_cites_each_side_of_a_pair_to_its_own_page() -> None:
+    world = FactsWorld(branches=6, facts_per_job=2, contradictions=True)
+    stored = StoredResponse(
+        "resp_x", "o3-deep-research", {}, world.report(1), 0, False, "completed"
+    )
+    stored.finish("completed")
+    text, citations = extract_report(Response.model_validate(response_object(stored)))
+    said = world.said_in(text)
+    assert {side.words for side, _, _ in said} == {
+        s.words for s in world.sides.values() if s.branch == 1
+    }
+    assert len(said) >= 6
+    for side, (marker,), _ in said:
+        assert citations[int(marker.strip("[]")) - 1].url == world.side_url(
+            side.pair.index, side.side
+        )
+    assert len(world.gathered) == 2  # the pairs are not among the facts gathered
+
+
+def test_the_compressor_keeps_the_pairs_and_the_writers_leave_them_out() -> None:
+    side = next(iter(PAIRED.sides.values()))
+    fact = TRUE[0]
+    source = f"- {stated(fact, '[S1]')}\n- {side.words} [S2].\n- {stated(TRUE[1], '[S3]')}\n"
+    notes = chat(PAIRED, "You compress a long web research report", source)
+    assert notes == f"{stated(fact, '[S1]')} {side.words} [S2]. {stated(TRUE[1], '[S3]')}"
+    assert PAIRED.said_in(str(notes))[0][:2] == (side, ("[S2]",))
+    for system in ("You write one section of a research report", "You keep a rolling summary"):
+        out = chat(PAIRED, system, source)
+        assert PAIRED.said_in(str(out)) == []
+        assert [s.fact for s in PAIRED.facts_in(str(out))] == [fact, TRUE[1]]
+
+
+def test_a_pair_counts_as_found_only_when_its_two_sides_are_reported() -> None:
+    world = FactsWorld(branches=6, facts_per_job=2, contradictions=True)
+    planted = [p for p in world.pairs if p.planted]
+    lookalike = next(p for p in world.pairs if not p.planted)
+
+    def found(first: str, second: str) -> Contradiction:
+        return Contradiction(
+            kind="number",
+            conflict="1 vs 2",
+            first=Side(unit_id="t01.1", finding=f"{first.rstrip('.')} [S1].", refs=("S1",)),
+            second=Side(unit_id="t02.1", finding=f"{second.rstrip('.')} [S2].", refs=("S2",)),
+        )
+
+    ledger = ClaimLedger(
+        session_id="x",
+        contradictions=[
+            found(*planted[0].sides),
+            found(*reversed(planted[1].sides)),
+            found(planted[2].sides[0], planted[3].sides[1]),  # two pairs: neither
+            found(*lookalike.sides),
+            found(TRUE[0].stated, TRUE[1].stated),
+        ],
+    )
+    run = cast(Run, SimpleNamespace(world=world, ledger=ledger))
+    assert contradiction_figures(run) == {
+        "contradictions": 5,
+        "contradictions_found": 0.2,
+        "false_contradictions": 0.1,
+        "other_contradictions": 2,
+    }

@@ -435,7 +435,7 @@ async def test_conflicting_findings_get_a_contradictions_section_the_lead_points
 
 
 def test_a_name_or_a_clause_the_source_never_states_is_found() -> None:
-    from deep_research.adapters.statements import unstated
+    from deep_research.adapters.unstated import unstated
 
     source = "The Tanmirsun cache keeps each entry for 1,353 seconds after its last read."
     assert unstated("The Tanmirsun cache keeps each entry for 1,353 seconds [1].", source) == []
@@ -454,7 +454,7 @@ def test_a_name_or_a_clause_the_source_never_states_is_found() -> None:
 
 
 def test_a_clause_the_source_does_not_state_is_found_even_when_it_shares_a_word() -> None:
-    from deep_research.adapters.statements import unstated
+    from deep_research.adapters.unstated import unstated
 
     source = "The Tanmirsun cache keeps each entry for 1,353 seconds after its last read."
     # no five unstated words in a row ("cache" is stated), but the clause is not stated

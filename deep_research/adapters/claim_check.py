@@ -48,7 +48,7 @@ from deep_research.adapters.claim_repair import (
 from deep_research.adapters.claims import SupportJudge, ToJudge, settle
 from deep_research.adapters.contradictions import contradictions
 from deep_research.adapters.corroboration import source_key
-from deep_research.adapters.statements import all_stated
+from deep_research.adapters.unstated import all_stated
 from deep_research.adapters.verifier import (
     SupportVerdict,
     verify,

@@ -279,3 +279,42 @@ def test_a_bracket_after_an_escaped_backslash_is_no_citation() -> None:
     html = render_html(answer_assembled(state, body))
     assert html.count('href="#source-') == 1, "only the builder's [1] is a link"
     assert "never said \\[1]" in html
+
+
+def test_a_long_report_opens_with_contents_linking_every_part_to_its_heading() -> None:
+    import re
+
+    from deep_research.adapters.report_html import render_html
+    from deep_research.core.report import Report, ReportNote, ReportSection
+
+    titles = ["Costs [and] *risks*", "Who runs it?", "Limits", "What changed in 2024"]
+    report = Report(
+        title="q?",
+        status="> complete",
+        lead="The answer [1].",
+        sections=[ReportSection(title=t, body=f"About {t} [1].") for t in titles],
+        contradictions="- **x**: one side [1] | the other [1]",
+        claim_check="## Claim check\n\n1 claim supported.",
+        sources=[Citation(kind="web", url="https://a.example/", title="A")],
+        notes=[ReportNote(node_id="t1", question="q1?", meta="", body="notes [1]")],
+    )
+    markdown = report.markdown
+    contents = markdown.split("**Contents**\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    listed = [re.fullmatch(r"\d+\. \[(.+)\]\(#(.+)\)", line) for line in contents]
+    assert all(listed), contents
+    headings = re.findall(r"^## (.+)$", markdown, re.MULTILINE)
+    assert [m[1] for m in listed if m] == headings
+    assert headings[1:5] == [md_text(t) for t in titles]
+    assert headings[0] == "Answer"
+    assert headings[5:] == ["Contradictions", "Claim check", "Sources", "Findings by sub-question"]
+    ids = set(re.findall(r'<h2 id="([^"]+)"', render_html(report)))
+    assert {m[2] for m in listed if m} == ids, "every entry links to its heading in the page"
+
+    short = report.model_copy(update={"sections": report.sections[:3]})
+    assert "**Contents**" not in short.markdown
+
+
+def md_text(title: str) -> str:
+    from deep_research.core import markdown
+
+    return markdown.text(title)

@@ -87,7 +87,7 @@ class Report(BaseModel):
     @property
     def markdown(self) -> str:
         listed = "\n".join(source_item(n, s) for n, s in enumerate(self.sources, start=1))
-        sources = "## Sources\n\n" + (listed or "_No sources were cited._")
+        sources = f"{SOURCES}\n\n" + (listed or "_No sources were cited._")
         return (
             "\n\n".join(p for p in (self.before_sources(), sources, self.after_sources()) if p)
             + "\n"
@@ -95,11 +95,12 @@ class Report(BaseModel):
 
     def before_sources(self) -> str:
         head = [f"# {md.text(self.title)}", self.status, self.notice]
-        if len(self.sections) >= TOC_SECTIONS:
-            head.append(_contents(self))
         tail = [_limitations_text(self.limitations), self.citation_check, self.claim_check]
         conflicts = f"## {CONTRADICTIONS}\n\n{self.contradictions}" if self.contradictions else ""
-        return "\n\n".join(p for p in [*head, *_body_parts(self), conflicts, *tail] if p)
+        parts = [*_body_parts(self), conflicts, *tail]
+        if len(self.sections) >= TOC_SECTIONS:
+            head.append(_contents([*parts, SOURCES, self.after_sources()]))
+        return "\n\n".join(p for p in [*head, *parts] if p)
 
     def after_sources(self) -> str:
         notes = "\n\n".join(
@@ -111,6 +112,9 @@ class Report(BaseModel):
 
 
 CONTRADICTIONS = "Contradictions"
+SOURCES = "## Sources"
+_HEADING = re.compile(r"## (.+)")
+"""A part's own heading (its first line; a title is written as text: ``md.text``)."""
 TOC_SECTIONS = 4
 """A report with this many sections or more opens with a table of contents."""
 ANSWER = "Answer"
@@ -132,10 +136,12 @@ def anchor(title: str) -> str:
     return "-".join(re.findall(r"[\w]+", title.lower()))
 
 
-def _contents(report: Report) -> str:
-    titles = ([ANSWER] if report.lead.strip() else []) + [s.title for s in report.sections]
+def _contents(parts: list[str]) -> str:
+    """A numbered link to each part's ``##`` heading: the answer, the sections, and the
+    engine's own parts after them (contradictions, checks, sources, notes)."""
+    titles = [m[1] for p in parts if (m := _HEADING.match(p))]
     return "**Contents**\n\n" + "\n".join(
-        f"{i}. [{md.text(t)}](#{anchor(t)})" for i, t in enumerate(titles, start=1)
+        f"{i}. [{t}](#{anchor(t)})" for i, t in enumerate(titles, start=1)
     )
 
 

@@ -20,9 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from deep_research.adapters.verifier import (
-    claim_words,
-)
+from deep_research.adapters.verifier import claim_words
 from deep_research.core.citations import SESSION
 
 _MONTHS = {

@@ -133,11 +133,12 @@ class SectionedWriter:
         units = [
             u for node in _done(state) for u in evidence_units.units_of(node, state.sources, {})
         ]
+        words = {u.id: prefix_words(strip_trailing(u.finding)) for u in units}
         limit = asyncio.Semaphore(self.limits.max_parallel)
         condensing = [self._condense_calls(job)]  # calls left to the whole phase
 
         async def one(section: SectionPlan) -> None:
-            request = self._section_request(state, writing, section, units)
+            request = self._section_request(state, writing, section, units, words)
             try:
                 async with asyncio.timeout_at(job.deadline), limit:
                     _in_time(job.deadline)
@@ -174,14 +175,15 @@ class SectionedWriter:
         writing: Writing,
         section: SectionPlan,
         units: Sequence[EvidenceUnit],
+        words: dict[str, set[str]],
     ) -> SectionRequest:
+        """``words``: each unit's content words (by id), computed once for every section."""
         limits = self.limits
         own = [u for u in units if u.node_id in section.node_ids]
         mine = {u.id for u in own}
-        rest = [u for u in units if u.id not in mine]
         query = prefix_words(" ".join([section.title, section.question, *section.points]))
-        ranked = sorted(rest, key=lambda u: -len(query & prefix_words(strip_trailing(u.finding))))
-        related = [u for u in ranked if query & prefix_words(u.finding)]
+        shared = {u.id: len(query & words[u.id]) for u in units if u.id not in mine}
+        related = sorted((u for u in units if shared.get(u.id)), key=lambda u: -shared[u.id])
         return SectionRequest(
             question=state.question,
             section=section,

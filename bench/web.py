@@ -66,7 +66,6 @@ from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import Limits, Plan, SessionState
 from deep_research.core.orchestrator import ResearchOrchestrator
 from deep_research.core.writing import SectionedWriter
-from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.rank import rank
 from deep_research.kb.static_embeddings import StaticEmbeddings
 from deep_research.persistence.checkpoints import Checkpointer
@@ -74,6 +73,7 @@ from deep_research.persistence.sessions import SessionStore
 from tests.fake_search import Doc, FakeSearch
 from tests.fake_web import FIXTURES, FakeWeb
 from tests.fakes import FakePlanner, task
+from tests.hash_embeddings import HashEmbeddings
 
 
 @dataclass(frozen=True)

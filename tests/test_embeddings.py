@@ -15,10 +15,10 @@ from pydantic import SecretStr
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError, KnowledgeBaseError
 from deep_research.kb.embeddings import make_embeddings
-from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.onnx_embeddings import OnnxEmbeddings
 from deep_research.kb.openai_embeddings import OpenAIEmbeddingsNamed
 from deep_research.kb.static_embeddings import StaticEmbeddings
+from tests.hash_embeddings import HashEmbeddings
 
 
 def _cos(a: list[float], b: list[float]) -> float:
@@ -222,7 +222,7 @@ def test_openai_embeddings_need_a_key_or_a_server(tmp_path: Path) -> None:
 
 def test_memo_embeddings_embed_each_distinct_text_once() -> None:
     from deep_research.kb.embeddings import MemoEmbeddings
-    from deep_research.kb.hash_embeddings import HashEmbeddings
+    from tests.hash_embeddings import HashEmbeddings
 
     calls: list[list[str]] = []
 

@@ -15,9 +15,9 @@ from deep_research.frontends.kb_cli import _ProgressBar, kb_app
 from deep_research.kb import catalog
 from deep_research.kb.catalog import open_kb
 from deep_research.kb.embeddings import NamedEmbeddings
-from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.settings import KBSettings
+from tests.hash_embeddings import HashEmbeddings
 
 
 @pytest.fixture

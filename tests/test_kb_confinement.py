@@ -20,12 +20,12 @@ from deep_research.frontends.kb_cli import kb_app
 from deep_research.kb import catalog, walk
 from deep_research.kb.catalog import open_kb
 from deep_research.kb.embeddings import NamedEmbeddings
-from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.markdown import split_front_matter
 from deep_research.kb.search import resolve_locator, search
 from deep_research.kb.settings import KBSettings
 from deep_research.kb.store import KBStore
+from tests.hash_embeddings import HashEmbeddings
 
 SECRET = "# Secret\n\nThe launch code is zebra-orchid.\n"
 

@@ -13,10 +13,10 @@ from deep_research.kb import ingest as ingest_module
 from deep_research.kb.catalog import open_kb
 from deep_research.kb.chunking import Chunk
 from deep_research.kb.embeddings import Done
-from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.ingest import IngestProgress, ingest
 from deep_research.kb.search import resolve_locator, search
 from deep_research.kb.store import KBStore
+from tests.hash_embeddings import HashEmbeddings
 
 
 @pytest.fixture

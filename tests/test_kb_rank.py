@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.onnx_embeddings import OnnxEmbeddings
 from deep_research.kb.rank import cosine_similarities, rank
+from tests.hash_embeddings import HashEmbeddings
 
 PASSAGES = [
     "Cookie settings: accept all cookies to continue browsing this site.",

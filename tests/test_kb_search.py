@@ -11,10 +11,10 @@ from deep_research.app.config import Settings
 from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.kb.catalog import open_kb
 from deep_research.kb.embeddings import NamedEmbeddings
-from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.search import Fusion, fuse, resolve_locator, search
 from deep_research.kb.store import KBStore
+from tests.hash_embeddings import HashEmbeddings
 
 SYNONYMS = {"automobile": "car", "vehicle": "car", "motorcar": "car"}
 

@@ -16,10 +16,10 @@ from deep_research.app.config import Settings
 from deep_research.kb.catalog import open_kb
 from deep_research.kb.chunking import Chunk, chunk_markdown
 from deep_research.kb.embeddings import ASSETS_DIR
-from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.ingest import chunk_sizing, ingest
 from deep_research.kb.onnx_embeddings import DEFAULT_ONNX_MODEL, OnnxEmbeddings
 from deep_research.kb.static_embeddings import DEFAULT_STATIC_MODEL, StaticEmbeddings
+from tests.hash_embeddings import HashEmbeddings
 
 SHIPPED_KB = Path(__file__).resolve().parents[1] / "kb"
 CJK = (

@@ -15,11 +15,11 @@ import pytest
 from deep_research.app.config import Settings
 from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
 from deep_research.kb.catalog import list_kbs, open_kb, remove_kb
-from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.lexical import LexicalDoc, LexicalIndex
 from deep_research.kb.search import search
 from deep_research.kb.store import LEXICAL_FILE
+from tests.hash_embeddings import HashEmbeddings
 
 
 @pytest.fixture
@@ -178,7 +178,7 @@ HOLDER = """
 import sys
 from pathlib import Path
 from deep_research.app.config import Settings
-from deep_research.kb.hash_embeddings import HashEmbeddings
+from tests.hash_embeddings import HashEmbeddings
 from deep_research.kb.catalog import open_kb
 
 store = open_kb(Settings(home=Path(sys.argv[1]), chroma_host=None), "main",

@@ -21,11 +21,11 @@ from deep_research.kb import catalog
 from deep_research.kb.catalog import open_kb
 from deep_research.kb.chunking import Chunk, chunk_markdown
 from deep_research.kb.embeddings import NamedEmbeddings
-from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.search import resolve_locator, search
 from deep_research.kb.settings import KBSettings
 from deep_research.kb.store import KBStore
+from tests.hash_embeddings import HashEmbeddings
 
 GUIDE = "# Guide\n\n" + "\n".join(
     f"Step {i}: turn the valve {i} degrees and log pressure {i * 3}." for i in range(40)

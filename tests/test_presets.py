@@ -17,11 +17,14 @@ from mcp import Client
 from deep_research.app import lifecycle, preparation, presets
 from deep_research.app.config import Settings, load_settings
 from deep_research.app.options import BudgetOverrides, RunOptions
-from deep_research.app.presets import KNOBS, PRESETS
+from deep_research.app.presets import PRESETS
 from deep_research.frontends.mcp.server import create_server
 from deep_research.persistence.sessions import STATE_FILE, SessionStore
 from tests.clirun import cli, run_json, session_state
 from tests.fake_openai import FakeOpenAI
+
+KNOBS: tuple[str, ...] = tuple(PRESETS["standard"])
+"""The settings a preset sets (the same in each preset: a test below checks)."""
 
 QUESTION = "When does a research node start?"
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")

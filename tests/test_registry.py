@@ -17,10 +17,10 @@ from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobH
 from deep_research.kb import catalog
 from deep_research.kb.catalog import open_kb
 from deep_research.kb.embeddings import NamedEmbeddings
-from deep_research.kb.hash_embeddings import HashEmbeddings
 from deep_research.kb.ingest import ingest
 from deep_research.kb.settings import KBSettings
 from tests.fake_openai import ChatRequest, FakeOpenAI
+from tests.hash_embeddings import HashEmbeddings
 from tests.world import ResearchWorld, plan_task
 
 

@@ -22,13 +22,12 @@ import pytest
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 from pydantic import SecretStr
 
+from deep_research.adapters.branches.protocols import Searcher, SearchHit
 from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.adapters.web.search import (
     DEFAULTS,
     RateLimits,
-    Searcher,
     SearchFailed,
-    SearchHit,
     WebSearch,
     default_rate_limits,
     make_provider,
@@ -531,7 +530,6 @@ async def test_a_second_429_fails_the_search_without_a_third_request(
         await build(fake, "exa", limits, providers).search(QUERY, 5)
 
     assert failed.value.kind == "rate_limited"
-    assert failed.value.retryable
     assert str(failed.value) == "exa: rate limited again (HTTP 429) after waiting 0.1s as asked"
     assert [r.status for r in fake.of("exa")] == [429, 429]
 

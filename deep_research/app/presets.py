@@ -14,13 +14,12 @@ This module imports nothing of the application: ``config`` takes its ``Preset`` 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from deep_research.app.config import Settings
 
 Preset = Literal["quick", "standard", "deep"]
-PRESET_NAMES: tuple[Preset, ...] = get_args(Preset)
 DEFAULT_PRESET: Preset = "standard"
 
 PRESETS: Mapping[str, Mapping[str, object]] = {
@@ -56,9 +55,6 @@ PRESETS: Mapping[str, Mapping[str, object]] = {
     },
 }
 """Each preset's value of every setting a preset sets (the same settings in each)."""
-
-KNOBS: tuple[str, ...] = tuple(PRESETS[DEFAULT_PRESET])
-"""The settings a preset sets."""
 
 
 def apply(settings: Settings, name: str | None = None) -> Settings:

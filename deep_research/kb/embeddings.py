@@ -11,8 +11,8 @@ sized to fit it. Four kinds, a module each:
 - `StaticEmbeddings` ("local-fast", in `static_embeddings`): a model2vec-style static
   model distilled from it: token vectors looked up and mean-pooled, ~50x faster, lower
   quality.
-- `HashEmbeddings` (in `hash_embeddings`): feature hashing, for fast tests; no semantics
-  beyond words.
+- `HashEmbeddings` (in `tests/hash_embeddings.py`): feature hashing, for fast tests; no
+  semantics beyond words.
 - `OpenAIEmbeddingsNamed` ("openai", in `openai_embeddings`): any OpenAI-compatible
   embeddings endpoint.
 

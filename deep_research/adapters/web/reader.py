@@ -66,7 +66,7 @@ from deep_research.adapters.web.host_limits import HostLimits
 from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.core.errors import BranchError
 
-__all__ = ["Page", "PageReader", "PageSkipped", "ReaderSettings", "SkipKind"]
+__all__ = ["PageReader", "PageSkipped", "ReaderSettings", "SkipKind"]
 
 SkipKind = Literal[
     "bad_url",

@@ -30,10 +30,8 @@ from dataclasses import dataclass
 import httpx
 from pydantic import SecretStr
 
-from deep_research.adapters.branches.protocols import Searcher, SearchHit, SearchResults
 from deep_research.adapters.web.search.apis import Brave, Exa, Searxng, Tavily
 from deep_research.adapters.web.search.base import (
-    RETRYABLE,
     FailKind,
     RateLimits,
     ResultStore,
@@ -51,7 +49,6 @@ from deep_research.core.models import SEARCH_PROVIDERS
 
 __all__ = [
     "DEFAULTS",
-    "RETRYABLE",
     "Brave",
     "DdgsClient",
     "DuckDuckGo",
@@ -64,10 +61,7 @@ __all__ = [
     "RetryAfter",
     "SearchApi",
     "SearchFailed",
-    "SearchHit",
     "SearchOutcome",
-    "SearchResults",
-    "Searcher",
     "Searxng",
     "Tavily",
     "WebSearch",

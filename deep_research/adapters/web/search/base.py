@@ -32,19 +32,15 @@ from deep_research.adapters.branches.protocols import SearchHit, SearchResults
 from deep_research.core.errors import BranchError
 
 FailKind = Literal[
-    "auth", "quota", "rate_limited", "unavailable", "timeout", "network", "bad_response", "refused"
+    "auth",  # the key was refused (401/403; Brave: 422 SUBSCRIPTION_TOKEN_INVALID)
+    "quota",  # out of credit or over the plan (402; Tavily 432/433)
+    "rate_limited",  # 429 without a usable Retry-After, or again after waiting
+    "unavailable",  # 5xx
+    "timeout",  # no complete answer in time
+    "network",  # refused connection, reset, unresolvable name
+    "bad_response",  # not JSON, or JSON of another shape
+    "refused",  # any other 4xx (a bad request; SearXNG without JSON output)
 ]
-# One table: which failures may pass if the same search is tried again later.
-RETRYABLE: Mapping[FailKind, bool] = {
-    "auth": False,  # the key was refused (401/403; Brave: 422 SUBSCRIPTION_TOKEN_INVALID)
-    "quota": False,  # out of credit or over the plan (402; Tavily 432/433)
-    "rate_limited": True,  # 429 without a usable Retry-After, or again after waiting
-    "unavailable": True,  # 5xx
-    "timeout": True,  # no complete answer in time
-    "network": True,  # refused connection, reset, unresolvable name
-    "bad_response": False,  # not JSON, or JSON of another shape
-    "refused": False,  # any other 4xx (a bad request; SearXNG without JSON output)
-}
 _CACHE_SCHEMA = 1
 
 
@@ -55,10 +51,6 @@ class SearchFailed(BranchError):
         super().__init__(f"{provider}: {reason}")
         self.provider = provider
         self.kind = kind
-
-    @property
-    def retryable(self) -> bool:
-        return RETRYABLE[self.kind]
 
 
 class RetryAfter(Exception):

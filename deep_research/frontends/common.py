@@ -113,6 +113,8 @@ def error_json(code: str, message: str, exit_code: int) -> dict[str, Any]:
 
 
 def print_json(value: object) -> None:
-    """The one JSON value a ``--json`` command prints on stdout (and nothing else there):
-    one line, UTF-8 text as it is (not ``\\u`` escapes), anything not JSON as its ``str``."""
+    """The one JSON value a ``--json`` command prints on stdout, and nothing else there (a
+    stream, ``sessions watch --json``, prints one a line): one line, UTF-8 text as it is
+    (not ``\\u`` escapes), anything not JSON as its ``str``."""
     sys.stdout.write(json.dumps(value, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()  # ``sessions watch --json`` streams one per event

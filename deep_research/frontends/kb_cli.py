@@ -41,7 +41,17 @@ KbOpt = Annotated[
 
 
 def _out() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    """Results on stdout; a closed pipe ends the command quietly, as everywhere."""
+    from deep_research.frontends.render import PipeConsole
+
+    return PipeConsole(highlight=False, soft_wrap=True)
+
+
+def _err() -> Console:
+    """Progress and notes on stderr."""
+    from deep_research.frontends.render import PipeConsole
+
+    return PipeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 @kb_app.command("ingest")
@@ -89,7 +99,7 @@ def ingest_command(
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    with Progress(*columns, console=_err(), transient=True) as bar:
         report = ingest(store, root, name=root_name, progress=_ProgressBar(bar))
     if as_json:
         print_json(report.summary())
@@ -193,7 +203,7 @@ def search_command(
 def _warn_if_legacy(store: KBStore) -> None:
     legacy = store.lexical().legacy_chunks
     if legacy:
-        Console(stderr=True, highlight=False, soft_wrap=True).print(
+        _err().print(
             f"note: {legacy} chunks of knowledge base {store.name!r} predate token-exact "
             "sizing and folder names (some are cut short for the embedding model); "
             "re-run `deep-research kb ingest <folder>` for each folder to upgrade them",
@@ -255,15 +265,17 @@ def list_command(as_json: JsonOpt = False) -> None:
             ]
         )
         return
+    console = _out()
     for name in names:
         marker = "  (default)" if name == settings.kb_name else ""
-        typer.echo(f"{name}{marker}")
+        console.print(f"{name}{marker}", markup=False)
         for root in roots[name]:
-            typer.echo(
-                f"  {root.name}  {root.path or '(folder not recorded)'}  ({root.files} files)"
+            console.print(
+                f"  {root.name}  {root.path or '(folder not recorded)'}  ({root.files} files)",
+                markup=False,
             )
     if not names:
-        typer.echo("no knowledge bases yet: run `deep-research kb ingest`")
+        console.print("no knowledge bases yet: run `deep-research kb ingest`", markup=False)
 
 
 @kb_app.command("rm")
@@ -285,4 +297,4 @@ def rm_command(
     if not yes and not typer.confirm(f"delete knowledge base {target!r}?", err=True):
         raise typer.Abort()
     remove_kb(settings.kb, target)
-    typer.echo(f"removed knowledge base {target!r}", err=True)
+    _err().print(f"removed knowledge base {target!r}", markup=False)

@@ -1,6 +1,8 @@
 """Terminal output: the live tree while a run works, tables, the report. The commands
-(``cli``, ``kb_cli``, ``sessions_cli``) print through this and ``common.print_json`` (their
-``--json``). Progress goes to stderr, so stdout carries only results (or JSON).
+(``cli``, ``kb_cli``, ``sessions_cli``) print through this module's `PipeConsole` consoles and
+``common.print_json`` (their ``--json``); only ``--version``, which must start at once,
+prints with ``typer.echo``. Progress goes to stderr, so stdout carries only results (or
+JSON).
 
 Questions, errors and progress notes come from models, pages and providers: they are shown
 as ``Text``, never read as rich markup (``[link=…]`` would be a hidden link, and an

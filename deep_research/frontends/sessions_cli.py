@@ -61,7 +61,7 @@ def sessions_watch(
     async def follow() -> None:
         async for event in saved.watch(load_settings(), session_id, after=after):
             if as_json:
-                typer.echo(event.model_dump_json())
+                print_json(event.model_dump(mode="json"))
             else:
                 at = event.at.astimezone().strftime("%H:%M:%S")
                 render.out.print(f"{event.id:>5} {at} {event.message}", highlight=False)

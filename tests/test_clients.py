@@ -8,6 +8,7 @@ from pathlib import Path
 import openai
 from pydantic import SecretStr
 
+from deep_research.adapters.llm.lifecycle import LOOKUP_TIMEOUT
 from deep_research.adapters.web.openai_jobs import ResponsesJobs
 from deep_research.app import clients
 from deep_research.app.config import Settings
@@ -41,12 +42,11 @@ async def test_each_purpose_has_its_own_retry_and_timeout_policy(tmp_path: Path)
         # A research job's create is never resent, whatever the client's policy.
         assert ResponsesJobs(jobs)._create_client.max_retries == 0
     async with clients.lookup_client(settings) as lookup:
-        assert policy_of(lookup) == (1, 30.0, "sk-test", SERVER)
-    async with clients.openai_client(settings, "probe") as probe:
-        assert (probe.max_retries, probe.timeout) == (0, 30.0)
+        assert policy_of(lookup) == (1, LOOKUP_TIMEOUT, "sk-test", SERVER)
     quick = settings.model_copy(update={"request_timeout_seconds": 5.0})
     async with clients.lookup_client(quick) as lookup:
-        assert lookup.timeout == 5.0
+        assert lookup.timeout == LOOKUP_TIMEOUT
+    assert set(clients.CLIENT_POLICIES) == {"jobs", "lookup", "chat", "embed"}
 
 
 async def test_the_chat_models_clients_carry_the_chat_policy(tmp_path: Path) -> None:

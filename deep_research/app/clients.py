@@ -46,7 +46,7 @@ def http_client() -> openai.DefaultAsyncHttpxClient:
     return openai.DefaultAsyncHttpxClient(verify=tls_context())
 
 
-ClientPurpose = Literal["jobs", "lookup", "probe", "chat", "embed"]
+ClientPurpose = Literal["jobs", "lookup", "chat", "embed"]
 
 
 @dataclass(frozen=True)
@@ -60,10 +60,9 @@ CLIENT_POLICIES: dict[ClientPurpose, ClientPolicy] = {
     # out with max_retries=0 whatever this says (``ResponsesJobs``: a resent POST whose
     # reply was lost would start and bill a second job).
     "jobs": ClientPolicy(lambda s: s.max_retries, lambda s: s.request_timeout_seconds),
-    # A few short requests before a run (model lookups): 30 s at most, one retry.
-    "lookup": ClientPolicy(lambda s: 1, lambda s: min(30.0, s.request_timeout_seconds)),
-    # doctor: whether the server answers at all, once, within its own deadline.
-    "probe": ClientPolicy(lambda s: 0, lambda s: min(30.0, s.request_timeout_seconds)),
+    # A few short requests before a run and in doctor (model lookups): one retry, 10 s a
+    # request; ``adapters.llm.lifecycle.LOOKUP_TIMEOUT`` also bounds each model's answer.
+    "lookup": ClientPolicy(lambda s: 1, lambda s: 10.0),
     # The chat models (planner, branches, summarizer, synthesizer, judge).
     "chat": ClientPolicy(lambda s: s.max_retries, lambda s: s.request_timeout_seconds),
     # The knowledge base's embeddings (``embedding_provider=openai``).

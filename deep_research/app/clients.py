@@ -1,20 +1,31 @@
-"""OpenAI SDK clients: the one place they are made, with an explicit policy per purpose.
+"""OpenAI clients: the one place they are made, with an explicit policy per purpose.
 
-Every client of a process shares one TLS context (making one reads the CA bundle); each
-gets a fresh connection pool, because pools are bound to the event loop that opened them.
+Every OpenAI client of a process takes its key, server, retries and timeout from here:
+the SDK clients (``openai_client``), the chat models (``wiring.chat_model``, from
+``client_settings(..., "chat")``) and the knowledge base's embeddings (from
+``client_settings(..., "embed")``, handed to ``kb/`` in its settings). Every SDK client
+shares one TLS context (making one reads the CA bundle); each gets a fresh connection pool,
+because pools are bound to the event loop that opened them. ``openai`` is imported on the
+first client, not with this module: the settings read the policies.
 """
 
 from __future__ import annotations
 
 import functools
-import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import openai
+from pydantic import SecretStr
 
-from deep_research.app.config import Settings
+from deep_research.kb.settings import OpenAIClientSettings
+
+if TYPE_CHECKING:
+    import ssl
+
+    import openai
+
+    from deep_research.app.config import Settings
 
 
 @functools.cache
@@ -30,10 +41,12 @@ def tls_context() -> ssl.SSLContext:
 def http_client() -> openai.DefaultAsyncHttpxClient:
     """A new connection pool (pools are bound to their event loop: one per run or call)
     on the process's TLS context. Whoever makes it closes it."""
+    import openai
+
     return openai.DefaultAsyncHttpxClient(verify=tls_context())
 
 
-ClientPurpose = Literal["jobs", "lookup", "probe"]
+ClientPurpose = Literal["jobs", "lookup", "chat", "embed"]
 
 
 @dataclass(frozen=True)
@@ -47,11 +60,26 @@ CLIENT_POLICIES: dict[ClientPurpose, ClientPolicy] = {
     # out with max_retries=0 whatever this says (``ResponsesJobs``: a resent POST whose
     # reply was lost would start and bill a second job).
     "jobs": ClientPolicy(lambda s: s.max_retries, lambda s: s.request_timeout_seconds),
-    # A few short requests before a run (model lookups): 30 s at most, one retry.
-    "lookup": ClientPolicy(lambda s: 1, lambda s: min(30.0, s.request_timeout_seconds)),
-    # doctor: whether the server answers at all, once, within its own deadline.
-    "probe": ClientPolicy(lambda s: 0, lambda s: min(30.0, s.request_timeout_seconds)),
+    # A few short requests before a run and in doctor (model lookups): one retry, 10 s a
+    # request; ``adapters.llm.lifecycle.LOOKUP_TIMEOUT`` also bounds each model's answer.
+    "lookup": ClientPolicy(lambda s: 1, lambda s: 10.0),
+    # The chat models (planner, branches, summarizer, synthesizer, judge).
+    "chat": ClientPolicy(lambda s: s.max_retries, lambda s: s.request_timeout_seconds),
+    # The knowledge base's embeddings (``embedding_provider=openai``).
+    "embed": ClientPolicy(lambda s: s.max_retries, lambda s: s.request_timeout_seconds),
 }
+
+
+def client_settings(settings: Settings, purpose: ClientPurpose) -> OpenAIClientSettings:
+    """The key, server, retries and timeout of a client made for ``purpose``: what every
+    OpenAI client is made with, whoever makes it."""
+    policy = CLIENT_POLICIES[purpose]
+    return OpenAIClientSettings(
+        api_key=SecretStr(api_key(settings)),
+        base_url=settings.openai_base_url,
+        max_retries=policy.max_retries(settings),
+        timeout=policy.timeout(settings),
+    )
 
 
 def openai_client(
@@ -60,12 +88,14 @@ def openai_client(
     """The one way an OpenAI SDK client is made, with the retry and timeout policy of its
     ``purpose``. ``http``: a pool the caller owns; without one the client gets its own,
     closed with it (``async with``)."""
-    policy = CLIENT_POLICIES[purpose]
+    import openai
+
+    made = client_settings(settings, purpose)
     return openai.AsyncOpenAI(
-        api_key=api_key(settings),
-        base_url=settings.openai_base_url,
-        timeout=policy.timeout(settings),
-        max_retries=policy.max_retries(settings),
+        api_key=made.api_key.get_secret_value(),
+        base_url=made.base_url,
+        timeout=made.timeout,
+        max_retries=made.max_retries,
         http_client=http or http_client(),
     )
 
@@ -75,14 +105,21 @@ def lookup_client(settings: Settings) -> openai.AsyncOpenAI:
     return openai_client(settings, "lookup")
 
 
+KEYLESS = "not-needed"
+"""What a client sends without a key: a local OpenAI-compatible server takes any key, and
+the SDK refuses to start without one."""
+
+
 def api_key(settings: Settings) -> str:
     """The key a client sends; a local server without one gets a placeholder."""
-    key = settings.openai_api_key
-    return key.get_secret_value() if key else "not-needed"
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
+    return key or KEYLESS
 
 
 def touch_apis(settings: Settings) -> None:
     """A server's warm-up: the SDK builds each API's client (and imports its module) on
     first use, so build the ones a run uses, on a client that sends nothing."""
+    import openai
+
     with openai.OpenAI(api_key="warm-up", base_url=settings.openai_base_url) as client:
         _apis = (client.models, client.chat.completions, client.responses)

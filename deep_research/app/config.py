@@ -339,6 +339,8 @@ class Settings(BaseSettings):
     @property
     def kb(self) -> KBSettings:
         """What the knowledge base reads of these settings."""
+        from deep_research.app.clients import client_settings
+
         return KBSettings(
             kb_dir=self.kb_dir,
             kb_name=self.kb_name,
@@ -349,10 +351,7 @@ class Settings(BaseSettings):
             max_file_bytes=self.max_file_bytes,
             embedding_provider=self.embedding_provider,
             openai_embedding_model=self.openai_embedding_model,
-            openai_api_key=self.openai_api_key,
-            openai_base_url=self.openai_base_url,
-            max_retries=self.max_retries,
-            request_timeout_seconds=self.request_timeout_seconds,
+            embeddings_client=client_settings(self, "embed") if self.has_model else None,
         )
 
     def token(self) -> str | None:

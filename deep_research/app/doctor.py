@@ -225,7 +225,7 @@ async def _unreachable_models(prepared: Prepared) -> str | None:
 
     settings = prepared.settings
     models = sorted({ref.model for ref in _configured(prepared)})
-    async with clients.openai_client(settings, "probe") as client:
+    async with clients.lookup_client(settings) as client:
         statuses = await lookup_models(client, models, cache=None)
         server = mask_url(str(client.base_url))
     unknown = [model for model, status in statuses.items() if status.known is None]

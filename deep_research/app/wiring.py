@@ -37,7 +37,7 @@ from deep_research.adapters.llm.writing import LLMAuthor
 from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.openai_jobs import JobSpec
 from deep_research.app import engines, presets, reserves, sources
-from deep_research.app.clients import http_client
+from deep_research.app.clients import client_settings, http_client
 from deep_research.app.config import Settings
 from deep_research.app.run_kb import StoreRetriever, kb_tool, knowledge_base
 from deep_research.app.sources import BUILTIN_TITLES, SourceKind
@@ -125,17 +125,16 @@ def chat_model(
     model: str = getattr(settings, f"{role}_model")
     effort: str | None = getattr(settings, f"{role}_reasoning_effort")
     params = model_params(model, effort, settings.temperature)
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    made = client_settings(settings, "chat")
     chat = ChatOpenAI(
         model=model,
-        # Local OpenAI-compatible servers take any key; the SDK insists on one.
-        api_key=key or "not-needed",
-        base_url=settings.openai_base_url,
+        api_key=made.api_key,
+        base_url=made.base_url,
         temperature=params.temperature,
         reasoning_effort=params.reasoning_effort,
         max_tokens=settings.max_tokens_per_call,
-        timeout=settings.request_timeout_seconds,
-        max_retries=settings.max_retries,
+        timeout=made.timeout,
+        max_retries=made.max_retries,
         use_responses_api=False,
         # Our own pool: langchain-openai's default one is cached per process and bound to
         # the first event loop that used it.

@@ -186,17 +186,10 @@ def make_embeddings(settings: KBSettings) -> NamedEmbeddings:
     if settings.embedding_provider == "openai":
         from deep_research.kb.openai_embeddings import OpenAIEmbeddingsNamed
 
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-        if not key and not settings.openai_base_url:
+        if settings.embeddings_client is None:
             raise ConfigError(
                 "embedding_provider=openai needs OPENAI_API_KEY or OPENAI_BASE_URL "
                 "(or use DEEP_RESEARCH_EMBEDDING_PROVIDER=local)"
             )
-        return OpenAIEmbeddingsNamed(
-            settings.openai_embedding_model,
-            api_key=key,
-            base_url=settings.openai_base_url,
-            max_retries=settings.max_retries,
-            timeout=settings.request_timeout_seconds,
-        )
+        return OpenAIEmbeddingsNamed(settings.openai_embedding_model, settings.embeddings_client)
     raise ConfigError(f"unknown embedding_provider {settings.embedding_provider!r}")

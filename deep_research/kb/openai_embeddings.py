@@ -8,25 +8,15 @@ import threading
 from langchain_core.embeddings import Embeddings
 
 from deep_research.kb.embeddings import NamedEmbeddings
+from deep_research.kb.settings import OpenAIClientSettings
 
 
 class OpenAIEmbeddingsNamed(NamedEmbeddings):
     """`langchain_openai.OpenAIEmbeddings`, built on first use, with a model identity."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None,
-        base_url: str | None = None,
-        max_retries: int = 4,
-        timeout: float = 120.0,
-    ) -> None:
+    def __init__(self, model: str, client: OpenAIClientSettings) -> None:
         self.model = model
-        self._api_key = api_key
-        self._base_url = base_url
-        self._max_retries = max_retries
-        self._timeout = timeout
+        self._settings = client
         self._inner: Embeddings | None = None
         self._lock = threading.Lock()
 
@@ -38,15 +28,14 @@ class OpenAIEmbeddingsNamed(NamedEmbeddings):
         with self._lock:
             if self._inner is None:
                 from langchain_openai import OpenAIEmbeddings
-                from pydantic import SecretStr
 
+                made = self._settings
                 self._inner = OpenAIEmbeddings(
                     model=self.model,
-                    # A local server needs no key, but the client refuses to start without one.
-                    openai_api_key=SecretStr(self._api_key or "not-needed"),
-                    openai_api_base=self._base_url,
-                    max_retries=self._max_retries,
-                    request_timeout=self._timeout,
+                    openai_api_key=made.api_key,
+                    openai_api_base=made.base_url,
+                    max_retries=made.max_retries,
+                    request_timeout=made.timeout,
                     # True would make tiktoken download its encodings: fails offline.
                     check_embedding_ctx_length=False,
                 )

@@ -13,6 +13,19 @@ EmbeddingProvider = Literal["local", "local-fast", "openai"]
 
 
 @dataclass(frozen=True)
+class OpenAIClientSettings:
+    """What an OpenAI client is made with: filled by the composition root from its one
+    policy per purpose (``app.clients.client_settings``), never chosen here."""
+
+    api_key: SecretStr
+    """The key sent (a placeholder for a local server without one)."""
+    base_url: str | None
+    max_retries: int
+    timeout: float
+    """Seconds for one request."""
+
+
+@dataclass(frozen=True)
 class KBSettings:
     kb_dir: Path
     """Where every local KB lives (one folder each)."""
@@ -27,10 +40,8 @@ class KBSettings:
     """Larger files are skipped, with the reason."""
     embedding_provider: EmbeddingProvider
     openai_embedding_model: str
-    openai_api_key: SecretStr | None
-    openai_base_url: str | None
-    max_retries: int
-    request_timeout_seconds: float
+    embeddings_client: OpenAIClientSettings | None
+    """The ``openai`` embeddings' client; None: no server is configured (no key, no URL)."""
 
     def __repr__(self) -> str:  # the key never reaches a log
         return f"KBSettings(kb_dir={str(self.kb_dir)!r}, kb_name={self.kb_name!r})"

@@ -106,7 +106,9 @@ async def check_models(
 async def lookup_models(
     client: openai.AsyncOpenAI, models: Sequence[str], *, cache: LookupCache | None
 ) -> dict[str, ModelStatus]:
-    lookups = _Lookups(client.with_options(max_retries=1, timeout=LOOKUP_TIMEOUT), cache)
+    """Each model's status. ``client``: one made for lookups (its retries and timeout are
+    the lookup policy's, ``app.clients``)."""
+    lookups = _Lookups(client, cache)
     results = await asyncio.gather(*(lookups.status(m) for m in models), return_exceptions=True)
     statuses: dict[str, ModelStatus] = {}
     for model, result in zip(models, results, strict=True):

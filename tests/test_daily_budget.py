@@ -272,7 +272,7 @@ not what it says): the judge settles it."""
 def assert_unsure(settings: Settings, chunk_id: str) -> None:
     from deep_research.adapters import verifier
 
-    text = verify.kb_fetch(settings, chunk_id).text
+    text = knowledge.kb_fetch(settings, chunk_id).text
     assert verifier.verify(UNSURE, text).uncertain, "the test needs a claim in the uncertain band"
 
 

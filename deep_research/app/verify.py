@@ -1,5 +1,5 @@
 """Check a claim against its source: does the source's text support it? (The MCP server's
-``verify_claim`` and ``kb_fetch``.)
+``verify_claim``.)
 
     verify_claim(settings, "Raft elects a leader by majority vote.", "https://raft.github.io/")
 
@@ -47,6 +47,7 @@ from deep_research.adapters.claims import (
 )
 from deep_research.adapters.verifier import Support
 from deep_research.app.config import Settings
+from deep_research.app.knowledge import CHUNK_ID, KB_SCHEME, kb_fetch, kb_resolve
 from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.core.models import Role, Usage
 from deep_research.persistence.daily import DailyLedger
@@ -62,69 +63,8 @@ if TYPE_CHECKING:
 MAX_CLAIM_CHARS = 2000
 MAX_QUESTION_CHARS = 2000
 Verdict = Literal["passage_found", "no_matching_passage", "source_unreachable"]
-CHUNK_ID = re.compile(r"[0-9a-f]{32}")
-KB_SCHEME = "kb://"
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _LOCATOR = re.compile(r".+:\d+-\d+")
-
-
-# --- the knowledge base's chunks ---------------------------------------------------------
-
-
-class KbChunk(BaseModel):
-    """One chunk of the knowledge base, exactly as ingested."""
-
-    chunk_id: str
-    kb: str = Field(description="The knowledge base's name.")
-    locator: str = Field(
-        description="root/path#heading:start-end: the file, heading and lines the text comes "
-        "from (what a report cites)."
-    )
-    root: str = Field(description="The name of the folder the file was ingested from.")
-    source: str = Field(description="The file's path in that folder.")
-    heading: str
-    start_line: int
-    end_line: int
-    title: str
-    text: str = Field(description="The chunk's exact text.")
-
-
-def kb_fetch(settings: Settings, chunk_id: str, *, kb: str | None = None) -> KbChunk:
-    """A chunk by its id (as ``kb search`` gives it). Synchronous: Chroma is."""
-    from deep_research.kb.catalog import open_kb
-    from deep_research.kb.chunking import make_locator
-
-    chunk_id = chunk_id.strip()
-    if not CHUNK_ID.fullmatch(chunk_id):
-        raise UsageError(f"{chunk_id[:80]!r} is not a chunk id (32 hex digits, from kb_search)")
-    store = open_kb(settings.kb, kb)
-    chunk = store.get_chunks([chunk_id]).get(chunk_id)
-    if chunk is None:
-        raise KnowledgeBaseError(
-            f"no chunk {chunk_id} in knowledge base {store.name!r} (re-ingested since? search "
-            "again for its new id)"
-        )
-    return KbChunk(
-        chunk_id=chunk.id,
-        kb=store.name,
-        locator=make_locator(
-            chunk.root, chunk.source, chunk.heading, chunk.start_line, chunk.end_line
-        ),
-        root=chunk.root,
-        source=chunk.source,
-        heading=chunk.heading,
-        start_line=chunk.start_line,
-        end_line=chunk.end_line,
-        title=chunk.title,
-        text=chunk.text,
-    )
-
-
-def _resolve(settings: Settings, locator: str) -> str:
-    from deep_research.kb.catalog import open_kb
-    from deep_research.kb.search import resolve_locator
-
-    return resolve_locator(open_kb(settings.kb), locator)
 
 
 # --- the judge model -------------------------------------------------------------------------
@@ -281,7 +221,7 @@ async def _read(settings: Settings, source: str, reader: Reader | None) -> _Text
     read, ``UsageError`` when it is not a source at all."""
     if source.startswith(KB_SCHEME):  # what the connector tools `search` / `fetch` give
         locator = unquote(source.removeprefix(KB_SCHEME))
-        return _Text(locator, locator, await asyncio.to_thread(_resolve, settings, locator))
+        return _Text(locator, locator, await asyncio.to_thread(kb_resolve, settings, locator))
     if _URL.match(source):
         if reader is not None:
             page = await reader.read(source)
@@ -299,7 +239,7 @@ async def _read(settings: Settings, source: str, reader: Reader | None) -> _Text
         chunk = await asyncio.to_thread(kb_fetch, settings, source)
         return _Text(chunk.title or chunk.source, chunk.locator, chunk.text)
     if _LOCATOR.fullmatch(source):
-        return _Text(source, source, await asyncio.to_thread(_resolve, settings, source))
+        return _Text(source, source, await asyncio.to_thread(kb_resolve, settings, source))
     raise UsageError(
         "the source must be a URL, a knowledge-base chunk id (32 hex digits, from kb_search), "
         "a KB locator (root/path#heading:start-end) or a kb:// URL"

@@ -86,7 +86,7 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
     ) -> Document:
         """The full text of a knowledge-base result, by the id search gave."""
         with one_line_errors():
-            chunk = await asyncio.to_thread(verify.kb_fetch, settings, id)
+            chunk = await asyncio.to_thread(knowledge.kb_fetch, settings, id)
         return Document(
             id=chunk.chunk_id,
             title=_title(chunk.title or chunk.source, chunk.heading),

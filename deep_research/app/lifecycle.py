@@ -30,6 +30,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from deep_research.app import run_spec
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides
 from deep_research.app.preparation import Info, Prepared, check_budget
@@ -80,7 +81,7 @@ def start(prepared: Prepared, on_info: Info) -> Iterator[Run]:
         mode="extractive" if prepared.extractive else "llm",
         source_policy=prepared.policy,
         limits=prepared.limits,
-        run_spec=wiring.run_spec(settings, prepared.spec, prepared.engine),
+        run_spec=run_spec.record(settings, prepared.spec, prepared.engine),
     )
     with store.lock(state.session_id):
         yield Run(store, state, prepared, built)
@@ -109,7 +110,7 @@ def reopen(
         from deep_research.app import engines, reserves, wiring
         from deep_research.core.tree import ResearchTree
 
-        settings = wiring.replay(settings, state.run_spec, max_parallel=max_parallel)
+        settings = run_spec.replay(settings, state.run_spec, max_parallel=max_parallel)
         state.limits = state.limits.model_copy(update=budget.given())
         if state.mode == "llm" and not settings.has_model:
             raise ConfigError("this session needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
@@ -119,7 +120,7 @@ def reopen(
         policy = state.source_policy
         engine = state.run_spec.engine_used() if policy != "kb_only" else None
         spec = engines.spec_for(settings, engine)
-        state.run_spec = wiring.run_spec(settings, spec, engine)
+        state.run_spec = run_spec.record(settings, spec, engine)
         if retry_cancelled and ResearchTree(state.nodes).retry_cancelled():
             state.phase = "execute"  # research them now, whatever phase the run had reached
         prepared = Prepared(settings, policy, state.limits, spec, state.question, engine)

@@ -1,5 +1,5 @@
-"""Builds a run's concrete adapters from ``Settings`` (``verify`` and ``doctor`` build the
-few they use themselves).
+"""Builds a run's concrete adapters from ``Settings`` (and ``verify_claim``'s judge; ``doctor``
+builds the few it uses itself).
 
 The orchestrator sees ports; here they become LangChain chains, the OpenAI Deep Research
 executor, the knowledge base, or the extractive (no model) stand-ins.
@@ -41,7 +41,7 @@ from deep_research.app.clients import http_client
 from deep_research.app.config import Settings
 from deep_research.app.run_kb import StoreRetriever, kb_tool, knowledge_base
 from deep_research.app.sources import BUILTIN_TITLES, SourceKind
-from deep_research.app.verify import judge_worst_usd
+from deep_research.app.verify import LLMSupportJudge
 from deep_research.core.authoring import Reviser, WritingLimits
 from deep_research.core.engine import Engine, RunConfig
 from deep_research.core.errors import KBMissing, KnowledgeBaseError
@@ -65,6 +65,7 @@ from deep_research.core.writing import SectionedWriter
 from deep_research.kb.store import KBStore
 from deep_research.persistence.cache import ResultCache
 from deep_research.persistence.checkpoints import Checkpointer
+from deep_research.persistence.daily import DailyLedger
 from deep_research.persistence.sessions import SessionStore
 
 log = logging.getLogger(__name__)
@@ -299,7 +300,7 @@ def claim_checker(
     def worst(claims: Sequence[ToJudge]) -> float:
         batches = [claims[i : i + JUDGE_BATCH] for i in range(0, len(claims), JUDGE_BATCH)]
         return sum(
-            judge_worst_usd(settings, prompt().messages(claims=claims_text(b)), prices)
+            reserves.judge_worst_usd(settings, prompt().messages(claims=claims_text(b)), prices)
             for b in batches
         )
 
@@ -331,6 +332,11 @@ def build_check(
     )
     prices = reserves.price_book(settings)
     return claim_checker(settings, judge, prices, resources, reviser=author), guard
+
+
+def support_judge(settings: Settings, daily: DailyLedger) -> LLMSupportJudge:
+    """The judge model of ``verify_claim``, paid for out of ``daily`` (the servers' ledger)."""
+    return LLMSupportJudge(settings, daily, chat_model)
 
 
 def extractive_engine(

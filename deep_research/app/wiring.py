@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import openai
 from langchain_openai import ChatOpenAI
@@ -36,7 +37,7 @@ from deep_research.adapters.llm.summary import LLMSummarizer
 from deep_research.adapters.llm.writing import LLMAuthor
 from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.openai_jobs import JobSpec
-from deep_research.app import engines, reserves, sources
+from deep_research.app import engines, reserves, run_spec, sources
 from deep_research.app.clients import http_client
 from deep_research.app.config import Settings
 from deep_research.app.run_kb import StoreRetriever, kb_tool, knowledge_base
@@ -44,11 +45,12 @@ from deep_research.app.sources import BUILTIN_TITLES, SourceKind
 from deep_research.app.verify import LLMSupportJudge
 from deep_research.core.authoring import Reviser, WritingLimits
 from deep_research.core.engine import Engine, RunConfig
-from deep_research.core.errors import KBMissing, KnowledgeBaseError
+from deep_research.core.errors import ConfigError, KBMissing, KnowledgeBaseError
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import (
     MIXED,
     ChatRole,
+    RunSpec,
     SessionState,
     SourceHint,
     SourcePolicy,
@@ -65,7 +67,9 @@ from deep_research.core.writing import SectionedWriter
 from deep_research.kb.store import KBStore
 from deep_research.persistence.cache import ResultCache
 from deep_research.persistence.checkpoints import Checkpointer
+from deep_research.persistence.claims import SessionClaims
 from deep_research.persistence.daily import DailyLedger
+from deep_research.persistence.evidence import SessionEvidence
 from deep_research.persistence.sessions import SessionStore
 
 log = logging.getLogger(__name__)
@@ -79,13 +83,19 @@ ALLOWED: dict[SourcePolicy, tuple[SourceHint, ...]] = {
 
 @dataclass
 class Built:
-    """Everything a run needs, built in one call (``build_run``): a use-case that runs it
-    never comes back here."""
+    """Everything a run needs, built in one call (``build_run``, or ``reopen_run`` for a
+    saved session): a use-case that runs it never comes back here."""
 
     engine: Engine
     config: RunConfig
     guard: Callable[[SessionState], BudgetGuard]
     """The session's budget guard, the final report's share kept back (``guard_for``)."""
+    settings: Settings
+    """What the run runs with (a resume's: its ``RunSpec`` replayed over today's)."""
+    spec: JobSpec | None
+    web_engine: WebEngine | None
+    run_spec: RunSpec
+    """What the session records of the run's choices (``run_spec.record``)."""
     notices: list[str] = field(default_factory=list)
     resources: AsyncExitStack = field(default_factory=AsyncExitStack)
     """Closed (inside the run's event loop) when the run ends."""
@@ -94,6 +104,16 @@ class Built:
     def checkpointer(store: SessionStore) -> Checkpointer:
         """Saves the session after every step, off the event loop."""
         return Checkpointer(store)
+
+    @staticmethod
+    def evidence(session_dir: Path) -> SessionEvidence:
+        """The session's evidence units, kept as each branch finishes."""
+        return SessionEvidence(session_dir)
+
+    @staticmethod
+    def claims(session_dir: Path) -> SessionClaims:
+        """The session's claim ledger, written by the claim check."""
+        return SessionClaims(session_dir)
 
 
 def run_config(
@@ -168,6 +188,28 @@ def build_run(
     extractive = not settings.has_model
     kb = knowledge_base(settings, policy, extractive=extractive, on_info=on_info)
     return build(settings, policy, kb, extractive=extractive, spec=spec, engine=engine)
+
+
+def reopen_run(
+    settings: Settings,
+    state: SessionState,
+    *,
+    max_parallel: int | None,
+    on_info: Callable[[str], None],
+) -> Built:
+    """A saved session's run: its ``RunSpec`` replayed over today's settings (only
+    ``max_parallel``, and the limits already on ``state``, override it), checked as a new
+    run is, and built as ``build_run`` builds one."""
+    settings = run_spec.replay(settings, state.run_spec, max_parallel=max_parallel)
+    if state.mode == "llm" and not settings.has_model:
+        raise ConfigError("this session needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
+    extractive = state.mode == "extractive"
+    if not extractive:
+        reserves.check_token_limit(settings, state.limits)
+    policy = state.source_policy
+    engine = state.run_spec.engine_used() if policy != "kb_only" else None
+    spec = engines.spec_for(settings, engine)
+    return build_run(settings, policy, spec=spec, engine=engine, on_info=on_info)
 
 
 _ADD_KB = "add one with `deep-research kb ingest DIR`"
@@ -254,12 +296,13 @@ def build(
     routes |= {kind.name: Route(kind.build(shared_source), kind.title) for kind in registered}
     executor = RoutingExecutor(routes)
     guard = functools.partial(reserves.guard_for, settings)
+    recorded = run_spec.record(settings, spec, engine)
     if extractive:
         hint: SourceHint = "mixed" if policy == "auto" else "web" if engine else "internal"
         limits = reserves.writing_limits(settings, PriceTable())
         checker = ClaimChecker()  # every claim is a quoted passage: nothing to verify
         engine_ = extractive_engine(executor, hint, limits, checkers=(checker,))
-        return Built(engine_, config, guard, notices, resources)
+        return Built(engine_, config, guard, settings, spec, engine, recorded, notices, resources)
     author = LLMAuthor(chat("synthesizer").capped(settings.section_max_tokens))
     engine_ = Engine(
         planner=LLMPlanner(chat("planner")),
@@ -276,7 +319,7 @@ def build(
             ),
         ),
     )
-    return Built(engine_, config, guard, notices, resources)
+    return Built(engine_, config, guard, settings, spec, engine, recorded, notices, resources)
 
 
 def claim_checker(

@@ -335,7 +335,7 @@ def claim_checker(
     out of what the run has left."""
     reader = None
     if settings.check_fetch:
-        from deep_research.adapters.web.shared import SharedReader
+        from deep_research.adapters.web.shared import SharedReader  # trafilatura: when read
 
         reader = SharedReader(engines.reader_settings(settings))
         resources.push_async_callback(reader.aclose)

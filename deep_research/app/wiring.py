@@ -73,6 +73,7 @@ from deep_research.persistence.evidence import SessionEvidence
 from deep_research.persistence.sessions import SessionStore
 
 log = logging.getLogger(__name__)
+Info = Callable[[str], None]
 
 ALLOWED: dict[SourcePolicy, tuple[SourceHint, ...]] = {
     "auto": ("web", "internal", "mixed"),
@@ -191,11 +192,7 @@ def build_run(
 
 
 def reopen_run(
-    settings: Settings,
-    state: SessionState,
-    *,
-    max_parallel: int | None,
-    on_info: Callable[[str], None],
+    settings: Settings, state: SessionState, *, max_parallel: int | None, on_info: Info
 ) -> Built:
     """A saved session's run: its ``RunSpec`` replayed over today's settings (only
     ``max_parallel``, and the limits already on ``state``, override it), checked as a new
@@ -203,8 +200,7 @@ def reopen_run(
     settings = run_spec.replay(settings, state.run_spec, max_parallel=max_parallel)
     if state.mode == "llm" and not settings.has_model:
         raise ConfigError("this session needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
-    extractive = state.mode == "extractive"
-    if not extractive:
+    if state.mode != "extractive":
         reserves.check_token_limit(settings, state.limits)
     policy = state.source_policy
     engine = state.run_spec.engine_used() if policy != "kb_only" else None

@@ -19,10 +19,10 @@ import httpx
 import pytest
 from mcp import Client
 
-from deep_research.app import knowledge, saved, verify
+from deep_research.app import knowledge, saved, verify, wiring
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides, RunOptions
-from deep_research.app.runs import Caps, RunManager
+from deep_research.app.runs import Caps, RunManager, daily_ledger
 from deep_research.core.errors import UsageError
 from deep_research.core.models import LedgerEntry
 from deep_research.frontends.mcp.server import create_server
@@ -272,7 +272,7 @@ not what it says): the judge settles it."""
 def assert_unsure(settings: Settings, chunk_id: str) -> None:
     from deep_research.adapters import verifier
 
-    text = verify.kb_fetch(settings, chunk_id).text
+    text = knowledge.kb_fetch(settings, chunk_id).text
     assert verifier.verify(UNSURE, text).uncertain, "the test needs a claim in the uncertain band"
 
 
@@ -284,8 +284,9 @@ async def test_the_judge_of_verify_claim_is_booked_and_refused_once_the_day_is_s
     source = knowledge.kb_search(with_kb, "worst-case cost reserved", k=1)[0].chunk_id
     assert_unsure(with_kb, source)
     ledger = DailyLedger(with_kb.home / "daily", SessionStore(with_kb.sessions_dir), DAY)
+    judge = wiring.support_judge(with_kb, daily_ledger(with_kb))
 
-    checked = await verify.verify_claim(with_kb, UNSURE, source)
+    checked = await verify.verify_claim(with_kb, UNSURE, source, judge=judge)
     assert checked.support.verifier == with_kb.judge_model, checked
     assert checked.support.verdict == "unsupported"
     assert world.calls["verifier"] == 1
@@ -294,7 +295,7 @@ async def test_the_judge_of_verify_claim_is_booked_and_refused_once_the_day_is_s
     assert booked.reserved == 0.0
 
     spend(with_kb, DAY - booked.booked)  # the rest of the day, spent by a run
-    refused = await verify.verify_claim(with_kb, UNSURE, source)
+    refused = await verify.verify_claim(with_kb, UNSURE, source, judge=judge)
     assert refused.support.verifier == "text", "the text verifier's verdict stands"
     assert refused.verdict == "no_matching_passage"
     assert SETTING in refused.reason

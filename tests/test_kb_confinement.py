@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from deep_research.app import knowledge
 from deep_research.app.config import Settings
-from deep_research.app.verify import kb_fetch
+from deep_research.app.knowledge import kb_fetch
 from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.frontends.kb_cli import kb_app
 from deep_research.kb import catalog, walk

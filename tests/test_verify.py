@@ -23,7 +23,8 @@ from deep_research.adapters.verifier import SupportVerdict, verify
 from deep_research.adapters.web.reader import PageReader, ReaderSettings
 from deep_research.app import knowledge
 from deep_research.app.config import Settings
-from deep_research.app.verify import kb_fetch, verify_claim
+from deep_research.app.knowledge import kb_fetch
+from deep_research.app.verify import verify_claim
 from deep_research.core.errors import KnowledgeBaseError, ProviderError, UsageError
 from deep_research.kb.catalog import open_kb
 from deep_research.kb.ingest import ingest

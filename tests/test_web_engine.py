@@ -9,7 +9,7 @@ import pytest
 
 from deep_research.adapters.prices import PriceTable, search_model
 from deep_research.adapters.web.search import DEFAULTS
-from deep_research.app import lifecycle, preparation, reserves, wiring
+from deep_research.app import lifecycle, preparation, reserves, run_spec, wiring
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.core.errors import ConfigError
@@ -61,18 +61,18 @@ def test_a_run_saves_its_engine_and_a_resume_replays_it(settings: Settings) -> N
     prepared = preparation.prepare(local, "How does Raft elect a leader?", RunOptions())
     assert prepared.engine == "search"
     assert prepared.spec is None, "no research job is specified"
-    saved = wiring.run_spec(prepared.settings, prepared.spec, prepared.engine)
+    saved = run_spec.record(prepared.settings, prepared.spec, prepared.engine)
     assert (saved.web_engine, saved.search_provider) == ("search", "brave")
     # Today's environment says otherwise; the session's choice wins.
     today = with_(settings, openai_api_key="sk-x", web_engine="openai")
-    replayed = wiring.replay(today, saved, max_parallel=None)
+    replayed = run_spec.replay(today, saved, max_parallel=None)
     assert (replayed.web_engine, replayed.search_provider) == ("search", "brave")
 
 
 def test_a_session_saved_before_the_choice_keeps_its_research_jobs(settings: Settings) -> None:
     old = RunSpec(web_model="gpt-5.5", web_reasoning_effort="high")
     today = with_(settings, openai_base_url="http://localhost:11434/v1")
-    assert wiring.replay(today, old, max_parallel=None).web_engine == "openai"
+    assert run_spec.replay(today, old, max_parallel=None).web_engine == "openai"
 
 
 def test_the_flags_choose_engine_and_provider(settings: Settings) -> None:
@@ -209,7 +209,7 @@ def test_a_resume_and_a_replay_read_the_saved_engine_alike(
     today = with_(
         settings, openai_api_key="sk-x", web_engine="search", searxng_url="http://search.lan"
     )
-    assert wiring.replay(today, saved, max_parallel=None).web_engine == (engine or "search")
+    assert run_spec.replay(today, saved, max_parallel=None).web_engine == (engine or "search")
     store = SessionStore(today.sessions_dir)
     state = store.create("How does Raft elect a leader?", status="interrupted")
     state.run_spec = saved

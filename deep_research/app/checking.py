@@ -8,7 +8,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from deep_research.app import wiring
+from deep_research.app import run_spec, wiring
 from deep_research.app.config import Settings
 from deep_research.core.models import SessionState
 from deep_research.core.ports import CheckJob
@@ -33,7 +33,7 @@ async def check_session(settings: Settings, session_id: str) -> Checked:
     session_id = store.resolve(session_id)
     with store.lock(session_id):
         state = store.load(session_id)
-        settings = wiring.replay(settings, state.run_spec, max_parallel=None)
+        settings = run_spec.replay(settings, state.run_spec, max_parallel=None)
         report = assemble(state)
         claims = SessionClaims(store.path(session_id))
         async with AsyncExitStack() as resources:

@@ -25,23 +25,31 @@ inside its lock (never a stale snapshot) and replays its ``RunSpec``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from deep_research.app import reserves
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides
 from deep_research.app.preparation import Info, Prepared, check_budget
 from deep_research.core.errors import ConfigError, SessionLocked
+from deep_research.core.events import RunObserver
 from deep_research.core.models import SessionState, Usage
+from deep_research.core.orchestrator import ResearchOrchestrator
+from deep_research.core.tree import ResearchTree
+from deep_research.persistence.events import FILE_NAME, EventLog
 from deep_research.persistence.sessions import SessionStore
 
+# The composition root (``wiring``) and the OpenAI client load LangChain, OpenAI and Chroma:
+# imported where a run is built, so a mistake (a bad flag, an unknown session) fails before
+# they load (``test_startup``).
 if TYPE_CHECKING:
     from deep_research.app.wiring import Built
     from deep_research.core.engine import Listener
     from deep_research.core.ports import CancelOutcome, JobEvent
-    from deep_research.persistence.events import EventLog
 
 
 @dataclass
@@ -59,8 +67,6 @@ class Run:
     """The session's event log; a server adds live listeners before ``execute``."""
 
     def __post_init__(self) -> None:
-        from deep_research.persistence.events import FILE_NAME, EventLog
-
         self.events = EventLog(self.store.path(self.state.session_id) / FILE_NAME)
 
 
@@ -68,7 +74,7 @@ class Run:
 def start(prepared: Prepared, on_info: Info) -> Iterator[Run]:
     """Build the engine, then create the session and hold its lock while the caller runs
     it. A setup error (no KB, bad model) saves nothing."""
-    from deep_research.app import wiring
+    from deep_research.app import wiring  # see above
 
     settings = prepared.settings
     built = wiring.build_run(
@@ -80,7 +86,7 @@ def start(prepared: Prepared, on_info: Info) -> Iterator[Run]:
         mode="extractive" if prepared.extractive else "llm",
         source_policy=prepared.policy,
         limits=prepared.limits,
-        run_spec=wiring.run_spec(settings, prepared.spec, prepared.engine),
+        run_spec=built.run_spec,
     )
     with store.lock(state.session_id):
         yield Run(store, state, prepared, built)
@@ -106,24 +112,21 @@ def reopen(
     # stale snapshot (whose done nodes would run, and be paid for, again).
     with store.lock(session_id):
         state = store.load(session_id)
-        from deep_research.app import engines, reserves, wiring
-        from deep_research.core.tree import ResearchTree
+        from deep_research.app import wiring  # see above
 
-        settings = wiring.replay(settings, state.run_spec, max_parallel=max_parallel)
         state.limits = state.limits.model_copy(update=budget.given())
-        if state.mode == "llm" and not settings.has_model:
-            raise ConfigError("this session needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
-        extractive = state.mode == "extractive"
-        if not extractive:
-            reserves.check_token_limit(settings, state.limits)
-        policy = state.source_policy
-        engine = state.run_spec.engine_used() if policy != "kb_only" else None
-        spec = engines.spec_for(settings, engine)
-        state.run_spec = wiring.run_spec(settings, spec, engine)
+        built = wiring.reopen_run(settings, state, max_parallel=max_parallel, on_info=on_info)
+        state.run_spec = built.run_spec
         if retry_cancelled and ResearchTree(state.nodes).retry_cancelled():
             state.phase = "execute"  # research them now, whatever phase the run had reached
-        prepared = Prepared(settings, policy, state.limits, spec, state.question, engine)
-        built = wiring.build_run(settings, policy, spec=spec, engine=engine, on_info=on_info)
+        prepared = Prepared(
+            built.settings,
+            state.source_policy,
+            state.limits,
+            built.spec,
+            state.question,
+            built.web_engine,
+        )
         yield Run(store, state, prepared, built, resumed=True)
 
 
@@ -131,11 +134,6 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
     """Research the session until it stops, then write its report. Ctrl-C (cancellation)
     saves it as interrupted and re-raises. Every step is also appended to the session's
     event log (``events.jsonl``), which any process can follow."""
-    from deep_research.core.events import RunObserver
-    from deep_research.core.orchestrator import ResearchOrchestrator
-    from deep_research.persistence.claims import SessionClaims
-    from deep_research.persistence.evidence import SessionEvidence
-
     state, built = run.state, run.built
     observer = RunObserver(state, run.events.append)
 
@@ -157,8 +155,8 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
             built.guard(state),
             built.config,
             on_event=listener,
-            evidence=SessionEvidence(run.store.path(state.session_id)),
-            claims=SessionClaims(run.store.path(state.session_id)),
+            evidence=built.evidence(run.store.path(state.session_id)),
+            claims=built.claims(run.store.path(state.session_id)),
         )
         async with built.resources:
             await orchestrator.run()
@@ -189,8 +187,6 @@ def save_interrupted(run: Run) -> int:
 def interrupt_unstarted(run: Run) -> None:
     """Save a run stopped before ``execute`` began (queued in a server) as interrupted, and
     end its event log, so that its followers stop and ``resume`` takes it up."""
-    from deep_research.core.events import RunObserver
-
     run.state.status, run.state.stop_reason = "interrupted", "interrupted"
     run.store.save(run.state)
     RunObserver(run.state, run.events.append).end(report_path=None)
@@ -223,9 +219,7 @@ async def cancel(settings: Settings, session_id: str) -> CancelResult:
         raise ConfigError(
             "cancelling jobs needs the provider: set OPENAI_API_KEY or OPENAI_BASE_URL"
         )
-    import asyncio
-
-    from deep_research.adapters.web.openai_jobs import ResponsesJobs
+    from deep_research.adapters.web.openai_jobs import ResponsesJobs  # see above
     from deep_research.app import clients
 
     async with clients.openai_client(settings, "jobs") as client:
@@ -244,10 +238,8 @@ def _record_cancels(
     outcomes: list[CancelOutcome],
 ) -> bool:
     """Record cancelled nodes (and their jobs' usage) unless another process drives the
-    session — that process sees the cancels on its next poll and records them itself."""
-    from deep_research.app import reserves
-    from deep_research.core.tree import ResearchTree
-
+    session — that process sees the cancels on its next poll and records them itself.
+    (No run is built: the guard only books the cancelled jobs' usage.)"""
     with ExitStack() as stack:
         try:
             stack.enter_context(store.lock(session_id))

@@ -4,7 +4,9 @@ its preset over the user's), validated; its worst case (``estimate``); its model
 (``choose_engine``). ``lifecycle`` then starts, resumes and cancels the run.
 
 Everything a user can get wrong is checked here before the engine's modules load, so a
-mistake fails at once: those modules are imported inside the functions that need them.
+mistake fails at once: the modules that load LangChain or OpenAI (``wiring``, ``preflight``,
+``sources``, ``clients``, the model lookup) are imported inside the functions that need them
+(``test_startup``).
 """
 
 from __future__ import annotations
@@ -15,15 +17,17 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
 
-from deep_research.app import presets
+from deep_research.app import engines, presets, reserves
 from deep_research.app.config import Settings
 from deep_research.app.options import (
     MAX_QUESTION_CHARS,
     OPTION_SETTINGS,
     RunOptions,
 )
-from deep_research.core.errors import ConfigError, UsageError
+from deep_research.app.urls import mask_url
+from deep_research.core.errors import ConfigError, DeepResearchError, UsageError
 from deep_research.core.models import Limits, SourcePolicy, WebEngine
+from deep_research.persistence.cache import ResultCache
 
 if TYPE_CHECKING:
     from deep_research.adapters.web.openai_jobs import JobSpec
@@ -120,7 +124,7 @@ def prepare(
             if option in flags:
                 named[target] = flags[option]
     settings = settings.with_flags(named, overrides)
-    from deep_research.app import engines, reserves, wiring
+    from deep_research.app import wiring  # loads LangChain: see above
 
     policy: SourcePolicy = (
         "kb_only" if options.kb_only else "web_only" if options.web_only else "auto"
@@ -144,7 +148,7 @@ def prepare(
 
 def estimate(prepared: Prepared) -> Estimate:
     """The run's worst case, from prices alone: spends nothing, contacts nobody."""
-    from deep_research.app import preflight, reserves, sources
+    from deep_research.app import preflight, sources  # load OpenAI, LangChain: see above
 
     settings = prepared.settings
     prices = reserves.price_book(settings)
@@ -160,7 +164,7 @@ async def check_models(prepared: Prepared) -> list[str]:
 
     Raises ``ConfigError`` naming the setting to change; returns warnings (a shutdown
     within 30 days)."""
-    from deep_research.app import clients, preflight, reserves
+    from deep_research.app import clients, preflight  # load OpenAI: see above
 
     settings = prepared.settings
     refs = preflight.configured_models(settings, prepared.spec)
@@ -176,9 +180,6 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
     ``DEEP_RESEARCH_WEB_MODEL``) that the server does not serve is a ``ConfigError``: never
     a silent switch. Any other choice is returned as it is. Whatever ``auto`` chose, and
     why, is ``engine_choice``."""
-    from deep_research.app import engines
-    from deep_research.app.urls import mask_url
-
     settings = prepared.settings
     if settings.web_engine != "auto" or prepared.engine is None:
         return prepared
@@ -192,10 +193,8 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
             f"as {server} was not asked whether it serves {model} (model checks are off; "
             "--web-engine openai runs research jobs anyway)",
         )
-    from deep_research.adapters.llm.lifecycle import CacheLookups, lookup_models
+    from deep_research.adapters.llm.lifecycle import CacheLookups, lookup_models  # see above
     from deep_research.app import clients
-    from deep_research.core.errors import DeepResearchError
-    from deep_research.persistence.cache import ResultCache
 
     cache = ResultCache(settings.cache_dir)
     try:
@@ -231,8 +230,6 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
 
 def _chose(prepared: Prepared, engine: WebEngine, why: str) -> Prepared:
     """``prepared`` with the engine ``auto`` chose, and the line that says so."""
-    from deep_research.app import engines
-
     settings = prepared.settings
     shown = engines.engine(engine).describe(settings, None)
     return dataclasses.replace(

@@ -1,10 +1,13 @@
 """What a run may spend and what it keeps back: the price book, the writing phase's
 limits and worst-case costs, the final reserve (money and tokens) kept from research for
-writing the report and checking its claims, and the session's budget guard."""
+writing the report and checking its claims, the session's budget guard, and the worst case
+of a call to the judge model."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from deep_research.adapters.prices import Price, PriceTable
 from deep_research.app.config import Settings
@@ -19,10 +22,13 @@ from deep_research.core.guard import BudgetGuard, call_cost_estimate
 from deep_research.core.models import Limits, SessionState
 from deep_research.core.ports import PriceBook
 
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+
 
 def search_fees(settings: Settings) -> dict[str, float]:
     """USD per request of every search provider: list prices, then the user's."""
-    from deep_research.adapters.web.search import DEFAULTS
+    from deep_research.adapters.web.search import DEFAULTS  # loads ddgs, httpx: not at start
 
     return {name: d.price_usd for name, d in DEFAULTS.items()} | settings.search_prices
 
@@ -123,3 +129,20 @@ def guard_for(settings: Settings, state: SessionState) -> BudgetGuard:
         # An extractive run spends no tokens: nothing to keep back.
         final_reserve_tokens=0 if state.mode == "extractive" else final_reserve_tokens(settings),
     )
+
+
+def judge_worst_usd(
+    settings: Settings, messages: Sequence[BaseMessage], prices: PriceBook
+) -> float:
+    """The most the judge's structured call can cost: a reply cut off at the token cap, then
+    every attempt ``ChatModel.structured`` may make at twice the cap. The prompt is counted
+    as one token a byte, which no byte-level tokenizer exceeds."""
+    from deep_research.adapters.llm.llm import MAX_CAP_TOKENS  # loads LangChain: not at start
+
+    prompt = sum(len(str(m.content).encode("utf-8")) for m in messages) + 100
+    cap = settings.max_tokens_per_call
+    attempts = settings.structured_output_retries + 1
+    model = settings.judge_model
+    cut_off = call_cost_estimate(model, prompt, cap, prices)
+    enlarged = call_cost_estimate(model, prompt, min(2 * cap, MAX_CAP_TOKENS), prices)
+    return cut_off + attempts * enlarged

@@ -316,7 +316,7 @@ def warm_up(runs: RunManager) -> None:
     machine, 12 s measured on a loaded one), the TLS context, the price data of the
     configured models and, with a knowledge base and a local embedding model, that model. A
     setting that stops it is the first run's to meet and report."""
-    from deep_research.app import clients, run_kb
+    from deep_research.app import clients, run_kb  # load OpenAI, Chroma: in the warm-up thread
 
     settings = runs.settings
     try:

@@ -1,5 +1,5 @@
 """Check a claim against its source: does the source's text support it? (The MCP server's
-``verify_claim`` and ``kb_fetch``.)
+``verify_claim``.)
 
     verify_claim(settings, "Raft elects a leader by majority vote.", "https://raft.github.io/")
 
@@ -8,7 +8,8 @@ the knowledge base) and asks the claim verifier (``adapters.verifier.verify``) a
 whole text: a support verdict (supported, partial, unsupported, contradicted,
 unverifiable), the best passage verbatim, a calibrated score. With a model configured, a
 claim whose score falls in the verifier's uncertain band goes to the judge model, whose
-verdict then decides (``adapters.claims.settle``).
+verdict then decides (``adapters.claims.settle``): the caller passes that judge
+(``wiring.support_judge``, the composition root's; none, and the text verifier decides).
 
 Invariants:
 - ``verdict`` keeps its three values of the last release (``passage_found`` exactly when
@@ -28,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote
@@ -45,86 +46,31 @@ from deep_research.adapters.claims import (
     prompt,
     settle,
 )
-from deep_research.adapters.verifier import Support
+from deep_research.adapters.verifier import Support, verify
+from deep_research.app import reserves
 from deep_research.app.config import Settings
+from deep_research.app.engines import reader_settings
+from deep_research.app.knowledge import CHUNK_ID, KB_SCHEME, kb_fetch, kb_resolve
 from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.core.models import Role, Usage
 from deep_research.persistence.daily import DailyLedger
 
 # The MCP server publishes this module's models when it starts: the page reader, the ranker
-# and LangChain load with the first check, not with the server (``test_startup``).
+# and the OpenAI client load with the first check, not with the server (``test_startup``).
 if TYPE_CHECKING:
-    from langchain_core.messages import BaseMessage
+    from openai import DefaultAsyncHttpxClient
 
     from deep_research.adapters.branches.protocols import Reader
-    from deep_research.core.ports import PriceBook
+    from deep_research.adapters.llm.llm import ChatModel
+    from deep_research.core.models import ChatRole
+
+    ChatFactory = Callable[[Settings, ChatRole, DefaultAsyncHttpxClient], ChatModel]
 
 MAX_CLAIM_CHARS = 2000
 MAX_QUESTION_CHARS = 2000
 Verdict = Literal["passage_found", "no_matching_passage", "source_unreachable"]
-CHUNK_ID = re.compile(r"[0-9a-f]{32}")
-KB_SCHEME = "kb://"
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _LOCATOR = re.compile(r".+:\d+-\d+")
-
-
-# --- the knowledge base's chunks ---------------------------------------------------------
-
-
-class KbChunk(BaseModel):
-    """One chunk of the knowledge base, exactly as ingested."""
-
-    chunk_id: str
-    kb: str = Field(description="The knowledge base's name.")
-    locator: str = Field(
-        description="root/path#heading:start-end: the file, heading and lines the text comes "
-        "from (what a report cites)."
-    )
-    root: str = Field(description="The name of the folder the file was ingested from.")
-    source: str = Field(description="The file's path in that folder.")
-    heading: str
-    start_line: int
-    end_line: int
-    title: str
-    text: str = Field(description="The chunk's exact text.")
-
-
-def kb_fetch(settings: Settings, chunk_id: str, *, kb: str | None = None) -> KbChunk:
-    """A chunk by its id (as ``kb search`` gives it). Synchronous: Chroma is."""
-    from deep_research.kb.catalog import open_kb
-    from deep_research.kb.chunking import make_locator
-
-    chunk_id = chunk_id.strip()
-    if not CHUNK_ID.fullmatch(chunk_id):
-        raise UsageError(f"{chunk_id[:80]!r} is not a chunk id (32 hex digits, from kb_search)")
-    store = open_kb(settings.kb, kb)
-    chunk = store.get_chunks([chunk_id]).get(chunk_id)
-    if chunk is None:
-        raise KnowledgeBaseError(
-            f"no chunk {chunk_id} in knowledge base {store.name!r} (re-ingested since? search "
-            "again for its new id)"
-        )
-    return KbChunk(
-        chunk_id=chunk.id,
-        kb=store.name,
-        locator=make_locator(
-            chunk.root, chunk.source, chunk.heading, chunk.start_line, chunk.end_line
-        ),
-        root=chunk.root,
-        source=chunk.source,
-        heading=chunk.heading,
-        start_line=chunk.start_line,
-        end_line=chunk.end_line,
-        title=chunk.title,
-        text=chunk.text,
-    )
-
-
-def _resolve(settings: Settings, locator: str) -> str:
-    from deep_research.kb.catalog import open_kb
-    from deep_research.kb.search import resolve_locator
-
-    return resolve_locator(open_kb(settings.kb), locator)
 
 
 # --- the judge model -------------------------------------------------------------------------
@@ -173,45 +119,27 @@ class LLMSupportJudge:
 
     settings: Settings
     daily: DailyLedger
+    chat_model: ChatFactory
+    """Builds the judge model's client (``wiring.chat_model``: the composition root's)."""
 
     async def judge(self, claims: Sequence[ToJudge]) -> list[JudgeVerdict | None]:
-        from deep_research.app.clients import http_client
-        from deep_research.app.reserves import price_book
-        from deep_research.app.wiring import chat_model
+        from deep_research.app.clients import http_client  # loads OpenAI: see above
 
         messages = prompt().messages(claims=claims_text(claims))
-        prices = price_book(self.settings)
-        worst = judge_worst_usd(self.settings, messages, prices)
+        prices = reserves.price_book(self.settings)
+        worst = reserves.judge_worst_usd(self.settings, messages, prices)
         held = await asyncio.to_thread(
             self.daily.reserve, worst, exact=True, kind="call", purpose="the judge's call"
         )
         tally = _Tally()
         try:
             async with http_client() as http:
-                model = chat_model(self.settings, "judge", http)
+                model = self.chat_model(self.settings, "judge", http)
                 reply = await model.structured(Judgements, messages, tally)
         finally:
             cost = prices.cost(self.settings.judge_model, tally.usage)
             await asyncio.to_thread(self.daily.settle, held.id, cost)
         return by_number(reply, len(claims), model.model)
-
-
-def judge_worst_usd(
-    settings: Settings, messages: Sequence[BaseMessage], prices: PriceBook
-) -> float:
-    """The most the judge's structured call can cost: a reply cut off at the token cap, then
-    every attempt ``ChatModel.structured`` may make at twice the cap. The prompt is counted
-    as one token a byte, which no byte-level tokenizer exceeds."""
-    from deep_research.adapters.llm.llm import MAX_CAP_TOKENS
-    from deep_research.core.guard import call_cost_estimate
-
-    prompt = sum(len(str(m.content).encode("utf-8")) for m in messages) + 100
-    cap = settings.max_tokens_per_call
-    attempts = settings.structured_output_retries + 1
-    model = settings.judge_model
-    cut_off = call_cost_estimate(model, prompt, cap, prices)
-    enlarged = call_cost_estimate(model, prompt, min(2 * cap, MAX_CAP_TOKENS), prices)
-    return cut_off + attempts * enlarged
 
 
 # --- verification ---------------------------------------------------------------------------
@@ -281,13 +209,12 @@ async def _read(settings: Settings, source: str, reader: Reader | None) -> _Text
     read, ``UsageError`` when it is not a source at all."""
     if source.startswith(KB_SCHEME):  # what the connector tools `search` / `fetch` give
         locator = unquote(source.removeprefix(KB_SCHEME))
-        return _Text(locator, locator, await asyncio.to_thread(_resolve, settings, locator))
+        return _Text(locator, locator, await asyncio.to_thread(kb_resolve, settings, locator))
     if _URL.match(source):
         if reader is not None:
             page = await reader.read(source)
         else:
-            from deep_research.adapters.web.shared import SharedReader
-            from deep_research.app.engines import reader_settings
+            from deep_research.adapters.web.shared import SharedReader  # see above
 
             own = SharedReader(reader_settings(settings))
             try:
@@ -299,7 +226,7 @@ async def _read(settings: Settings, source: str, reader: Reader | None) -> _Text
         chunk = await asyncio.to_thread(kb_fetch, settings, source)
         return _Text(chunk.title or chunk.source, chunk.locator, chunk.text)
     if _LOCATOR.fullmatch(source):
-        return _Text(source, source, await asyncio.to_thread(_resolve, settings, source))
+        return _Text(source, source, await asyncio.to_thread(kb_resolve, settings, source))
     raise UsageError(
         "the source must be a URL, a knowledge-base chunk id (32 hex digits, from kb_search), "
         "a KB locator (root/path#heading:start-end) or a kb:// URL"
@@ -319,9 +246,9 @@ async def verify_claim(
     ``claim``? (``question``: what the claim answers, if known.)
 
     ``reader``: the page reader (default: the event loop's shared one); ``judge``: the model
-    that settles an uncertain verdict (default: the judge model, when one is configured)."""
-    from deep_research.adapters.verifier import verify
-    from deep_research.adapters.web.reader import PageSkipped
+    that settles an uncertain verdict (``wiring.support_judge``; none: the text verifier
+    decides)."""
+    from deep_research.adapters.web.reader import PageSkipped  # see above
 
     claim, source = _clean(claim), source.strip()
     question = " ".join(question.split())
@@ -341,16 +268,11 @@ async def verify_claim(
     found = await asyncio.to_thread(verify, claim, text.text, question)
     problem = ""
     explanation = ""
-    if found.uncertain:
-        if judge is None and settings.has_model:
-            from deep_research.app.runs import daily_ledger
-
-            judge = LLMSupportJudge(settings, daily_ledger(settings))
-        if judge is not None:
-            settled = await settle([ToJudge(claim, found.passages, question)], [found], judge)
-            found, problem = settled.verdicts[0], settled.problem
-            opinion = settled.opinions[0]
-            explanation = opinion.explanation if opinion is not None else ""
+    if found.uncertain and judge is not None:
+        settled = await settle([ToJudge(claim, found.passages, question)], [found], judge)
+        found, problem = settled.verdicts[0], settled.problem
+        opinion = settled.opinions[0]
+        explanation = opinion.explanation if opinion is not None else ""
     return Verification(
         verdict="passage_found" if found.support == "supported" else "no_matching_passage",
         support=SupportView(

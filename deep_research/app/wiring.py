@@ -1,5 +1,5 @@
-"""Builds a run's concrete adapters from ``Settings`` (``verify`` and ``doctor`` build the
-few they use themselves).
+"""Builds a run's concrete adapters from ``Settings`` (and ``verify_claim``'s judge; ``doctor``
+builds the few it uses itself).
 
 The orchestrator sees ports; here they become LangChain chains, the OpenAI Deep Research
 executor, the knowledge base, or the extractive (no model) stand-ins.
@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import openai
 from langchain_openai import ChatOpenAI
@@ -36,15 +37,15 @@ from deep_research.adapters.llm.summary import LLMSummarizer
 from deep_research.adapters.llm.writing import LLMAuthor
 from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.openai_jobs import JobSpec
-from deep_research.app import engines, presets, reserves, sources
+from deep_research.app import engines, reserves, run_spec, sources
 from deep_research.app.clients import client_settings, http_client
 from deep_research.app.config import Settings
 from deep_research.app.run_kb import StoreRetriever, kb_tool, knowledge_base
 from deep_research.app.sources import BUILTIN_TITLES, SourceKind
-from deep_research.app.verify import judge_worst_usd
+from deep_research.app.verify import LLMSupportJudge
 from deep_research.core.authoring import Reviser, WritingLimits
 from deep_research.core.engine import Engine, RunConfig
-from deep_research.core.errors import KBMissing, KnowledgeBaseError
+from deep_research.core.errors import ConfigError, KBMissing, KnowledgeBaseError
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import (
     MIXED,
@@ -66,9 +67,13 @@ from deep_research.core.writing import SectionedWriter
 from deep_research.kb.store import KBStore
 from deep_research.persistence.cache import ResultCache
 from deep_research.persistence.checkpoints import Checkpointer
+from deep_research.persistence.claims import SessionClaims
+from deep_research.persistence.daily import DailyLedger
+from deep_research.persistence.evidence import SessionEvidence
 from deep_research.persistence.sessions import SessionStore
 
 log = logging.getLogger(__name__)
+Info = Callable[[str], None]
 
 ALLOWED: dict[SourcePolicy, tuple[SourceHint, ...]] = {
     "auto": ("web", "internal", "mixed"),
@@ -79,13 +84,19 @@ ALLOWED: dict[SourcePolicy, tuple[SourceHint, ...]] = {
 
 @dataclass
 class Built:
-    """Everything a run needs, built in one call (``build_run``): a use-case that runs it
-    never comes back here."""
+    """Everything a run needs, built in one call (``build_run``, or ``reopen_run`` for a
+    saved session): a use-case that runs it never comes back here."""
 
     engine: Engine
     config: RunConfig
     guard: Callable[[SessionState], BudgetGuard]
     """The session's budget guard, the final report's share kept back (``guard_for``)."""
+    settings: Settings
+    """What the run runs with (a resume's: its ``RunSpec`` replayed over today's)."""
+    spec: JobSpec | None
+    web_engine: WebEngine | None
+    run_spec: RunSpec
+    """What the session records of the run's choices (``run_spec.record``)."""
     notices: list[str] = field(default_factory=list)
     resources: AsyncExitStack = field(default_factory=AsyncExitStack)
     """Closed (inside the run's event loop) when the run ends."""
@@ -94,6 +105,16 @@ class Built:
     def checkpointer(store: SessionStore) -> Checkpointer:
         """Saves the session after every step, off the event loop."""
         return Checkpointer(store)
+
+    @staticmethod
+    def evidence(session_dir: Path) -> SessionEvidence:
+        """The session's evidence units, kept as each branch finishes."""
+        return SessionEvidence(session_dir)
+
+    @staticmethod
+    def claims(session_dir: Path) -> SessionClaims:
+        """The session's claim ledger, written by the claim check."""
+        return SessionClaims(session_dir)
 
 
 def run_config(
@@ -114,9 +135,6 @@ def run_config(
         finish_grace_seconds=settings.request_timeout_seconds,
         write_allowance_seconds=settings.write_allowance_seconds,
     )
-
-
-CHAT_ROLES: tuple[ChatRole, ...] = ("planner", "synthesizer", "judge", "branch", "summarizer")
 
 
 def chat_model(
@@ -157,70 +175,6 @@ def web_engine(settings: Settings, policy: SourcePolicy) -> WebEngine | None:
     return engines.OPENAI.name if settings.on_openai else engines.SEARCH.name
 
 
-def run_spec(settings: Settings, spec: JobSpec | None, engine: WebEngine | None) -> RunSpec:
-    """What a session records of its run's choices, so a resume repeats them exactly."""
-    web = (
-        {
-            "web_model": spec.model,
-            "web_reasoning_effort": spec.reasoning_effort,
-            "web_max_tool_calls": spec.max_tool_calls,
-            "web_max_output_tokens": spec.max_output_tokens,
-        }
-        if spec is not None
-        else {}
-    )
-    kind = engines.engine(engine) if engine else None
-    return RunSpec(
-        **web,
-        web_research=kind.describe(settings, spec) if kind else "",
-        models={role: getattr(settings, f"{role}_model") for role in CHAT_ROLES},
-        efforts={role: getattr(settings, f"{role}_reasoning_effort") for role in CHAT_ROLES},
-        kb_name=settings.kb_name,
-        max_parallel=settings.max_parallel_branches,
-        web_engine=engine,
-        search_provider=settings.search_provider if kind and kind.searches else "",
-        preset=settings.preset,
-    )
-
-
-def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> Settings:
-    """Today's settings with a session's saved choices on top (only the budget flags, given
-    separately, and ``--max-parallel`` override them). Sessions from before a choice was
-    saved keep today's setting for it.
-
-    The run's own preset first, never the one the environment names today: a session from
-    before presets ran on the defaults, ``standard``'s. Settings given explicitly today
-    still win over it, as they did when the run started."""
-    saved_preset = saved.preset if saved.preset in presets.PRESETS else presets.DEFAULT_PRESET
-    settings = presets.apply(settings, saved_preset)
-    values: dict[str, object] = {
-        f"{role}_model": model for role, model in saved.models.items() if model
-    }
-    values |= {f"{role}_reasoning_effort": effort for role, effort in saved.efforts.items()}
-    if saved.kb_name:
-        values["kb_name"] = saved.kb_name
-    if saved.max_parallel:
-        values["max_parallel_branches"] = saved.max_parallel
-    if (engine := saved.engine_used()) is not None:
-        values["web_engine"] = engine
-    if saved.search_provider:
-        values["search_provider"] = saved.search_provider
-    if saved.web_model:
-        values |= {
-            "web_model": saved.web_model,
-            "web_reasoning_effort": saved.web_reasoning_effort or None,
-            "web_max_tool_calls": saved.web_max_tool_calls or None,
-            "web_max_output_tokens": saved.web_max_output_tokens or None,
-        }
-    replayed = settings.with_overrides(**values)
-    if saved.efforts:
-        # with_overrides skips None ("not given"); a saved "model default" effort is a choice.
-        replayed = replayed.model_copy(
-            update={f"{role}_reasoning_effort": e for role, e in saved.efforts.items()}
-        )
-    return replayed.with_overrides(max_parallel_branches=max_parallel)
-
-
 def build_run(
     settings: Settings,
     policy: SourcePolicy,
@@ -234,6 +188,23 @@ def build_run(
     extractive = not settings.has_model
     kb = knowledge_base(settings, policy, extractive=extractive, on_info=on_info)
     return build(settings, policy, kb, extractive=extractive, spec=spec, engine=engine)
+
+
+def reopen_run(
+    settings: Settings, state: SessionState, *, max_parallel: int | None, on_info: Info
+) -> Built:
+    """A saved session's run: its ``RunSpec`` replayed over today's settings (only
+    ``max_parallel``, and the limits already on ``state``, override it), checked as a new
+    run is, and built as ``build_run`` builds one."""
+    settings = run_spec.replay(settings, state.run_spec, max_parallel=max_parallel)
+    if state.mode == "llm" and not settings.has_model:
+        raise ConfigError("this session needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
+    if state.mode != "extractive":
+        reserves.check_token_limit(settings, state.limits)
+    policy = state.source_policy
+    engine = state.run_spec.engine_used() if policy != "kb_only" else None
+    spec = engines.spec_for(settings, engine)
+    return build_run(settings, policy, spec=spec, engine=engine, on_info=on_info)
 
 
 _ADD_KB = "add one with `deep-research kb ingest DIR`"
@@ -320,12 +291,13 @@ def build(
     routes |= {kind.name: Route(kind.build(shared_source), kind.title) for kind in registered}
     executor = RoutingExecutor(routes)
     guard = functools.partial(reserves.guard_for, settings)
+    recorded = run_spec.record(settings, spec, engine)
     if extractive:
         hint: SourceHint = "mixed" if policy == "auto" else "web" if engine else "internal"
         limits = reserves.writing_limits(settings, PriceTable())
         checker = ClaimChecker()  # every claim is a quoted passage: nothing to verify
         engine_ = extractive_engine(executor, hint, limits, checkers=(checker,))
-        return Built(engine_, config, guard, notices, resources)
+        return Built(engine_, config, guard, settings, spec, engine, recorded, notices, resources)
     author = LLMAuthor(chat("synthesizer").capped(settings.section_max_tokens))
     engine_ = Engine(
         planner=LLMPlanner(chat("planner")),
@@ -342,7 +314,7 @@ def build(
             ),
         ),
     )
-    return Built(engine_, config, guard, notices, resources)
+    return Built(engine_, config, guard, settings, spec, engine, recorded, notices, resources)
 
 
 def claim_checker(
@@ -358,7 +330,7 @@ def claim_checker(
     out of what the run has left."""
     reader = None
     if settings.check_fetch:
-        from deep_research.adapters.web.shared import SharedReader
+        from deep_research.adapters.web.shared import SharedReader  # trafilatura: when read
 
         reader = SharedReader(engines.reader_settings(settings))
         resources.push_async_callback(reader.aclose)
@@ -366,7 +338,7 @@ def claim_checker(
     def worst(claims: Sequence[ToJudge]) -> float:
         batches = [claims[i : i + JUDGE_BATCH] for i in range(0, len(claims), JUDGE_BATCH)]
         return sum(
-            judge_worst_usd(settings, prompt().messages(claims=claims_text(b)), prices)
+            reserves.judge_worst_usd(settings, prompt().messages(claims=claims_text(b)), prices)
             for b in batches
         )
 
@@ -398,6 +370,11 @@ def build_check(
     )
     prices = reserves.price_book(settings)
     return claim_checker(settings, judge, prices, resources, reviser=author), guard
+
+
+def support_judge(settings: Settings, daily: DailyLedger) -> LLMSupportJudge:
+    """The judge model of ``verify_claim``, paid for out of ``daily`` (the servers' ledger)."""
+    return LLMSupportJudge(settings, daily, chat_model)
 
 
 def extractive_engine(

@@ -10,8 +10,8 @@ from urllib.parse import quote
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
-from deep_research.app import knowledge, verify
-from deep_research.app.verify import KbChunk
+from deep_research.app import knowledge
+from deep_research.app.knowledge import KbChunk
 from deep_research.frontends.common import hit_json
 from deep_research.frontends.mcp.server import ToolContext, one_line_errors
 from deep_research.frontends.mcp.views import KbHit, KbHits
@@ -41,12 +41,12 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
     ) -> KbChunk:
         """One knowledge-base chunk by its id: its exact text and where it is (locator)."""
         with one_line_errors():
-            return await asyncio.to_thread(verify.kb_fetch, settings, chunk_id)
+            return await asyncio.to_thread(knowledge.kb_fetch, settings, chunk_id)
 
 
 def kb_url(locator: str) -> str:
     """A knowledge-base locator as a URL (citations need one): ``kb://root/path#heading:1-9``."""
-    return verify.KB_SCHEME + quote(locator, safe="/#:-._~")
+    return knowledge.KB_SCHEME + quote(locator, safe="/#:-._~")
 
 
 def _title(title: str, heading: str) -> str:

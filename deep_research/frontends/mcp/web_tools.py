@@ -55,7 +55,9 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
         verifier, or the judge model for a claim it was unsure of, when a model is
         configured), the best passage verbatim, and `verdict` (kept for one release)."""
         # The judge's call is paid out of the day's budget this server's runs share.
-        judge = verify.LLMSupportJudge(settings, manager.ledger) if settings.has_model else None
+        from deep_research.app import wiring  # loads LangChain: not at the server's start
+
+        judge = wiring.support_judge(settings, manager.ledger) if settings.has_model else None
         with one_line_errors():
             return await verify.verify_claim(
                 settings, claim, source, question=question, reader=reader.get(), judge=judge
@@ -86,7 +88,7 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
     ) -> Document:
         """The full text of a knowledge-base result, by the id search gave."""
         with one_line_errors():
-            chunk = await asyncio.to_thread(verify.kb_fetch, settings, id)
+            chunk = await asyncio.to_thread(knowledge.kb_fetch, settings, id)
         return Document(
             id=chunk.chunk_id,
             title=_title(chunk.title or chunk.source, chunk.heading),

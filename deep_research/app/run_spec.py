@@ -1,0 +1,80 @@
+"""A run's choices as its session records them (``record``), and today's settings with a
+saved session's choices on top (``replay``), so that a resume, from any front-end, repeats
+them exactly."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from deep_research.app import engines, presets
+from deep_research.app.config import Settings
+from deep_research.core.models import ChatRole, RunSpec, WebEngine
+
+if TYPE_CHECKING:
+    from deep_research.adapters.web.openai_jobs import JobSpec
+
+CHAT_ROLES: tuple[ChatRole, ...] = ("planner", "synthesizer", "judge", "branch", "summarizer")
+
+
+def record(settings: Settings, spec: JobSpec | None, engine: WebEngine | None) -> RunSpec:
+    """What a session records of its run's choices, so a resume repeats them exactly."""
+    web = (
+        {
+            "web_model": spec.model,
+            "web_reasoning_effort": spec.reasoning_effort,
+            "web_max_tool_calls": spec.max_tool_calls,
+            "web_max_output_tokens": spec.max_output_tokens,
+        }
+        if spec is not None
+        else {}
+    )
+    kind = engines.engine(engine) if engine else None
+    return RunSpec(
+        **web,
+        web_research=kind.describe(settings, spec) if kind else "",
+        models={role: getattr(settings, f"{role}_model") for role in CHAT_ROLES},
+        efforts={role: getattr(settings, f"{role}_reasoning_effort") for role in CHAT_ROLES},
+        kb_name=settings.kb_name,
+        max_parallel=settings.max_parallel_branches,
+        web_engine=engine,
+        search_provider=settings.search_provider if kind and kind.searches else "",
+        preset=settings.preset,
+    )
+
+
+def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> Settings:
+    """Today's settings with a session's saved choices on top (only the budget flags, given
+    separately, and ``--max-parallel`` override them). Sessions from before a choice was
+    saved keep today's setting for it.
+
+    The run's own preset first, never the one the environment names today: a session from
+    before presets ran on the defaults, ``standard``'s. Settings given explicitly today
+    still win over it, as they did when the run started."""
+    saved_preset = saved.preset if saved.preset in presets.PRESETS else presets.DEFAULT_PRESET
+    settings = presets.apply(settings, saved_preset)
+    values: dict[str, object] = {
+        f"{role}_model": model for role, model in saved.models.items() if model
+    }
+    values |= {f"{role}_reasoning_effort": effort for role, effort in saved.efforts.items()}
+    if saved.kb_name:
+        values["kb_name"] = saved.kb_name
+    if saved.max_parallel:
+        values["max_parallel_branches"] = saved.max_parallel
+    if (engine := saved.engine_used()) is not None:
+        values["web_engine"] = engine
+    if saved.search_provider:
+        values["search_provider"] = saved.search_provider
+    if saved.web_model:
+        values |= {
+            "web_model": saved.web_model,
+            "web_reasoning_effort": saved.web_reasoning_effort or None,
+            "web_max_tool_calls": saved.web_max_tool_calls or None,
+            "web_max_output_tokens": saved.web_max_output_tokens or None,
+        }
+    replayed = settings.with_overrides(**values)
+    if saved.efforts:
+        # with_overrides skips None ("not given"); a saved "model default" effort is a choice.
+        replayed = replayed.model_copy(
+            update={f"{role}_reasoning_effort": e for role, e in saved.efforts.items()}
+        )
+    return replayed.with_overrides(max_parallel_branches=max_parallel)

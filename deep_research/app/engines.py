@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deep_research.app.config import Settings
+from deep_research.app.setting_types import ENGINE_NAMES
 from deep_research.core.budget import web_job_worst_case
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import ChatRole, Usage, WebEngine
@@ -93,11 +94,15 @@ ENGINES: dict[WebEngine, WebEngineKind] = {}
 def register(kind: WebEngineKind) -> WebEngineKind:
     """Add (or replace) an engine; ``--web-engine NAME`` then selects it."""
     ENGINES[kind.name] = kind
+    if kind.name not in ENGINE_NAMES:  # what the settings accept
+        ENGINE_NAMES.append(kind.name)
     return kind
 
 
 def unregister(name: WebEngine) -> None:
     ENGINES.pop(name, None)
+    if name in ENGINE_NAMES:
+        ENGINE_NAMES.remove(name)
 
 
 def engine(name: WebEngine) -> WebEngineKind:

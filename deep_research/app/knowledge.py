@@ -16,6 +16,7 @@ MAX_QUERY_CHARS = 1000
 
 def kb_search(settings: Settings, query: str, *, k: int = 8, kb: str | None = None) -> list[Hit]:
     """The knowledge base's best chunks for ``query`` (hybrid ranking)."""
+    # Lazy: Chroma; the servers import this module at start and answer before it loads.
     from deep_research.kb.catalog import open_kb
     from deep_research.kb.search import search
 

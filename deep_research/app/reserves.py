@@ -22,6 +22,7 @@ from deep_research.core.ports import PriceBook
 
 def search_fees(settings: Settings) -> dict[str, float]:
     """USD per request of every search provider: list prices, then the user's."""
+    # Lazy: ddgs and httpx, which a run's checks before the engine loads do without.
     from deep_research.adapters.web.search import DEFAULTS
 
     return {name: d.price_usd for name, d in DEFAULTS.items()} | settings.search_prices

@@ -68,12 +68,7 @@ SURFACES = (
     Surface(
         "MCP server",
         "deep-research mcp",
-        (  # the server, and its tools (imported when it is built)
-            "deep_research.frontends.mcp.server",
-            "deep_research.frontends.mcp.research_tools",
-            "deep_research.frontends.mcp.kb_tools",
-            "deep_research.frontends.mcp.web_tools",
-        ),
+        ("deep_research.frontends.mcp.server",),  # which imports its tools (its TOOLS)
     ),
 )
 PAGE_FILES = ("index.html", "app.js", "app.css")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.app import engines, lifecycle, preparation, sources
+from deep_research.app import engines, lifecycle, preparation, setting_types, sources
 from deep_research.app.config import Settings
 from deep_research.app.options import RunOptions
 from deep_research.core.models import Citation
@@ -82,6 +82,18 @@ async def test_a_registered_web_engine_researches_a_run_end_to_end(
 
     with pytest.raises(Exception, match="should be one of auto, openai, search, toy"):
         preparation.prepare(offline, "q?", RunOptions(web_engine="toy2"))
+
+
+def test_the_settings_accept_the_registered_engines_without_loading_the_registry(
+    toy_engine: ToyExecutor,
+) -> None:
+    """The settings check a name against ``ENGINE_NAMES`` (plain data: the registry imports
+    the settings), which registering keeps equal to the registry's names."""
+    assert setting_types.ENGINE_NAMES == list(engines.ENGINES) == ["openai", "search", "toy"]
+    engines.unregister("toy")
+    assert setting_types.ENGINE_NAMES == list(engines.ENGINES) == ["openai", "search"]
+    with pytest.raises(ValueError, match=r"should be one of auto, openai, search$"):
+        setting_types.known_engine("toy")
 
 
 @pytest.fixture

@@ -57,7 +57,7 @@ from deep_research.core.authoring import (
     Reviser,
 )
 from deep_research.core.corroboration import Corroboration
-from deep_research.core.errors import BudgetExhausted, ProviderError
+from deep_research.core.errors import BranchError, BudgetExhausted, ProviderError
 from deep_research.core.ledger import (
     RANK,
     TIME_LIMIT,
@@ -283,8 +283,6 @@ class _Check:
 
     async def page(self, citation: Citation) -> tuple[str, str]:
         """The cited page's text, or why it was not read."""
-        from deep_research.core.errors import BranchError
-
         if not citation.url:
             return "", "the source has no address"
         if self.checker.reader is None:

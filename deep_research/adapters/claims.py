@@ -135,7 +135,7 @@ async def settle(
 
 @functools.cache
 def prompt() -> Prompt:
-    from deep_research.adapters.llm.llm import load_prompt
+    from deep_research.adapters.llm.llm import load_prompt  # lazy: LangChain
 
     return load_prompt("verify")
 

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from deep_research.adapters.verifier_model import model, shipped_embedder
+from deep_research.core.words import CLAIM_FUNCTION_WORDS
+from deep_research.kb.words import english_stemmer
 
 if TYPE_CHECKING:
     from deep_research.kb.embeddings import NamedEmbeddings
@@ -133,8 +135,6 @@ class _Words:
     stems: dict[str, str] = field(default_factory=dict)
 
     def tokens(self, text: str) -> list[tuple[str, str]]:
-        from deep_research.kb.words import english_stemmer
-
         out: list[tuple[str, str]] = []
         stemmer = None
         for raw in _TOKEN.findall(text):
@@ -152,8 +152,6 @@ class _Words:
         return out
 
     def content(self, tokens: Sequence[tuple[str, str]]) -> list[str]:
-        from deep_research.core.words import CLAIM_FUNCTION_WORDS
-
         return [
             stem
             for stem, raw in tokens

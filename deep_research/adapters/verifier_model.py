@@ -72,7 +72,7 @@ _EMBEDDER_LOCK = threading.Lock()
 
 @functools.cache
 def _shipped_embedder() -> NamedEmbeddings:
-    from deep_research.kb.onnx_embeddings import OnnxEmbeddings
+    from deep_research.kb.onnx_embeddings import OnnxEmbeddings  # lazy: onnxruntime
 
     return OnnxEmbeddings()
 

@@ -34,6 +34,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from deep_research.app.clients import client_settings
 from deep_research.app.home import ENV_FILE, default_home, home_from, read_dotenv
 from deep_research.app.home import data_home as data_home  # crash logs', from here before
 from deep_research.app.home import unreadable_dotenv as unreadable_dotenv  # and __main__'s
@@ -339,8 +340,6 @@ class Settings(BaseSettings):
     @property
     def kb(self) -> KBSettings:
         """What the knowledge base reads of these settings."""
-        from deep_research.app.clients import client_settings
-
         return KBSettings(
             kb_dir=self.kb_dir,
             kb_name=self.kb_name,

@@ -22,13 +22,17 @@ from importlib import resources
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Literal
 
-from deep_research.app import presets
-from deep_research.app.config import Settings
+from deep_research.adapters.llm.lifecycle import lookup_models
+from deep_research.app import clients, engines, preflight, preparation, presets, wiring
+from deep_research.app.config import SECRETS, Settings
+from deep_research.app.options import RunOptions
+from deep_research.app.preparation import Prepared
 from deep_research.app.urls import mask_url
 from deep_research.core.errors import DeepResearchError
+from deep_research.kb.catalog import list_kbs, open_kb
+from deep_research.persistence.sessions import SessionStore
 
 if TYPE_CHECKING:
-    from deep_research.app.preparation import Prepared
     from deep_research.core.models import WebEngine
 
 Status = Literal["ok", "note", "warn", "fail"]
@@ -64,12 +68,7 @@ SURFACES = (
     Surface(
         "MCP server",
         "deep-research mcp",
-        (  # the server, and its tools (imported when it is built)
-            "deep_research.frontends.mcp.server",
-            "deep_research.frontends.mcp.research_tools",
-            "deep_research.frontends.mcp.kb_tools",
-            "deep_research.frontends.mcp.web_tools",
-        ),
+        ("deep_research.frontends.mcp.server",),  # which imports its tools (its TOOLS)
     ),
 )
 PAGE_FILES = ("index.html", "app.js", "app.css")
@@ -118,8 +117,6 @@ def check_page() -> Check:
 
 
 def check_data_dir(settings: Settings) -> tuple[Check, int]:
-    from deep_research.persistence.sessions import SessionStore
-
     home = settings.home
     try:
         count = len(SessionStore(settings.sessions_dir).list())
@@ -129,8 +126,6 @@ def check_data_dir(settings: Settings) -> tuple[Check, int]:
 
 
 def check_knowledge_bases(settings: Settings) -> tuple[list[Check], list[dict[str, Any]]]:
-    from deep_research.kb.catalog import list_kbs, open_kb
-
     try:
         names = list_kbs(settings.kb)
     except DeepResearchError as exc:
@@ -154,8 +149,6 @@ def check_knowledge_bases(settings: Settings) -> tuple[list[Check], list[dict[st
 
 def web_research(settings: Settings, engine: WebEngine | None) -> Check:
     """How a run researches the web with these settings, and what keeps it from it."""
-    from deep_research.app import engines
-
     if engine is None:
         return Check(
             "web research", "note", "off: no model (--web-engine search quotes pages without one)"
@@ -171,9 +164,6 @@ def web_research(settings: Settings, engine: WebEngine | None) -> Check:
 
 async def check_models(settings: Settings) -> tuple[list[Check], WebEngine | None, list[str]]:
     """The models a run would use: priced, served and not shut down (one lookup each)."""
-    from deep_research.app import preparation, wiring
-    from deep_research.app.options import RunOptions
-
     engine = wiring.web_engine(settings, "auto")
     if not settings.has_model:
         return (
@@ -213,16 +203,11 @@ async def check_models(settings: Settings) -> tuple[list[Check], WebEngine | Non
 
 
 def _configured(prepared: Prepared) -> list[Any]:
-    from deep_research.app import preflight
-
     return list(preflight.configured_models(prepared.settings, prepared.spec))
 
 
 async def _unreachable_models(prepared: Prepared) -> str | None:
     """A run goes on when models cannot be looked up; the doctor says so."""
-    from deep_research.adapters.llm.lifecycle import lookup_models
-    from deep_research.app import clients
-
     settings = prepared.settings
     models = sorted({ref.model for ref in _configured(prepared)})
     async with clients.lookup_client(settings) as client:
@@ -237,8 +222,6 @@ async def _unreachable_models(prepared: Prepared) -> str | None:
 def _masked(settings: Settings) -> dict[str, Any]:
     """Every setting as the doctor shows it: secrets as set / not set, URLs without the
     credentials they may carry (people paste this into bug reports)."""
-    from deep_research.app.config import SECRETS
-
     shown: dict[str, Any] = {}
     for name, value in settings.model_dump(mode="json").items():
         if name in SECRETS:

@@ -19,17 +19,22 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from deep_research.adapters.branches.search_read import SearchLimits, SearchReadExecutor
+from deep_research.adapters.prices import PriceTable, search_model
+from deep_research.adapters.web.passages import split_passages
+from deep_research.app.clients import openai_client
 from deep_research.app.config import Settings
+from deep_research.app.setting_types import ENGINE_NAMES
 from deep_research.core.budget import web_job_worst_case
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import ChatRole, Usage, WebEngine
 from deep_research.core.ports import BranchExecutor, JobControl
 
-if TYPE_CHECKING:  # the registry loads with the settings: what an engine builds loads later
+if TYPE_CHECKING:  # the registry loads with a server (app/runs.py): what an engine builds,
+    # OpenAI's client, LangChain, Chroma, the page reader, loads later (``warm_modules``)
     import openai
 
     from deep_research.adapters.llm.llm import ChatModel
-    from deep_research.adapters.prices import PriceTable
     from deep_research.adapters.web.openai_jobs import JobSpec, KbTool
     from deep_research.adapters.web.reader import ReaderSettings
     from deep_research.persistence.cache import ResultCache
@@ -93,11 +98,15 @@ ENGINES: dict[WebEngine, WebEngineKind] = {}
 def register(kind: WebEngineKind) -> WebEngineKind:
     """Add (or replace) an engine; ``--web-engine NAME`` then selects it."""
     ENGINES[kind.name] = kind
+    if kind.name not in ENGINE_NAMES:  # what the settings accept
+        ENGINE_NAMES.append(kind.name)
     return kind
 
 
 def unregister(name: WebEngine) -> None:
     ENGINES.pop(name, None)
+    if name in ENGINE_NAMES:
+        ENGINE_NAMES.remove(name)
 
 
 def engine(name: WebEngine) -> WebEngineKind:
@@ -110,7 +119,7 @@ def engine(name: WebEngine) -> WebEngineKind:
 
 def job_spec(settings: Settings) -> JobSpec:
     """The research job a branch starts, from the settings."""
-    from deep_research.adapters.web.openai_jobs import JobSpec
+    from deep_research.adapters.web.openai_jobs import JobSpec  # lazy: openai
 
     summary = settings.web_reasoning_summary
     return JobSpec(
@@ -132,10 +141,10 @@ def spec_for(settings: Settings, name: WebEngine | None) -> JobSpec | None:
 
 
 def _build_jobs(run: WebBuild) -> BuiltWeb:
+    # Lazy: openai and LangChain load when a run builds the engine, not with a server.
     from deep_research.adapters.branches.openai_research import DeepResearchExecutor
     from deep_research.adapters.llm.compress import LLMCompressor
     from deep_research.adapters.web.openai_jobs import ResponsesJobs
-    from deep_research.app.clients import openai_client
 
     assert run.chat is not None, "research jobs need a model"
     settings = run.settings
@@ -199,10 +208,9 @@ def search_executor(
     """The search-and-read executor: the configured provider under the process's rate
     limits, the process's page reader, the KB's ranking; notes by ``branch`` (None: the
     best passages quoted)."""
-    from deep_research.adapters.branches.search_read import SearchLimits, SearchReadExecutor
+    # Lazy: LangChain, ddgs, trafilatura and Chroma load when a run builds the engine.
     from deep_research.adapters.llm.branch import LLMEvidenceWriter
     from deep_research.adapters.llm.queries import LLMQueryWriter
-    from deep_research.adapters.web.passages import split_passages
     from deep_research.adapters.web.search import make_provider
     from deep_research.adapters.web.shared import SharedRateLimits, SharedReader
     from deep_research.kb.embeddings import MemoEmbeddings, make_embeddings
@@ -250,7 +258,7 @@ def search_executor(
 def reader_settings(settings: Settings) -> ReaderSettings:
     """The page reader's settings: every reader of a process is made with these, so that
     they share one reader and its per-host politeness (``adapters/web/shared.py``)."""
-    from deep_research.adapters.web.reader import ReaderSettings
+    from deep_research.adapters.web.reader import ReaderSettings  # lazy: trafilatura
 
     return ReaderSettings(
         allow=settings.fetch_allow_list,
@@ -269,8 +277,6 @@ def _build_search(run: WebBuild) -> BuiltWeb:
 def _search_worst_case(
     settings: Settings, prices: PriceTable, chat_usd: float, spec: JobSpec | None
 ) -> WorstCase:
-    from deep_research.adapters.prices import search_model
-
     provider = settings.search_provider
     rounds = 1 + settings.search_extra_rounds
     searches = rounds * settings.search_max_queries
@@ -282,7 +288,7 @@ def _search_worst_case(
 
 
 def _search_problem(settings: Settings) -> tuple[str, str] | None:
-    from deep_research.adapters.web.search import DEFAULTS
+    from deep_research.adapters.web.search import DEFAULTS  # lazy: ddgs (doctor asks)
 
     provider = settings.search_provider
     key_env = DEFAULTS[provider].key_env

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from deep_research.app.config import Settings
 from deep_research.core.errors import KnowledgeBaseError, UsageError
+from deep_research.kb.chunking import make_locator
 
 # The functions import the knowledge base (Chroma, bm25s) when called: the servers publish
 # this module's models when they start (``test_startup``).
@@ -24,6 +25,7 @@ KB_SCHEME = "kb://"
 
 def kb_search(settings: Settings, query: str, *, k: int = 8, kb: str | None = None) -> list[Hit]:
     """The knowledge base's best chunks for ``query`` (hybrid ranking)."""
+    # Lazy: Chroma; the servers import this module at start and answer before it loads.
     from deep_research.kb.catalog import open_kb
     from deep_research.kb.search import search
 
@@ -58,7 +60,6 @@ class KbChunk(BaseModel):
 def kb_fetch(settings: Settings, chunk_id: str, *, kb: str | None = None) -> KbChunk:
     """A chunk by its id (as ``kb search`` gives it). Synchronous: Chroma is."""
     from deep_research.kb.catalog import open_kb
-    from deep_research.kb.chunking import make_locator
 
     chunk_id = chunk_id.strip()
     if not CHUNK_ID.fullmatch(chunk_id):

@@ -31,7 +31,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from deep_research.app import reserves
+from deep_research.app import clients, reserves
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides
 from deep_research.app.preparation import Info, Prepared, check_budget
@@ -220,7 +220,6 @@ async def cancel(settings: Settings, session_id: str) -> CancelResult:
             "cancelling jobs needs the provider: set OPENAI_API_KEY or OPENAI_BASE_URL"
         )
     from deep_research.adapters.web.openai_jobs import ResponsesJobs  # see above
-    from deep_research.app import clients
 
     async with clients.openai_client(settings, "jobs") as client:
         jobs = ResponsesJobs(client)

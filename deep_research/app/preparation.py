@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
 
-from deep_research.app import engines, presets, reserves
+from deep_research.app import clients, engines, presets, reserves
 from deep_research.app.config import Settings
 from deep_research.app.options import (
     MAX_QUESTION_CHARS,
@@ -194,7 +194,6 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
             "--web-engine openai runs research jobs anyway)",
         )
     from deep_research.adapters.llm.lifecycle import CacheLookups, lookup_models  # see above
-    from deep_research.app import clients
 
     cache = ResultCache(settings.cache_dir)
     try:

@@ -15,6 +15,7 @@ from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError, KBMissing, KnowledgeBaseError
 from deep_research.core.models import SourcePolicy
 from deep_research.kb.catalog import open_kb
+from deep_research.kb.ingest import IngestProgress, ingest
 from deep_research.kb.search import search
 from deep_research.kb.store import KBStore
 
@@ -63,8 +64,6 @@ def knowledge_base(
     root = settings.kb_path
     if not root.is_dir():
         return None
-    from deep_research.kb.ingest import IngestProgress, ingest
-
     on_info(f"knowledge base {settings.kb_name!r} is empty: ingesting {root}/ first")
     store = open_kb(settings.kb, create=True)
     told = [0]

@@ -12,14 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
+
 from deep_research.app.config import Settings
-from deep_research.core.errors import UsageError
+from deep_research.core.errors import SessionError, UsageError
 from deep_research.core.models import EvidenceUnit, SessionState
-from deep_research.persistence.sessions import SessionStore, SessionSummary
+from deep_research.core.report import Report, assemble
+from deep_research.persistence.events import FILE_NAME, follow, follow_live, read_events
+from deep_research.persistence.evidence import read_units, read_vectors, write_vectors
+from deep_research.persistence.sessions import REPORT_DATA_FILE, SessionStore, SessionSummary
 
 if TYPE_CHECKING:
     from deep_research.core.events import RunEvent
-    from deep_research.core.report import Report
     from deep_research.persistence.events import EventLog
 
 
@@ -49,8 +53,6 @@ async def watch(
     (None: from the start of its latest run), until that run ends — or at once, when no
     process runs the session and everything written has been read. ``live``: the run's
     log, when this process runs it (events arrive as written, not by polling)."""
-    from deep_research.persistence.events import FILE_NAME, follow, follow_live, read_events
-
     store = SessionStore(settings.sessions_dir)
     session_id = store.resolve(session_id)
     path = store.path(session_id) / FILE_NAME
@@ -72,8 +74,6 @@ async def watch(
 
 def read_report(path: str) -> str:
     """A report this tool wrote (a path from ``report_path``, never a client's)."""
-    from pathlib import Path
-
     return Path(path).read_text(encoding="utf-8", errors="replace")
 
 
@@ -81,14 +81,6 @@ def read_report_data(path: str) -> Report | str:
     """The report at ``path`` (from ``report_path``) as data, from the report.json written
     with it. A report saved before this report model (or with that file damaged) is rebuilt
     from its session; where that fails too, it is its markdown, shown as written."""
-    from pathlib import Path
-
-    from pydantic import ValidationError
-
-    from deep_research.core.errors import SessionError
-    from deep_research.core.report import Report, assemble
-    from deep_research.persistence.sessions import REPORT_DATA_FILE
-
     report = Path(path)
     try:
         return Report.model_validate_json(report.with_name(REPORT_DATA_FILE).read_bytes())
@@ -124,8 +116,6 @@ def read_evidence(
     """A page of the session's evidence units; with ``query``, ranked as the knowledge base
     ranks chunks (``kb.rank``: BM25 and the configured embedder, fused). Vectors are saved
     beside the units under the embedder's identity, so each unit is embedded once."""
-    from deep_research.persistence.evidence import read_units
-
     if offset < 0 or not 1 <= limit <= MAX_EVIDENCE_PAGE:
         raise UsageError(f"offset must be >= 0 and limit 1-{MAX_EVIDENCE_PAGE}")
     store = SessionStore(settings.sessions_dir)
@@ -140,9 +130,9 @@ def read_evidence(
 def _ranked(
     settings: Settings, session_dir: Path, query: str, units: list[EvidenceUnit]
 ) -> list[EvidenceUnit]:
+    # Lazy: LangChain and Chroma, for a query only; the servers import this module at start.
     from deep_research.kb.embeddings import MemoEmbeddings, make_embeddings
     from deep_research.kb.rank import rank
-    from deep_research.persistence.evidence import read_vectors, write_vectors
 
     embedder = make_embeddings(settings.kb)
     memo = MemoEmbeddings(embedder)

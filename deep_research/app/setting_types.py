@@ -12,15 +12,17 @@ from pydantic import AfterValidator, Field
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 
 
-def known_engine(value: str) -> str:
-    """``auto`` or a registered web engine (``app/engines.py``, loaded only when one is
-    named: the settings stay cheap to load)."""
-    if value == "auto":
-        return value
-    from deep_research.app.engines import ENGINES
+ENGINE_NAMES: list[str] = ["openai", "search"]
+"""The web engines a setting or a run option may name besides ``auto``: the built-ins, and
+every engine registered since (``engines.register`` adds its name, ``engines.unregister``
+removes it). Plain data, so the settings check a name without loading the registry, which
+imports the settings."""
 
-    if value not in ENGINES:
-        raise ValueError(f"should be one of auto, {', '.join(ENGINES)}")
+
+def known_engine(value: str) -> str:
+    """``auto`` or a registered web engine (``ENGINE_NAMES``)."""
+    if value != "auto" and value not in ENGINE_NAMES:
+        raise ValueError(f"should be one of auto, {', '.join(ENGINE_NAMES)}")
     return value
 
 

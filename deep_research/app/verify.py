@@ -48,6 +48,7 @@ from deep_research.adapters.claims import (
 )
 from deep_research.adapters.verifier import Support, verify
 from deep_research.app import reserves
+from deep_research.app.clients import http_client
 from deep_research.app.config import Settings
 from deep_research.app.engines import reader_settings
 from deep_research.app.knowledge import CHUNK_ID, KB_SCHEME, kb_fetch, kb_resolve
@@ -123,8 +124,6 @@ class LLMSupportJudge:
     """Builds the judge model's client (``wiring.chat_model``: the composition root's)."""
 
     async def judge(self, claims: Sequence[ToJudge]) -> list[JudgeVerdict | None]:
-        from deep_research.app.clients import http_client  # loads OpenAI: see above
-
         messages = prompt().messages(claims=claims_text(claims))
         prices = reserves.price_book(self.settings)
         worst = reserves.judge_worst_usd(self.settings, messages, prices)

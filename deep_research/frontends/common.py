@@ -30,7 +30,7 @@ JsonOpt = Annotated[
 
 
 def run_summary(state: SessionState) -> dict[str, Any]:
-    from deep_research.core.budget import totals
+    from deep_research.core.budget import totals  # lazy: 8 ms of `--help`
 
     spend = totals(state.ledger)
     return {

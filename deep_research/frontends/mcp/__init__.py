@@ -19,11 +19,11 @@ engine is reached only through the use-cases in ``app/``, and a server's runs th
 watch, cancel and resume, and the other way round.
 
 The package: ``server`` builds the server (``create_server``), its strictness about
-arguments and its transports (stdio, streamable HTTP); ``views`` the tools' results; the
-tools by concern, each module's ``register(server, context)`` adding its own with the
-``ToolContext`` the server shares (settings, runs, page reader): ``research_tools``,
-``kb_tools`` (kb_search, kb_fetch) and ``web_tools`` (verify_claim, and search and fetch
-for the connectors).
+arguments and its transports (stdio, streamable HTTP); ``context`` what the tools share
+(the ``ToolContext``: settings, runs, page reader; one-line errors; ``takes``); ``views``
+the tools' results; the tools by concern, each module's ``register(server, context)``
+adding its own: ``research_tools``, ``kb_tools`` (kb_search, kb_fetch) and ``web_tools``
+(verify_claim, and search and fetch for the connectors), listed once, in ``server.TOOLS``.
 
 Invariants:
 - stdio (the default): nothing but protocol messages reaches stdout. The SDK points fd 1 at

@@ -13,7 +13,7 @@ from pydantic import Field
 from deep_research.app import knowledge
 from deep_research.app.knowledge import KbChunk
 from deep_research.frontends.common import hit_json
-from deep_research.frontends.mcp.server import ToolContext, one_line_errors
+from deep_research.frontends.mcp.context import ToolContext, one_line_errors
 from deep_research.frontends.mcp.views import KbHit, KbHits
 
 

@@ -19,7 +19,7 @@ from deep_research.app.options import ResearchRequest, ResumeRequest
 from deep_research.core.models import SessionState
 from deep_research.core.report import assemble
 from deep_research.frontends.common import session_detail
-from deep_research.frontends.mcp.server import ToolContext, argument, one_line_errors, takes
+from deep_research.frontends.mcp.context import ToolContext, argument, one_line_errors, takes
 from deep_research.frontends.mcp.views import (
     Cancelled,
     CancelledJob,

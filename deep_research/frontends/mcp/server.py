@@ -1,24 +1,20 @@
 """The MCP server's own plumbing: ``create_server`` builds the server and the context its
-tools share, then lets each module of tools register its own; ``StrictServer`` turns
-arguments a tool does not take, and arguments that fail validation, into one-line tool
-errors; ``takes`` gives a tool the fields of an ``app.options`` model as its arguments; and
-the transports, stdio (``serve_stdio``) and streamable HTTP (``serve_http``, with its Host,
-Origin and bearer-token checks). The package's docstring has the tools and the
-invariants."""
+tools share, then lets each module of tools (``TOOLS``) register its own;
+``StrictServer`` turns arguments a tool does not take, and arguments that fail validation,
+into one-line tool errors; and the transports, stdio (``serve_stdio``) and streamable HTTP
+(``serve_http``, with its Host, Origin and bearer-token checks). What the tools share is in
+``context``; the package's docstring has the tools and the invariants."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import inspect
 import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -27,19 +23,22 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from mcp_types import Tool as ToolInfo
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deep_research.app.config import Settings
 from deep_research.app.runs import RunManager
-from deep_research.core.errors import ConfigError, DeepResearchError
+from deep_research.core.errors import ConfigError
 from deep_research.frontends.hosts import LOOPBACK_NAMES, bearer_token_matches
+from deep_research.frontends.mcp import kb_tools, research_tools, web_tools
+from deep_research.frontends.mcp.context import ToolContext
 
-if TYPE_CHECKING:
-    from deep_research.frontends.mcp.web_tools import LazyReader
-
+TOOLS = (research_tools, kb_tools, web_tools)
+"""The modules of tools, each with its ``register(server, context)``, in the order
+tools/list gives: a new module of tools is added here, and nowhere else (``doctor``
+imports this module, which imports them)."""
 MCP_PATH = "/mcp"
 INSTRUCTIONS = """\
 Researches hard questions and writes cited reports: a tree of sub-questions researched on
@@ -51,15 +50,6 @@ URL or a knowledge-base chunk supports a claim (supported, partial, unsupported,
 contradicted), with the passage that decided."""
 
 # --- the server -------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def one_line_errors() -> Iterator[None]:
-    """Our errors become a tool error with their one line (the SDK never sees a traceback)."""
-    try:
-        yield
-    except DeepResearchError as exc:
-        raise ToolError(" ".join(str(exc).split())) from None
 
 
 class StrictServer(MCPServer[None]):
@@ -120,64 +110,10 @@ def invalid_arguments(error: ValidationError) -> str:
     return "; ".join(problems)
 
 
-Tool = TypeVar("Tool", bound=Callable[..., Any])
-
-
-def takes(
-    model: type[BaseModel], *, first: Sequence[inspect.Parameter] = ()
-) -> Callable[[Tool], Tool]:
-    """A tool whose arguments are the fields of ``model`` (after ``first``): their names,
-    types, bounds, descriptions and defaults, declared once there (``app.options``, also the
-    HTTP API's bodies). The SDK reads a tool's arguments from its signature, so this gives
-    the tool that signature; the tool gets them as keyword arguments, validated."""
-
-    def derive(tool: Tool) -> Tool:
-        fields = [
-            argument(
-                name,
-                Annotated[
-                    (field.annotation, *field.metadata, Field(description=field.description))
-                ],
-                inspect.Parameter.empty if field.is_required() else field.default,
-            )
-            for name, field in model.model_fields.items()
-        ]
-        returns = inspect.signature(tool, eval_str=True).return_annotation
-        signature = inspect.Signature([*first, *fields], return_annotation=returns)
-        setattr(tool, "__signature__", signature)  # noqa: B010 (mypy: not on Callable)
-        return tool
-
-    return derive
-
-
-def argument(
-    name: str, annotation: Any, default: Any = inspect.Parameter.empty
-) -> inspect.Parameter:
-    return inspect.Parameter(
-        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
-    )
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """What the tools share, given to each module's ``register``: the settings, the server's
-    runs (one ``RunManager``), the page reader verify_claim builds on its first call, and
-    the annotations of the tools that only read and of the ones that spend."""
-
-    settings: Settings
-    runs: RunManager
-    reader: LazyReader
-    reading: ToolAnnotations
-    spending: ToolAnnotations
-
-
 def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPServer[None]:
     """The server and its tools. Light: the engine (LangChain, Chroma, the page reader, the
     embedder) loads with the first tool call that needs it, so ``initialize`` and
     ``tools/list`` are answered at once."""
-    # Here, not at the top: the tool modules import this one's plumbing.
-    from deep_research.frontends.mcp import kb_tools, research_tools, web_tools
-
     manager = runs or RunManager(settings)
     reader = web_tools.LazyReader(settings)  # one per process, as runs share it
 
@@ -207,7 +143,7 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
             read_only_hint=False, destructive_hint=False, open_world_hint=True
         ),
     )
-    for tools in (research_tools, kb_tools, web_tools):  # the order tools/list gives
+    for tools in TOOLS:
         tools.register(server, context)
     return server
 

@@ -14,9 +14,10 @@ from pydantic import Field
 
 from deep_research.app import knowledge, verify
 from deep_research.app.config import Settings
+from deep_research.app.engines import reader_settings
 from deep_research.app.verify import Verification
+from deep_research.frontends.mcp.context import ToolContext, one_line_errors
 from deep_research.frontends.mcp.kb_tools import _title, kb_url
-from deep_research.frontends.mcp.server import ToolContext, one_line_errors
 from deep_research.frontends.mcp.views import Document, SearchResult, SearchResults
 
 if TYPE_CHECKING:
@@ -108,8 +109,7 @@ class LazyReader:
 
     def get(self) -> SharedReader:
         if self._reader is None:
-            from deep_research.adapters.web.shared import SharedReader
-            from deep_research.app.engines import reader_settings
+            from deep_research.adapters.web.shared import SharedReader  # lazy: trafilatura
 
             self._reader = SharedReader(reader_settings(self.settings))
         return self._reader

@@ -325,6 +325,11 @@ class Settings(BaseSettings):
         key: SecretStr | None = getattr(self, f"{provider}_api_key", None)
         return key
 
+    def search_url(self, provider: str) -> str | None:
+        """The URL of the user's own server for ``provider`` (``<provider>_url``), if any."""
+        url: str | None = getattr(self, f"{provider}_url", None)
+        return url
+
     @property
     def sessions_dir(self) -> Path:
         return self.home / "sessions"

@@ -217,11 +217,8 @@ def search_executor(
     from deep_research.kb.rank import rank
 
     name = settings.search_provider
-    if name == "searxng" and not settings.searxng_url:
-        raise ConfigError(
-            "the searxng search provider needs its server: set DEEP_RESEARCH_SEARXNG_URL "
-            "(e.g. http://localhost:8080)"
-        )
+    if (problem := _search_problem(settings)) is not None:
+        raise ConfigError(f"{problem[0]}: {problem[1]}")
     limits = SharedRateLimits(settings.search_rate_per_second)
     resources.callback(limits.release)
     searcher = make_provider(
@@ -229,7 +226,7 @@ def search_executor(
         limits=limits,
         cache=cache,
         api_key=settings.search_key(name),
-        base_url=settings.searxng_url if name == "searxng" else None,
+        base_url=settings.search_url(name),
         price_usd=prices.search_fees.get(name, 0.0),
         timeout=settings.search_timeout_seconds,
     )
@@ -291,11 +288,14 @@ def _search_problem(settings: Settings) -> tuple[str, str] | None:
     from deep_research.adapters.web.search import DEFAULTS  # lazy: ddgs (doctor asks)
 
     provider = settings.search_provider
-    key_env = DEFAULTS[provider].key_env
-    if key_env and settings.search_key(provider) is None:
-        return f"the {provider} search provider needs {key_env}", f"set {key_env}"
-    if provider == "searxng" and not settings.searxng_url:
-        return "searxng needs DEEP_RESEARCH_SEARXNG_URL", "set DEEP_RESEARCH_SEARXNG_URL"
+    defaults = DEFAULTS[provider]
+    if defaults.key_env and settings.search_key(provider) is None:
+        return f"the {provider} search provider needs {defaults.key_env}", f"set {defaults.key_env}"
+    if defaults.url_env and not settings.search_url(provider):
+        return (
+            f"the {provider} search provider needs its server",
+            f"set {defaults.url_env} (e.g. http://localhost:8080)",
+        )
     return None
 
 

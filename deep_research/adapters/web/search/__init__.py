@@ -80,11 +80,13 @@ class ProviderDefaults:
     """Where Settings reads the API key from; None: no key."""
     base_url: str | None = None
     """None: the user's own server (SearXNG) or none at all (ddgs)."""
+    url_env: str | None = None
+    """Where Settings reads the URL of the user's own server from; None: not needed."""
 
 
 DEFAULTS: Mapping[str, ProviderDefaults] = {
     "duckduckgo": ProviderDefaults(price_usd=0.0, per_second=1.0),
-    "searxng": ProviderDefaults(price_usd=0.0, per_second=2.0),
+    "searxng": ProviderDefaults(price_usd=0.0, per_second=2.0, url_env="DEEP_RESEARCH_SEARXNG_URL"),
     "tavily": ProviderDefaults(0.008, 1.5, "TAVILY_API_KEY", "https://api.tavily.com"),
     "brave": ProviderDefaults(0.005, 1.0, "BRAVE_API_KEY", "https://api.search.brave.com"),
     "exa": ProviderDefaults(0.007, 5.0, "EXA_API_KEY", "https://api.exa.ai"),

@@ -9,7 +9,9 @@ two built-ins names them.
 
 The built-ins are ``openai`` (OpenAI research jobs: a reasoning model with web search in
 background mode) and ``search`` (search and read with any model, or quoting pages without
-one). ``auto`` is a setting, not an engine: ``wiring.web_engine`` picks one of the two.
+one). ``auto`` is a setting, not an engine: ``wiring.web_engine`` picks one of the two
+from the settings alone, and ``preparation.choose_engine`` settles it by asking the server
+whether it serves the web model.
 """
 
 from __future__ import annotations

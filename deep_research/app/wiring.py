@@ -1,5 +1,6 @@
-"""Builds a run's concrete adapters from ``Settings`` (and ``verify_claim``'s judge; ``doctor``
-builds the few it uses itself).
+"""Builds a run's concrete adapters from ``Settings``, everything a run needs in one call
+(``build_run``; ``reopen_run`` for a resume), and ``verify_claim``'s judge (``support_judge``);
+``doctor`` builds the few clients it uses itself.
 
 The orchestrator sees ports; here they become LangChain chains, the OpenAI Deep Research
 executor, the knowledge base, or the extractive (no model) stand-ins.

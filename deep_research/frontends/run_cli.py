@@ -98,8 +98,9 @@ def run(
         typer.Option(
             "--web-engine",
             help="How the web is researched: openai (research jobs), search (search and read "
-            "pages with any model, or none), auto (openai where the server serves the web "
-            "model, else search).",
+            "pages with any model, or none), any other engine registered "
+            "(app/engines.py), or auto (openai where the server serves the web model, else "
+            "search).",
         ),
     ] = None,
     search_provider: Annotated[

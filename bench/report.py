@@ -12,8 +12,10 @@ iteration (the judge then says complete); each research job states K distinct fa
 templates and made-up names of ``bench/planted.py``, shared with ``bench/claims.py``), each
 with a unique name and its own cited page; every chat call is a faithful copier that keeps
 the facts of its prompt, with their citation markers, in order, within its token cap and
-the limits its prompt states. 100 ms latency per call. N = 12 and 48, K = 5, 12 branches in
-parallel.
+the limits its prompt states. 100 ms latency per call: the fake makes its reply within
+it, as a served model does, so each of 12 concurrent calls answers after 100 ms (not after
+100 ms plus the fake's own work for the other eleven, done in this process). N = 12 and 48,
+K = 5, 12 branches in parallel.
 
 The writers plant fabrications as they write (``FactsWorld.copy_facts(..., plant=True)``,
 the section writer's and the lead's replies, deterministic from a seed; never by editing

@@ -135,7 +135,7 @@ class FakeOpenAI:
         self._responses: dict[str, StoredResponse] = {}
         # Embeddings, faults, latency.
         self.embedding_dimensions = embedding_dimensions
-        self.latency = 0.0  # seconds added before every answer
+        self.latency = 0.0  # seconds from a request to its answer (a fault's delay on top)
         self._faults: list[_Armed] = []
         # Models: id -> shutdown date (ISO) or None; served while the date is after today.
         self.models: dict[str, str | None] = dict(DEFAULT_MODELS if models is None else models)
@@ -487,6 +487,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self, method: str) -> None:
         fake = self.server.fake
+        received = time.monotonic()
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         path = urlsplit(self.path).path
@@ -506,10 +507,17 @@ class _Handler(BaseHTTPRequestHandler):
                 fault=fault.kind if fault else None,
             )
         )
+        kind = fault.kind if fault else None
+        if kind is None and not (raw and body is None):
+            # A served model's latency includes its own work: the reply is made while the
+            # client waits, so each of N concurrent calls takes `latency`, not `latency`
+            # plus the fake's turns at the GIL after the other replies' work.
+            status, payload = fake._route(method, path, body or {})
+            fake._stopping.wait(max(0.0, fake.latency - (time.monotonic() - received)))
+            return self._reply(method, path, status, payload)
         delay = fake.latency + (fault.delay if fault and fault.kind == "slow" else 0.0)
         if delay > 0:
             fake._stopping.wait(delay)
-        kind = fault.kind if fault else None
         if kind == "drop":
             return self._drop()
         retry = {}
@@ -533,10 +541,13 @@ class _Handler(BaseHTTPRequestHandler):
             return self._drop()
         if kind == "malformed":
             return self._send_bytes(200, json.dumps(payload).encode()[:40])
+        self._reply(method, path, status, payload)
+
+    def _reply(self, method: str, path: str, status: int, payload: dict[str, Any]) -> None:
         extra = {} if status < 500 else {"x-should-retry": "false"}
         self._send(status, payload, extra)
         if method == "POST" and path == "/v1/responses" and status == 200:
-            fake._replied(payload["id"])
+            self.server.fake._replied(payload["id"])
 
     def _send(self, status: int, payload: dict[str, Any], extra: Headers | None = None) -> None:
         self._send_bytes(status, json.dumps(payload).encode(), extra)

@@ -408,6 +408,32 @@ async def test_slow_response_hits_the_client_timeout(
         await c.chat.completions.create(model=CHAT, messages=USER)
 
 
+async def test_a_reply_is_made_within_the_latency_not_after_it(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    # A served model's latency includes its own work: the fake's reply is made while the
+    # client waits (so concurrent calls each take `latency`, not latency plus the fake's
+    # turns at the GIL), and the client still gets it only once `latency` has passed.
+    made = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def handler(req: ChatRequest) -> str:
+        loop.call_soon_threadsafe(made.set)
+        return "made early"
+
+    fake_openai.chat_handler = handler
+    fake_openai.latency = 30.0
+    call = asyncio.create_task(
+        openai_client(max_retries=0).chat.completions.create(model=CHAT, messages=USER)
+    )
+    await asyncio.wait_for(made.wait(), 10)
+    assert not call.done()  # made, and still held back for the rest of the latency
+    fake_openai.latency = 0.0
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+
+
 # --- recording and lifecycle --------------------------------------------------------------
 
 

@@ -58,6 +58,42 @@ async def test_a_reply_cut_off_twice_fails_naming_the_setting(
     assert len(meter.records) == 2
 
 
+async def test_a_structured_call_sends_a_strict_schema_and_bills_its_reply(
+    fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
+) -> None:
+    fake_openai.script("Plan", [ChatReply(PLAN, prompt_tokens=40, completion_tokens=9)])
+    meter = RecordingMeter()
+    plan = await model(chat_openai).structured(Plan, [HumanMessage("plan")], meter)
+    assert plan == Plan.model_validate(PLAN)
+    (request,) = fake_openai.requests
+    schema = request.body["response_format"]["json_schema"]
+    assert (schema["name"], schema["strict"]) == ("Plan", True)
+    assert schema["schema"]["additionalProperties"] is False
+    assert [(r[2].input_tokens, r[2].output_tokens) for r in meter.records] == [(40, 9)]
+
+
+async def test_a_refused_structured_call_is_asked_again_then_fails_naming_the_refusal(
+    fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
+) -> None:
+    fake_openai.script("Plan", [ChatReply(PLAN, refusal="I cannot help with that.")] * 2)
+    chat = ChatModel(model(chat_openai).chat, "gpt-6-sol", "planner", structured_retries=1)
+    meter = RecordingMeter()
+    with pytest.raises(StructuredOutputError, match="refused: I cannot help with that"):
+        await chat.structured(Plan, [HumanMessage("plan")], meter)
+    assert fake_openai.count("/v1/chat/completions") == 2
+    assert len(meter.records) == 2, "a refusal is billed too"
+
+
+async def test_a_reply_off_the_schema_is_asked_again(
+    fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
+) -> None:
+    fake_openai.script("Plan", [ChatReply({"rationale": "r"}), ChatReply(PLAN)])
+    chat = ChatModel(model(chat_openai).chat, "gpt-6-sol", "planner", structured_retries=1)
+    plan = await chat.structured(Plan, [HumanMessage("plan")], RecordingMeter())
+    assert plan == Plan.model_validate(PLAN)
+    assert fake_openai.count("/v1/chat/completions") == 2
+
+
 async def test_a_plain_text_reply_cut_off_is_flagged(
     fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
 ) -> None:

@@ -42,10 +42,10 @@ writers and the summarizer copy the K facts only, so the body and its claims are
 would be without them (the pairs appear in the report only in the engine's own
 "Contradictions" section). The prompts that read the notes carry them (the outline's
 catalog, a section's evidence, the summarizer's findings) at 48 branches and not at 12:
-``largest_prompt_ratio_48_over_12`` counts them against the 12-branch run (11,365 characters
-at 48 with them, 11,349 without). The body figures and the claim figures are the same with
-and without them; the write wall is measured with them (280 evidence units at 48 branches,
-not 240): in back-to-back single runs it was ~0.3 one-call latencies longer with them.
+``largest_prompt_ratio_48_over_12`` counts them against the 12-branch run. The body
+figures and the claim figures are the same with and without them; the write wall is
+measured with them (280 evidence units at 48 branches, not 240): in back-to-back single
+runs it was ~0.3 one-call latencies longer with them.
 
 The report's *body* is its lead and sections (``Report.body``): the engine's own
 bookkeeping (status, coverage, citation check), the numbered sources and the "Findings by
@@ -99,13 +99,13 @@ in here is unique. A claim stating a true fact's words cited to another page is 
 citation when that fact was planted so, else counted as ``miscited_claims`` (none
 expected); claims of no fact (``other_claims``) are counted and left out.
 The human-readable output also names each chat role's largest prompt at both sizes. At
-K = 5 a branch's notes are ~50 tokens, so 12 branches fill none of the fixed budgets (the
-2,000-token rolling summary that the judge and the summarizer read is at ~590 tokens, the
-outline's 2,500-token catalog at ~a third): the ratio above measures budgets filling between
-12 and 48, not a prompt outgrowing its budget (with real notes the summarizer's prompt is
-the same at 5 nodes as at 50: bench/engine.py). ``--facts`` sets K (at 25 every budget
-fills at both sizes, the ratio is 1.01, and sections overflow their own budget and are
-condensed when the run has money and tokens left over).
+K = 5 a branch's notes are ~110 tokens, so 12 branches fill none of the fixed budgets (the
+2,000-token rolling summary that the judge and the summarizer read holds all 60 facts in
+~1,300 tokens, the outline's 2,500-token catalog is at ~a third): the ratio above measures
+budgets filling between 12 and 48, not a prompt outgrowing its budget (with real notes the
+summarizer's prompt is the same at 5 nodes as at 50: bench/engine.py). ``--facts`` sets K
+(at 25 every budget fills at both sizes, the ratio is 1.02, and sections overflow their
+own budget and are condensed when the run has money and tokens left over).
 Today's code misses several targets: this bench measures the baseline the next work must
 raise. --smoke computes the same figures once at toy sizes (N = 3 and 6, K = 2, 10 ms a
 call; the test suite runs it): its values are not the targets' (at 12 facts, 5 are planted:

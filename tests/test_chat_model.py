@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 
+from deep_research.adapters.llm.judge import LLMJudge
 from deep_research.adapters.llm.llm import CUT_OFF_NOTE, ChatModel
 from deep_research.core.errors import ProviderError, StructuredOutputError
 from deep_research.core.models import Plan
+from deep_research.core.ports import JudgeRequest
 from tests.fake_openai import ChatReply, FakeOpenAI, Fault
 from tests.fakes import RecordingMeter
 
@@ -184,3 +187,24 @@ async def test_the_writer_condenses_a_chunk_of_evidence_within_its_share(
     assert "You condense part of the evidence" in prompt
     assert "- In 2024, X ran on 1,200 sites, the survey found [S3]." in prompt
     assert len(meter.records) == 1
+
+
+async def test_the_judge_reads_the_notes_the_summary_does_not_hold_yet(
+    fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
+) -> None:
+    verdict = {
+        "is_complete": True,
+        "recommend_more_iterations": False,
+        "missing_aspects": [],
+        "weak_evidence_areas": [],
+        "overall_confidence": 0.8,
+    }
+    fake_openai.script("Verdict", [verdict, verdict])
+    judge = LLMJudge(model(chat_openai))
+    request = JudgeRequest("q?", "Folded fact [S1].", "## Part 1", "done: 2")
+    await judge.judge(request, RecordingMeter())
+    await judge.judge(replace(request, unmerged="### b?\nNewest fact [S2]."), RecordingMeter())
+    first, second = (str(r.body["messages"]) for r in fake_openai.requests)
+    assert "Folded fact [S1]" in first
+    assert "not yet merged" not in first
+    assert "Findings not yet merged into the summary:\\n### b?\\nNewest fact [S2]." in second

@@ -55,6 +55,25 @@ def test_summary_batches_fit_the_digest_budget() -> None:
     assert len(context.take_batch(small, 1000)) == context.SUMMARY_BATCH
 
 
+def test_unmerged_notes_are_the_done_nodes_the_summary_lacks_within_the_budget() -> None:
+    from deep_research.core.models import SessionState
+
+    state = SessionState(session_id="0" * 12, question="q")
+    for i in range(6):
+        state.nodes[f"n{i}"] = node(i, notes_tokens=40)
+    state.nodes["n5"].status = "running"
+    state.summarized = ["n0", "n1"]
+    text = context.unmerged(state, budget_tokens=1000)
+    assert [i for i in range(6) if f"claim {i} [S{i}]" in text] == [2, 3, 4]
+    assert text.count("### ") == 3
+    state.summarized += ["n2", "n3", "n4"]
+    assert context.unmerged(state, budget_tokens=1000) == "", "all folded: nothing to add"
+    for fan_in in (1, 40, 400):  # bounded whatever the number of unmerged nodes
+        state.nodes = {f"n{i}": node(i) for i in range(fan_in)}
+        state.summarized = []
+        assert estimate_tokens(context.unmerged(state, 1000)) <= 1000 + 20 * min(fan_in, 40)
+
+
 def test_catalog_and_overview_are_bounded() -> None:
     nodes = [node(i) for i in range(100)]
     assert len(context.catalog(nodes)) == context.CATALOG_SIZE

@@ -574,6 +574,10 @@ async def test_at_the_last_iteration_the_judge_does_not_wait_for_the_last_fold()
     assert state.stop_reason == "complete"
     drawn = re.findall(r"Draws on: (.+)", rig.judge.requests[0].outline)
     assert sorted(i for line in drawn for i in line.split(", ")) == ["a", "b"]
+    # What the summary did not hold yet, the judge read beside it: no node looks missing.
+    asked = rig.judge.requests[0]
+    assert all(f"[S{i}]" in asked.summary + asked.unmerged for i in (1, 2))
+    assert asked.unmerged, "the fold was held: the judge read the notes themselves"
     assert sorted(state.summarized) == ["a", "b"], "every node folded in before the end"
     assert all(f"[S{i}]" in state.summary for i in (1, 2))
 
@@ -589,6 +593,7 @@ async def test_at_the_last_iteration_the_judge_does_not_wait_for_the_last_fold()
     state = new_state(max_iterations=2)
     await rig.orchestrator(state).run()
     assert all(f"[S{i}]" in rig.judge.requests[0].summary for i in (1, 2))
+    assert rig.judge.requests[0].unmerged == ""
 
 
 async def test_the_report_is_written_while_the_last_findings_are_folded_in() -> None:

@@ -60,6 +60,21 @@ def take_batch(done: list[ResearchNode], budget_tokens: int) -> list[ResearchNod
     return batch
 
 
+def unmerged(state: SessionState, budget_tokens: int) -> str:
+    """The done nodes' notes not yet folded into the rolling summary, together <= ``budget``
+    (a fair share each): what a reader of the summary as it stands would miss. The last
+    iteration's judge reads them beside it instead of waiting for the fold."""
+    folded = set(state.summarized)
+    todo = [n for n in state.nodes.values() if n.status == "done" and n.id not in folded]
+    if not todo:
+        return ""
+    todo = todo[: max(1, budget_tokens // MIN_FINDING_TOKENS)]
+    share = max(MIN_FINDING_TOKENS, budget_tokens // len(todo))
+    return "\n\n".join(
+        f"### {cap_tokens(n.question, 40)}\n{cap_tokens(n.notes, share)}" for n in todo
+    )
+
+
 def gaps(state: SessionState) -> list[str]:
     """What the research has not covered: failed, blocked, unresearched, judged missing."""
     found: list[str] = []

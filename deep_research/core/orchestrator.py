@@ -382,8 +382,8 @@ class ResearchOrchestrator:
             outlining = self.engine.writer.outline(state, self.guard.meter())
             if final:
                 # No verdict can add research now: the judge reads the outline (every
-                # done node) and the summary as it stands, while the last findings are
-                # folded in beside it; the run's end waits for that fold.
+                # done node), the summary as it stands and the notes it does not hold yet,
+                # while those are folded in beside it; the run's end waits for that fold.
                 self._fold_rest_soon()
                 writing = await outlining
             else:
@@ -403,6 +403,7 @@ class ResearchOrchestrator:
                     state.summary,
                     cap_tokens(outline, 2 * self.config.summary_cap_tokens),
                     context.overview(state.nodes.values()),
+                    context.unmerged(state, self.config.summary_cap_tokens // 2),
                 ),
                 self.guard.meter(),
             )

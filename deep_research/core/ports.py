@@ -274,6 +274,9 @@ class JudgeRequest:
     outline: str
     """The report's outline as planned from what is done (``writing.outline_text``)."""
     overview: str
+    unmerged: str = ""
+    """Done nodes' notes the summary does not hold yet (``context.unmerged``): at the last
+    iteration the judge does not wait for the last fold."""
 
 
 class Judge(Protocol):

@@ -17,7 +17,12 @@ class LLMJudge:
     async def judge(self, request: JudgeRequest, meter: Meter) -> Verdict:
         messages = load_prompt("judge").messages(
             question=request.question,
-            summary=request.summary or "(empty)",
+            summary=(request.summary or "(empty)")
+            + (
+                f"\n\nFindings not yet merged into the summary:\n{request.unmerged}"
+                if request.unmerged
+                else ""
+            ),
             outline=request.outline,
             overview=request.overview,
         )

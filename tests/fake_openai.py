@@ -12,6 +12,19 @@ words it: a model it does not serve (404 `model_not_found`; see `DEFAULT_MODELS`
 `add_model`, `today`), `temperature` on a reasoning model, `reasoning.summary` for an
 unverified organisation. Those are expected answers, not fake errors.
 
+`flavor` makes it a local server instead, refusing what that one refuses as its source
+words it (not the OpenAI refusals above: both answer any `model`, take `temperature`):
+- "llama-cpp-python" (0.3.36): a `response_format` other than text / json_object
+  (json_schema included) is a 500 `internal_server_error` quoting FastAPI's validation
+  error, sent without x-should-retry; `max_completion_tokens` is ignored (`max_tokens`
+  is the cap); chat completions run one at a time (its server's model lock).
+- "llama-server" (llama.cpp's): a prompt that fills a slot's context is a 400
+  `exceed_context_size_error` with `n_prompt_tokens` and `n_ctx`; beyond `slots`,
+  requests wait for a free slot; GET /props; `meta.n_ctx` in GET /v1/models.
+Both 404 GET /v1/models/{id} (and any other unknown route) with their own 404 body.
+Every flavour finds a json_object / text request's schema in its prompt
+(`ChatRequest.schema_name`), and counts `peak_concurrency` / `peak_requests`.
+
 Invariants: every piece of state is guarded by one lock; `wait_for` wakes on
 every change, so tests wait on conditions, never on sleeps; the Authorization
 header is never stored. Handler errors and unscripted requests answer 4xx/5xx
@@ -28,7 +41,7 @@ import threading
 import time
 import traceback
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,24 +50,35 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from tests.fake_openai_payloads import (
+    CAP_KEYS,
     DEFAULT_MODELS,
+    N_CTX_TRAIN,
+    NO_QUOTA,
+    RATE_LIMITED,
+    UNAUTHORIZED,
     ChatReply,
     ChatRequest,
     Citation,
     FaultKind,
+    Flavor,
     RecordedRequest,
     ResearchReport,
     ResearchRequest,
     ResearchStatus,
     StoredResponse,
-    api_error,
+    approx_tokens,
     chat_completion,
     default_report,
     embeddings,
+    exceed_context_size,
     final_status,
+    llama_cpp_python_refusal,
+    llama_server_props,
+    local_model_list,
     model_not_found,
     model_object,
     new_id,
+    not_found,
     refused_mcp_tool,
     refused_temperature,
     response_object,
@@ -69,6 +93,7 @@ __all__ = [
     "Citation",
     "FakeOpenAI",
     "Fault",
+    "Flavor",
     "RecordedRequest",
     "ResearchReport",
     "ResearchRequest",
@@ -118,7 +143,14 @@ class FakeOpenAI:
         today: date = date(2026, 11, 23),
         retrieve_endpoint: bool = True,
         list_endpoint: bool = True,
+        flavor: Flavor = "openai",
+        slots: int = 4,
+        context_tokens: int = 8192,
     ) -> None:
+        self.flavor: Flavor = flavor
+        self.slots = slots  # llama-server's --parallel: chat completions generated at once
+        # One llama-server slot's context (`n_ctx`), capped by the model's training context.
+        self.n_ctx = min(context_tokens, N_CTX_TRAIN)
         self._cond = threading.Condition(threading.RLock())
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -138,9 +170,12 @@ class FakeOpenAI:
         self.latency = 0.0  # seconds from a request to its answer (a fault's delay on top)
         self._faults: list[_Armed] = []
         # Models: id -> shutdown date (ISO) or None; served while the date is after today.
-        self.models: dict[str, str | None] = dict(DEFAULT_MODELS if models is None else models)
+        # A local server serves what you `add_model`, not OpenAI's list.
+        default = DEFAULT_MODELS if flavor == "openai" else {}
+        self.models: dict[str, str | None] = dict(default if models is None else models)
         self.today = today
-        self.retrieve_endpoint = retrieve_endpoint  # False: GET /v1/models/{id} 404s (vLLM)
+        # False: GET /v1/models/{id} 404s (vLLM); neither llama server has that route.
+        self.retrieve_endpoint = retrieve_endpoint and flavor == "openai"
         self.list_endpoint = list_endpoint  # False: GET /v1/models 404s too
         self.org_verified = False  # True: reasoning.summary is accepted
         # Records and counters.
@@ -150,6 +185,10 @@ class FakeOpenAI:
         self.cancels: Counter[str] = Counter()  # cancels per response id
         self.errors: list[str] = []  # handler exceptions, unscripted requests
         self.create_replied_at: dict[str, float] = {}  # response id -> time.time() replied
+        self._open_chats = 0  # chat completions received and not yet answered
+        self._generating = 0  # ... of which holding a slot (being generated)
+        self._peak_requests = 0
+        self._peak_concurrency = 0
 
     # --- lifecycle -------------------------------------------------------------------
     def start(self) -> FakeOpenAI:
@@ -166,6 +205,8 @@ class FakeOpenAI:
         if self._server is None:
             return
         self._stopping.set()
+        with self._cond:
+            self._cond.notify_all()  # wake requests queued for a slot
         self._server.shutdown()
         self._server.close_connections()
         self._server.server_close()
@@ -247,6 +288,18 @@ class FakeOpenAI:
         with self._cond:
             return list(self._requests)
 
+    @property
+    def peak_concurrency(self) -> int:
+        """Most chat completions generated at once (at most `slots`; 1 for llama-cpp-python)."""
+        with self._cond:
+            return self._peak_concurrency
+
+    @property
+    def peak_requests(self) -> int:
+        """Most chat completions a client had open at once, queued ones included."""
+        with self._cond:
+            return self._peak_requests
+
     def count(self, path_prefix: str, method: str | None = None) -> int:
         return sum(
             1
@@ -279,7 +332,10 @@ class FakeOpenAI:
             self._requests.append(request)
             self._cond.notify_all()
 
-    def _route(self, method: str, path: str, body: Any) -> tuple[int, dict[str, Any]]:
+    def _route(
+        self, method: str, path: str, body: Any, *, wait: bool = False
+    ) -> tuple[int, dict[str, Any]]:
+        """Answer a request; `wait`: hold a chat completion's slot for the latency too."""
         parts = path.strip("/").split("/")
         try:
             if method == "POST" and path in _MODEL_PATHS:
@@ -287,7 +343,7 @@ class FakeOpenAI:
                 if refusal is not None:
                     return refusal
             if method == "POST" and path == "/v1/chat/completions":
-                return self._chat(body)
+                return self._chat(body, wait)
             if method == "POST" and path == "/v1/embeddings":
                 return 200, embeddings(body, self.embedding_dimensions)
             if method == "POST" and path == "/v1/responses":
@@ -298,7 +354,11 @@ class FakeOpenAI:
                 return 200, self._model_list()
             if method == "GET" and path.startswith("/v1/models/") and self.retrieve_endpoint:
                 return self._model(unquote(path.removeprefix("/v1/models/")))
-            return _error(404, f"FakeOpenAI: no route for {method} {path}")
+            if method == "GET" and path == "/props" and self.flavor == "llama-server":
+                with self._cond:
+                    model = next((m for m in self.models if self.served(m)), "")
+                return 200, llama_server_props(model, self.slots, self.n_ctx)
+            return not_found(self.flavor, f"FakeOpenAI: no route for {method} {path}")
         except Exception:
             return self._fail(500, f"FakeOpenAI handler raised:\n{traceback.format_exc()}")
         finally:
@@ -307,6 +367,10 @@ class FakeOpenAI:
 
     def _refusal(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
         """What the real API refuses before doing anything (nothing is created or counted)."""
+        if self.flavor == "llama-cpp-python":  # FastAPI validates before the model lock
+            return llama_cpp_python_refusal(body) if path == "/v1/chat/completions" else None
+        if self.flavor == "llama-server":
+            return None  # its refusals come once a slot takes the request: see _generate
         model = body.get("model")
         if not isinstance(model, str) or not self.served(model):
             return model_not_found(str(model))
@@ -328,6 +392,8 @@ class FakeOpenAI:
     def _model_list(self) -> dict[str, Any]:
         with self._cond:
             data = [model_object(m, d) for m, d in self.models.items() if self.served(m)]
+        if self.flavor != "openai":
+            return local_model_list(self.flavor, [m["id"] for m in data], self.n_ctx)
         return {"object": "list", "data": data}
 
     def _model(self, model: str) -> tuple[int, dict[str, Any]]:
@@ -341,8 +407,43 @@ class FakeOpenAI:
             self.errors.append(message)
         return _error(status, message)
 
-    def _chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        req = ChatRequest.from_body(body)
+    @contextlib.contextmanager
+    def _slot(self) -> Iterator[float]:
+        """Hold a generation slot; yields when it was taken. Local servers queue what they
+        cannot run yet: llama-server defers a task until one of its `--parallel` slots frees,
+        llama-cpp-python (app.py) holds its one model lock through each completion."""
+        limit = {"openai": None, "llama-cpp-python": 1, "llama-server": self.slots}[self.flavor]
+        with self._cond:
+            self._open_chats += 1
+            self._peak_requests = max(self._peak_requests, self._open_chats)
+            self._cond.notify_all()
+            self._cond.wait_for(
+                lambda: limit is None or self._generating < limit or self._stopping.is_set()
+            )
+            self._generating += 1
+            self._peak_concurrency = max(self._peak_concurrency, self._generating)
+            self._cond.notify_all()
+        try:
+            yield time.monotonic()
+        finally:
+            with self._cond:
+                self._generating -= 1
+                self._open_chats -= 1
+                self._cond.notify_all()
+
+    def _chat(self, body: dict[str, Any], wait: bool) -> tuple[int, dict[str, Any]]:
+        req = ChatRequest.from_body(body, CAP_KEYS[self.flavor])
+        with self._slot() as taken:
+            answer = self._generate(req)
+            with self._cond:
+                self._cond.notify_all()  # the reply is made: wake `wait_for` before the latency
+            if wait:  # a queued request's latency starts when a slot takes it
+                self._stopping.wait(max(0.0, self.latency - (time.monotonic() - taken)))
+        return answer
+
+    def _generate(self, req: ChatRequest) -> tuple[int, dict[str, Any]]:
+        if self.flavor == "llama-server" and approx_tokens(req.text) >= self.n_ctx:
+            return exceed_context_size(approx_tokens(req.text), self.n_ctx)
         # User handlers run outside the lock: one may block on an event to hold a call open.
         reply = self.chat_handler(req) if self.chat_handler else None
         with self._cond:
@@ -413,28 +514,6 @@ _MODEL_PATHS = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/embeddin
 
 def _error(status: int, message: str) -> tuple[int, dict[str, Any]]:
     return status, {"error": {"message": message, "type": "fake_error", "code": None}}
-
-
-_RATE_LIMITED = api_error(
-    429,
-    "Rate limit reached for requests per min (RPM): Limit 500, Used 500, Requested 1. "
-    "Please try again in 120ms. (fake)",
-    "requests",
-    "rate_limit_exceeded",
-)
-_NO_QUOTA = api_error(
-    429,
-    "You exceeded your current quota, please check your plan and billing details.",
-    "insufficient_quota",
-    "insufficient_quota",
-)
-_UNAUTHORIZED = api_error(
-    401,
-    "Incorrect API key provided: sk-fake***. You can find your API key at "
-    "https://platform.openai.com/account/api-keys.",
-    "invalid_request_error",
-    "invalid_api_key",
-)
 
 
 class _Server(ThreadingHTTPServer):
@@ -512,7 +591,7 @@ class _Handler(BaseHTTPRequestHandler):
             # A served model's latency includes its own work: the reply is made while the
             # client waits, so each of N concurrent calls takes `latency`, not `latency`
             # plus the fake's turns at the GIL after the other replies' work.
-            status, payload = fake._route(method, path, body or {})
+            status, payload = fake._route(method, path, body or {}, wait=True)
             fake._stopping.wait(max(0.0, fake.latency - (time.monotonic() - received)))
             return self._reply(method, path, status, payload)
         delay = fake.latency + (fault.delay if fault and fault.kind == "slow" else 0.0)
@@ -527,11 +606,11 @@ class _Handler(BaseHTTPRequestHandler):
                 "retry-after-ms": f"{fault.retry_after * 1000:g}",
             }
         if kind == "rate_limit":
-            return self._send(*_RATE_LIMITED, retry)
+            return self._send(*RATE_LIMITED, retry)
         if kind == "insufficient_quota":
-            return self._send(*_NO_QUOTA)
+            return self._send(*NO_QUOTA)
         if kind == "unauthorized":
-            return self._send(*_UNAUTHORIZED)
+            return self._send(*UNAUTHORIZED)
         if kind == "server_error":
             return self._send(*_error(500, "Internal error (fake)."), retry)
         if raw and body is None:
@@ -544,7 +623,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(method, path, status, payload)
 
     def _reply(self, method: str, path: str, status: int, payload: dict[str, Any]) -> None:
-        extra = {} if status < 500 else {"x-should-retry": "false"}
+        # The fake's own failures must not be retried; a real server's 500 (llama-cpp-python's
+        # refusals) carries no such header, so the SDK retries it as it would the real one.
+        error = payload.get("error")
+        real = isinstance(error, dict) and error.get("type") != "fake_error"
+        extra = {} if status < 500 or real else {"x-should-retry": "false"}
         self._send(status, payload, extra)
         if method == "POST" and path == "/v1/responses" and status == 200:
             self.server.fake._replied(payload["id"])

@@ -21,6 +21,8 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 ResearchStatus = Literal["completed", "failed", "incomplete"]
+# Which server the fake speaks as: OpenAI itself, or a local OpenAI-compatible one.
+Flavor = Literal["openai", "llama-cpp-python", "llama-server"]
 FaultKind = Literal[
     "rate_limit",
     "insufficient_quota",
@@ -72,6 +74,29 @@ def api_error(
 ) -> tuple[int, dict[str, Any]]:
     """An error as the real API words it: {"error": {message, type, param, code}}."""
     return status, {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+# Injected faults (`Fault`), as the real API words them.
+RATE_LIMITED = api_error(
+    429,
+    "Rate limit reached for requests per min (RPM): Limit 500, Used 500, Requested 1. "
+    "Please try again in 120ms. (fake)",
+    "requests",
+    "rate_limit_exceeded",
+)
+NO_QUOTA = api_error(
+    429,
+    "You exceeded your current quota, please check your plan and billing details.",
+    "insufficient_quota",
+    "insufficient_quota",
+)
+UNAUTHORIZED = api_error(
+    401,
+    "Incorrect API key provided: sk-fake***. You can find your API key at "
+    "https://platform.openai.com/account/api-keys.",
+    "invalid_request_error",
+    "invalid_api_key",
+)
 
 
 def model_not_found(model: str) -> tuple[int, dict[str, Any]]:
@@ -159,6 +184,149 @@ def unverified_summary() -> tuple[int, dict[str, Any]]:
     )
 
 
+# --- local servers (llama-cpp-python 0.3.36 and the llama.cpp server it vendors) ---------
+
+# Body keys each flavour reads as the completion cap; the first one present wins.
+CAP_KEYS: Mapping[Flavor, tuple[str, ...]] = {
+    "openai": ("max_completion_tokens", "max_tokens"),
+    # llama_cpp/server/types.py: CreateChatCompletionRequest has `max_tokens` only, and as
+    # a pydantic model without extra="forbid" it drops `max_completion_tokens` silently.
+    "llama-cpp-python": ("max_tokens",),
+    # server-schema.cpp: field "n_predict", aliases "max_completion_tokens", "max_tokens".
+    "llama-server": ("n_predict", "max_completion_tokens", "max_tokens"),
+}
+N_CTX_TRAIN = 131_072  # the fake local model's training context (Llama 3.1's)
+# Where FastAPI (>= 0.124) says the refused endpoint is: llama_cpp/server/app.py, line of
+# create_chat_completion's @router.post in 0.3.36 (the directory is the install's).
+_LLAMA_CPP_APP = "/usr/local/lib/python3.12/site-packages/llama_cpp/server/app.py"
+_LLAMA_CPP_CHAT_LINE = 376
+
+
+def llama_cpp_python_refusal(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    """A `response_format` llama-cpp-python's request model refuses, as its server words it.
+
+    types.py types it `ChatCompletionRequestResponseFormat` (type: Literal["text",
+    "json_object"]), so FastAPI raises RequestValidationError; errors.py's RouteErrorHandler
+    catches every non-HTTPException, fails to re-parse the body for a formatter and wraps
+    `str(error)` as a 500 `internal_server_error` (no x-should-retry: the SDK retries it)."""
+    fmt = body.get("response_format")
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind is None or kind in ("text", "json_object"):
+        return None
+    error = {
+        "type": "literal_error",
+        "loc": ("body", "response_format", "type"),
+        "msg": "Input should be 'text' or 'json_object'",
+        "input": kind,
+        "ctx": {"expected": "'text' or 'json_object'"},
+    }
+    message = (
+        f"1 validation error:\n  {error}\n"
+        f'  File "{_LLAMA_CPP_APP}", line {_LLAMA_CPP_CHAT_LINE}, in create_chat_completion\n'
+        "    POST /v1/chat/completions"
+    )
+    return api_error(500, message, "internal_server_error", None)
+
+
+def exceed_context_size(n_prompt_tokens: int, n_ctx: int) -> tuple[int, dict[str, Any]]:
+    """llama-server's refusal of a prompt that fills its slot (server-context.cpp, the
+    `can_split` branch; server_task_result_error::to_json adds the two counts)."""
+    message = (
+        f"request ({n_prompt_tokens} tokens) exceeds the available context size "
+        f"({n_ctx} tokens), try increasing it"
+    )
+    error = {
+        "code": 400,
+        "message": message,
+        "n_ctx": n_ctx,
+        "n_prompt_tokens": n_prompt_tokens,
+        "type": "exceed_context_size_error",
+    }
+    return 400, {"error": error}
+
+
+def not_found(flavor: Flavor, message: str) -> tuple[int, dict[str, Any]]:
+    """A route the server does not have (`message` is the fake's own, for "openai")."""
+    if flavor == "llama-cpp-python":  # FastAPI's default 404
+        return 404, {"detail": "Not Found"}
+    if flavor == "llama-server":  # server-http.cpp's error handler
+        return 404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}}
+    return 404, {"error": {"message": message, "type": "fake_error", "code": None}}
+
+
+def local_model_list(flavor: Flavor, models: list[str], n_ctx: int) -> dict[str, Any]:
+    """GET /v1/models of llama-cpp-python (app.py get_models) or llama-server
+    (server-context.cpp get_res_models: `meta.n_ctx` is one slot's context)."""
+    if flavor == "llama-cpp-python":
+        data = [{"id": m, "object": "model", "owned_by": "me", "permissions": []} for m in models]
+        return {"object": "list", "data": data}
+    meta = {
+        "vocab_type": 2,
+        "n_vocab": 128_256,
+        "n_ctx": n_ctx,
+        "n_ctx_train": N_CTX_TRAIN,
+        "n_embd": 4096,
+        "n_params": 8_030_261_248,
+        "size": 4_920_739_840,
+        "ftype": "Q4_K - Medium",
+    }
+    info = [
+        {
+            "id": m,
+            "aliases": [],
+            "tags": [],
+            "object": "model",
+            "created": int(time.time()),
+            "owned_by": "llamacpp",
+            "meta": meta,
+        }
+        for m in models
+    ]
+    listed = [
+        {"name": m, "model": m, "type": "model", "capabilities": ["completion"]} for m in models
+    ]
+    return {"models": listed, "object": "list", "data": info}
+
+
+def llama_server_props(model: str, slots: int, n_ctx: int) -> dict[str, Any]:
+    """GET /props as server-context.cpp get_res_props builds it (the fields a client reads)."""
+    params = {"n_predict": -1, "temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
+    return {
+        "default_generation_settings": {"params": params, "n_ctx": n_ctx},
+        "total_slots": slots,
+        "model_alias": model,
+        "model_path": f"/models/{model}.gguf",
+        "modalities": {"vision": False, "video": False, "audio": False},
+        "endpoint_slots": True,
+        "endpoint_props": False,
+        "endpoint_metrics": False,
+        "chat_template": "",
+        "build_info": "b0-fake",
+        "is_sleeping": False,
+    }
+
+
+def schema_in_prompt(messages: Iterable[Any]) -> dict[str, Any] | None:
+    """The last ```json block of the messages that is an object with a string "title": the
+    schema a json_object / text request asks for in its prompt, as a model reads it."""
+    found = None
+    for message in messages:
+        text = text_of(message.get("content")) if isinstance(message, dict) else ""
+        end = 0
+        while (start := text.find("```json", end)) >= 0:
+            end = text.find("```", start + 7)
+            if end < 0:
+                break
+            try:
+                obj = json.loads(text[start + 7 : end])
+            except json.JSONDecodeError:
+                obj = None
+            if isinstance(obj, dict) and isinstance(obj.get("title"), str):
+                found = obj
+            end += 3
+    return found
+
+
 def approx_tokens(text: str) -> int:
     """About four characters a token: good enough for usage figures in tests."""
     return max(1, (len(text) + 3) // 4)
@@ -204,24 +372,37 @@ class RecordedRequest:
 class ChatRequest:
     model: str
     messages: list[dict[str, Any]]
-    schema_name: str | None  # response_format.json_schema.name, if any
+    # response_format.json_schema.name; without a json_schema (json_object, text) the
+    # "title" of the last ```json schema in the messages (`schema_in_prompt`).
+    schema_name: str | None
     schema: dict[str, Any] | None
-    max_tokens: int | None  # max_completion_tokens, else max_tokens
+    max_tokens: int | None  # the cap this flavour honours (`CAP_KEYS`), if any was sent
     temperature: float | None
     raw: dict[str, Any]
+    cap_param: str | None = None  # the body key `max_tokens` came from
 
     @classmethod
-    def from_body(cls, body: dict[str, Any]) -> ChatRequest:
+    def from_body(
+        cls, body: dict[str, Any], cap_keys: tuple[str, ...] = CAP_KEYS["openai"]
+    ) -> ChatRequest:
         fmt = body.get("response_format") or {}
-        js = (fmt.get("json_schema") or {}) if fmt.get("type") == "json_schema" else {}
+        messages = body.get("messages", [])
+        if fmt.get("type") == "json_schema":
+            js = fmt.get("json_schema") or {}
+            name, schema = js.get("name"), js.get("schema")
+        else:
+            schema = schema_in_prompt(messages)
+            name = schema["title"] if schema is not None else None
+        cap_param = next((key for key in cap_keys if key in body), None)
         return cls(
             model=body.get("model", ""),
-            messages=body.get("messages", []),
-            schema_name=js.get("name"),
-            schema=js.get("schema"),
-            max_tokens=body.get("max_completion_tokens", body.get("max_tokens")),
+            messages=messages,
+            schema_name=name,
+            schema=schema,
+            max_tokens=body.get(cap_param) if cap_param else None,
             temperature=body.get("temperature"),
             raw=body,
+            cap_param=cap_param,
         )
 
     @property

@@ -11,6 +11,7 @@ from langchain_openai import ChatOpenAI
 
 from deep_research.adapters.llm.judge import LLMJudge
 from deep_research.adapters.llm.llm import CUT_OFF_NOTE, ChatModel
+from deep_research.adapters.llm.params import reasoning_room
 from deep_research.core.errors import ProviderError, StructuredOutputError
 from deep_research.core.models import Plan
 from deep_research.core.ports import JudgeRequest
@@ -102,7 +103,7 @@ async def test_a_plain_text_reply_cut_off_is_flagged(
 ) -> None:
     fake_openai.script(None, [ChatReply("Half a rep", finish_reason="length")])
     text = await model(chat_openai).text([HumanMessage("write")], RecordingMeter())
-    assert text == "Half a rep" + CUT_OFF_NOTE
+    assert text == "Half a rep" + CUT_OFF_NOTE.format(setting="DEEP_RESEARCH_MAX_TOKENS_PER_CALL")
 
 
 async def test_a_malformed_text_reply_is_asked_again(
@@ -155,7 +156,9 @@ async def test_the_writer_rewrites_a_claim_from_its_passages_within_its_cap(
     meter = RecordingMeter()
     assert await author.revise(request, meter) == "The limit is 10 requests a second [2]."
     sent = fake_openai.requests[-1]
-    assert sent.body.get("max_completion_tokens") == REVISION_REPLY_TOKENS
+    # The reply's own size, plus room for the reasoning a gpt-6 model at "low" does first.
+    room = reasoning_room("gpt-6-sol", "low")
+    assert sent.body.get("max_completion_tokens") == min(4000, REVISION_REPLY_TOKENS + room)
     prompt = str(sent.body["messages"])
     assert "You correct one sentence of a research report" in prompt
     for part in (request.sentence, request.problems[0], "[2] Clients may send at most 10"):
@@ -182,7 +185,8 @@ async def test_the_writer_condenses_a_chunk_of_evidence_within_its_share(
     meter = RecordingMeter()
     assert await author.condense(request, meter) == "- 1,200 sites in 2024 [S3]"
     sent = fake_openai.requests[-1]
-    assert sent.body.get("max_completion_tokens") == 250, "the reply capped at its share"
+    room = reasoning_room("gpt-6-sol", "low")
+    assert sent.body.get("max_completion_tokens") == 250 + room, "its share, and room to think"
     prompt = str(sent.body["messages"])
     assert "You condense part of the evidence" in prompt
     assert "- In 2024, X ran on 1,200 sites, the survey found [S3]." in prompt

@@ -167,15 +167,23 @@ def test_malformed_plan_is_repaired_not_fatal(env: dict[str, str], fake_openai: 
     assert all(n["status"] == "done" for n in state["nodes"].values())
 
 
-def test_garbage_plans_fail_cleanly_with_exit_6(
+def test_garbage_plans_fall_back_to_researching_the_question(
     env: dict[str, str], fake_openai: FakeOpenAI
 ) -> None:
-    fake_openai.script("Plan", ["this is not json"] * 3)
-    code, _out, err = cli(env, QUESTION)
-    assert code == 6
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("error: "), err
-    assert "no valid Plan" in last
+    ResearchWorld(plans=[]).install(fake_openai)
+    answers = fake_openai.chat_handler
+    assert answers is not None
+    fake_openai.chat_handler = lambda req: (
+        "this is not json" if req.schema_name == "Plan" else answers(req)
+    )
+    data = run_json(env, QUESTION)
+    assert data["status"] == "complete"
+    state = session_state(env, data["session_id"])
+    (node,) = state["nodes"].values()
+    assert node["question"] == QUESTION
+    plans = [r for r in fake_openai.requests if "Allowed here:" in str(r.body)]
+    assert len(plans) == 3, "the plan, then two repairs that send the bad reply's problem back"
+    assert len({str(r.body) for r in plans}) >= 2, "a repair is not the same request again"
 
 
 def test_sessions_list_and_show(env: dict[str, str], fake_openai: FakeOpenAI) -> None:

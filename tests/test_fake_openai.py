@@ -7,6 +7,7 @@ teardown (why: tests/conftest.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -14,12 +15,15 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
+from typing import Any
 
+import httpx
 import openai
 import pytest
 from langchain_openai import ChatOpenAI
@@ -47,6 +51,7 @@ from tests.fake_openai import (
     Citation,
     FakeOpenAI,
     Fault,
+    Flavor,
     ResearchReport,
     ResearchRequest,
 )
@@ -824,3 +829,201 @@ async def test_a_structured_output_cut_off_by_length_raises_with_its_usage(
     usage = info.value.completion.usage
     assert usage is not None
     assert usage.completion_tokens == 50
+
+
+# --- local servers: llama-cpp-python and llama-server -------------------------------------
+
+LOCAL = "smollm2"
+
+
+@contextlib.asynccontextmanager
+async def local_server(
+    flavor: Flavor, **kwargs: Any
+) -> AsyncIterator[tuple[FakeOpenAI, openai.AsyncOpenAI]]:
+    """A fake local server serving LOCAL, and a client that sees a 500 once (no retries)."""
+    with FakeOpenAI(flavor=flavor, **kwargs) as fake:
+        fake.add_model(LOCAL)
+        async with openai.AsyncOpenAI(base_url=fake.base_url, api_key="x", max_retries=0) as c:
+            yield fake, c
+    assert fake.errors == [], "refusals are the server's answers, not fake errors"
+
+
+def schema_prompt(schema: dict[str, Any]) -> str:
+    """What our client appends to the system message when the server cannot take a schema."""
+    return (
+        "You plan research.\n\nReply with one JSON object and nothing else. It must validate "
+        f"against this JSON schema:\n```json\n{json.dumps(schema)}\n```"
+    )
+
+
+def recorder(fake: FakeOpenAI) -> list[ChatRequest]:
+    """The requests that reached generation (a refused one never does)."""
+    seen: list[ChatRequest] = []
+
+    def handler(req: ChatRequest) -> None:
+        seen.append(req)
+
+    fake.chat_handler = handler
+    return seen
+
+
+async def test_llama_cpp_python_refuses_json_schema_as_its_server_does() -> None:
+    async with local_server("llama-cpp-python") as (fake, c):
+        seen = recorder(fake)
+        with pytest.raises(openai.InternalServerError) as refused:
+            await c.chat.completions.create(
+                model=LOCAL, messages=USER, response_format=json_schema_format("Plan")
+            )
+
+    # FastAPI's RequestValidationError, wrapped by llama_cpp/server/errors.py as a 500.
+    body = error_body(refused.value)
+    assert (body["type"], body["param"], body["code"]) == ("internal_server_error", None, None)
+    message = str(body["message"])
+    assert message.startswith(
+        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+        "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'"
+    )
+    assert message.endswith(", in create_chat_completion\n    POST /v1/chat/completions")
+    assert "x-should-retry" not in refused.value.response.headers  # the SDK would retry it
+    assert seen == [], "nothing generated"
+    assert fake.count("/v1/chat/completions") == 1, "but recorded"
+
+
+async def test_llama_cpp_python_json_object_finds_the_schema_in_the_prompt() -> None:
+    schema = Plan.model_json_schema()
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "system", "content": schema_prompt({"title": "Old", "type": "object"})},
+        {"role": "system", "content": schema_prompt(schema)},
+        # The last ```json block, but no schema (no "title"): the Plan schema stands.
+        {"role": "user", "content": 'Plan it. For example:\n```json\n{"steps": ["x"]}\n```'},
+    ]
+    async with local_server("llama-cpp-python") as (fake, c):
+        fake.script("Plan", [{"steps": ["search", "compare"]}] * 2)
+        seen = recorder(fake)
+        as_object = await c.chat.completions.create(
+            model=LOCAL,
+            messages=messages,
+            response_format={"type": "json_object"},
+            max_completion_tokens=50,  # not a field of its request model: dropped
+        )
+        as_text = await c.chat.completions.create(
+            model=LOCAL, messages=messages, max_tokens=20, max_completion_tokens=50
+        )
+
+    for reply in (as_object, as_text):
+        assert json.loads(reply.choices[0].message.content or "") == {
+            "steps": ["search", "compare"]
+        }
+    assert [(r.schema_name, r.schema == schema) for r in seen] == [("Plan", True)] * 2
+    assert [(r.max_tokens, r.cap_param) for r in seen] == [(None, None), (20, "max_tokens")]
+
+
+async def test_llama_cpp_python_lists_models_but_has_no_model_route() -> None:
+    async with local_server("llama-cpp-python") as (_, c):
+        with pytest.raises(openai.NotFoundError) as no_route:
+            await c.models.retrieve(LOCAL)
+        listed = [m async for m in c.models.list()]
+
+    assert no_route.value.body == {"detail": "Not Found"}  # FastAPI's own 404
+    assert [(m.id, m.owned_by) for m in listed] == [(LOCAL, "me")]
+
+
+async def test_the_default_flavour_reads_a_text_requests_schema_too(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    fake_openai.script("Plan", [{"steps": ["a"]}])
+    seen = recorder(fake_openai)
+    system = schema_prompt(Plan.model_json_schema())
+    reply = await openai_client().chat.completions.create(
+        model=CHAT,
+        messages=[{"role": "system", "content": system}, *USER],
+        max_tokens=20,
+        max_completion_tokens=50,
+    )
+    assert json.loads(reply.choices[0].message.content or "") == {"steps": ["a"]}
+    assert [(r.schema_name, r.max_tokens, r.cap_param) for r in seen] == [
+        ("Plan", 50, "max_completion_tokens")
+    ]
+
+
+async def test_llama_server_props_models_and_caps() -> None:
+    async with local_server("llama-server", slots=3, context_tokens=4096) as (fake, c):
+        root = fake.base_url.removesuffix("/v1")
+        props = (await c.get(f"{root}/props", cast_to=httpx.Response)).json()
+        (model,) = [m async for m in c.models.list()]
+        with pytest.raises(openai.NotFoundError) as no_route:
+            await c.models.retrieve(LOCAL)
+        seen = recorder(fake)
+        fake.script("Plan", [{"steps": ["a"]}] * 3)
+        for cap in ({"n_predict": 7, "max_tokens": 9}, {"max_completion_tokens": 8}, {}):
+            await c.chat.completions.create(
+                model=LOCAL,
+                messages=USER,
+                response_format=json_schema_format("Plan"),  # a grammar: accepted
+                extra_body=cap,
+            )
+
+    assert (props["total_slots"], props["default_generation_settings"]["n_ctx"]) == (3, 4096)
+    assert props["model_alias"] == LOCAL
+    assert (model.id, model.owned_by) == (LOCAL, "llamacpp")
+    meta = model.model_dump()["meta"]
+    assert (meta["n_ctx"], meta["n_ctx_train"]) == (4096, 131_072)
+    assert error_body(no_route.value) == {
+        "code": 404,
+        "message": "File Not Found",
+        "type": "not_found_error",
+    }
+    assert [(r.schema_name, r.max_tokens, r.cap_param) for r in seen] == [
+        ("Plan", 7, "n_predict"),
+        ("Plan", 8, "max_completion_tokens"),
+        ("Plan", None, None),
+    ]
+
+
+async def test_llama_server_refuses_a_prompt_that_fills_its_context() -> None:
+    async with local_server("llama-server", context_tokens=1000) as (fake, c):
+        seen = recorder(fake)
+        long: list[ChatCompletionMessageParam] = [{"role": "user", "content": "word " * 1000}]
+        with pytest.raises(openai.BadRequestError) as refused:
+            await c.chat.completions.create(model=LOCAL, messages=long)
+        fits = await c.chat.completions.create(model=LOCAL, messages=USER)
+
+    body = error_body(refused.value)
+    assert (body["type"], body["code"], body["n_ctx"]) == ("exceed_context_size_error", 400, 1000)
+    assert body["n_prompt_tokens"] == 1250
+    assert body["message"] == (
+        "request (1250 tokens) exceeds the available context size (1000 tokens), try increasing it"
+    )
+    assert len(seen) == 1, "the refused prompt was never generated"
+    assert fits.choices[0].message.content == "This is a fake reply."
+
+
+@pytest.mark.parametrize(
+    ("flavor", "at_once"), [("llama-server", 2), ("llama-cpp-python", 1), ("openai", 6)]
+)
+async def test_requests_beyond_the_slots_wait_for_one(flavor: Flavor, at_once: int) -> None:
+    gate = threading.Event()
+
+    def held(req: ChatRequest) -> str:
+        assert gate.wait(10)
+        return "done"
+
+    async with local_server(flavor, slots=2) as (fake, c):
+        fake.chat_handler = held
+        fake.latency = 0.05
+        calls = [
+            asyncio.create_task(c.chat.completions.create(model=LOCAL, messages=USER))
+            for _ in range(6)
+        ]
+        # All six reach the server; only `at_once` are being generated, the rest wait.
+        await asyncio.to_thread(fake.wait_for, lambda: fake.peak_requests == 6)
+        assert fake.peak_concurrency == at_once
+        released = time.monotonic()
+        gate.set()
+        replies = await asyncio.gather(*calls)
+        elapsed = time.monotonic() - released
+
+    assert [r.choices[0].message.content for r in replies] == ["done"] * 6
+    assert fake.peak_concurrency == at_once
+    # The first wave's latency passed while held; each later wave holds its slot for it.
+    assert elapsed >= (math.ceil(6 / at_once) - 1) * fake.latency

@@ -249,18 +249,37 @@ async def test_malformed_first_plan_falls_back_to_the_question_itself() -> None:
     assert state.iterations[0].plan_issues[0].reason == "empty question"
 
 
-async def test_planner_that_never_parses_fails_the_run_cleanly() -> None:
+async def test_a_first_plan_that_never_parses_researches_the_question_itself() -> None:
+    """A small model (or a server with no structured output) may never write a readable
+    plan: the question itself is still worth researching, and the run says why."""
     rig = Rig(
         planner=FakePlanner([StructuredOutputError("no valid Plan after 3 attempts")]),
         executor=FakeExecutor(),
-        judge=FakeJudge([]),
+        judge=FakeJudge([verdict(True)]),
     )
     state = new_state()
-    with pytest.raises(StructuredOutputError):
-        await rig.orchestrator(state).run()
-    saved = rig.saver.last()
-    assert saved.status == "failed"
-    assert saved.stop_reason == "error"
+    orch = rig.orchestrator(state)
+    events: list[object] = []
+    orch._on_event = events.append
+    await orch.run()
+    (researched,) = rig.executor.tasks
+    assert researched.question == state.question
+    assert any("the plan could not be read" in str(e) for e in events)
+    assert state.status == "complete"
+    assert orch.report is not None
+
+
+async def test_a_replan_that_never_parses_stops_the_run_with_a_report() -> None:
+    rig = Rig(
+        planner=FakePlanner([plan(task("a")), StructuredOutputError("no valid Plan")]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([verdict(False, "b")]),
+    )
+    state = new_state()
+    orch = rig.orchestrator(state)
+    await orch.run()
+    assert state.stop_reason == "error"
+    assert orch.report is not None, "what the first iteration found is still reported"
 
 
 async def test_judge_failure_ends_with_a_written_report_all_the_same() -> None:

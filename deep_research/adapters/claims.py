@@ -133,6 +133,11 @@ async def settle(
     return Settled(out, opinions)
 
 
+def judgements_tokens(claims: int) -> int:
+    """How long the judge's reply on ``claims`` claims runs (a verdict and a sentence each)."""
+    return 100 + 150 * claims
+
+
 @functools.cache
 def prompt() -> Prompt:
     from deep_research.adapters.llm.llm import load_prompt  # lazy: LangChain
@@ -150,5 +155,7 @@ class RunSupportJudge:
 
     async def judge(self, claims: Sequence[ToJudge]) -> list[JudgeVerdict | None]:
         messages = prompt().messages(claims=claims_text(claims))
-        reply = await self.model.structured(Judgements, messages, self.meter)
+        reply = await self.model.structured(
+            Judgements, messages, self.meter, reply_tokens=judgements_tokens(len(claims))
+        )
         return by_number(reply, len(claims), self.model.model)

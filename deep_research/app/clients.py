@@ -63,8 +63,10 @@ CLIENT_POLICIES: dict[ClientPurpose, ClientPolicy] = {
     # A few short requests before a run and in doctor (model lookups): one retry, 10 s a
     # request; ``adapters.llm.lifecycle.LOOKUP_TIMEOUT`` also bounds each model's answer.
     "lookup": ClientPolicy(lambda s: 1, lambda s: 10.0),
-    # The chat models (planner, branches, summarizer, synthesizer, judge).
-    "chat": ClientPolicy(lambda s: s.max_retries, lambda s: s.request_timeout_seconds),
+    # The chat models (planner, branches, summarizer, synthesizer, judge): the client never
+    # retries; ``adapters.llm.server.ChatServer.send`` does, by its own rules (a timeout or a
+    # 5xx once, a refused request shape never, a 429 with retry-after up to max_retries).
+    "chat": ClientPolicy(lambda s: 0, lambda s: s.request_timeout_seconds),
     # The knowledge base's embeddings (``embedding_provider=openai``).
     "embed": ClientPolicy(lambda s: s.max_retries, lambda s: s.request_timeout_seconds),
 }

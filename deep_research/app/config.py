@@ -112,7 +112,15 @@ class Settings(BaseSettings):
     summary_max_tokens: int = Field(default=2000, ge=200, le=50_000)
     max_nodes_per_plan: int = Field(default=8, ge=1, le=50)
     structured_output_retries: int = Field(default=2, ge=0, le=10)
+    """Repairs of a structured reply that does not parse (each sends the reply back with
+    what was wrong; the same request is never sent a third time)."""
     request_timeout_seconds: float = Field(default=120.0, gt=0)
+    max_concurrent_calls: int | None = Field(default=None, ge=1, le=1000)
+    """Chat calls in flight at once on the server. Unset: what llama-server says it serves
+    (its slots, ``/props``), else no limit."""
+    context_tokens: int | None = Field(default=None, ge=512, le=10_000_000)
+    """The chat model's context window. Unset: what llama-server says (``/props``), else
+    unknown (a prompt too long for the model is then the server's to refuse)."""
 
     # --- the report: an outline, its sections, the lead (``core/writing.py``) ---
     report_max_sections: int = Field(default=8, ge=1, le=30)

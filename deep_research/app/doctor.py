@@ -22,12 +22,15 @@ from importlib import resources
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import BaseModel, Field
+
 from deep_research.adapters.llm.lifecycle import lookup_models
-from deep_research.app import clients, engines, preflight, preparation, presets, wiring
+from deep_research.app import clients, engines, preflight, preparation, presets, reserves, wiring
 from deep_research.app.config import SECRETS, Settings
 from deep_research.app.options import RunOptions
 from deep_research.app.preparation import Prepared
 from deep_research.app.urls import mask_url
+from deep_research.app.verify import Tally
 from deep_research.core.errors import DeepResearchError
 from deep_research.kb.catalog import list_kbs, open_kb
 from deep_research.persistence.sessions import SessionStore
@@ -233,6 +236,62 @@ def _masked(settings: Settings) -> dict[str, Any]:
     return shown
 
 
+PROBE_DEADLINE_SECONDS = 60.0
+"""A local model's one structured reply: slow models take seconds, never a minute."""
+
+
+class Probe(BaseModel):
+    answer: str = Field(description="Two sentences on why the sky is blue.")
+
+
+async def check_structured(settings: Settings) -> Check | None:
+    """One structured call to the planner model on a server that is not OpenAI's: the
+    shape it accepts (a strict schema, a JSON object, plain text), how fast it writes, and
+    the limits it states. None on OpenAI's own API (it takes strict schemas) and for a
+    model with a price: the doctor spends nothing."""
+    if not settings.has_model or settings.on_openai:
+        return None
+    if reserves.price_book(settings).knows(settings.planner_model):
+        return None
+    from langchain_core.messages import HumanMessage  # lazy: LangChain
+
+    from deep_research.adapters.llm.server import SHAPES
+    from deep_research.persistence.cache import ResultCache
+
+    cache = ResultCache(settings.cache_dir)
+    server = wiring.chat_server(settings, cache)
+    model = settings.planner_model
+    try:
+        async with clients.http_client() as http, asyncio.timeout(PROBE_DEADLINE_SECONDS):
+            chat = wiring.chat_model(settings, "planner", http, server)
+            await chat.structured(
+                Probe, [HumanMessage("Why is the sky blue?")], Tally(), reply_tokens=96
+            )
+    except TimeoutError:
+        return Check(
+            "structured output",
+            "fail",
+            f"{model}: no reply within {PROBE_DEADLINE_SECONDS:.0f} s",
+            "serve a faster model, or raise DEEP_RESEARCH_REQUEST_TIMEOUT_SECONDS",
+        )
+    except DeepResearchError as exc:
+        return Check("structured output", "fail", str(exc), "set --chat-model to another model")
+    finally:
+        cache.close()
+    shape = await server.shape(model)
+    refused = SHAPES[: SHAPES.index(shape)]
+    parts = [
+        f"{model} replies as {shape}" + (f" ({', '.join(refused)} refused)" if refused else "")
+    ]
+    if (rate := server.speed.per_second) is not None:
+        parts.append(f"{rate:.1f} tokens/s")
+    if server.max_concurrent is not None:
+        parts.append(f"{server.max_concurrent} calls at once")
+    if server.context_tokens is not None:
+        parts.append(f"context {server.context_tokens:,} tokens")
+    return Check("structured output", "ok", "; ".join(parts))
+
+
 async def doctor(settings: Settings) -> dict[str, Any]:
     """Every check, and the facts a bug report needs (versions, data directory, the
     effective settings with secrets masked). Problems are checks that failed."""
@@ -242,6 +301,9 @@ async def doctor(settings: Settings) -> dict[str, Any]:
         surfaces = [await asyncio.to_thread(check_surface, s) for s in SURFACES]
     finally:
         model_checks, engine, warnings = await models
+    structured = None
+    if not any(c.status == "fail" for c in model_checks):
+        structured = await check_structured(settings)
     data_dir, sessions = check_data_dir(settings)
     kb_checks, kbs = await asyncio.to_thread(check_knowledge_bases, settings)
     python = sys.version.split()[0]
@@ -249,6 +311,7 @@ async def doctor(settings: Settings) -> dict[str, Any]:
         Check("deep-research", "ok", f"{version('deep-research')}, Python {python}"),
         data_dir,
         *(c for c in model_checks if c.name == "models"),
+        *([structured] if structured else []),
         web_research(settings, engine),
         *(c for c in model_checks if c.name != "models"),  # why auto chose that engine
         *kb_checks,

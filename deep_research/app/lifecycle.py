@@ -142,6 +142,8 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
         observer(message)
 
     observer.start(resumed=run.resumed)
+    if built.chat_server is not None:
+        built.chat_server.on_slow = listener  # "waiting on the planner call: 40 s so far"
     for notice in run.prepared.notices:
         observer(notice)  # the log's; whoever prepared the run has shown them already
     failure = ""

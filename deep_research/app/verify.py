@@ -43,6 +43,7 @@ from deep_research.adapters.claims import (
     ToJudge,
     by_number,
     claims_text,
+    judgements_tokens,
     prompt,
     settle,
 )
@@ -77,9 +78,9 @@ _LOCATOR = re.compile(r".+:\d+-\d+")
 # --- the judge model -------------------------------------------------------------------------
 
 
-class _Tally:
-    """The judge's usage (a verification belongs to no session: its cost is booked in the
-    servers' daily ledger instead)."""
+class Tally:
+    """A meter outside any session: the judge's usage in a verification (its cost booked
+    in the servers' daily ledger instead), doctor's probe of a model."""
 
     def __init__(self) -> None:
         self.usage = Usage()
@@ -130,11 +131,13 @@ class LLMSupportJudge:
         held = await asyncio.to_thread(
             self.daily.reserve, worst, exact=True, kind="call", purpose="the judge's call"
         )
-        tally = _Tally()
+        tally = Tally()
         try:
             async with http_client() as http:
                 model = self.chat_model(self.settings, "judge", http)
-                reply = await model.structured(Judgements, messages, tally)
+                reply = await model.structured(
+                    Judgements, messages, tally, reply_tokens=judgements_tokens(len(claims))
+                )
         finally:
             cost = prices.cost(self.settings.judge_model, tally.usage)
             await asyncio.to_thread(self.daily.settle, held.id, cost)

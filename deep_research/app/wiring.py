@@ -31,9 +31,12 @@ from deep_research.adapters.extractive.roles import (
 )
 from deep_research.adapters.llm.branch import LLMEvidenceWriter
 from deep_research.adapters.llm.judge import LLMJudge
+from deep_research.adapters.llm.lifecycle import CacheLookups
 from deep_research.adapters.llm.llm import ChatModel
 from deep_research.adapters.llm.params import model_params
 from deep_research.adapters.llm.planning import LLMPlanner
+from deep_research.adapters.llm.probe import read_limits
+from deep_research.adapters.llm.server import ChatServer
 from deep_research.adapters.llm.summary import LLMSummarizer
 from deep_research.adapters.llm.writing import LLMAuthor
 from deep_research.adapters.prices import PriceTable
@@ -75,6 +78,7 @@ from deep_research.persistence.sessions import SessionStore
 
 log = logging.getLogger(__name__)
 Info = Callable[[str], None]
+OPENAI_URL = "https://api.openai.com/v1"
 
 ALLOWED: dict[SourcePolicy, tuple[SourceHint, ...]] = {
     "auto": ("web", "internal", "mixed"),
@@ -101,6 +105,8 @@ class Built:
     notices: list[str] = field(default_factory=list)
     resources: AsyncExitStack = field(default_factory=AsyncExitStack)
     """Closed (inside the run's event loop) when the run ends."""
+    chat_server: ChatServer | None = None
+    """The chat models' server (None: extractive): the run's listener hears its slow calls."""
 
     @staticmethod
     def checkpointer(store: SessionStore) -> Checkpointer:
@@ -138,8 +144,37 @@ def run_config(
     )
 
 
+def chat_server(settings: Settings, cache: ResultCache | None = None) -> ChatServer:
+    """What a run's (or a check's, or doctor's) chat models share about their server: its
+    limits (settings first, else what a local server says of itself), the structured-output
+    shapes it takes (remembered in ``cache``), and how a request is sent and retried."""
+    url = settings.openai_base_url or OPENAI_URL
+    lookups = CacheLookups(cache) if cache is not None else None
+    asks = not settings.on_openai and (
+        settings.max_concurrent_calls is None or settings.context_tokens is None
+    )
+
+    async def discover() -> tuple[int | None, int | None]:
+        limits = await read_limits(url, lookups)
+        return limits.slots, limits.context_tokens
+
+    return ChatServer(
+        url=url,
+        on_openai=settings.on_openai,
+        context_tokens=settings.context_tokens,
+        max_concurrent=settings.max_concurrent_calls,
+        timeout_seconds=settings.request_timeout_seconds,
+        rate_limit_retries=settings.max_retries,
+        shapes=lookups,
+        discover=discover if asks else None,
+    )
+
+
 def chat_model(
-    settings: Settings, role: ChatRole, http: openai.DefaultAsyncHttpxClient
+    settings: Settings,
+    role: ChatRole,
+    http: openai.DefaultAsyncHttpxClient,
+    server: ChatServer | None = None,
 ) -> ChatModel:
     model: str = getattr(settings, f"{role}_model")
     effort: str | None = getattr(settings, f"{role}_reasoning_effort")
@@ -151,7 +186,6 @@ def chat_model(
         base_url=made.base_url,
         temperature=params.temperature,
         reasoning_effort=params.reasoning_effort,
-        max_tokens=settings.max_tokens_per_call,
         timeout=made.timeout,
         max_retries=made.max_retries,
         use_responses_api=False,
@@ -159,7 +193,14 @@ def chat_model(
         # the first event loop that used it.
         http_async_client=http,
     )
-    return ChatModel(chat, model, role, settings.structured_output_retries)
+    return ChatModel(
+        chat,
+        model,
+        role,
+        settings.structured_output_retries,
+        server or chat_server(settings),
+        max_tokens=settings.max_tokens_per_call,
+    )
 
 
 def web_engine(settings: Settings, policy: SourcePolicy) -> WebEngine | None:
@@ -245,10 +286,11 @@ def build(
         resources.push_async_callback(http.aclose)
     cache = ResultCache(settings.cache_dir)
     resources.callback(cache.close)
+    server = chat_server(settings, cache)
 
     def chat(role: ChatRole) -> ChatModel:
         assert http is not None
-        return chat_model(settings, role, http)
+        return chat_model(settings, role, http, server)
 
     internal: BranchExecutor
     if kb is None:
@@ -299,7 +341,9 @@ def build(
         checker = ClaimChecker()  # every claim is a quoted passage: nothing to verify
         engine_ = extractive_engine(executor, hint, limits, checkers=(checker,))
         return Built(engine_, config, guard, settings, spec, engine, recorded, notices, resources)
-    author = LLMAuthor(chat("synthesizer").capped(settings.section_max_tokens))
+    author = LLMAuthor(
+        chat("synthesizer").capped(settings.section_max_tokens, "DEEP_RESEARCH_SECTION_MAX_TOKENS")
+    )
     engine_ = Engine(
         planner=LLMPlanner(chat("planner")),
         executor=executor,
@@ -315,7 +359,9 @@ def build(
             ),
         ),
     )
-    return Built(engine_, config, guard, settings, spec, engine, recorded, notices, resources)
+    return Built(
+        engine_, config, guard, settings, spec, engine, recorded, notices, resources, server
+    )
 
 
 def claim_checker(
@@ -365,9 +411,14 @@ def build_check(
         return ClaimChecker(), guard
     http = http_client()
     resources.push_async_callback(http.aclose)
-    judge = chat_model(settings, "judge", http)
+    cache = ResultCache(settings.cache_dir)
+    resources.callback(cache.close)
+    server = chat_server(settings, cache)
+    judge = chat_model(settings, "judge", http, server)
     author = LLMAuthor(
-        chat_model(settings, "synthesizer", http).capped(settings.section_max_tokens)
+        chat_model(settings, "synthesizer", http, server).capped(
+            settings.section_max_tokens, "DEEP_RESEARCH_SECTION_MAX_TOKENS"
+        )
     )
     prices = reserves.price_book(settings)
     return claim_checker(settings, judge, prices, resources, reviser=author), guard

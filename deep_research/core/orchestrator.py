@@ -31,6 +31,7 @@ from deep_research.core.errors import (
     BudgetExhausted,
     JobCancelled,
     ProviderError,
+    StructuredOutputError,
 )
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.intake import take_result
@@ -202,6 +203,13 @@ class ResearchOrchestrator:
         try:
             plan = await self.engine.planner.plan(request, self.guard.meter())
             tasks = plan.tasks
+        except StructuredOutputError as exc:
+            if gaps is not None:
+                return Stop("error", f"replanning failed: {exc}")
+            # A plan the model could not write (a small model, a server without structured
+            # output): the question itself is still worth researching, as after an empty plan.
+            self._on_event(f"the plan could not be read ({exc}): researching the question itself")
+            tasks = []
         except ProviderError as exc:
             if gaps is not None:
                 return Stop("error", f"replanning failed: {exc}")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from deep_research.adapters.branches.protocols import Passage
-from deep_research.adapters.llm.llm import ChatModel, load_prompt
+from deep_research.adapters.llm.llm import ChatModel, load_prompt, words_tokens
 from deep_research.core.memory import cap_tokens
 from deep_research.core.models import BranchNotes
 from deep_research.core.ports import Finding, Meter
@@ -39,4 +39,6 @@ class LLMEvidenceWriter:
             dependencies=deps or "(none)",
             evidence=evidence or "(no passages found)",
         )
-        return await self.model.structured(BranchNotes, messages, meter)
+        return await self.model.structured(
+            BranchNotes, messages, meter, reply_tokens=words_tokens(self.max_words) + 200
+        )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deep_research.adapters.llm.llm import ChatModel, load_prompt
+from deep_research.adapters.llm.llm import ChatModel, load_prompt, words_tokens
 from deep_research.core.memory import cap_tokens
 from deep_research.core.ports import Meter
 
@@ -24,4 +24,4 @@ class LLMCompressor:
             question=question,
             report=cap_tokens(report, MAX_REPORT_TOKENS),
         )
-        return await self.model.text(messages, meter)
+        return await self.model.text(messages, meter, reply_tokens=words_tokens(self.max_words))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deep_research.adapters.llm.llm import ChatModel, load_prompt
+from deep_research.adapters.llm.llm import VERDICT_TOKENS, ChatModel, load_prompt
 from deep_research.core.models import Verdict
 from deep_research.core.ports import JudgeRequest, Meter
 
@@ -26,6 +26,6 @@ class LLMJudge:
             outline=request.outline,
             overview=request.overview,
         )
-        verdict = await self.model.structured(Verdict, messages, meter)
+        verdict = await self.model.structured(Verdict, messages, meter, reply_tokens=VERDICT_TOKENS)
         confidence = min(1.0, max(0.0, verdict.overall_confidence))
         return verdict.model_copy(update={"overall_confidence": confidence})

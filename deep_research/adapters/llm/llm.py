@@ -1,19 +1,23 @@
 """The one place LangChain chat models are called: prompts, usage, retries, provider errors.
 
-Structured outputs take the SDK's own path (``bind(response_format=Schema)``: a strict JSON
-schema, the reply parsed into ``Schema``), so the reply message carries its usage whether it
-parsed or was refused; it is one model call with no runnables around it (through the
-``with_structured_output`` wrapper, a judge started before eight section writers was sent
-after them, 14 ms in; now first, in 3 ms). A reply that does not parse, or a refusal, is
-asked again a bounded number of times, then the step fails with ``StructuredOutputError``.
-A text reply whose body is malformed or empty is retried the same number of times.
-Transport retries (429 with retry-after, 5xx, timeouts) are the openai client's
-``max_retries``.
+Structured outputs are negotiated with the server, per (server, model), and remembered:
+a strict JSON schema through the SDK's own path (``bind(response_format=Schema)``, the
+reply parsed into ``Schema``, one model call with no runnables around it); where that shape
+is refused (llama-cpp-python answers it with HTTP 500), a JSON object with the schema stated
+in the prompt; then plain text, read by ``replies.json_object_in``. A reply that does not
+parse, or a refusal, is repaired: asked again with the reply and what was wrong with it, a
+bounded number of times; then the step fails with ``StructuredOutputError``.
+
+Every request goes through ``server.ChatServer.send``: its caps, its retries (a timeout or
+a 5xx once, never a third identical send), its concurrency limit and its slow-call notices.
+The openai client itself never retries (``max_retries=0``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import json
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from string import Template
@@ -25,6 +29,15 @@ from langchain_openai import ChatOpenAI
 from openai.types import CompletionUsage
 from pydantic import BaseModel, ValidationError
 
+from deep_research.adapters.llm.params import reasoning_room
+from deep_research.adapters.llm.replies import json_object_in
+from deep_research.adapters.llm.server import (
+    CHARS_PER_TOKEN,
+    ChatServer,
+    Shape,
+    ShapeRefused,
+    fingerprint,
+)
 from deep_research.core.errors import ProviderError, StructuredOutputError
 from deep_research.core.models import Role, Usage
 from deep_research.core.ports import Meter
@@ -32,9 +45,26 @@ from deep_research.core.ports import Meter
 T = TypeVar("T", bound=BaseModel)
 _SEPARATOR = "=== user ==="
 MAX_CAP_TOKENS = 128_000
-CUT_OFF_NOTE = (
-    "\n\n_[This reply was cut off at the token cap: raise DEEP_RESEARCH_MAX_TOKENS_PER_CALL.]_"
-)
+CUT_OFF_NOTE = "\n\n_[This reply was cut off at the token cap: raise {setting}.]_"
+
+
+# --- how long a reply runs: a call's cap is this plus its model's reasoning room. Generous
+# (a cut-off reply is retried once with twice the room), but hundreds to a few thousand
+# tokens, not the 16,000 a tiny model under a JSON grammar would write to the end of.
+VERDICT_TOKENS = 800
+
+
+def words_tokens(words: int) -> int:
+    """A reply of ``words`` words, with its markdown and citation markers."""
+    return int(words * 1.5) + 100
+
+
+def plan_tokens(max_tasks: int) -> int:
+    return 300 + 200 * max_tasks
+
+
+def outline_tokens(max_sections: int) -> int:
+    return 200 + 250 * max_sections
 
 
 @dataclass(frozen=True)
@@ -60,83 +90,256 @@ def load_prompt(name: str) -> Prompt:
 
 @dataclass(frozen=True)
 class ChatModel:
-    """A chat model bound to a role: what it is called with and how its usage is billed."""
+    """A chat model bound to a role: what it is called with and how its usage is billed.
+
+    ``max_tokens`` is the ceiling of any reply (reasoning included) and ``cap_setting`` the
+    setting that chose it; a call that knows how long its reply runs (``reply_tokens``) is
+    capped nearer that, with room for the model's reasoning (``params.reasoning_room``)."""
 
     chat: ChatOpenAI
     model: str
     role: Role
     structured_retries: int = 2
+    """Repair requests after a reply that does not parse (each different: it carries the
+    reply and what was wrong with it)."""
+    server: ChatServer = field(default_factory=ChatServer)
+    max_tokens: int | None = None
+    """None: the chat model's own ``max_tokens``, or ``MAX_CAP_TOKENS``."""
+    cap_setting: str = "DEEP_RESEARCH_MAX_TOKENS_PER_CALL"
 
-    def capped(self, max_tokens: int) -> ChatModel:
-        """The same model with its replies capped at ``max_tokens`` (reasoning included)."""
-        return replace(self, chat=self.chat.model_copy(update={"max_tokens": max_tokens}))
+    def capped(self, max_tokens: int, setting: str | None = None) -> ChatModel:
+        """The same model with its replies capped at ``max_tokens`` (reasoning included),
+        ``setting`` the one that chose it."""
+        return replace(self, max_tokens=max_tokens, cap_setting=setting or self.cap_setting)
 
-    async def text(self, messages: list[BaseMessage], meter: Meter) -> str:
-        """A plain-text reply. A malformed or empty reply is asked again, as a structured
-        one is, a bounded number of times; then the step fails with ``ProviderError``."""
+    @property
+    def ceiling(self) -> int:
+        return self.max_tokens or self.chat.max_tokens or MAX_CAP_TOKENS
+
+    def cap_for(self, reply_tokens: int | None) -> int:
+        """The cap of a call whose reply runs to about ``reply_tokens`` (None: unknown)."""
+        if reply_tokens is None:
+            return self.ceiling
+        room = reasoning_room(self.model, self.chat.reasoning_effort)
+        return min(self.ceiling, reply_tokens + room)
+
+    async def text(
+        self, messages: list[BaseMessage], meter: Meter, *, reply_tokens: int | None = None
+    ) -> str:
+        """A plain-text reply. A malformed or empty reply is asked again once (the same
+        request is never sent a third time); then the step fails with ``ProviderError``."""
         problem = "no reply"
-        for _ in range(self.structured_retries + 1):
+        sent: Counter[str] = Counter()
+        cap = self.cap_for(reply_tokens)
+        for _ in range(2):
             try:
-                reply = await self.chat.ainvoke(messages)
-            except openai.OpenAIError as exc:
-                raise provider_error(exc, self.model) from exc
+                reply = await self._invoke(messages, meter, cap=cap, sent=sent, shape="text")
             except ValueError as exc:  # json.JSONDecodeError included: the body did not parse
                 problem = f"the provider sent a malformed reply ({exc})"
                 continue
-            meter.record(self.role, self.model, usage_of(reply))
             content = str(reply.text) if isinstance(reply, AIMessage) else str(reply.content)
             if not content.strip():
                 problem = "the reply was empty"
                 continue
             if reply.response_metadata.get("finish_reason") == "length":
-                content += CUT_OFF_NOTE  # flagged where a reader will see it: in the report
+                # Flagged where a reader will see it: in the report.
+                content += CUT_OFF_NOTE.format(setting=self.cap_setting)
             return content
-        raise ProviderError(
-            f"{self.model}: no usable reply after {self.structured_retries + 1} attempts: "
-            f"{problem[:200]}"
-        )
+        raise ProviderError(f"{self.model}: no usable reply after 2 attempts: {problem[:200]}")
 
-    async def structured(self, schema: type[T], messages: list[BaseMessage], meter: Meter) -> T:
-        chat = self.chat
+    async def structured(
+        self,
+        schema: type[T],
+        messages: list[BaseMessage],
+        meter: Meter,
+        *,
+        reply_tokens: int | None = None,
+    ) -> T:
+        """A reply parsed into ``schema``, in the most enforced shape the server takes
+        (``server.SHAPES``: a strict JSON schema, a JSON object with the schema in the
+        prompt, plain text with the schema in the prompt). A refused shape moves to the
+        next one at once (and is remembered); a reply that does not parse is repaired."""
+        shape = await self.server.shape(self.model)
+        while True:
+            try:
+                return await self._structured_as(shape, schema, messages, meter, reply_tokens)
+            except ShapeRefused as exc:
+                following = await self.server.refused(self.model, shape)
+                if following is None:
+                    raise StructuredOutputError(
+                        f"{self.model}: the server refused every way of asking for a "
+                        f"{schema.__name__} ({exc})"
+                    ) from None
+                if self.server.on_slow is not None:
+                    self.server.on_slow(
+                        f"{self.model}: the server refuses {shape} replies ({exc}); "
+                        f"asking for {following} instead"
+                    )
+                shape = following
+
+    async def _structured_as(
+        self,
+        shape: Shape,
+        schema: type[T],
+        messages: list[BaseMessage],
+        meter: Meter,
+        reply_tokens: int | None,
+    ) -> T:
+        name = schema.__name__
+        base = messages if shape == "json_schema" else with_schema(messages, schema)
+        asked = base
+        sent: Counter[str] = Counter()
+        cap = self.cap_for(reply_tokens)
         problem = "no reply"
         enlarged = False
         attempts = 0
         while attempts <= self.structured_retries:
             attempts += 1
             try:
-                # The SDK's own structured path: a strict JSON schema of ``schema``, the reply
-                # parsed into it (``additional_kwargs["parsed"]``), usage on the message.
-                reply = await chat.bind(response_format=schema).ainvoke(messages)
+                reply = await self._invoke(
+                    asked, meter, cap=cap, sent=sent, shape=shape, schema=schema
+                )
             except openai.LengthFinishReasonError as exc:
-                # Cut off at the token cap (a reasoning model may spend it all thinking): the
-                # tokens are billed, so record them, then try once with twice the room.
+                # Cut off at the cap (a reasoning model may spend it all thinking): billed,
+                # so recorded; then one try with twice the room.
                 meter.record(self.role, self.model, completion_usage(exc.completion.usage))
-                cap = chat.max_tokens or 0
-                if enlarged or not cap or cap >= MAX_CAP_TOKENS:
-                    raise StructuredOutputError(
-                        f"{self.model}: the {schema.__name__} reply was cut off at "
-                        f"{cap:,} tokens; raise DEEP_RESEARCH_MAX_TOKENS_PER_CALL"
-                    ) from None
-                enlarged, attempts = True, attempts - 1  # a bigger cap is not a re-ask
-                chat = chat.model_copy(update={"max_tokens": min(2 * cap, MAX_CAP_TOKENS)})
+                if enlarged or cap >= MAX_CAP_TOKENS:
+                    raise StructuredOutputError(self._cut_off(name, cap)) from None
+                enlarged, attempts = True, attempts - 1  # a bigger cap is not a repair
+                cap = min(2 * cap, MAX_CAP_TOKENS)
                 continue
-            except openai.OpenAIError as exc:
-                raise provider_error(exc, self.model) from exc
             except (ValidationError, ValueError) as exc:
-                # The SDK's own parse step raises instead of returning a parsing error (its
-                # usage is lost with it); json.JSONDecodeError is a ValueError too.
+                # The SDK's own parse step (a strict schema) raises, its reply lost with it.
                 problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                asked = [*base, HumanMessage(REPAIR.substitute(name=name, problem=problem))]
                 continue
-            meter.record(self.role, self.model, usage_of(reply))
-            parsed = reply.additional_kwargs.get("parsed")
-            if isinstance(parsed, schema):
+            parsed, problem, content = read_reply(reply, schema)
+            if parsed is not None:
                 return parsed
-            refusal = reply.additional_kwargs.get("refusal")
-            problem = f"the model refused: {refusal}" if refusal else "no parsed reply"
+            if reply.response_metadata.get("finish_reason") == "length":
+                if enlarged or cap >= MAX_CAP_TOKENS:
+                    raise StructuredOutputError(self._cut_off(name, cap))
+                enlarged, attempts = True, attempts - 1
+                cap = min(2 * cap, MAX_CAP_TOKENS)
+                continue
+            echo = [AIMessage(content[:REPLY_ECHO_CHARS])] if content.strip() else []
+            asked = [*base, *echo, HumanMessage(REPAIR.substitute(name=name, problem=problem))]
         raise StructuredOutputError(
-            f"{self.model} gave no valid {schema.__name__} after "
-            f"{self.structured_retries + 1} attempts: {problem[:200]}"
+            f"{self.model} gave no valid {name} after {attempts} attempts: {problem[:200]}"
         )
+
+    async def _invoke(
+        self,
+        messages: list[BaseMessage],
+        meter: Meter,
+        *,
+        cap: int,
+        sent: Counter[str],
+        shape: Shape,
+        schema: type[BaseModel] | None = None,
+    ) -> AIMessage:
+        """One request through the server's rules (``ChatServer.send``); its usage billed."""
+        what = f"{self.role} ({schema.__name__})" if schema is not None else self.role
+        await self.server.ready()
+        chars = sum(len(str(m.content)) for m in messages)
+        cap = self.server.fit(self.model, what, chars, cap)
+        chat = self.chat
+        kwargs: dict[str, object] = {"max_completion_tokens": cap}
+        if not self.server.on_openai:
+            # LangChain renames max_tokens; the body's own name is the one every server knows.
+            kwargs = {"extra_body": {"max_tokens": cap}}
+            if chat.max_tokens is not None:
+                chat = chat.model_copy(update={"max_tokens": None})
+        if shape == "json_schema":
+            kwargs["response_format"] = schema
+        elif shape == "json_object":
+            kwargs["response_format"] = {"type": "json_object"}
+        runnable = chat.bind(**kwargs)
+
+        def timed_out() -> None:
+            # Nothing reported: bill what it may have generated, so the budget binds.
+            usage = Usage(input_tokens=int(chars / CHARS_PER_TOKEN), output_tokens=cap)
+            meter.record(self.role, self.model, usage, usage_unknown=True)
+
+        async def call() -> BaseMessage:
+            return await runnable.ainvoke(messages)
+
+        try:
+            reply, seconds = await self.server.send(
+                call,
+                model=self.model,
+                what=what,
+                sent=sent,
+                fingerprint=fingerprint(shape, cap, [m.model_dump() for m in messages]),
+                cap=cap,
+                on_timeout=timed_out,
+                shape_sensitive=shape != "text",
+            )
+        except openai.LengthFinishReasonError:
+            raise
+        except openai.OpenAIError as exc:
+            raise provider_error(exc, self.model) from exc
+        assert isinstance(reply, AIMessage)
+        usage = usage_of(reply)
+        meter.record(self.role, self.model, usage)
+        self.server.speed.add(usage.output_tokens, seconds)
+        return reply
+
+    def _cut_off(self, name: str, cap: int) -> str:
+        if cap < self.ceiling:  # the call's own size bound it, not the setting
+            return (
+                f"{self.model}: the {name} reply ran past {cap:,} tokens, far more than such a "
+                "reply needs (the model may be repeating itself): use a larger model, or a "
+                "repeat penalty on the server"
+            )
+        return (
+            f"{self.model}: the {name} reply was cut off at {cap:,} tokens; "
+            f"raise {self.cap_setting}"
+        )
+
+
+REPLY_ECHO_CHARS = 4_000
+"""How much of a reply that did not parse is shown back to the model with the repair."""
+REPAIR = Template(
+    "Your reply was not a valid $name: $problem. Reply again with only the JSON object, "
+    "every required field filled."
+)
+SCHEMA_INSTRUCTION = (
+    "\n\nReply with one JSON object and nothing else. It must validate against this JSON "
+    "schema:\n```json\n{schema}\n```"
+)
+
+
+def with_schema(messages: list[BaseMessage], schema: type[BaseModel]) -> list[BaseMessage]:
+    """``messages`` with the schema stated in the system message (the server enforces none)."""
+    stated = SCHEMA_INSTRUCTION.format(
+        schema=json.dumps(schema.model_json_schema(), separators=(",", ":"))
+    )
+    first, *rest = messages
+    if isinstance(first, SystemMessage):
+        return [SystemMessage(f"{first.content}{stated}"), *rest]
+    return [SystemMessage(stated.strip()), *messages]
+
+
+def read_reply(reply: AIMessage, schema: type[T]) -> tuple[T | None, str, str]:
+    """The reply as ``schema`` (parsed by the SDK, or read from its text), else None, what
+    was wrong and the text."""
+    parsed = reply.additional_kwargs.get("parsed")
+    if isinstance(parsed, schema):
+        return parsed, "", ""
+    refusal = reply.additional_kwargs.get("refusal")
+    if refusal:
+        return None, f"the model refused: {refusal}", ""
+    content = reply.content if isinstance(reply.content, str) else str(reply.text)
+    try:
+        return schema.model_validate(json_object_in(content)), "", content
+    except ValidationError as exc:
+        first = exc.errors()[0] if exc.errors() else None
+        where = ".".join(str(p) for p in first["loc"]) if first else ""
+        what = f"{where}: {first['msg']}" if first else str(exc)
+        return None, f"{exc.error_count()} problem(s), first {what}", content
+    except ValueError as exc:
+        return None, str(exc), content
 
 
 def usage_of(message: AIMessage) -> Usage:

@@ -65,3 +65,24 @@ def model_params(model: str, effort: str | None, temperature: float) -> ModelPar
     return ModelParams(
         temperature=temperature if chosen == "none" else None, reasoning_effort=chosen
     )
+
+
+REASONING_ROOM = {
+    "none": 0,
+    "minimal": 1_000,
+    "low": 3_000,
+    "medium": 8_000,
+    "high": 16_000,
+    "xhigh": 32_000,
+    "max": 64_000,
+}
+"""Tokens a reasoning model may think before it answers, by effort: what a call's cap adds
+to the reply it expects (the cap counts reasoning). Generous: a cut-off is retried once with
+twice the room, and billed either way."""
+
+
+def reasoning_room(model: str, effort: str | None) -> int:
+    """The room ``model`` at ``effort`` (None: its default, medium) needs for reasoning."""
+    if not is_reasoning_model(model):
+        return 0
+    return REASONING_ROOM.get(effort or "medium", REASONING_ROOM["medium"])

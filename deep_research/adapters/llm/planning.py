@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, create_model
 
-from deep_research.adapters.llm.llm import ChatModel, load_prompt
+from deep_research.adapters.llm.llm import ChatModel, load_prompt, plan_tokens
 from deep_research.core.memory import cap_tokens
 from deep_research.core.models import Plan, PlannedTask
 from deep_research.core.ports import Meter, PlanRequest
@@ -60,4 +60,6 @@ class LLMPlanner:
             catalog=catalog or "(none yet)",
             gaps=cap_tokens(gaps, 600),
         )
-        return await self.model.structured(plan_schema(request), messages, meter)
+        return await self.model.structured(
+            plan_schema(request), messages, meter, reply_tokens=plan_tokens(request.max_tasks)
+        )

@@ -32,5 +32,7 @@ class LLMQueryWriter:
             dependencies=deps or "(none)",
             tried="\n".join(f"- {q}" for q in tried) or "(none yet)",
         )
-        reply = await self.model.structured(SearchQueries, messages, meter)
+        reply = await self.model.structured(
+            SearchQueries, messages, meter, reply_tokens=60 * max_queries + 100
+        )
         return reply.queries

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deep_research.adapters.llm.llm import ChatModel, load_prompt
+from deep_research.adapters.llm.llm import ChatModel, load_prompt, outline_tokens
 from deep_research.core.authoring import (
     REVISION_REPLY_TOKENS,
     CondenseRequest,
@@ -50,7 +50,9 @@ class LLMAuthor:
         messages = load_prompt("outline").messages(
             max_sections=request.max_sections, question=request.question, catalog=catalog
         )
-        outline = await self.model.structured(Outline, messages, meter)
+        outline = await self.model.structured(
+            Outline, messages, meter, reply_tokens=outline_tokens(request.max_sections)
+        )
         return [
             PlannedSection(s.title, s.question, _ids(s.node_ids), tuple(s.points))
             for s in outline.sections
@@ -97,8 +99,7 @@ class LLMAuthor:
             problems="\n".join(f"- {p}" for p in request.problems) or "(none)",
             passages="\n".join(f"[{n}] {text}" for n, text in request.passages) or "(none)",
         )
-        cap = min(REVISION_REPLY_TOKENS, self.model.chat.max_tokens or REVISION_REPLY_TOKENS)
-        return await self.model.capped(cap).text(messages, meter)
+        return await self.model.text(messages, meter, reply_tokens=REVISION_REPLY_TOKENS)
 
     async def condense(self, request: CondenseRequest, meter: Meter) -> str:
         messages = load_prompt("condense").messages(
@@ -108,9 +109,7 @@ class LLMAuthor:
             section_question=request.section.question,
             evidence="\n".join(f"- {e}" for e in request.evidence),
         )
-        cap = self.model.chat.max_tokens
-        reply = request.max_tokens if cap is None else min(cap, request.max_tokens)
-        return await self.model.capped(reply).text(messages, meter)
+        return await self.model.text(messages, meter, reply_tokens=request.max_tokens)
 
 
 def _ids(ids: list[str]) -> tuple[str, ...]:

@@ -1,0 +1,313 @@
+"""What a run's chat models share about the server they call, and how a request is sent.
+
+One ``ChatServer`` per run (or per ``check``, per ``doctor``): every ``ChatModel`` built for
+it sends through ``ChatServer.send``, which owns these rules:
+
+- **At most ``max_concurrent`` calls in flight** (a local server serves a few slots at once;
+  a call queued there would spend its own timeout waiting). The wait for a slot is not
+  counted against the request's timeout.
+- **No request is sent more than twice unchanged.** A timeout is retried once; a second is
+  one error naming the model's measured speed and the setting to raise. A 5xx or a dropped
+  connection is retried once. A refusal of the request's *shape* (a 4xx, or a 5xx whose body
+  names ``response_format``: llama-cpp-python answers a JSON schema with HTTP 500) is not
+  retried at all: it is a capability answer (``ShapeRefused``), and the caller asks in the
+  next shape. Only a 429 that says when to come back (``retry-after``) is waited out and sent
+  again, up to ``DEEP_RESEARCH_MAX_RETRIES`` times: the server asked for it.
+- **A timed-out call is billed** its cap (the server reported nothing; it may have generated
+  all of it), so the token budget binds a model that keeps timing out.
+- **A prompt that cannot fit the model's context** (``context_tokens``, from the server or a
+  setting) is refused before it is sent, naming the context; a cap that does not fit beside
+  the prompt is lowered to what does.
+- **Speed is measured** from every reply (output tokens per second of wall time), so a
+  timeout can say how fast the model writes here.
+- **A slow call is announced** (``on_slow``) every ``SLOW_NOTICE_SECONDS`` while it runs, so
+  the live view shows which call is waiting and for how long.
+
+What structured-output shape a (server, model) accepts is remembered in the model cache
+(``ShapeMemory``), so the refusal is met once a day, not once a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypeVar
+
+import openai
+
+from deep_research.core.errors import ProviderError
+
+Shape = Literal["json_schema", "json_object", "text"]
+SHAPES: tuple[Shape, ...] = ("json_schema", "json_object", "text")
+"""Structured-output shapes, most to least enforced by the server."""
+
+SLOW_NOTICE_SECONDS = 20.0
+SHAPE_TTL_SECONDS = 24 * 3600
+MAX_RATE_LIMIT_WAIT = 60.0
+CHARS_PER_TOKEN = 3.0
+"""Prompt size estimate without a tokenizer: English runs ~4 characters a token; 3 errs on
+the side of a prompt that fits."""
+MIN_REPLY_TOKENS = 256
+
+T = TypeVar("T")
+
+
+class ShapeRefused(Exception):
+    """The server refused the request's shape (its ``response_format``): ask in another."""
+
+
+class LookupCache(Protocol):
+    """The model cache (``adapters.llm.lifecycle.CacheLookups``): text values with a TTL."""
+
+    async def get(self, key: str) -> str | None: ...
+
+    async def set(self, key: str, value: str, ttl_seconds: float) -> None: ...
+
+
+@dataclass
+class Speed:
+    """Output tokens per second of wall time, over every reply so far (queueing excluded)."""
+
+    tokens: int = 0
+    seconds: float = 0.0
+
+    def add(self, tokens: int, seconds: float) -> None:
+        if tokens > 0 and seconds > 0:
+            self.tokens += tokens
+            self.seconds += seconds
+
+    @property
+    def per_second(self) -> float | None:
+        return self.tokens / self.seconds if self.seconds > 0 else None
+
+
+@dataclass
+class ChatServer:
+    url: str = ""
+    on_openai: bool = True
+    """OpenAI's own API: a reply cap goes in ``max_completion_tokens``. Elsewhere in
+    ``max_tokens``, the one name every OpenAI-compatible server honours (llama-cpp-python
+    ignores the other)."""
+    context_tokens: int | None = None
+    """The model's context window, where the server or a setting says."""
+    max_concurrent: int | None = None
+    """Calls in flight at once; None: no limit of ours."""
+    timeout_setting: str = "DEEP_RESEARCH_REQUEST_TIMEOUT_SECONDS"
+    timeout_seconds: float | None = None
+    rate_limit_retries: int = 4
+    shapes: LookupCache | None = None
+    discover: Callable[[], Awaitable[tuple[int | None, int | None]]] | None = None
+    """Asks the server its (slots, context tokens) before the first call; either fills only
+    a limit no setting gave (``probe.read_limits``)."""
+    on_slow: Callable[[str], None] | None = None
+    speed: Speed = field(default_factory=Speed)
+    _known: dict[str, Shape] = field(default_factory=dict)
+    _gate: asyncio.Semaphore | None = None
+    _discovered: asyncio.Lock | None = None
+
+    async def ready(self) -> None:
+        """Limits the server states, asked once (concurrent first calls wait for it)."""
+        if self.discover is None:
+            return
+        if self._discovered is None:
+            self._discovered = asyncio.Lock()
+        async with self._discovered:
+            if self.discover is None:
+                return
+            discover, self.discover = self.discover, None
+            slots, context = await discover()
+            if self.max_concurrent is None:
+                self.max_concurrent = slots
+            if self.context_tokens is None:
+                self.context_tokens = context
+
+    @property
+    def cap_param(self) -> str:
+        return "max_completion_tokens" if self.on_openai else "max_tokens"
+
+    # --- structured-output shapes -------------------------------------------------------
+
+    def _shape_key(self, model: str) -> str:
+        return json.dumps([self.url, model, "structured-shape"])
+
+    async def shape(self, model: str) -> Shape:
+        """The most enforced shape ``model`` here has not refused."""
+        if model in self._known:
+            return self._known[model]
+        shape: Shape = "json_schema"
+        if self.shapes is not None:
+            saved = await self.shapes.get(self._shape_key(model))
+            for known in SHAPES:
+                if saved == known:
+                    shape = known
+        self._known[model] = shape
+        return shape
+
+    async def refused(self, model: str, shape: Shape) -> Shape | None:
+        """Remember that ``model`` refused ``shape``; the next one to try, or None."""
+        index = SHAPES.index(shape)
+        if index + 1 >= len(SHAPES):
+            return None
+        following = SHAPES[index + 1]
+        if SHAPES.index(self._known.get(model, "json_schema")) < index + 1:
+            self._known[model] = following
+            if self.shapes is not None:
+                await self.shapes.set(self._shape_key(model), following, SHAPE_TTL_SECONDS)
+        return following
+
+    # --- sizing -------------------------------------------------------------------------
+
+    def fit(self, model: str, what: str, prompt_chars: int, cap: int) -> int:
+        """The cap to send for a prompt of ``prompt_chars``: ``cap``, or less if the model's
+        context cannot hold both; ``ProviderError`` before sending what cannot fit at all."""
+        if self.context_tokens is None:
+            return cap
+        prompt = int(prompt_chars / CHARS_PER_TOKEN) + 16
+        room = self.context_tokens - prompt
+        if room >= cap:
+            return cap
+        if room >= min(cap, MIN_REPLY_TOKENS):
+            return room
+        raise ProviderError(
+            f"{model}: the {what} prompt is about {prompt:,} tokens and the model's context "
+            f"holds {self.context_tokens:,}: serve it with a longer context (llama-server -c), "
+            "use a model with one, or lower DEEP_RESEARCH_SUMMARY_MAX_TOKENS"
+        )
+
+    # --- sending ------------------------------------------------------------------------
+
+    async def send(
+        self,
+        call: Callable[[], Awaitable[T]],
+        *,
+        model: str,
+        what: str,
+        sent: Counter[str],
+        fingerprint: str,
+        cap: int,
+        on_timeout: Callable[[], None],
+        shape_sensitive: bool,
+    ) -> tuple[T, float]:
+        """``call()`` under the rules of the module docstring. ``fingerprint`` identifies the
+        request and ``sent`` counts the sends of each, for the whole of one call (a request
+        is never sent a third time, a repair that repeats one included); ``on_timeout``
+        bills a timed-out send; ``shape_sensitive``: a refusal naming ``response_format`` is
+        ``ShapeRefused``. Returns the reply and the seconds it took (waiting for a slot not
+        counted)."""
+        retried = False
+        rate_limited = 0
+        while True:
+            if sent[fingerprint] >= 2:
+                raise ProviderError(f"{model}: the {what} request was already sent twice")
+            sent[fingerprint] += 1
+            try:
+                return await self._one(call, model=model, what=what)
+            except openai.APITimeoutError:
+                on_timeout()
+                if not retried:
+                    retried = True
+                    continue
+                raise ProviderError(self._timed_out(model, what, cap)) from None
+            except openai.RateLimitError as exc:
+                wait = _retry_after(exc)
+                if wait is None or rate_limited >= self.rate_limit_retries:
+                    raise
+                rate_limited += 1
+                sent[fingerprint] -= 1  # the server asked for it again, in ``wait``
+                await asyncio.sleep(min(wait, MAX_RATE_LIMIT_WAIT))
+            except openai.APIStatusError as exc:
+                if shape_sensitive and names_response_format(exc):
+                    raise ShapeRefused(_detail(exc)) from exc
+                if exc.status_code < 500 or retried:
+                    raise
+                retried = True
+            except openai.APIConnectionError:
+                if retried:
+                    raise
+                retried = True
+
+    async def _one(
+        self, call: Callable[[], Awaitable[T]], *, model: str, what: str
+    ) -> tuple[T, float]:
+        if self.max_concurrent is not None and self._gate is None:
+            self._gate = asyncio.Semaphore(self.max_concurrent)
+        if self._gate is None:
+            return await self._watched(call, model=model, what=what)
+        async with self._gate:
+            return await self._watched(call, model=model, what=what)
+
+    async def _watched(
+        self, call: Callable[[], Awaitable[T]], *, model: str, what: str
+    ) -> tuple[T, float]:
+        started = time.monotonic()
+        notice = asyncio.create_task(self._announce(model, what)) if self.on_slow else None
+        try:
+            reply = await call()
+        finally:
+            if notice is not None:
+                notice.cancel()
+        return reply, time.monotonic() - started
+
+    async def _announce(self, model: str, what: str) -> None:
+        started = time.monotonic()
+        while True:
+            await asyncio.sleep(SLOW_NOTICE_SECONDS)
+            if self.on_slow is not None:
+                waited = time.monotonic() - started
+                self.on_slow(f"waiting on the {what} call ({model}): {waited:.0f} s so far")
+
+    def _timed_out(self, model: str, what: str, cap: int) -> str:
+        limit = f"{self.timeout_seconds:.0f} s" if self.timeout_seconds else "its timeout"
+        rate = self.speed.per_second
+        speed = (
+            f"it writes about {rate:.1f} tokens/s here, so a {cap:,}-token reply may take "
+            f"{cap / rate:.0f} s"
+            if rate
+            else f"its replies may run to {cap:,} tokens"
+        )
+        return (
+            f"{model}: the {what} call timed out twice ({limit} each; {speed}): raise "
+            f"{self.timeout_setting}, or serve a faster model"
+        )
+
+
+def names_response_format(exc: openai.APIStatusError) -> bool:
+    """A refusal of the request's structured-output shape, not of the model or the key:
+    a 4xx (not 401/403/404/429) or a 5xx whose body names ``response_format`` or a schema."""
+    if exc.status_code in (401, 403, 404, 429):
+        return False
+    text = f"{exc.message} {exc.body!r}".lower()
+    return any(word in text for word in ("response_format", "json_schema", "json_object"))
+
+
+def _detail(exc: openai.APIStatusError) -> str:
+    return f"HTTP {exc.status_code}: {(exc.message or '')[:160]}"
+
+
+def _retry_after(exc: openai.RateLimitError) -> float | None:
+    """Seconds the server asked us to wait (``retry-after-ms`` / ``retry-after``); None when
+    it did not say (out of quota: waiting will not help)."""
+    headers = exc.response.headers
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        if raw is None:
+            continue
+        try:
+            return max(0.0, float(raw) * scale)
+        except ValueError:
+            continue
+    return None
+
+
+def fingerprint(*parts: object) -> str:
+    """One request's identity: its messages, shape and cap."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def prompt_chars(texts: Sequence[str]) -> int:
+    return sum(len(t) for t in texts)

@@ -1,0 +1,243 @@
+"""How a request reaches a server (``adapters.llm.server.ChatServer``): retries that never
+send one request a third time, refused shapes that are not retried, concurrency limits,
+context fitting, and the shapes remembered per (server, model).
+
+The calls here are scripted coroutines raising the openai SDK's own exceptions; the HTTP
+path is covered against the loopback fake in tests/test_chat_model.py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable
+
+import httpx2
+import openai
+import pytest
+
+from deep_research.adapters.llm.server import ChatServer, ShapeRefused
+
+REQUEST = httpx2.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+
+
+def status_error(status: int, message: str, body: object = None) -> openai.APIStatusError:
+    response = httpx2.Response(status, request=REQUEST)
+    kind = {
+        400: openai.BadRequestError,
+        422: openai.UnprocessableEntityError,
+        429: openai.RateLimitError,
+    }.get(status, openai.InternalServerError if status >= 500 else openai.APIStatusError)
+    return kind(message, response=response, body=body)
+
+
+class Calls:
+    """A scripted call: each send takes the next outcome (an exception, or a reply)."""
+
+    def __init__(self, *outcomes: BaseException | str) -> None:
+        self.outcomes = list(outcomes)
+        self.sends = 0
+
+    async def __call__(self) -> str:
+        self.sends += 1
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+
+async def send(
+    server: ChatServer, call: Callable[[], Awaitable[str]], *, sensitive: bool = True
+) -> tuple[str, list[str]]:
+    billed: list[str] = []
+    reply, _seconds = await server.send(
+        call,
+        model="smollm2",
+        what="planner (Plan)",
+        sent=Counter(),
+        fingerprint="same request",
+        cap=1_000,
+        on_timeout=lambda: billed.append("timed out"),
+        shape_sensitive=sensitive,
+    )
+    return reply, billed
+
+
+async def test_a_timeout_is_sent_once_more_then_named_with_the_speed_and_the_setting() -> None:
+    server = ChatServer(url="http://local/v1", on_openai=False, timeout_seconds=120)
+    server.speed.add(tokens=400, seconds=100)  # 4 tokens a second, measured earlier
+    call = Calls(openai.APITimeoutError(REQUEST), openai.APITimeoutError(REQUEST))
+    billed: list[str] = []
+    with pytest.raises(Exception, match="timed out twice") as caught:
+        await server.send(
+            call,
+            model="smollm2",
+            what="planner (Plan)",
+            sent=Counter(),
+            fingerprint="f",
+            cap=1_000,
+            on_timeout=lambda: billed.append("x"),
+            shape_sensitive=True,
+        )
+    message = str(caught.value)
+    assert "4.0 tokens/s" in message
+    assert "DEEP_RESEARCH_REQUEST_TIMEOUT_SECONDS" in message
+    assert call.sends == 2, "never a third identical send"
+    assert billed == ["x", "x"], "each timed-out send counts against the budget"
+
+
+async def test_a_timeout_then_a_reply_is_the_reply() -> None:
+    call = Calls(openai.APITimeoutError(REQUEST), "ok")
+    reply, billed = await send(ChatServer(), call)
+    assert (reply, call.sends, billed) == ("ok", 2, ["timed out"])
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        # llama-cpp-python: a JSON schema is a validation error of its request model, as 500.
+        (
+            500,
+            {
+                "detail": [
+                    {
+                        "loc": ["body", "response_format", "type"],
+                        "msg": "Input should be 'text' or 'json_object'",
+                    }
+                ]
+            },
+        ),
+        (400, {"error": {"message": "response_format json_schema is not supported"}}),
+        (422, {"error": {"message": "Unsupported value: 'json_schema'"}}),
+    ],
+)
+async def test_a_refused_shape_is_a_capability_answer_sent_once(status: int, body: object) -> None:
+    call = Calls(status_error(status, "refused", body))
+    with pytest.raises(ShapeRefused):
+        await send(ChatServer(), call)
+    assert call.sends == 1
+
+
+async def test_a_plain_server_error_is_sent_once_more_and_no_further() -> None:
+    call = Calls(status_error(500, "boom"), status_error(500, "boom"))
+    with pytest.raises(openai.InternalServerError):
+        await send(ChatServer(), call)
+    assert call.sends == 2
+
+
+async def test_a_refusal_of_the_model_is_not_a_shape_answer() -> None:
+    call = Calls(status_error(404, "model_not_found: response_format"))
+    with pytest.raises(openai.APIStatusError):
+        await send(ChatServer(), call)
+    assert call.sends == 1
+
+
+async def test_a_rate_limit_that_says_when_is_waited_out() -> None:
+    limited = openai.RateLimitError(
+        "slow down",
+        response=httpx2.Response(429, request=REQUEST, headers={"retry-after-ms": "5"}),
+        body=None,
+    )
+    call = Calls(limited, limited, limited, "ok")
+    reply, _ = await send(ChatServer(rate_limit_retries=4), call)
+    assert (reply, call.sends) == ("ok", 4)
+
+
+async def test_a_rate_limit_without_a_time_is_out_of_quota_and_not_retried() -> None:
+    call = Calls(status_error(429, "insufficient_quota"))
+    with pytest.raises(openai.RateLimitError):
+        await send(ChatServer(), call)
+    assert call.sends == 1
+
+
+async def test_one_request_is_never_sent_a_third_time_across_repairs() -> None:
+    server = ChatServer()
+    sent: Counter[str] = Counter()
+    for _ in range(2):
+        await server.send(
+            Calls("ok"),
+            model="m",
+            what="judge",
+            sent=sent,
+            fingerprint="same",
+            cap=10,
+            on_timeout=lambda: None,
+            shape_sensitive=False,
+        )
+    third = Calls("ok")
+    with pytest.raises(Exception, match="already sent twice"):
+        await server.send(
+            third,
+            model="m",
+            what="judge",
+            sent=sent,
+            fingerprint="same",
+            cap=10,
+            on_timeout=lambda: None,
+            shape_sensitive=False,
+        )
+    assert third.sends == 0
+
+
+async def test_calls_in_flight_never_exceed_the_server_slots() -> None:
+    server = ChatServer(max_concurrent=2)
+    running = 0
+    peak = 0
+
+    async def call() -> str:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+        return "ok"
+
+    await asyncio.gather(*(send(server, call) for _ in range(6)))
+    assert peak == 2
+
+
+async def test_the_limits_a_server_states_fill_only_what_no_setting_gave() -> None:
+    asked = 0
+
+    async def discover() -> tuple[int | None, int | None]:
+        nonlocal asked
+        asked += 1
+        return 4, 8192
+
+    server = ChatServer(max_concurrent=1, discover=discover)
+    await asyncio.gather(server.ready(), server.ready())
+    assert (server.max_concurrent, server.context_tokens, asked) == (1, 8192, 1)
+
+
+def test_a_prompt_that_cannot_fit_the_context_is_refused_before_it_is_sent() -> None:
+    server = ChatServer(context_tokens=8192)
+    assert server.fit("smollm2", "planner", prompt_chars=3_000, cap=2_000) == 2_000
+    lowered = server.fit("smollm2", "planner", prompt_chars=21_000, cap=2_000)
+    assert 256 <= lowered < 2_000, "the cap shrinks to what fits beside the prompt"
+    with pytest.raises(Exception, match=r"context holds 8,192") as caught:
+        server.fit("smollm2", "planner", prompt_chars=30_000, cap=2_000)
+    assert "llama-server -c" in str(caught.value)
+
+
+class DictCache:
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    async def get(self, key: str) -> str | None:
+        return self.values.get(key)
+
+    async def set(self, key: str, value: str, ttl_seconds: float) -> None:
+        self.values[key] = value
+
+
+async def test_a_refused_shape_is_remembered_per_server_and_model() -> None:
+    cache = DictCache()
+    first = ChatServer(url="http://local:8080/v1", shapes=cache)
+    assert await first.shape("smollm2") == "json_schema"
+    assert await first.refused("smollm2", "json_schema") == "json_object"
+    assert await first.refused("smollm2", "text") is None, "nothing after plain text"
+
+    later = ChatServer(url="http://local:8080/v1", shapes=cache)
+    assert await later.shape("smollm2") == "json_object", "a later run starts where it ended"
+    assert await later.shape("other-model") == "json_schema"
+    elsewhere = ChatServer(url="http://other:8080/v1", shapes=cache)
+    assert await elsewhere.shape("smollm2") == "json_schema", "another server is asked anew"

@@ -241,3 +241,27 @@ async def test_a_refused_shape_is_remembered_per_server_and_model() -> None:
     assert await later.shape("other-model") == "json_schema"
     elsewhere = ChatServer(url="http://other:8080/v1", shapes=cache)
     assert await elsewhere.shape("smollm2") == "json_schema", "another server is asked anew"
+
+
+async def test_a_slow_call_is_announced_while_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deep_research.adapters.llm import server as module
+
+    monkeypatch.setattr(module, "SLOW_NOTICE_SECONDS", 0.01)
+    heard: list[str] = []
+    told_twice = asyncio.Event()
+
+    def hear(message: str) -> None:
+        heard.append(message)
+        if len(heard) == 2:
+            told_twice.set()
+
+    async def call() -> str:
+        await told_twice.wait()  # answers once the live view has heard of it twice
+        return "ok"
+
+    reply, _ = await send(ChatServer(on_slow=hear), call)
+    assert reply == "ok"
+    assert heard[0].startswith("waiting on the planner (Plan) call (smollm2):")
+    count = len(heard)
+    await asyncio.sleep(0.05)
+    assert len(heard) == count, "no notice once the call has answered"

@@ -52,11 +52,15 @@ async def test_each_purpose_has_its_own_retry_and_timeout_policy(tmp_path: Path)
 async def test_the_chat_models_clients_carry_the_chat_policy(tmp_path: Path) -> None:
     settings = settings_of(tmp_path, max_retries=3, request_timeout_seconds=45.0)
     async with clients.http_client() as http:
-        chat = chat_model(settings, "planner", http).chat
-        assert policy_of(chat.root_async_client) == (3, 45.0, "sk-test", SERVER)
+        model = chat_model(settings, "planner", http)
+        chat = model.chat
+        # The client never retries: the model's server does, by its own rules (a timeout
+        # or a 5xx once; a 429 that says when, up to max_retries times).
+        assert policy_of(chat.root_async_client) == (0, 45.0, "sk-test", SERVER)
         assert chat.root_async_client._client is http  # the run's own pool
         assert chat.root_client is not None
-        assert policy_of(chat.root_client) == (3, 45.0, "sk-test", SERVER)
+        assert policy_of(chat.root_client) == (0, 45.0, "sk-test", SERVER)
+        assert (model.server.rate_limit_retries, model.server.timeout_seconds) == (3, 45.0)
 
 
 def test_the_embeddings_clients_carry_the_embed_policy(tmp_path: Path) -> None:

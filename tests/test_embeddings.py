@@ -149,8 +149,29 @@ def test_onnx_vectors_are_the_ones_already_stored(onnx: OnnxEmbeddings) -> None:
     assert onnx.model_id == recorded["model_id"]
     vectors = onnx.embed_documents(recorded["texts"])
     for got, want in zip(vectors, recorded["vectors"], strict=True):
-        # int8 GEMMs are exact; only float kernels differ between CPUs, by far less than this.
-        assert max(abs(a - b) for a, b in zip(got, want, strict=True)) < 1e-4
+        if int8_dot_products_are_exact():
+            # With VNNI, int8 GEMMs are exact; only float kernels differ between such CPUs,
+            # by far less than this.
+            assert max(abs(a - b) for a, b in zip(got, want, strict=True)) < 1e-4
+        else:
+            # AVX2 alone (seen on an AMD EPYC, 2026-11-26) multiplies u8 x s8 pairs with a
+            # saturating add (vpmaddubsw): the same model, vectors a cosine of ~0.991 from
+            # the recorded ones. Still the same model: another one is far below this.
+            assert cosine(got, want) > 0.98
+
+
+def int8_dot_products_are_exact() -> bool:
+    """True on a CPU with VNNI instructions (where the fixture's vectors were recorded)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return True
+    return "avx512_vnni" in flags or "avx_vnni" in flags
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return dot / (sum(x * x for x in a) ** 0.5 * sum(y * y for y in b) ** 0.5)
 
 
 def test_onnx_parallel_runs_give_the_same_vectors_and_count_progress(

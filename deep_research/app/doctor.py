@@ -33,6 +33,7 @@ from deep_research.app.urls import mask_url
 from deep_research.app.verify import Tally
 from deep_research.core.errors import DeepResearchError
 from deep_research.kb.catalog import list_kbs, open_kb
+from deep_research.persistence.cache import ResultCache
 from deep_research.persistence.sessions import SessionStore
 
 if TYPE_CHECKING:
@@ -255,8 +256,7 @@ async def check_structured(settings: Settings) -> Check | None:
         return None
     from langchain_core.messages import HumanMessage  # lazy: LangChain
 
-    from deep_research.adapters.llm.server import SHAPES
-    from deep_research.persistence.cache import ResultCache
+    from deep_research.adapters.llm.server import SHAPES  # lazy: openai
 
     cache = ResultCache(settings.cache_dir)
     server = wiring.chat_server(settings, cache)

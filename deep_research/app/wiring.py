@@ -42,7 +42,7 @@ from deep_research.adapters.llm.writing import LLMAuthor
 from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.openai_jobs import JobSpec
 from deep_research.app import engines, reserves, run_spec, sources
-from deep_research.app.clients import client_settings, http_client
+from deep_research.app.clients import api_key, client_settings, http_client
 from deep_research.app.config import Settings
 from deep_research.app.run_kb import StoreRetriever, kb_tool, knowledge_base
 from deep_research.app.sources import BUILTIN_TITLES, SourceKind
@@ -155,7 +155,7 @@ def chat_server(settings: Settings, cache: ResultCache | None = None) -> ChatSer
     )
 
     async def discover() -> tuple[int | None, int | None]:
-        limits = await read_limits(url, lookups)
+        limits = await read_limits(url, api_key(settings), lookups)
         return limits.slots, limits.context_tokens
 
     return ChatServer(

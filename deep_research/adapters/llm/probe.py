@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-import httpx
+import httpx2
 
 from deep_research.adapters.llm.server import LookupCache
 
@@ -33,15 +33,21 @@ def props_url(base_url: str) -> str:
     return f"{root.removesuffix('/v1')}/props"
 
 
-async def read_limits(base_url: str, cache: LookupCache | None = None) -> ServerLimits:
+async def read_limits(
+    base_url: str, api_key: str, cache: LookupCache | None = None
+) -> ServerLimits:
+    """The server's limits, with the key its API takes (llama-server's ``--api-key`` guards
+    ``/props`` too); the key is sent, never stored."""
     key = json.dumps([base_url, "server-limits"])
     if cache is not None and (saved := await cache.get(key)) is not None:
         return _decode(saved)
     try:
-        async with httpx.AsyncClient(timeout=PROBE_TIMEOUT) as client:
-            reply = await client.get(props_url(base_url))
+        async with httpx2.AsyncClient(timeout=PROBE_TIMEOUT) as client:
+            reply = await client.get(
+                props_url(base_url), headers={"Authorization": f"Bearer {api_key}"}
+            )
         props = reply.json() if reply.status_code == 200 else None
-    except (httpx.HTTPError, ValueError):
+    except (httpx2.HTTPError, ValueError):
         return ServerLimits()  # unreachable or not JSON: unknown, and not remembered
     limits = _limits(props)
     if cache is not None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deep_research.adapters.llm.llm import ChatModel, load_prompt, outline_tokens
+from deep_research.adapters.llm.llm import ChatModel, load_prompt, outline_tokens, words_tokens
 from deep_research.core.authoring import (
     REVISION_REPLY_TOKENS,
     CondenseRequest,
@@ -74,7 +74,7 @@ class LLMAuthor:
             evidence="\n".join(f"- {e}" for e in request.evidence) or "(none)",
             related="\n".join(f"- {e}" for e in request.related) or "(none)",
         )
-        return await self.model.text(messages, meter)
+        return await self.model.text(messages, meter, reply_tokens=words_tokens(request.max_words))
 
     async def lead(self, request: LeadRequest, meter: Meter) -> str:
         sections = "\n".join(
@@ -87,7 +87,7 @@ class LLMAuthor:
             sections=sections or "(no section was written)",
             gaps="\n".join(f"- {g}" for g in request.gaps) or "(none)",
         )
-        return await self.model.text(messages, meter)
+        return await self.model.text(messages, meter, reply_tokens=words_tokens(request.max_words))
 
     async def revise(self, request: RevisionRequest, meter: Meter) -> str:
         """One sentence the claim check found unsupported, rewritten from its sources'

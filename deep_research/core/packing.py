@@ -3,13 +3,18 @@ and a written section's key points."""
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from deep_research.core import evidence as evidence_units
 from deep_research.core.authoring import KEY_POINTS, POINT_TOKENS
 from deep_research.core.memory import cap_tokens, estimate_tokens
 from deep_research.core.models import EvidenceUnit
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 
 def fair_within(units: Sequence[EvidenceUnit], budget: int) -> list[str]:
@@ -59,23 +64,37 @@ def within(texts: Sequence[str], budget: int) -> list[str]:
     return out
 
 
-_PARAGRAPH = re.compile(r"\n\s*\n")
 _FIRST_SENTENCE = re.compile(r"^(.+?[.!?](?:\s*\[S\d{1,5}\])*)(?:\s|$)", re.DOTALL)
 
 
 def key_points(text: str) -> list[str]:
-    """A section's key points: the first sentence of each paragraph or bullet that cites,
-    with its markers, at most ``KEY_POINTS``."""
+    """A section's key points: the first sentence of each paragraph that cites (at any depth:
+    in a list item, a quote), with its markers, at most ``KEY_POINTS``. The text is read as
+    markdown, so a heading (``## Findings``, setext, in a quote or a list item) is never a
+    point and never hides the bullets under it; table cells and code are not points."""
     points: list[str] = []
-    for block in _PARAGRAPH.split(text):
-        for line in (
-            block.strip().splitlines() if block.lstrip().startswith(("-", "*")) else [block]
-        ):
-            line = evidence_units.BULLET.sub("", line.strip())
-            if not line or line.startswith("#") or "[S" not in line:
-                continue
-            found = _FIRST_SENTENCE.match(" ".join(line.split()))
-            points.append(cap_tokens(found.group(1) if found else line, POINT_TOKENS))
-            if len(points) >= KEY_POINTS:
-                return points
+    for paragraph in _paragraphs(text):
+        if "[S" not in paragraph:
+            continue
+        found = _FIRST_SENTENCE.match(paragraph)
+        points.append(cap_tokens(found.group(1) if found else paragraph, POINT_TOKENS))
+        if len(points) >= KEY_POINTS:
+            break
     return points
+
+
+def _paragraphs(text: str) -> list[str]:
+    """The text of every paragraph of ``text`` as markdown, its lines joined."""
+    tokens = _markdown().parse(text)
+    return [
+        " ".join(inline.content.split())
+        for opening, inline in itertools.pairwise(tokens)
+        if opening.type == "paragraph_open" and inline.type == "inline"
+    ]
+
+
+@functools.cache
+def _markdown() -> MarkdownIt:
+    from markdown_it import MarkdownIt  # lazy: only a run's writing reads markdown
+
+    return MarkdownIt("commonmark").enable("table")

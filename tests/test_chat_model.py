@@ -212,3 +212,18 @@ async def test_the_judge_reads_the_notes_the_summary_does_not_hold_yet(
     assert "Folded fact [S1]" in first
     assert "not yet merged" not in first
     assert "Findings not yet merged into the summary:\\n### b?\\nNewest fact [S2]." in second
+
+
+async def test_a_model_that_repeats_its_wrong_reply_is_not_asked_a_third_time(
+    fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
+) -> None:
+    """However many repairs are allowed, a repair that would repeat a request already sent
+    twice is not sent: the step ends as a structured-output failure (which a first plan
+    survives), not as a provider failure."""
+    fake_openai.script("Plan", ["this is not json"] * 10)
+    chat = replace(model(chat_openai), structured_retries=6)
+    with pytest.raises(StructuredOutputError, match="no valid Plan after 3 attempts"):
+        await chat.structured(Plan, [HumanMessage("plan")], RecordingMeter())
+    bodies = [str(r.body) for r in fake_openai.requests]
+    assert len(bodies) == 3
+    assert max(bodies.count(b) for b in bodies) == 2

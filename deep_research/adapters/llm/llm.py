@@ -34,6 +34,7 @@ from deep_research.adapters.llm.replies import json_object_in
 from deep_research.adapters.llm.server import (
     CHARS_PER_TOKEN,
     ChatServer,
+    SentTwice,
     Shape,
     ShapeRefused,
     fingerprint,
@@ -199,6 +200,8 @@ class ChatModel:
                 reply = await self._invoke(
                     asked, meter, cap=cap, sent=sent, shape=shape, schema=schema
                 )
+            except SentTwice:
+                break  # the model gave the same wrong reply again: asking again would too
             except openai.LengthFinishReasonError as exc:
                 # Cut off at the cap (a reasoning model may spend it all thinking): billed,
                 # so recorded; then one try with twice the room.
@@ -225,7 +228,8 @@ class ChatModel:
             echo = [AIMessage(content[:REPLY_ECHO_CHARS])] if content.strip() else []
             asked = [*base, *echo, HumanMessage(REPAIR.substitute(name=name, problem=problem))]
         raise StructuredOutputError(
-            f"{self.model} gave no valid {name} after {attempts} attempts: {problem[:200]}"
+            f"{self.model} gave no valid {name} after {sum(sent.values())} attempts: "
+            f"{problem[:200]}"
         )
 
     async def _invoke(

@@ -61,6 +61,10 @@ class ShapeRefused(Exception):
     """The server refused the request's shape (its ``response_format``): ask in another."""
 
 
+class SentTwice(ProviderError):
+    """This request was already sent twice, unchanged: it is not sent a third time."""
+
+
 class LookupCache(Protocol):
     """The model cache (``adapters.llm.lifecycle.CacheLookups``): text values with a TTL."""
 
@@ -203,7 +207,7 @@ class ChatServer:
         rate_limited = 0
         while True:
             if sent[fingerprint] >= 2:
-                raise ProviderError(f"{model}: the {what} request was already sent twice")
+                raise SentTwice(f"{model}: the {what} request was already sent twice")
             sent[fingerprint] += 1
             try:
                 return await self._one(call, model=model, what=what)

@@ -23,4 +23,4 @@ class LLMSummarizer:
             summary=summary or "(empty)",
             findings=findings,
         )
-        return await self.model.text(messages, meter, reply_tokens=cap_tokens + cap_tokens // 2)
+        return await self.model.text(messages, meter, reply_tokens=cap_tokens + 200)

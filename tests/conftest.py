@@ -9,6 +9,7 @@ from typing import Any
 
 import openai
 import pytest
+from hypothesis import settings as hypothesis_settings
 from langchain_openai import ChatOpenAI
 
 from deep_research.app.config import Settings
@@ -16,6 +17,15 @@ from tests.fake_openai import FakeOpenAI
 from tests.fakes import tracked_rigs
 
 pytest_plugins = ["pytester"]
+
+# --- generated inputs (hypothesis) -----------------------------------------------------------
+# Every run draws the same examples (a failure seen once is seen again, in CI too), with no
+# per-example deadline (these machines are shared: a slow example is not a failure), and
+# writes no example database into the working tree.
+hypothesis_settings.register_profile(
+    "deep-research", derandomize=True, deadline=None, database=None, print_blob=True
+)
+hypothesis_settings.load_profile("deep-research")
 
 # --- scripted fakes (tests/fakes.py) --------------------------------------------------------
 # Every Rig built during a test is checked once the test has passed: a scripted step that

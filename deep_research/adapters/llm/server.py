@@ -24,7 +24,7 @@ it sends through ``ChatServer.send``, which owns these rules:
   the live view shows which call is waiting and for how long.
 
 What structured-output shape a (server, model) accepts is remembered in the model cache
-(``ShapeMemory``), so the refusal is met once a day, not once a call.
+(``shapes``), so a refusal is met once a day, not once a call.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar
 
@@ -92,6 +92,8 @@ class Speed:
 
 @dataclass
 class ChatServer:
+    """One server as a run's chat models see it (the module docstring gives its rules)."""
+
     url: str = ""
     on_openai: bool = True
     """OpenAI's own API: a reply cap goes in ``max_completion_tokens``. Elsewhere in
@@ -129,10 +131,6 @@ class ChatServer:
                 self.max_concurrent = slots
             if self.context_tokens is None:
                 self.context_tokens = context
-
-    @property
-    def cap_param(self) -> str:
-        return "max_completion_tokens" if self.on_openai else "max_tokens"
 
     # --- structured-output shapes -------------------------------------------------------
 
@@ -311,7 +309,3 @@ def _retry_after(exc: openai.RateLimitError) -> float | None:
 def fingerprint(*parts: object) -> str:
     """One request's identity: its messages, shape and cap."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def prompt_chars(texts: Sequence[str]) -> int:
-    return sum(len(t) for t in texts)

@@ -15,7 +15,8 @@ import httpx2
 import openai
 import pytest
 
-from deep_research.adapters.llm.server import ChatServer, ShapeRefused
+from deep_research.adapters.llm.server import ChatServer, SentTwice, ShapeRefused
+from deep_research.core.errors import ProviderError
 
 REQUEST = httpx2.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
 
@@ -46,20 +47,26 @@ class Calls:
 
 
 async def send(
-    server: ChatServer, call: Callable[[], Awaitable[str]], *, sensitive: bool = True
-) -> tuple[str, list[str]]:
-    billed: list[str] = []
+    server: ChatServer,
+    call: Callable[[], Awaitable[str]],
+    *,
+    sensitive: bool = True,
+    sent: Counter[str] | None = None,
+    billed: list[str] | None = None,
+) -> str:
+    """``call`` sent as one planner request; ``billed`` hears of each timed-out send."""
+    heard = [] if billed is None else billed
     reply, _seconds = await server.send(
         call,
         model="smollm2",
         what="planner (Plan)",
-        sent=Counter(),
+        sent=Counter() if sent is None else sent,
         fingerprint="same request",
         cap=1_000,
-        on_timeout=lambda: billed.append("timed out"),
+        on_timeout=lambda: heard.append("timed out"),
         shape_sensitive=sensitive,
     )
-    return reply, billed
+    return reply
 
 
 async def test_a_timeout_is_sent_once_more_then_named_with_the_speed_and_the_setting() -> None:
@@ -67,27 +74,19 @@ async def test_a_timeout_is_sent_once_more_then_named_with_the_speed_and_the_set
     server.speed.add(tokens=400, seconds=100)  # 4 tokens a second, measured earlier
     call = Calls(openai.APITimeoutError(REQUEST), openai.APITimeoutError(REQUEST))
     billed: list[str] = []
-    with pytest.raises(Exception, match="timed out twice") as caught:
-        await server.send(
-            call,
-            model="smollm2",
-            what="planner (Plan)",
-            sent=Counter(),
-            fingerprint="f",
-            cap=1_000,
-            on_timeout=lambda: billed.append("x"),
-            shape_sensitive=True,
-        )
+    with pytest.raises(ProviderError, match="timed out twice") as caught:
+        await send(server, call, billed=billed)
     message = str(caught.value)
     assert "4.0 tokens/s" in message
     assert "DEEP_RESEARCH_REQUEST_TIMEOUT_SECONDS" in message
     assert call.sends == 2, "never a third identical send"
-    assert billed == ["x", "x"], "each timed-out send counts against the budget"
+    assert billed == ["timed out"] * 2, "each timed-out send counts against the budget"
 
 
 async def test_a_timeout_then_a_reply_is_the_reply() -> None:
     call = Calls(openai.APITimeoutError(REQUEST), "ok")
-    reply, billed = await send(ChatServer(), call)
+    billed: list[str] = []
+    reply = await send(ChatServer(), call, billed=billed)
     assert (reply, call.sends, billed) == ("ok", 2, ["timed out"])
 
 
@@ -138,8 +137,19 @@ async def test_a_rate_limit_that_says_when_is_waited_out() -> None:
         body=None,
     )
     call = Calls(limited, limited, limited, "ok")
-    reply, _ = await send(ChatServer(rate_limit_retries=4), call)
+    reply = await send(ChatServer(rate_limit_retries=4), call)
     assert (reply, call.sends) == ("ok", 4)
+
+
+async def test_a_standard_retry_after_is_read_as_every_client_reads_it() -> None:
+    limited = openai.RateLimitError(
+        "slow down",
+        response=httpx2.Response(429, request=REQUEST, headers={"retry-after": "0"}),
+        body=None,
+    )
+    call = Calls(limited, "ok")
+    assert await send(ChatServer(), call) == "ok"
+    assert call.sends == 2
 
 
 async def test_a_rate_limit_without_a_time_is_out_of_quota_and_not_retried() -> None:
@@ -153,28 +163,10 @@ async def test_one_request_is_never_sent_a_third_time_across_repairs() -> None:
     server = ChatServer()
     sent: Counter[str] = Counter()
     for _ in range(2):
-        await server.send(
-            Calls("ok"),
-            model="m",
-            what="judge",
-            sent=sent,
-            fingerprint="same",
-            cap=10,
-            on_timeout=lambda: None,
-            shape_sensitive=False,
-        )
+        await send(server, Calls("ok"), sent=sent, sensitive=False)
     third = Calls("ok")
-    with pytest.raises(Exception, match="already sent twice"):
-        await server.send(
-            third,
-            model="m",
-            what="judge",
-            sent=sent,
-            fingerprint="same",
-            cap=10,
-            on_timeout=lambda: None,
-            shape_sensitive=False,
-        )
+    with pytest.raises(SentTwice, match="already sent twice"):
+        await send(server, third, sent=sent, sensitive=False)
     assert third.sends == 0
 
 
@@ -259,7 +251,7 @@ async def test_a_slow_call_is_announced_while_it_runs(monkeypatch: pytest.Monkey
         await told_twice.wait()  # answers once the live view has heard of it twice
         return "ok"
 
-    reply, _ = await send(ChatServer(on_slow=hear), call)
+    reply = await send(ChatServer(on_slow=hear), call)
     assert reply == "ok"
     assert heard[0].startswith("waiting on the planner (Plan) call (smollm2):")
     count = len(heard)

@@ -11,11 +11,12 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.clirun import cli, run_json, session_state
-from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI, Flavor
 from tests.world import ResearchWorld, plan_task, verdict
 
 NOTES = {
@@ -59,7 +60,7 @@ def session_dir(env: dict[str, str], session_id: str) -> Path:
     return Path(env["DEEP_RESEARCH_HOME"]) / "sessions" / session_id
 
 
-def chat_bodies(fake: FakeOpenAI) -> list[dict[str, object]]:
+def chat_bodies(fake: FakeOpenAI) -> list[dict[str, Any]]:
     return [r.body for r in fake.requests if r.path == "/v1/chat/completions"]
 
 
@@ -75,57 +76,47 @@ def world() -> ResearchWorld:
     )
 
 
+def format_of(body: dict[str, Any]) -> str | None:
+    """The body's ``response_format`` type; None for a plain-text request."""
+    requested = body.get("response_format")
+    return requested.get("type") if isinstance(requested, dict) else None
+
+
+def kb_run(env: dict[str, str], question: str, *more: str) -> dict[str, Any]:
+    """A ``--kb-only`` run with the local model: its ``--json`` reply, which must be complete."""
+    data = run_json(env, question, "--kb-only", "--chat-model", MODEL, *more)
+    assert data["status"] == "complete", data
+    return data
+
+
 def test_a_run_on_llama_cpp_python_asks_for_json_objects_once_a_schema_is_refused(
     tmp_path: Path, llama_cpp_python: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = local_env(tmp_path, llama_cpp_python, monkeypatch)
     assert cli(env, "kb", "ingest", "kb")[0] == 0
     world().install(llama_cpp_python)
-    data = run_json(env, "When does a research node start?", "--kb-only", "--chat-model", MODEL)
-    assert data["status"] == "complete", data
+    data = kb_run(env, "When does a research node start?")
     assert Path(data["report_path"]).read_text().strip()
 
     bodies = chat_bodies(llama_cpp_python)
-    formats = [(b.get("response_format") or {}).get("type") for b in bodies]  # type: ignore[union-attr]
+    formats = [format_of(b) for b in bodies]
     assert formats.count("json_schema") == 1, "refused once, then remembered for the run"
     assert formats[:2] == ["json_schema", "json_object"]
     assert "json_object" in formats[2:], "every later structured call asks as the server takes"
     assert all("max_completion_tokens" not in b for b in bodies), "a name it ignores"
     assert all(isinstance(b.get("max_tokens"), int) for b in bodies)
     assert most_sends_of_one_body(llama_cpp_python) <= 2
+    # Caps are sized to each reply, not the 16,000-token ceiling of any call.
+    caps = [b["max_tokens"] for b in bodies if format_of(b)]
+    assert caps
+    assert all(isinstance(cap, int) and cap <= 4_000 for cap in caps), caps
 
     # The refusal is remembered in the model cache: the next run does not meet it again.
     before = len(bodies)
     world().install(llama_cpp_python)
-    assert (
-        run_json(env, "How are costs capped?", "--kb-only", "--chat-model", MODEL)["status"]
-        == "complete"
-    )
+    kb_run(env, "How are costs capped?")
     later = chat_bodies(llama_cpp_python)[before:]
-    assert all((b.get("response_format") or {}).get("type") != "json_schema" for b in later)  # type: ignore[union-attr]
-
-
-def test_structured_caps_are_sized_to_the_reply_not_the_per_call_ceiling(
-    tmp_path: Path, llama_cpp_python: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    env = local_env(tmp_path, llama_cpp_python, monkeypatch)
-    assert cli(env, "kb", "ingest", "kb")[0] == 0
-    world().install(llama_cpp_python)
-    assert (
-        run_json(env, "When does a research node start?", "--kb-only", "--chat-model", MODEL)[
-            "status"
-        ]
-        == "complete"
-    )
-    structured = [
-        b
-        for b in chat_bodies(llama_cpp_python)
-        if (b.get("response_format") or {}).get("type")  # type: ignore[union-attr]
-    ]
-    assert structured
-    assert all(int(b["max_tokens"]) <= 4_000 for b in structured), [  # type: ignore[call-overload]
-        b["max_tokens"] for b in structured
-    ]
+    assert all(format_of(b) != "json_schema" for b in later)
 
 
 def test_a_run_on_llama_server_keeps_to_its_slots_and_reads_its_context(
@@ -138,18 +129,9 @@ def test_a_run_on_llama_server_keeps_to_its_slots_and_reads_its_context(
         verdicts=[verdict(True)],
     ).install(llama_server)
     llama_server.latency = 0.05  # calls overlap, as a served model's do
-    data = run_json(
-        env,
-        "When does a research node start?",
-        "--kb-only",
-        "--chat-model",
-        MODEL,
-        "--max-parallel",
-        "6",
-    )
-    assert data["status"] == "complete", data
+    data = kb_run(env, "When does a research node start?", "--max-parallel", "6")
     assert llama_server.peak_concurrency <= 2, "never more calls than the server has slots"
-    formats = {(b.get("response_format") or {}).get("type") for b in chat_bodies(llama_server)}  # type: ignore[union-attr]
+    formats = {format_of(b) for b in chat_bodies(llama_server)}
     assert "json_schema" in formats, "a grammar-backed server keeps strict schemas"
     assert most_sends_of_one_body(llama_server) <= 2
     state = session_state(env, data["session_id"])
@@ -193,9 +175,9 @@ def all_roles(env: dict[str, str], model: str) -> dict[str, str]:
     ],
 )
 def test_doctor_names_the_shape_a_local_server_takes_and_its_limits(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flavor: str, told: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flavor: Flavor, told: str
 ) -> None:
-    with FakeOpenAI(flavor=flavor, slots=3) as fake:  # type: ignore[arg-type]
+    with FakeOpenAI(flavor=flavor, slots=3) as fake:
         env = all_roles(local_env(tmp_path, fake, monkeypatch), MODEL)
         fake.default_chat_reply = {"answer": "Air scatters blue light more than red."}
         _code, out, err = cli(env, "doctor", "--json")

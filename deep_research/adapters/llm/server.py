@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -40,6 +41,7 @@ from typing import Literal, Protocol, TypeVar
 
 import openai
 
+from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.core.errors import ProviderError
 
 Shape = Literal["json_schema", "json_object", "text"]
@@ -292,18 +294,14 @@ def _detail(exc: openai.APIStatusError) -> str:
 
 
 def _retry_after(exc: openai.RateLimitError) -> float | None:
-    """Seconds the server asked us to wait (``retry-after-ms`` / ``retry-after``); None when
-    it did not say (out of quota: waiting will not help)."""
+    """Seconds the server asked us to wait (OpenAI's ``retry-after-ms``, else the standard
+    ``Retry-After``); None when it did not say (out of quota: waiting will not help)."""
     headers = exc.response.headers
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        raw = headers.get(name)
-        if raw is None:
-            continue
-        try:
-            return max(0.0, float(raw) * scale)
-        except ValueError:
-            continue
-    return None
+    try:
+        millis = float(headers.get("retry-after-ms", ""))
+    except ValueError:
+        return retry_after_seconds(headers.get("retry-after"))
+    return max(0.0, millis / 1000) if math.isfinite(millis) else None
 
 
 def fingerprint(*parts: object) -> str:

@@ -24,6 +24,12 @@ or another subject; target ≤ 0.1) — the pairs of ``bench.planted.pairs``, gi
 finder as evidence units here (``bench/report.py`` has research jobs state them in a full
 run) — and the check's time per claim with the pages already read (median of 3) and with
 them read for the first time.
+
+Then the check again with each judge fake of ``bench.planted.JUDGES`` settling the uncertain
+verdicts: each answers "supported" to every claim it is asked about, quoting nothing, the
+wrong sentence of the passage, or the right one. ``fabrications_flagged[J]`` (and per kind)
+and ``true_claims_flagged[J]`` must hold the same targets: a judge's word alone overrules
+nothing the code found (``adapters.claims.bound``); ``judged[J]`` counts what it was asked.
 """
 
 from __future__ import annotations
@@ -35,14 +41,17 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.planted import KINDS, Fact, Pages, pairs, plant  # noqa: E402
+from bench.planted import JUDGES, KINDS, Fact, Pages, judge_quote, pairs, plant  # noqa: E402
 from deep_research.adapters.claim_check import ClaimChecker  # noqa: E402
+from deep_research.adapters.claims import JudgeVerdict, ToJudge  # noqa: E402
 from deep_research.adapters.contradictions import contradictions  # noqa: E402
 from deep_research.adapters.web.reader import PageReader, ReaderSettings  # noqa: E402
 from deep_research.core.ledger import ClaimLedger  # noqa: E402
@@ -88,7 +97,31 @@ class Ledger:
         self.ledger = ledger
 
 
-async def check(report: Report, reader: PageReader) -> tuple[ClaimLedger, float]:
+# --- judge fakes ------------------------------------------------------------------------------
+
+
+@dataclass
+class YesJudge:
+    """A ``SupportJudge`` that answers "supported" to everything, quoting as ``kind`` says
+    (``bench.planted.JUDGES``)."""
+
+    kind: str
+    asked: int = 0
+
+    async def judge(self, claims: Sequence[ToJudge]) -> list[JudgeVerdict | None]:
+        self.asked += len(claims)
+        return [
+            JudgeVerdict(verdict="supported", explanation="yes", model="judge", quote=self.quote(c))
+            for c in claims
+        ]
+
+    def quote(self, item: ToJudge) -> str:
+        return judge_quote(self.kind, item.claim, item.passages)
+
+
+async def check(
+    report: Report, reader: PageReader, judge: YesJudge | None = None
+) -> tuple[ClaimLedger, float]:
     store = Ledger()
 
     async def save() -> None:
@@ -98,14 +131,15 @@ async def check(report: Report, reader: PageReader) -> tuple[ClaimLedger, float]
     job = CheckJob(
         state=SessionState(session_id="bench", question="bench"),
         report=report,
-        meter=RecordingMeter(budget=0.0),  # no judge: the text verifier decides
+        meter=RecordingMeter(budget=0.0),  # the judge fakes cost nothing
         save=save,
         deadline=loop.time() + 3600,
         money=0.0,
         store=store,
     )
     started = time.perf_counter()
-    await ClaimChecker(reader=reader, fetch_workers=8).check(job)
+    judged = None if judge is None else (lambda _meter: judge)
+    await ClaimChecker(reader=reader, fetch_workers=8, judge=judged).check(job)
     assert store.ledger is not None
     return store.ledger, time.perf_counter() - started
 
@@ -163,17 +197,26 @@ async def measure(
         report = report_of(facts, pages, facts_per_branch)
         ledger, cold = await check(report, reader)
         warm = [(await check(report, reader))[1] for _ in range(repeats)]
+        judges = {kind: YesJudge(kind) for kind in JUDGES}
+        judged = {kind: (await check(report, reader, judge))[0] for kind, judge in judges.items()}
     finally:
         await reader.aclose()
         pages.close()
     verdicts = [c.verdict for c in ledger.claims]
-    assert len(verdicts) == len(facts), (len(verdicts), len(facts))
-    flagged = [v != "supported" for v in verdicts]
-    by_kind: dict[str, list[bool]] = defaultdict(list)
-    for fact, flag in zip(facts, flagged, strict=True):
-        by_kind[fact.kind].append(flag)
-    fabricated = [flag for k in KINDS for flag in by_kind[k]]
-    true = by_kind["true"] + by_kind["reworded"]
+    fabricated, true, by_kind = flagged(facts, ledger)
+    with_judges: dict[str, float] = {}
+    for kind, found in judged.items():
+        fabricated_j, true_j, by_kind_j = flagged(facts, found)
+        with_judges |= {
+            f"judged[{kind}]": judges[kind].asked,
+            f"fabrications_flagged[{kind}]": round(sum(fabricated_j) / len(fabricated_j), 3),
+            **{
+                f"fabrications_flagged_{k}[{kind}]": round(sum(by_kind_j[k]) / len(by_kind_j[k]), 3)
+                for k in KINDS
+                if by_kind_j[k]
+            },
+            f"true_claims_flagged[{kind}]": round(sum(true_j) / len(true_j), 3),
+        }
     missed = [
         {"kind": f.kind, "written": f.written, "verdict": v}
         for f, v in zip(facts, verdicts, strict=True)
@@ -206,7 +249,22 @@ async def measure(
         "check_ms_per_claim_cached_pages": round(1000 * statistics.median(warm) / claims, 1),
         "check_ms_per_claim_first_read": round(1000 * cold / claims, 1),
         "check_seconds_first_read": round(cold, 2),
+        **with_judges,
     }, {"missed": missed[:10], "false_flags": false_flags[:10]}
+
+
+def flagged(
+    facts: list[Fact], ledger: ClaimLedger
+) -> tuple[list[bool], list[bool], dict[str, list[bool]]]:
+    """Whether each claim is flagged (any verdict but ``supported``): the fabrications', the
+    true facts', and by kind."""
+    flags = [c.verdict != "supported" for c in ledger.claims]
+    assert len(flags) == len(facts), (len(flags), len(facts))
+    by_kind: dict[str, list[bool]] = defaultdict(list)
+    for fact, flag in zip(facts, flags, strict=True):
+        by_kind[fact.kind].append(flag)
+    fabricated = [flag for k in KINDS for flag in by_kind[k]]
+    return fabricated, by_kind["true"] + by_kind["reworded"], by_kind
 
 
 def main() -> None:

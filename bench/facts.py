@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.planted import KINDS, Fact, Pair, pairs, plant
+from bench.planted import KINDS, Fact, Pair, judge_quote, pairs, plant
 from tests.fake_openai import ChatReply, ChatRequest, Citation, ResearchReport, ResearchRequest
 from tests.fake_openai_payloads import inline_link
 from tests.world import FILLER, outline_of, plan_task, verdict
@@ -186,6 +186,9 @@ class FactsWorld:
     prompts: dict[str, int] = field(default_factory=dict)
     """Each role's largest prompt: characters of its system and user text."""
     plans_left: int = 1
+    judge: str = "abstain"
+    """The claims' judge: abstains (the text verifier decides), or a fake of
+    ``bench.planted.JUDGES`` that calls every claim supported."""
 
     def __post_init__(self) -> None:
         self.facts = plant(self.branches * self.facts_per_job, self.seed)
@@ -338,7 +341,7 @@ class FactsWorld:
             return outline_of(req.text, system)
         if req.schema_name == "Judgements":
             self._count("claim_judge", req)
-            return {"judgements": []}
+            return {"judgements": [] if self.judge == "abstain" else self.judgements(req.text)}
         if req.schema_name is not None:
             raise AssertionError(f"facts world: no reply for schema {req.schema_name!r}")
         role = (
@@ -362,6 +365,22 @@ class FactsWorld:
         return self.copy_facts(
             req.text, limits, plant=role in ("section", "lead"), sides=role == "compressor"
         )
+
+    def judgements(self, prompt: str) -> list[dict[str, Any]]:
+        """The judge fake's answer to the claims listed in ``prompt``
+        (``adapters.claims.claims_text``): each supported, with its quote."""
+        out = []
+        for block in re.split(r"(?m)^(?=Claim \d+: )", prompt):
+            head, _, listed = block.partition("\nPassages:\n")
+            found = re.match(r"Claim (\d+): (.*)", head)
+            if found is None:
+                continue
+            passages = [line.removeprefix("> ") for line in listed.splitlines() if line]
+            quote = judge_quote(self.judge, found[2], passages)
+            out.append(
+                {"claim": int(found[1]), "verdict": "supported", "explanation": "", "quote": quote}
+            )
+        return out
 
     def research(self, req: ResearchRequest) -> ResearchReport:
         self._count("deep_research")

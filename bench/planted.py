@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -226,6 +226,24 @@ def pairs(seed: int = 11, taken: Collection[str] = ()) -> list[Pair]:
         }
         out.append(Pair(k, (first.format(**values), second.format(**values)), planted))
     return out
+
+
+JUDGES = ("yes", "yes_wrong_quote", "quoting")
+"""Judge fakes that call every claim they are asked about supported: quoting nothing, quoting
+a sentence of the claim's passage other than the one that states it, or quoting that one
+(the sentence holding most of the claim's words), verbatim."""
+
+
+def judge_quote(judge: str, claim: str, passages: Sequence[str]) -> str:
+    """What judge fake ``judge`` quotes for ``claim`` (``JUDGES``)."""
+    from deep_research.adapters.verifier import claim_words, sentence_spans
+
+    if judge == "yes" or not passages:
+        return ""
+    sentences = [passages[0][a:b] for a, b in sentence_spans(passages[0])]
+    wanted = claim_words(claim)
+    ranked = sorted(sentences, key=lambda s: -len(wanted & claim_words(s)))
+    return ranked[0] if judge == "quoting" or len(ranked) == 1 else ranked[1]
 
 
 def side_path(pair: int, side: int) -> str:

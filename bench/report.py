@@ -28,7 +28,11 @@ claim check (wired as ``deep-research run`` wires it: ``app/checking.py``) reads
 through the real page reader, as it reads any research job's cited page; the per-host
 politeness limits are raised (8 at once, 100 a second) since one loopback host stands for
 240 sites. The claim check's judge abstains (the text verifier decides, as in
-``bench/claims.py``); its repair is the fake writer restating what the passages state.
+``bench/claims.py``), or with ``--judge`` is a fake that calls every claim it is asked about
+supported, quoting nothing (``yes``), the wrong sentence of the passage
+(``yes_wrong_quote``) or the right one (``quoting``): the code takes a judge's "supported"
+only with a quote it can check (``adapters.claims``), so the claim figures must hold with
+each. Its repair is the fake writer restating what the passages state.
 
 At the larger size (48 branches; 6 in --smoke) the research jobs also state the 20 pairs of
 ``bench.planted.pairs``, the ones ``bench/claims.py`` gives its finder directly: 10 planted
@@ -130,7 +134,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.facts import MARKER, REWORDED, STATED, FactsWorld
-from bench.planted import KINDS, Pages, side_path
+from bench.planted import JUDGES, KINDS, Pages, side_path
 from bench.prompt_growth import prompt_chars
 from deep_research.adapters.claim_check import ClaimChecker
 from deep_research.app.config import Settings
@@ -255,10 +259,17 @@ async def recheck(checker: ClaimChecker, state: SessionState, report: Report, ho
 
 
 async def run_once(
-    branches: int, facts: int, latency: float, parallel: int, home: Path, pairs: bool = False
+    branches: int,
+    facts: int,
+    latency: float,
+    parallel: int,
+    home: Path,
+    pairs: bool = False,
+    judge: str = "abstain",
 ) -> Run:
-    """One run; ``pairs``: research jobs state the contradiction pairs too."""
-    world = FactsWorld(branches, facts, contradictions=pairs)
+    """One run; ``pairs``: research jobs state the contradiction pairs too; ``judge``: the
+    claims' judge (``FactsWorld.judge``)."""
+    world = FactsWorld(branches, facts, contradictions=pairs, judge=judge)
     said = {side_path(s.pair.index, s.side): s.words + "." for s in world.sides.values()}
     pages = Pages(world.facts, said)
     world.page_url = pages.url
@@ -458,16 +469,24 @@ def words(body: str) -> int:
 
 
 def bench_report(
-    few: int, many: int, facts: int, latency: float, runs: int = 1, parallel: int = 12
+    few: int,
+    many: int,
+    facts: int,
+    latency: float,
+    runs: int = 1,
+    parallel: int = 12,
+    judge: str = "abstain",
 ) -> dict[str, float]:
     """The figures keep their names at other sizes (the smoke run's). The walls and the
     check's times are medians of ``runs`` runs at the larger size; the other figures are of
     its first run (the copier is deterministic: they do not vary)."""
     with tempfile.TemporaryDirectory() as tmp:
-        small = asyncio.run(run_once(few, facts, latency, parallel, Path(tmp) / "few"))
+        small = asyncio.run(run_once(few, facts, latency, parallel, Path(tmp) / "few", judge=judge))
         larges = [
             asyncio.run(
-                run_once(many, facts, latency, parallel, Path(tmp) / f"many{i}", pairs=True)
+                run_once(
+                    many, facts, latency, parallel, Path(tmp) / f"many{i}", pairs=True, judge=judge
+                )
             )
             for i in range(runs)
         ]
@@ -543,11 +562,20 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs at 48 branches (median wall)")
     parser.add_argument("--smoke", action="store_true", help="once, toy sizes, in seconds")
     parser.add_argument("--facts", type=int, default=5, help="facts per research job (K)")
+    parser.add_argument(
+        "--judge",
+        choices=("abstain", *JUDGES),
+        default="abstain",
+        help="the claims' judge: abstains, or calls every claim it is asked about supported "
+        "(quoting nothing, the wrong sentence, or the right one)",
+    )
     args = parser.parse_args()
     if args.smoke:
-        figures = bench_report(3, 6, facts=2, latency=0.01)
+        figures = bench_report(3, 6, facts=2, latency=0.01, judge=args.judge)
     else:
-        figures = bench_report(12, 48, facts=args.facts, latency=0.1, runs=args.runs)
+        figures = bench_report(
+            12, 48, facts=args.facts, latency=0.1, runs=args.runs, judge=args.judge
+        )
     for key, value in figures.items():
         print(f"{key:>32}: {value:.3f}", flush=True)
     if args.json:

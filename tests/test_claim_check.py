@@ -158,8 +158,9 @@ def test_cited_sentences_and_uncited_facts_are_claims_and_other_prose_is_not() -
         "Version 2 of the tool shipped in 2019 without a changelog. "
         "It is a plain remark with nothing in it to check.\n\n"
         "- The log file rotates every night at midnight [2]\n\n"
-        "| a table | row 42 |\n\n"
-        "```\ncode 123 is not a claim\n```"
+        "| a table | row 42 |\n|---|---|\n| row 43 | in 2019 |\n\n"
+        "```\ncode 123 is not a claim\n```\n\n"
+        "Setext titles are no claim in 2024\n---"
     )
     drafts = claims_of(report_of(body, KB_BISECT, KB_LOGGING), extractive=False)
     assert [(d.text, d.refs) for d in drafts] == [

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from deep_research.app import saved
 from deep_research.app.config import Settings
@@ -36,6 +38,8 @@ Each term has at most one leader [S1]. Followers redirect clients to it. [S2] Sh
 ```
 code is not a finding at all
 ```
+| a | b |
+|---|---|
 | a | table row is not one either |
 """
 
@@ -159,3 +163,50 @@ def test_evidence_reads_a_page_at_a_time_and_ranks_for_a_query(tmp_path: Path) -
     assert read_vectors(session_dir, "another-embedder") == {}
     with pytest.raises(UsageError, match="limit"):
         saved.read_evidence(settings, state.session_id, limit=0)
+
+
+# --- findings, from an oracle ------------------------------------------------------------
+
+_words = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=2, max_size=9)
+
+
+@st.composite
+def _oracle(draw: st.DrawFn) -> list[str]:
+    """Findings: sentences of plain words, some with markers, some in the middle of none."""
+    out = []
+    for i in range(draw(st.integers(min_value=1, max_value=6))):
+        body = " ".join(draw(st.lists(_words, min_size=4, max_size=10))).capitalize()
+        markers = "".join(f"[S{n}]" for n in draw(st.sets(st.integers(1, 99), max_size=2)))
+        out.append(f"{body} {markers}.".replace(" .", ".") if i % 2 else f"{body}. {markers}")
+    return [" ".join(f.split()) for f in out]
+
+
+_SHAPES = ("atx, bullets", "setext, paragraph", "numbered", "quoted", "table and code around")
+
+
+def _render(shape: str, found: list[str], title: str) -> str:
+    junk = f"{title} heading words here [S7]"  # had it been read as a finding, lists differ
+    if shape == "atx, bullets":
+        return f"## {junk}\n\n" + "\n".join(f"- {f}" for f in found)
+    if shape == "setext, paragraph":
+        return f"{junk}\n{'-' * len(junk)}\n\n" + " ".join(found)
+    if shape == "numbered":
+        return f"> ### {junk}\n\n" + "\n".join(f"{i}. {f}" for i, f in enumerate(found, 1))
+    if shape == "quoted":
+        return f"> ## {junk}\n>\n> " + "\n> ".join(found)
+    table = f"| {junk} | x |\n|---|---|\n| {junk} | y |"
+    return f"{table}\n\n" + "\n\n".join(found) + f"\n\n```\n{junk}.\n```\n\n<h2>{junk}</h2>\n"
+
+
+@settings(max_examples=150)
+@given(found=_oracle(), shape=st.sampled_from(_SHAPES), title=_words)
+def test_findings_are_the_oracles_in_every_shape_a_model_writes(
+    found: list[str], shape: str, title: str
+) -> None:
+    assert findings(_render(shape, found, title.capitalize())) == found, shape
+
+
+@given(text=st.text(max_size=300))
+def test_findings_never_raise_and_hold_only_the_texts_words(text: str) -> None:
+    for finding in findings(text):
+        assert all(word in text for word in finding.split()), finding

@@ -570,7 +570,7 @@ async def test_the_report_is_linked_from_what_the_builder_wrote_never_from_what_
         assert "default-src 'none'" in policy
         assert "script-src" not in policy  # a report runs no script at all
         assert "frame-ancestors 'none'" in policy
-    assert "## Sources\n\n1. [Source 1](https://phish.example/list1)" in markdown.text
+    assert "\n**Sources**\n\n1. [Source 1](https://phish.example/list1)" in markdown.text
 
     anchors = re.findall(r'<a href="([^"]*)">([^<]*)</a>', html.text)
     sources = dict(re.findall(r'<li id="source-(\d+)">(?:<p>)?<a href="([^"]*)">', html.text))

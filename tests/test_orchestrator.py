@@ -283,10 +283,11 @@ async def test_a_replan_that_never_parses_stops_the_run_with_a_report() -> None:
 
 
 async def test_judge_failure_ends_with_a_written_report_all_the_same() -> None:
+    # (a verdict that never validates is no verdict, not a failure: test_model_verdicts.py)
     rig = Rig(
         planner=FakePlanner([plan(task("a"))]),
         executor=FakeExecutor(),
-        judge=FakeJudge([StructuredOutputError("garbage verdict")]),
+        judge=FakeJudge([ProviderError("the provider failed (HTTP 5xx)")]),
     )
     state = new_state()
     orch = rig.orchestrator(state)

@@ -18,7 +18,7 @@ def make_tree(spec: Iterable[tuple[str, list[str]]], **extra: dict[str, object])
     for tid, deps in spec:
         fields: dict[str, object] = {
             "id": tid,
-            "question": f"q {tid}",
+            "question": f"What about {tid}?",
             "depends_on": deps,
             "parallelizable": True,
             "priority": 5,

@@ -11,7 +11,7 @@ POLICY = PlanPolicy(max_depth=3, max_tasks=8)
 def task(tid: str, *deps: str, question: str | None = None, **extra: object) -> PlannedTask:
     fields: dict[str, object] = {
         "id": tid,
-        "question": question if question is not None else f"question {tid}?",
+        "question": question if question is not None else f"What is node {tid}?",
         "depends_on": list(deps),
         "parallelizable": True,
         "priority": 5,
@@ -86,14 +86,14 @@ def test_dangling_and_self_dependencies_are_removed() -> None:
 def test_duplicate_ids_and_clashes_with_existing_nodes_are_renamed() -> None:
     tree = tree_with(task("t1"))
     added, issues = tree.add_plan(
-        [task("t1", question="new one"), task("t1", question="and another")],
+        [task("t1", question="a new one"), task("t1", question="and another one")],
         iteration=2,
         policy=POLICY,
     )
     assert len(set(added)) == 2
     assert "t1" not in added
     assert [(i.task_id, i.action) for i in issues] == [("t1", "repaired")] * 2
-    assert {tree.nodes[i].question for i in added} == {"new one", "and another"}
+    assert {tree.nodes[i].question for i in added} == {"a new one", "and another one"}
 
 
 def test_empty_questions_and_too_deep_tasks_are_dropped() -> None:
@@ -121,7 +121,7 @@ def test_dependency_on_a_dropped_task_is_removed() -> None:
 
 def test_hostile_plan_is_capped_and_sources_forced_by_policy() -> None:
     policy = PlanPolicy(max_depth=3, max_tasks=5, allowed_sources=("internal",))
-    tasks = [task(f"t{i}", priority=i % 11, question="x" * 10_000) for i in range(500)]
+    tasks = [task(f"t{i}", priority=i % 11, question="Why is " + "x" * 10_000) for i in range(500)]
     tree = ResearchTree({})
     added, issues = tree.add_plan(tasks, iteration=1, policy=policy)
     assert len(added) == 5

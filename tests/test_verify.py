@@ -139,10 +139,12 @@ async def test_bad_sources_and_claims_are_usage_errors(ingested: Settings) -> No
 
 
 class ScriptedJudge:
-    """Says every claim it is given is supported (or fails, as a provider can)."""
+    """Says every claim it is given is supported, quoting ``quote`` (or fails, as a
+    provider can)."""
 
-    def __init__(self, *, fail: bool = False) -> None:
+    def __init__(self, *, fail: bool = False, quote: str = "") -> None:
         self.fail = fail
+        self.quote = quote
         self.asked: list[list[ToJudge]] = []
 
     async def judge(self, claims: Sequence[ToJudge]) -> list[JudgeVerdict | None]:
@@ -150,31 +152,65 @@ class ScriptedJudge:
         if self.fail:
             raise ProviderError("judge-model: 503 Service Unavailable\nretry later")
         return [
-            JudgeVerdict(verdict="supported", explanation="It says so.", model="judge-model")
+            JudgeVerdict(
+                verdict="supported",
+                explanation="It says so.",
+                model="judge-model",
+                quote=self.quote,
+            )
             for _ in claims
         ]
 
 
 UNSURE = "The colorsys module renders images on the GPU with CUDA kernels."
 """The page's subject, not what it says: the text verifier is unsure of it."""
+PARAPHRASED = "The I and Q values of YIQ may be below zero."
+"""What the page says, in other words: the text verifier is unsure of it too."""
+ITS_SENTENCE = (
+    "In the YIQ space, the Y coordinate is between 0 and 1, but the I and Q coordinates can "
+    "be positive or negative."
+)
 
 
 async def test_the_judge_settles_only_what_the_text_verifier_is_unsure_of(
     offline: Settings, web: FakeWeb
 ) -> None:
     settings, url = allowing(offline, web), web.url("/docs/colorsys.html")
-    judge = ScriptedJudge()
+    judge = ScriptedJudge(quote=f"“{ITS_SENTENCE}”")
     sure = await verify_claim(settings, STATED[0], url, judge=judge)
     assert sure.support.verifier == "text"
     assert judge.asked == [], "a sure verdict costs no call"
     question = "What does colorsys do?"
-    settled = await verify_claim(settings, UNSURE, url, question=question, judge=judge)
+    settled = await verify_claim(settings, PARAPHRASED, url, question=question, judge=judge)
     assert settled.support.verdict == "supported"
     assert settled.support.verifier == "judge-model"
     assert settled.support.explanation == "It says so."
     assert settled.verdict == "passage_found"
+    assert settled.passage == ITS_SENTENCE, "the quote is the evidence shown"
     (asked,) = judge.asked
-    assert asked == [ToJudge(UNSURE, (settled.passage,), question)]
+    assert asked[0].claim == PARAPHRASED
+    assert ITS_SENTENCE in " ".join(asked[0].passages[0].split())
+
+
+@pytest.mark.parametrize(
+    ("claim", "quote", "why"),
+    [
+        (UNSURE, "", "quoting nothing"),
+        (UNSURE, "The colorsys module renders images on the GPU.", "does not hold"),
+        (UNSURE, "Coordinates in all of these color spaces are floating point values.", "GPU"),
+        (PARAPHRASED, ITS_SENTENCE.replace("can", "cannot"), "does not hold"),
+    ],
+)
+async def test_a_judges_supported_without_a_checked_quote_is_not_taken(
+    offline: Settings, web: FakeWeb, claim: str, quote: str, why: str
+) -> None:
+    settings, url = allowing(offline, web), web.url("/docs/colorsys.html")
+    text = await verify_claim(settings, claim, url)
+    judged = await verify_claim(settings, claim, url, judge=ScriptedJudge(quote=quote))
+    assert text.support.verdict != "supported"
+    assert (judged.support.verdict, judged.support.verifier) == (text.support.verdict, "text")
+    assert judged.reason.startswith("the judge model (judge-model) said supported, quoting")
+    assert why in judged.reason
 
 
 async def test_a_failing_judge_leaves_the_text_verdict_and_says_why(
@@ -203,7 +239,10 @@ async def test_settle_asks_in_batches_and_keeps_what_the_judge_leaves_out() -> N
 
     class Forgetful(ScriptedJudge):
         async def judge(self, claims: Sequence[ToJudge]) -> list[JudgeVerdict | None]:
-            answers = await super().judge(claims)
+            answers = [  # each quoting its claim's passage, which holds its number
+                a.model_copy(update={"quote": c.passages[0]}) if a else None
+                for a, c in zip(await super().judge(claims), claims, strict=True)
+            ]
             return [None, *answers[1:]]  # the reply left its first claim out
 
     judge = Forgetful()
@@ -223,9 +262,9 @@ async def test_settle_asks_in_batches_and_keeps_what_the_judge_leaves_out() -> N
 def test_the_judges_reply_is_read_by_claim_number() -> None:
     reply = Judgements(
         judgements=[
-            JudgedClaim(claim=2, verdict="contradicted", explanation="b"),
-            JudgedClaim(claim=9, verdict="supported", explanation="out of range"),
-            JudgedClaim(claim=2, verdict="supported", explanation="a repeat"),
+            JudgedClaim(claim=2, verdict="contradicted", explanation="b", quote=""),
+            JudgedClaim(claim=9, verdict="supported", explanation="out of range", quote=""),
+            JudgedClaim(claim=2, verdict="supported", explanation="a repeat", quote=""),
         ]
     )
     assert [v.verdict if v else None for v in by_number(reply, 3, "m")] == [

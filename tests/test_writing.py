@@ -408,5 +408,5 @@ async def test_a_section_cannot_add_a_heading_at_the_reports_own_levels() -> Non
     await write(state, Heading())
     report = assemble(state).markdown
     assert report.count("\n## Sources") == 1
-    assert "### Sources" in report
-    assert "### Title" in report
+    assert "\n**Sources**\n" in report, "the section's heading is a bold line in it"
+    assert "**Title**" in report

@@ -167,13 +167,17 @@ def judged(block: str) -> dict[str, Any]:
     number, _, claim = head.partition(":")
     claim = claim.split("\nIt answers:")[0]
     said = set(re.findall(r"\w+", passages.lower()))
-    supported = set(re.findall(r"\w+", claim.lower())) <= said
+    wanted = set(re.findall(r"\w+", claim.lower()))
+    supported = wanted <= said
+    listed = [line.removeprefix("> ") for line in passages.splitlines() if line.startswith("> ")]
+    best = max(listed, key=lambda p: len(wanted & set(re.findall(r"\w+", p.lower()))), default="")
     return {
         "claim": int(number.removeprefix("Claim ")),
         "verdict": "supported" if supported else "unsupported",
         "explanation": "Scripted: every word of the claim is in the passages."
         if supported
         else "Scripted: the passages lack some of the claim's words.",
+        "quote": best if supported else "",  # the passage that holds most of its words
     }
 
 

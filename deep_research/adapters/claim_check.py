@@ -23,10 +23,11 @@ Invariants:
   writer (``reviser``) with its sources' passages and what differs, at most
   ``max_revisions`` a report, each paid for out of the same money (or skipped, saying so).
   The rewrite is checked like any claim and replaces the sentence, in the report and in
-  the session's written sections, only when its sources then support it (``partial``
-  included); else the sentence stands as written, marked. Every attempt is kept in the
-  ledger, and a sentence sent back, or a rewrite, is never sent back again. What the writer
-  is told and how its reply is taken: ``adapters.claim_repair``.
+  the session's written sections, only when it differs from it, is one paragraph of text
+  (no heading or list of its own) and its sources then support it; else the sentence stands
+  as written, marked. Every attempt is kept in the ledger; a sentence written twice is sent
+  back once, and a sentence sent back, or a rewrite, is never sent back again. What the
+  writer is told and how its reply is taken: ``adapters.claim_repair``.
 """
 
 from __future__ import annotations
@@ -322,9 +323,16 @@ class _Check:
         settled = await settle(asks, [p.verdict for p in self.pending], make(self.job.meter))
         if settled.problem:
             self.notes.append(settled.problem)
-        for pending, verdict in zip(self.pending, settled.verdicts, strict=True):
+        if settled.unproven:
+            self.notes.append(
+                f"the judge model called {settled.unproven} verdict(s) supported without a "
+                "quote of its source that holds the claim: the text verifier's verdicts stand"
+            )
+        for pending, verdict, why in zip(
+            self.pending, settled.verdicts, settled.overruled, strict=True
+        ):
             row = sources[pending.claim]
-            row[pending.source] = _as_check(row[pending.source], verdict)
+            row[pending.source] = _as_check(row[pending.source], verdict, note=why or None)
         self.pending = []
 
     # --- repair, once -------------------------------------------------------------------
@@ -334,7 +342,14 @@ class _Check:
         put in the report (and the session's written sections) the rewrites their sources
         then support. ``ledger`` is updated in place."""
         reviser = self.checker.reviser
-        due = [c for c in ledger.claims if c.verdict in REVISE and not ledger.revised(c.text)]
+        distinct = {" ".join(c.text.split()): c for c in reversed(ledger.claims)}
+        due = [
+            c
+            for c in ledger.claims
+            if c.verdict in REVISE
+            and distinct[" ".join(c.text.split())] is c
+            and not ledger.revised(c.text)
+        ]
         if reviser is None or not due:
             return report
         if asyncio.get_running_loop().time() >= self.job.deadline:
@@ -408,9 +423,12 @@ class _Check:
         return after, ""
 
 
-def _as_check(base: SourceCheck, verdict: SupportVerdict) -> SourceCheck:
+def _as_check(base: SourceCheck, verdict: SupportVerdict, note: str | None = None) -> SourceCheck:
+    """``base`` with ``verdict`` (and ``note``, when given, as its note)."""
+    kept = {} if note is None else {"note": note}
     return base.model_copy(
         update={
+            **kept,
             "verdict": verdict.support,
             "score": verdict.score,
             "passage": verdict.passages[0] if verdict.passages else "",

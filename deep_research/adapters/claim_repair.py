@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from deep_research.adapters.verifier import strip_markers
 from deep_research.core import markdown as md
 from deep_research.core.authoring import (
     REVISION_PASSAGE_CHARS,
@@ -21,7 +22,7 @@ from deep_research.core.report import ANSWER, Report
 
 REVISE = frozenset({"unsupported", "contradicted"})
 """Claims sent back to their writer once."""
-ADOPTED = frozenset({"supported", "partial"})
+ADOPTED = frozenset({"supported"})
 """What a rewrite's sources must say of it for it to replace the sentence."""
 
 
@@ -45,9 +46,15 @@ def revision_request(question: str, claim: Claim) -> RevisionRequest:
 def rewrite_of(raw: str, before: str, refs: Sequence[int]) -> str | None:
     """The writer's reply as a claim: one line of words, citing only the claim's own
     sources (others' markers dropped; none left: the claim's markers added at its end).
-    None when it holds no words, is no longer a sentence, or changes nothing."""
+    None when it holds no words, is no longer a sentence, carries markup of its own (a
+    heading, a list item, a quote, a table, code: anything but one paragraph, read by
+    markdown-it), or says what ``before`` said (its words, markers and case aside)."""
     text = " ".join(raw.split()).strip().strip('"“”')
     if not re.search(r"[^\W\d_]", LOCAL.sub("", text)) or len(text) > 2 * len(before) + 300:
+        return None
+    if not _one_paragraph(raw.strip().strip('"“”')):
+        return None
+    if strip_markers(text).lower().split() == strip_markers(before).lower().split():
         return None
     text = LOCAL.sub(lambda m: m.group(0) if int(m.group(1)) in refs else "", text)
     text = " ".join(text.split())
@@ -56,6 +63,12 @@ def rewrite_of(raw: str, before: str, refs: Sequence[int]) -> str | None:
         end = re.search(r"[.!?]$", text)
         text = f"{text[:-1]} {markers}{text[-1]}" if end else f"{text} {markers}"
     return None if text.split() == before.split() else text
+
+
+def _one_paragraph(text: str) -> bool:
+    """Whether markdown-it reads ``text`` as one paragraph and nothing else."""
+    blocks = [t.type for t in md.parser().parse(text) if t.level == 0]
+    return blocks == ["paragraph_open", "paragraph_close"]
 
 
 def refs_in(sentence: str, known: int) -> tuple[int, ...]:

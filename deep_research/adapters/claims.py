@@ -5,20 +5,29 @@
   paid for); ``Judgements``: its structured reply; ``prompt``: what it is told.
 - ``RunSupportJudge``: the judge model of a research run, billed to the run's meter.
 - ``settle``: hands the uncertain verdicts over, ``JUDGE_BATCH`` claims a call, and keeps
-  what it decides (``SupportVerdict.decided_by``). A batch it cannot answer keeps the text
+  what the code can take of its answers (``bound``). A batch it cannot answer keeps the text
   verifier's verdicts, with the reason.
+
+A judge adds evidence, never removes what the code found: its "supported" counts only with a
+quote the code finds verbatim in the source and holding the claim's numbers, identifiers,
+polarity, names and clauses (``unchecked_quote``); a contradiction the code found stands
+unless such a quote resolves it. Otherwise the text verdict stands, and the claim check says
+the judge disagreed without evidence.
 """
 
 from __future__ import annotations
 
 import functools
+import re
+import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from deep_research.adapters.verifier import SupportVerdict
+from deep_research.adapters.unstated import unstated
+from deep_research.adapters.verifier import SupportVerdict, unheld_details
 from deep_research.core.errors import DeepResearchError
 
 if TYPE_CHECKING:
@@ -46,6 +55,10 @@ class JudgedClaim(BaseModel):
     explanation: str = Field(
         description="One sentence: why, quoting the passages' decisive words if any."
     )
+    quote: str = Field(
+        description="For 'supported': the words of the claim's passage that state it, "
+        "copied exactly (the whole sentence, with its figures and names); else ''."
+    )
 
 
 class Judgements(BaseModel):
@@ -58,6 +71,7 @@ class JudgeVerdict(BaseModel):
     verdict: Judged
     explanation: str
     model: str = Field(description="The model that judged.")
+    quote: str = Field(default="", description="The passage it quoted for 'supported'.")
 
 
 @dataclass(frozen=True)
@@ -96,9 +110,62 @@ def by_number(reply: Judgements, count: int, model: str) -> list[JudgeVerdict | 
     for judged in reply.judgements:
         if 1 <= judged.claim <= count and out[judged.claim - 1] is None:
             out[judged.claim - 1] = JudgeVerdict(
-                verdict=judged.verdict, explanation=judged.explanation, model=model
+                verdict=judged.verdict,
+                explanation=judged.explanation,
+                model=model,
+                quote=judged.quote,
             )
     return out
+
+
+# --- what the code takes of a judge's answer -----------------------------------------------
+
+_ELISION = re.compile(r"\s*(?:\[?(?:\.\.\.|…)\]?)\s*")
+_MARKS = "\"'“”‘’«» "
+_QUOTE_MARKS = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "«": '"', "»": '"'})
+
+
+def _plain(text: str) -> str:
+    """``text`` for a verbatim comparison: NFKC, straight quotation marks, one space."""
+    return " ".join(unicodedata.normalize("NFKC", text).translate(_QUOTE_MARKS).split())
+
+
+def unchecked_quote(item: ToJudge, quote: str) -> str:
+    """Why ``quote`` is not evidence the code can check for ``item``'s claim (one phrase), or
+    "" when it is: the words of one of the claim's passages, verbatim (spaces, quotation
+    marks and an elision "…" aside), holding all the claim's numbers and code identifiers, its
+    polarity, its names, and a share of each of its clauses (``adapters.unstated``)."""
+    parts = [p for p in _ELISION.split(_plain(quote).strip("\"' ")) if p.strip("\"' ")]
+    if not parts:
+        return "quoting nothing"
+    if not any(all(p in _plain(passage) for p in parts) for passage in item.passages):
+        return "quoting words its source does not hold"
+    said = " ".join(parts)
+    missing = unheld_details(item.claim, said) + unstated(item.claim, said)
+    if missing:
+        return "quoting a passage that does not hold its " + ", ".join(missing)
+    return ""
+
+
+def bound(
+    item: ToJudge, verdict: SupportVerdict, answer: JudgeVerdict
+) -> tuple[SupportVerdict, str]:
+    """What the code takes of the judge's ``answer`` about an uncertain text ``verdict``, and
+    why the text verdict stands against it ("" when it does not). A judge adds evidence,
+    never removes what the code found: its "supported" is taken only with a quote the code
+    checks (``unchecked_quote``), which then is the verdict's passage; a contradiction the
+    code found stands unless such a quote resolves it; any other answer is taken."""
+    if answer.verdict == "supported":
+        why = unchecked_quote(item, answer.quote)
+        if not why:
+            return SupportVerdict(
+                "supported", verdict.score, (answer.quote.strip(_MARKS),), answer.model
+            ), ""
+        said = f"the judge model ({answer.model}) said supported, {why}: the text verdict stands"
+        return replace(verdict, uncertain=False), said
+    if verdict.support == "contradicted":
+        return replace(verdict, uncertain=False), ""
+    return verdict.decided_by(answer.verdict, answer.model), ""
 
 
 @dataclass(frozen=True)
@@ -108,6 +175,13 @@ class Settled:
     """What the judge said of each claim (None: it was not asked, or did not answer)."""
     problem: str = ""
     """Why some uncertain claims were left to the text verifier (one line), or ""."""
+    overruled: list[str] = field(default_factory=list)
+    """By claim: why the text verdict stood against the judge's answer ("" when it did not)."""
+
+    @property
+    def unproven(self) -> int:
+        """The judge's answers the code did not take."""
+        return sum(1 for why in self.overruled if why)
 
 
 async def settle(
@@ -118,6 +192,7 @@ async def settle(
     next is asked). A batch that fails keeps its text verdicts and ends the asking."""
     out = list(verdicts)
     opinions: list[JudgeVerdict | None] = [None] * len(out)
+    overruled = [""] * len(out)
     unsure = [i for i, verdict in enumerate(out) if verdict.uncertain]
     for start in range(0, len(unsure), JUDGE_BATCH):
         batch = unsure[start : start + JUDGE_BATCH]
@@ -125,12 +200,12 @@ async def settle(
             answers = await judge.judge([claims[i] for i in batch])
         except DeepResearchError as exc:
             problem = f"the judge model was not asked or failed: {' '.join(str(exc).split())}"
-            return Settled(out, opinions, problem)
+            return Settled(out, opinions, problem, overruled)
         for i, answer in zip(batch, answers, strict=True):
             opinions[i] = answer
             if answer is not None:
-                out[i] = out[i].decided_by(answer.verdict, answer.model)
-    return Settled(out, opinions)
+                out[i], overruled[i] = bound(claims[i], out[i], answer)
+    return Settled(out, opinions, overruled=overruled)
 
 
 def judgements_tokens(claims: int) -> int:

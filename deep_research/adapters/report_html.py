@@ -8,6 +8,13 @@ Invariants (model and web text is untrusted):
 - Only a marker the builder wrote is a citation: an escaped ``\\[N\\]`` (a bracketed number
   a model wrote) is text, and so is a model's link whose text reads like a citation.
 - Link reference definitions are not read: ``[1]: https://…`` is text, not where ``[1]`` goes.
+- Every heading and every id of the page is written here from the report's data (its title,
+  its parts, Sources, ``source-N``, the findings by sub-question); the text under them is
+  rendered with no heading rule, so a heading a model wrote (ATX, setext, in a quote or a
+  list) is never an ``<h1>``-``<h6>``, and with raw HTML off, never an id.
+- A link into the page goes only to a heading's id (``Report.parts``: a section a model
+  titled "Claim check" or "Source 1" has another id); ``#source-N`` only from a builder's
+  ``[N]``.
 - The page carries its own content security policy, for a copy opened from disk.
 """
 
@@ -17,7 +24,16 @@ import html
 import re
 from typing import TYPE_CHECKING
 
-from deep_research.core.report import Report, anchor, source_entry
+from deep_research.core import markdown as md
+from deep_research.core.report import (
+    FINDINGS,
+    SOURCE_ID,
+    SOURCES_ID,
+    SOURCES_TITLE,
+    Report,
+    anchor,
+    source_entry,
+)
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -37,22 +53,11 @@ _CITATION_TEXT = re.compile(r"\s*\[?\s*\d{1,4}\s*\]?\s*")
 
 def render_html(report: Report | str) -> str:
     """The page of ``report``. A bare markdown string is a report saved before its sources
-    were kept as data: shown as written, its ``[N]`` not linked."""
-    plain = _parser(0)
+    were kept as data: shown as written (no heading has an id), its ``[N]`` not linked."""
     if isinstance(report, str):
-        body = plain.render(report)
+        body = _parser(0, frozenset(), headings=True).render(report)
     else:
-        cited = _parser(len(report.sources))
-        items = "".join(
-            f'<li id="source-{n}">{plain.render(source_entry(source))}</li>'
-            for n, source in enumerate(report.sources, start=1)
-        )
-        listed = f"<ol>{items}</ol>" if items else "<p><em>No sources were cited.</em></p>"
-        body = (
-            cited.render(report.before_sources())
-            + f'<h2 id="sources">Sources</h2>{listed}'
-            + cited.render(report.after_sources())
-        )
+        body = _page(report)
     return (
         '<!doctype html><html><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{html.escape(_META_POLICY)}">'
@@ -62,28 +67,60 @@ def render_html(report: Report | str) -> str:
     )
 
 
-def _parser(sources: int) -> MarkdownIt:
-    """Commonmark with tables, raw HTML off, no reference definitions; ``[1]`` …
-    ``[sources]`` linked to their entries."""
+def _page(report: Report) -> str:
+    """The page's body: its headings, and their ids, are written here from the report's
+    data; every text under them is rendered by a parser that makes no heading."""
+    parts = report.parts()
+    ids = frozenset([*(p.id for p in parts if p.id), SOURCES_ID, anchor(FINDINGS)])
+    text = _parser(0, ids)
+    cited = _parser(len(report.sources), ids)
+
+    def heading(level: int, title: str, id_: str = "") -> str:
+        at = f' id="{html.escape(id_)}"' if id_ else ""
+        return f"<h{level}{at}>{text.renderInline(title)}</h{level}>"
+
+    out = [heading(1, md.text(report.title))]
+    out += [text.render(t) for t in (report.status, report.notice, report.contents()) if t]
+    for part in parts:
+        out.append(
+            (heading(2, part.title, part.id) if part.title else "") + cited.render(part.body)
+        )
+    items = "".join(
+        f'<li id="{SOURCE_ID.format(n)}">{text.render(source_entry(source))}</li>'
+        for n, source in enumerate(report.sources, start=1)
+    )
+    out.append(heading(2, SOURCES_TITLE, SOURCES_ID))
+    out.append(f"<ol>{items}</ol>" if items else "<p><em>No sources were cited.</em></p>")
+    if report.notes:
+        out.append(heading(2, FINDINGS, anchor(FINDINGS)))
+        out += [heading(3, title) + cited.render(notes) for title, notes in report.note_parts()]
+    if report.footer:
+        out.append(text.render(report.footer))
+    return "".join(out)
+
+
+def _parser(sources: int, anchors: frozenset[str], *, headings: bool = False) -> MarkdownIt:
+    """Commonmark with tables, raw HTML off, no reference definitions, no heading (unless
+    ``headings``: a saved report's own markdown); ``[1]`` … ``[sources]`` linked to their
+    entries; a link into the page only to one of ``anchors``."""
     from markdown_it import MarkdownIt
 
     parser = MarkdownIt("commonmark", {"html": False}).enable("table").disable("reference")
+    if not headings:
+        parser.disable(["heading", "lheading"])
+    plain = parser.validateLink
+
+    def valid(url: str) -> bool:
+        return url[1:] in anchors if url.startswith("#") else plain(url)
+
+    parser.validateLink = valid  # type: ignore[method-assign]
 
     def link_citations(state: StateCore) -> None:
         _link_citations(state, sources)
 
     # Before text_join: escaped brackets are still tokens of their own (text_special).
     parser.core.ruler.before("text_join", "citations", link_citations)
-    parser.core.ruler.push("anchors", _anchor_headings)
     return parser
-
-
-def _anchor_headings(state: StateCore) -> None:
-    """Each ``##`` heading gets the id its table-of-contents entry links to."""
-    for at, token in enumerate(state.tokens):
-        if token.type == "heading_open" and token.tag == "h2" and at + 1 < len(state.tokens):
-            words = state.tokens[at + 1].children or []
-            token.attrSet("id", anchor("".join(w.content for w in words if w.type != "softbreak")))
 
 
 def _link_citations(state: StateCore, sources: int) -> None:
@@ -126,7 +163,7 @@ def _linked(tokens: list[Token], sources: int) -> list[Token]:
                 continue
             children.append(_text(token.content[at : match.start()]))
             link = Token("link_open", "a", 1)
-            link.attrSet("href", f"#source-{match[1]}")
+            link.attrSet("href", "#" + SOURCE_ID.format(match[1]))
             children += [link, _text(match[0]), Token("link_close", "a", -1)]
             at = match.end()
         children.append(_text(token.content[at:]))

@@ -384,6 +384,53 @@ def _affirmation_flip(
     return bool(claim_has - window) and bool(window & _NEGATIONS)
 
 
+def unheld_details(claim: str, text: str) -> list[str]:
+    """The claim's details that ``text`` does not hold, one phrase each: a number, a code
+    identifier, a name (any capitalized word but a function word, the first one included),
+    or its polarity (a "not" the text lacks, or holds where the claim has none). What a
+    quoted passage must hold to support the claim (``adapters.claims``)."""
+    words = _Words()
+    claim_tokens, text_tokens = words.tokens(strip_markers(claim)), words.tokens(text)
+    held = set(words.content(text_tokens))
+    out = [f"number {n}" for n in sorted(_number_words(set(words.content(claim_tokens))) - held)]
+    lowered = " ".join(text.lower().split())
+    out += [f"identifier {n}" for n in sorted(_identifiers(claim)) if n not in lowered]
+    spelled = {raw.lower() for _, raw in text_tokens}
+    names = {raw for _, raw in claim_tokens if raw[:1].isupper()}
+    out += [
+        f"name {n}"
+        for n in sorted(names)
+        if n.lower() not in CLAIM_FUNCTION_WORDS and n.lower() not in spelled
+    ]
+    if _negated(claim_tokens) != _negated(text_tokens) or _affirmation_flip(
+        claim_tokens, text_tokens
+    ):
+        out.append("negation")
+    return out
+
+
+def specifics_unstated(claim: str, text: str) -> list[str]:
+    """The claim's specific details (its numbers, code identifiers and names: a capitalized
+    word past the first) when ``text`` states none of them, else []. A claim with such
+    details is never supported by a text that states none (a general claim has none)."""
+    words = _Words()
+    tokens = words.tokens(strip_markers(claim))
+    numbers = sorted(_number_words(set(words.content(tokens))))
+    names = sorted({raw for i, (_, raw) in enumerate(tokens) if i > 0 and raw[:1].isupper()})
+    identifiers = sorted(_identifiers(claim))
+    if not (numbers or names or identifiers):
+        return []
+    held = set(words.content(words.tokens(text)))
+    lowered = " ".join(text.lower().split())
+    if (
+        any(n in held for n in numbers)
+        or any(i in lowered for i in identifiers)
+        or any(n.lower() in lowered for n in names)
+    ):
+        return []
+    return [*numbers, *identifiers, *names]
+
+
 def verify(
     claim: str,
     source: str,
@@ -400,7 +447,9 @@ def verify(
     found = read(claim, source, asked, embedder or shipped_embedder())
     weights = model()
     score = weights.probability(found.features)
-    if found.conflicts:
+    unstated = () if found.conflicts else tuple(specifics_unstated(claim, source))
+    conflicts = (*found.conflicts, *(f"not stated: {d}" for d in unstated))
+    if conflicts:
         score = min(score, weights.conflict_rate)
     elif found.quoted:
         score = max(score, weights.quoted_rate)
@@ -409,6 +458,8 @@ def verify(
     support: Support
     if found.conflicts:
         support = "contradicted"
+    elif unstated:
+        support = "unsupported"
     elif score >= weights.threshold:
         support = "supported"
     elif score >= weights.partial_threshold and found.features["cov_window"] >= PARTIAL:
@@ -421,6 +472,6 @@ def verify(
         score,
         passages,
         TEXT_VERIFIER,
-        found.conflicts,
+        conflicts,
         uncertain=low <= score < high,
     )

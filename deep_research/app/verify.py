@@ -186,7 +186,8 @@ class Verification(BaseModel):
     title: str = ""
     reason: str = Field(
         default="",
-        description="Why the source could not be read, or why the judge was not asked.",
+        description="Why the source could not be read, or why the judge was not asked or its "
+        "answer not taken.",
     )
 
 
@@ -272,7 +273,7 @@ async def verify_claim(
     explanation = ""
     if found.uncertain and judge is not None:
         settled = await settle([ToJudge(claim, found.passages, question)], [found], judge)
-        found, problem = settled.verdicts[0], settled.problem
+        found, problem = settled.verdicts[0], settled.problem or settled.overruled[0]
         opinion = settled.opinions[0]
         explanation = opinion.explanation if opinion is not None else ""
     return Verification(

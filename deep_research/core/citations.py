@@ -1,14 +1,33 @@
 """Citations, in one place: marker forms, identity, registration, renumbering and checking.
 
-Marker forms, from a branch to the report:
-- ``[n]`` — a branch's notes cite the n-th citation of their own list (``LOCAL``);
+Markers are read where they sit in the markdown (``core.markers``: not in code, links or
+images; the forms ``[S1]``, ``[1]``, ``(S1)``, ``【1】``, ``[S1, S2]`` are one grammar). Three
+numbering spaces, from a branch to the report:
+- ``[n]`` — a branch's notes cite the n-th evidence passage its prompt numbered (``LOCAL``);
 - ``[S#]`` — the session registry's ref, used in notes, summary and drafts (``SESSION``);
 - ``[n]`` again in the report, numbered by first use (``renumber_all``).
 
+A model's text is read against what its prompt showed (``read_notes``, ``read_reply``): a
+marker is tied to a source only when what it means is beyond doubt, and rewritten in its
+one form; every other marker is *untied*: made literal (``\\[2\\]``, markdown shows
+``[2]``) where it stands, so no later step can take it for a citation, and counted
+(``untied``, ``untied_note``) so the report can say once why those sentences cite nothing.
+No marker is ever invented, dropped silently or moved to another sentence.
+
+- In a branch's notes, ``[n]`` is the prompt's own numbering: tied to passage n when
+  1 <= n <= the passages listed. ``[S#]`` is tied only to a ref the prompt showed (an
+  earlier finding's); an ``[S#]`` it never showed makes the notes' numbering doubtful
+  (``[S1]`` may mean passage 1), so then no bare ``[n]`` of them is tied either.
+- In a written part (a section, a condensing, the lead) the prompt showed unnumbered
+  evidence citing ``[S#]`` refs, and a small model often writes ``[3]`` for ``[S3]``. The
+  reply's bare numbers are tied, all of them, only if the reply writes no ``[S#]`` at all
+  and each ``[n]`` has one meaning: ``S<n>`` was shown, and no evidence list shown has an
+  n-th entry citing anything but ``S<n>`` (a model counting entries would mean that one).
+  Otherwise none is. An ``[S#]`` the prompt did not show is untied.
+- A span (``[1–3]``) is always untied: it names sources nobody named one by one.
+
 A bracketed number we did not write — ``[2024]`` in a model's prose, a ``[2]`` in a draft
-that cites with ``[S#]`` — is *literal*: it is escaped as ``\\[2024\\]`` (markdown shows
-``[2024]``) the moment it is seen, so no later step can take it for a citation. A local
-marker that points past its list is literal too, never silently dropped.
+that cites with ``[S#]`` — is literal the same way, the moment it is seen.
 
 Identity (``identity``): a knowledge-base chunk is its locator, whatever cites it; a web
 source with its own text is (url, passage hash), so two passages of one page stay two
@@ -26,15 +45,17 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from deep_research.core.markers import Marker, markers
 from deep_research.core.models import Citation
 from deep_research.core.words import prefix_words
 
 LOCAL = re.compile(r"(?<!\\)\[(\d{1,4})\](?!\()")
-"""``[n]``, not escaped and not a markdown link's text (``[2](url)``)."""
+"""``[n]`` in text this package wrote (a report's renumbered body): for the claim readers."""
 SESSION = re.compile(r"\[(S\d{1,5})\]")
+"""``[S#]`` in text this package wrote; model text is read with ``markers``."""
 TRAILING = re.compile(r"\s*(?:(?<!\\)\[S?\d{1,5}\])+\s*$")
 """Markers of either form at the end of a line."""
 
@@ -55,35 +76,165 @@ def identity(citation: Citation) -> str:
     return f"web:{where}"
 
 
+# --- reading a model's markers ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A model's text with its markers read against its prompt (the module docstring):
+    each tied one in its one form, ``[n]`` or ``[S#]``, where it stood; each untied one
+    literal where it stood, and listed in ``untied`` as a reader sees it (``[2]``)."""
+
+    text: str
+    untied: tuple[str, ...] = ()
+
+    @property
+    def note(self) -> str:
+        return untied_note(self.untied)
+
+
+def read_notes(notes: str, items: int, shown: Iterable[str] = ()) -> Reading:
+    """A branch's ``notes``, written against passages numbered ``[1]..[items]`` and earlier
+    findings citing the session refs ``shown``."""
+    refs = set(shown)
+    found = markers(notes)
+    doubtful = any(
+        name.startswith("S") and name not in refs for m in _live(found) for name in m.names
+    )
+
+    def tie(name: str) -> str | None:
+        if name.startswith("S"):
+            return f"[{name}]" if name in refs else None
+        return f"[{int(name)}]" if not doubtful and 1 <= int(name) <= items else None
+
+    return _tied(notes, found, tie)
+
+
+def read_reply(text: str, *shown: Sequence[str]) -> Reading:
+    """A written part (``text``), written against the evidence lists ``shown``: unnumbered
+    entries, each citing its ``[S#]`` refs."""
+    lists = [[tuple(cited_refs(entry)) for entry in entries] for entries in shown]
+    refs = {ref for entries in lists for cites in entries for ref in cites}
+    found = markers(text)
+    names = [name for m in _live(found) for name in m.names]
+
+    def one_meaning(number: int) -> bool:
+        ref = f"S{number}"
+        return ref in refs and all(
+            len(entries) < number or entries[number - 1] == (ref,) for entries in lists
+        )
+
+    bare = not any(n.startswith("S") for n in names) and all(one_meaning(int(n)) for n in names)
+
+    def tie(name: str) -> str | None:
+        if name.startswith("S"):
+            return f"[{name}]" if name in refs else None
+        return f"[S{int(name)}]" if bare else None
+
+    return _tied(text, found, tie)
+
+
+def untied(texts: Iterable[str]) -> list[str]:
+    """Every untied (literal) marker of ``texts``, as a reader sees it, in order."""
+    return [m.shown for text in texts for m in markers(text) if m.literal]
+
+
+def untied_note(shown: Sequence[str]) -> str:
+    """Why some sentences cite nothing although a marker follows them: said once."""
+    if not shown:
+        return ""
+    count = len(shown)
+    markers_like = f"{count} citation markers like {shown[0]}" if count > 1 else shown[0]
+    return (
+        f"{markers_like} could not be tied to a source (a number the evidence did not list, "
+        "or one that could mean more than one source), so the sentences "
+        f"{'carrying them count' if count > 1 else 'carrying it counts'} as uncited."
+    )
+
+
+def _live(found: Iterable[Marker]) -> list[Marker]:
+    return [m for m in found if not (m.literal or m.span)]
+
+
+def _tied(text: str, found: Sequence[Marker], tie: Callable[[str], str | None]) -> Reading:
+    """``text`` with each name of each marker tied (``tie``) or made literal."""
+    left: list[str] = []
+
+    def write(marker: Marker) -> str:
+        if marker.literal:
+            return text[marker.start : marker.end]
+        if marker.span:
+            left.append(marker.shown)
+            return _literal(marker.body)
+        out = []
+        for name in marker.names:
+            tied = tie(name)
+            if tied is None:
+                left.append(f"[{name}]")
+            out.append(tied or _literal(name))
+        return "".join(out)
+
+    return Reading(_rewrite(text, found, write), tuple(left))
+
+
+def _literal(body: str) -> str:
+    return f"\\[{body}\\]"
+
+
+def _rewrite(text: str, found: Sequence[Marker], write: Callable[[Marker], str]) -> str:
+    """``text`` with each marker of ``found`` replaced by what ``write`` makes of it."""
+    pieces: list[str] = []
+    done = 0
+    for marker in found:
+        pieces += [text[done : marker.start], write(marker)]
+        done = marker.end
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _renamed(text: str, name: Callable[[str], str]) -> str:
+    """``text`` with each live marker written name by name (``name``), a span made literal,
+    and a literal one left as it is."""
+
+    def write(marker: Marker) -> str:
+        if marker.literal:
+            return text[marker.start : marker.end]
+        if marker.span:
+            return _literal(marker.body)
+        return "".join(name(n) for n in marker.names)
+
+    return _rewrite(text, markers(text), write)
+
+
 # --- marker forms -------------------------------------------------------------------
 
 
 def escape_literal(text: str) -> str:
-    """Every ``[n]`` in ``text`` marked as literal text (``\\[n\\]``)."""
-    return LOCAL.sub(lambda m: rf"\[{m.group(1)}\]", text)
+    """``text`` (not ours: a source's words) with every marker in it made literal."""
+    return _rewrite(text, markers(text), lambda m: _literal(m.body))
 
 
-def keep_cited(notes: str, available: int) -> tuple[str, list[int]]:
-    """Renumber the local markers of ``notes`` ``[1]..[k]`` by first use.
+def keep_cited(notes: str, available: int, shown: Iterable[str] = ()) -> tuple[str, list[int]]:
+    """A branch's ``notes`` read (``read_notes``) and their passage markers renumbered
+    ``[1]..[k]`` by first use.
 
     Returns the text and the 0-based indexes (into a list of ``available`` items) of what
-    was cited, in the new order; markers past the list are left as literal text."""
+    was cited, in the new order; untied markers are left as literal text."""
+    text = read_notes(notes, available, shown).text
+    found = markers(text)
     renumbered: dict[int, int] = {}
-    for match in LOCAL.finditer(notes):
-        number = int(match.group(1))
-        if 1 <= number <= available:
-            renumbered.setdefault(number, len(renumbered) + 1)
+    for marker in _live(found):
+        for name in marker.names:
+            if not name.startswith("S"):
+                renumbered.setdefault(int(name), len(renumbered) + 1)
 
-    def rewrite(match: re.Match[str]) -> str:
-        new = renumbered.get(int(match.group(1)))
-        return f"[{new}]" if new else rf"\[{match.group(1)}\]"
-
-    return LOCAL.sub(rewrite, notes), [number - 1 for number in renumbered]
+    text = _renamed(text, lambda n: f"[{n}]" if n.startswith("S") else f"[{renumbered[int(n)]}]")
+    return text, [number - 1 for number in renumbered]
 
 
 def shift(notes: str, offset: int) -> str:
-    """Local markers moved ``offset`` places on: notes whose list is appended to another."""
-    return LOCAL.sub(lambda m: f"[{int(m.group(1)) + offset}]", notes)
+    """Passage markers moved ``offset`` places on: notes whose list is appended to another."""
+    return _renamed(notes, lambda n: f"[{n}]" if n.startswith("S") else f"[{int(n) + offset}]")
 
 
 def strip_trailing(line: str) -> str:
@@ -92,7 +243,7 @@ def strip_trailing(line: str) -> str:
 
 
 def has_session_marker(text: str) -> bool:
-    return SESSION.search(text) is not None
+    return bool(cited_refs(text))
 
 
 _CLAIM_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -131,16 +282,19 @@ def register(
         local_to_ref[index] = ref
         registered.append(sources[ref])
 
-    def rewrite(match: re.Match[str]) -> str:
-        ref = local_to_ref.get(int(match.group(1)))
-        return f"[{ref}]" if ref else rf"\[{match.group(1)}\]"
+    def name(n: str) -> str:
+        if n.startswith("S"):
+            return f"[{n}]"
+        ref = local_to_ref.get(int(n))
+        return f"[{ref}]" if ref else _literal(n)
 
-    return LOCAL.sub(rewrite, notes), registered
+    return _renamed(notes, name), registered
 
 
 def cited_refs(text: str) -> list[str]:
     """Session refs cited in ``text``, in order of first use."""
-    return list(dict.fromkeys(match.group(1) for match in SESSION.finditer(text)))
+    names = (n for m in _live(markers(text)) for n in m.names if n.startswith("S"))
+    return list(dict.fromkeys(names))
 
 
 def renumber_all(
@@ -148,19 +302,21 @@ def renumber_all(
 ) -> tuple[list[str], list[Citation]]:
     """Rewrite ``[S#]`` markers to ``[1]``, ``[2]`` … by first use across ``texts`` read in
     order (a report's parts): one numbering; unknown refs are removed. Bracketed numbers
-    already in the texts are literal and escaped first. Returns the texts and the cited
-    sources in their new order (a report's numbered list)."""
+    already in the texts are literal. Returns the texts and the cited sources in their new
+    order (a report's numbered list)."""
     order: dict[str, int] = {}
     for text in texts:
         for ref in cited_refs(text):
             if ref in sources and ref not in order:
                 order[ref] = len(order) + 1
 
-    def rewrite(match: re.Match[str]) -> str:
-        number = order.get(match.group(1))
+    def name(n: str) -> str:
+        if not n.startswith("S"):
+            return _literal(n)
+        number = order.get(n)
         return f"[{number}]" if number else ""
 
-    return [SESSION.sub(rewrite, escape_literal(t)) for t in texts], [sources[r] for r in order]
+    return [_renamed(text, name) for text in texts], [sources[r] for r in order]
 
 
 # --- checking -----------------------------------------------------------------------

@@ -3,8 +3,9 @@ refs it cites and, for each ref, what the citation rests on (``EvidenceUnit``).
 
     units = units_of(node, state.sources, texts)
 
-- ``findings``: the notes cut into findings — a bullet is one, a paragraph's sentences are
-  one each; headings, code and scraps of fewer than ``MIN_WORDS`` words are not findings.
+- ``findings``: the notes cut into findings, read as markdown — a list item is one, a
+  paragraph's sentences are one each; headings, tables, code and scraps of fewer than
+  ``MIN_WORDS`` words are not findings.
 - A citation with source text (a knowledge-base chunk, a search-and-read passage) gives
   its whole text (the branch's ``source_texts``, else its quote). A research job's citation
   has none: the job's own sentence (``Citation.claim``) is kept as what it *said*, apart,
@@ -17,46 +18,26 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from deep_research.core import markdown as md
 from deep_research.core.citations import cited_refs
 from deep_research.core.models import Citation, EvidenceSource, EvidenceUnit, ResearchNode
 
 MIN_WORDS = 4
-BULLET = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])(?:\s*\[S?\d+\])*\s+(?=[A-Z0-9\"'(])")
 """A sentence's end: its full stop and the markers after it (``[S#]`` in notes, ``[N]`` in a
 report)."""
 
 
 def findings(notes: str) -> list[str]:
-    """The notes' findings, in order (see the module docstring)."""
+    """The notes' findings, in order (see the module docstring), read from a markdown parse
+    (``core.markdown.paragraphs``): a list item's paragraph is one finding, any other
+    paragraph's sentences one each (in a quote too); headings of any kind, tables and code
+    are none."""
     found: list[str] = []
-    paragraph: list[str] = []
-    in_code = False
-
-    def close() -> None:
-        text = " ".join(paragraph)
-        paragraph.clear()
-        for sentence in _sentences(text):
+    for paragraph in md.paragraphs(notes):
+        for sentence in [paragraph.text] if paragraph.listed else _sentences(paragraph.text):
             if len(sentence.split()) >= MIN_WORDS:
                 found.append(sentence)
-
-    for line in notes.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            close()
-            in_code = not in_code
-            continue
-        if in_code or not stripped or stripped.startswith(("#", "|")):
-            close()
-            continue
-        if BULLET.match(stripped):
-            close()
-            bullet = BULLET.sub("", stripped)
-            if len(bullet.split()) >= MIN_WORDS:
-                found.append(bullet)
-            continue
-        paragraph.append(stripped)
-    close()
     return found
 
 

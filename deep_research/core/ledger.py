@@ -207,7 +207,6 @@ def claims_of(report: Report, *, extractive: bool) -> list[Draft]:
     out: list[Draft] = []
     for title, body, not_written in parts:
         for sentence in findings(body):
-            sentence = sentence.removeprefix(">").strip()
             refs = tuple(dict.fromkeys(int(n) for n in LOCAL.findall(sentence)))
             refs = tuple(n for n in refs if 1 <= n <= len(report.sources))
             if not refs and not is_factual(LOCAL.sub("", sentence)):
@@ -290,8 +289,9 @@ _ANCHOR = "claim-check"
 
 
 def _pattern(sentence: str) -> re.Pattern[str]:
-    """``sentence`` as it stands in a body: its words, any run of spaces or line breaks."""
-    return re.compile(r"\s+".join(re.escape(w) for w in sentence.split()))
+    """``sentence`` as it stands in a body: its words, between them any run of spaces or
+    line breaks (and the ``>`` of a quote's next line)."""
+    return re.compile(r"(?:\s+>)*\s+".join(re.escape(w) for w in sentence.split()))
 
 
 def _find(body: str, sentence: str) -> bool:

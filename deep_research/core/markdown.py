@@ -12,11 +12,22 @@ report a link there (a link reference definition, invisible once rendered). So:
 - ``code`` writes a code span that no backtick in the string can close early;
 - ``no_definitions`` keeps model-written markdown as markdown, but defining no link
   reference (``[1]: https://…``, ``[x]: https://…`` for a ``[S1][x]``).
+
+And reading it: ``paragraphs`` is what a model's markdown says, from a markdown-it parse
+(never line by line): its paragraphs at any depth, whatever headings, tables, code or HTML
+stand around them.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 _INLINE = re.compile(r"[\\`*_\[\]<>&~]")
 """Emphasis, code, links and images, autolinks and raw HTML, entities, strikethrough."""
@@ -97,3 +108,136 @@ def no_forged_markers(markdown: str) -> str:
     escaped: ``\\[1]`` renders as a backslash and a live ``[1]``, which the citation rules
     (a ``[n]`` after a backslash is literal) would not count but a reader would click."""
     return _BRACKET_AFTER_BACKSLASHES.sub(lambda m: m.group(1) + "\\[", markdown)
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+@functools.cache
+def parser() -> MarkdownIt:
+    """How the project reads markdown a model wrote: CommonMark with tables, no link
+    reference definitions (``no_definitions``), raw HTML read as HTML (so it is no text)."""
+    from markdown_it import MarkdownIt  # lazy: only reading a reply needs it
+
+    return MarkdownIt("commonmark").enable("table").disable("reference")
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    text: str
+    """Its inline markdown as written (markers, emphasis, escapes kept), on one line."""
+    listed: bool
+    """It stands in a list item (a bullet or a numbered item)."""
+
+
+def paragraphs(markdown: str) -> list[Paragraph]:
+    """The paragraphs of ``markdown``, in order, at any depth (in a quote, a list item).
+    Headings (ATX, setext, anywhere), table cells, code and HTML are no paragraph."""
+    out: list[Paragraph] = []
+    depth = 0
+    for opening, inline in itertools.pairwise(parser().parse(markdown)):
+        if opening.type == "list_item_open":
+            depth += 1
+        elif opening.type == "list_item_close":
+            depth -= 1
+        elif opening.type == "paragraph_open" and inline.type == "inline":
+            text = " ".join(inline.content.split())
+            if text:
+                out.append(Paragraph(text, listed=depth > 0))
+    return out
+
+
+# --- model text as a part of the report ------------------------------------------------
+
+
+def demoted(text: str, anchors: frozenset[str] = frozenset()) -> str:
+    """``text``, written by a model or quoted from a page, as the body of a part: only the
+    report builder writes headings, ids and links into the page. Read from a markdown-it
+    parse (code and fences are left as they are), each of its headings (ATX at any level,
+    setext, in a quote or a list item) becomes a bold paragraph where it stood, its raw HTML
+    is text (``\\<h1 id=…>``), and its links into the page (``[official page](#source-1)``)
+    are text, unless to one of ``anchors``. What it says, its ``[N]`` markers included, is
+    kept; a viewer with raw HTML on (GitHub) reads the result as the HTML page does."""
+    for _ in range(_PASSES):
+        done = _without_links(_without_headings(_without_html(text)), anchors)
+        if done == text:
+            break
+        text = done
+    return text
+
+
+_PASSES = 8
+"""Each pass removes what the last one uncovered (an HTML block hiding a heading)."""
+
+
+def _edited(lines: list[str], edits: dict[tuple[int, int], list[str]]) -> str:
+    """``lines`` with each range of ``edits`` (disjoint) replaced by its lines."""
+    for (start, end), new in sorted(edits.items(), reverse=True):
+        lines[start:end] = new
+    return "\n".join(lines)
+
+
+def _without_html(text: str) -> str:
+    lines = text.split("\n")
+    edits: dict[tuple[int, int], list[str]] = {}
+    for token in parser().parse(text):
+        if token.map is None:
+            continue
+        start, end = token.map
+        if token.type == "html_block":
+            edits[start, end] = [line.replace("<", "\\<") for line in lines[start:end]]
+        elif token.type == "inline" and any(c.type == "html_inline" for c in token.children or []):
+            joined = "\n".join(edits.get((start, end), lines[start:end]))
+            for tag in {c.content for c in token.children or [] if c.type == "html_inline"}:
+                joined = re.sub(rf"(?<!\\){re.escape(tag)}", lambda m: "\\" + m[0], joined)
+            edits[start, end] = joined.split("\n")
+    return _edited(lines, edits)
+
+
+def _without_headings(markdown: str) -> str:
+    lines = markdown.split("\n")
+    edits: dict[tuple[int, int], list[str]] = {}
+    tokens = parser().parse(markdown)
+    for token, inline in itertools.pairwise(tokens):
+        if token.type != "heading_open" or token.map is None:
+            continue
+        start, end = token.map
+        first = lines[start]
+        words = inline.content.split("\n")[0].rstrip()
+        if token.markup.startswith("#"):  # ATX: what comes before its #s is quote or list
+            prefix = first[: first.index("#")]
+        elif first.rstrip().endswith(words):  # setext: its text ends its first line
+            prefix = first[: len(first.rstrip()) - len(words)]
+        else:
+            prefix = first[: len(first) - len(first.lstrip(" \t>-+*.)0123456789"))]
+        blank = "".join(c for c in prefix if c == ">")  # a blank line in the same quote
+        content = " ".join(inline.content.split())
+        shown = f"**{content}**" if any(c.isalnum() for c in content) else text(content)
+        before = [blank] if start and lines[start - 1].strip(" \t>") else []
+        after = [blank] if end < len(lines) and lines[end].strip(" \t>") else []
+        edits[start, end] = [*before, prefix + shown, *after] if content else [blank]
+    return _edited(lines, edits)
+
+
+_FRAGMENT_LINK = re.compile(r"\]\(\s*<?#([^\s)>]*)")
+"""Where a link's destination is a place in the page: its ``(`` is escaped to unlink it."""
+
+
+def _without_links(text: str, anchors: frozenset[str]) -> str:
+    lines = text.split("\n")
+    edits: dict[tuple[int, int], list[str]] = {}
+
+    def unlinked(found: re.Match[str]) -> str:
+        kept = found[1].replace("\\", "") in anchors
+        return found[0] if kept else "]\\(" + found[0][2:]
+
+    for token in parser().parse(text):
+        links = [c for c in token.children or [] if c.type == "link_open"]
+        if token.map is None or not any(
+            str(c.attrGet("href") or "").startswith("#") for c in links
+        ):
+            continue
+        start, end = token.map
+        joined = _FRAGMENT_LINK.sub(unlinked, "\n".join(lines[start:end]))
+        edits[start, end] = joined.split("\n")
+    return _edited(lines, edits)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AliasChoices, BaseModel, Field, ValidationError
+from pydantic import AfterValidator, AliasChoices, BaseModel, Field, ValidationError
 
 NodeStatus = Literal["pending", "running", "done", "failed", "blocked", "cancelled"]
 SourceHint = str
@@ -131,6 +131,26 @@ class ResearchNode(BaseModel):
 # --- LLM-facing ---------------------------------------------------------------
 
 
+def _unit_interval(value: float) -> float:
+    if not 0.0 <= value <= 1.0:  # NaN too: it compares false with everything
+        raise ValueError(f"must be a number from 0 to 1, not {value:g}")
+    return value
+
+
+UnitInterval = Annotated[float, AfterValidator(_unit_interval)]
+"""A model's 0-1 number (a confidence): a reply outside 0-1 is refused, never clamped
+(1.6e10 is no confidence at all). Checked after parsing, not stated in the JSON schema:
+strict structured outputs do not take ``minimum``/``maximum`` on every model, so a refused
+reply goes through the structured path's repair instead (``adapters.llm.llm``)."""
+
+COMPLETE_CONFIDENCE = 0.5
+"""The judge's ``overall_confidence`` from which its "complete" ends the research. Below
+it the run replans while its limits allow: a judge that is not confident the report
+answers the question has not found it complete (a tiny model said "complete" at 0.00-0.26).
+The extractive judge is exempt: it measures passage coverage, and another round of the
+same extraction would not raise it."""
+
+
 class PlannedTask(BaseModel):
     id: str = Field(description="Short unique id for this sub-question, e.g. 't3'.")
     question: str = Field(description="A focused, self-contained research sub-question.")
@@ -165,7 +185,7 @@ class Verdict(BaseModel):
     weak_evidence_areas: list[str] = Field(
         description="Claims resting on thin, single or contradictory sources."
     )
-    overall_confidence: float = Field(description="0.0-1.0 confidence in the draft.")
+    overall_confidence: UnitInterval = Field(description="0.0-1.0 confidence in the draft.")
 
 
 class SearchQueries(BaseModel):
@@ -179,7 +199,9 @@ class BranchNotes(BaseModel):
         description="Concise findings in markdown. Every factual sentence ends with the "
         "marker(s) of its evidence, e.g. [3] or [1][4]."
     )
-    confidence: float = Field(description="0.0-1.0 confidence that the notes answer the question.")
+    confidence: UnitInterval = Field(
+        description="0.0-1.0 confidence that the notes answer the question."
+    )
     used_evidence: list[int] = Field(description="Numbers of the evidence passages cited.")
 
 
@@ -199,6 +221,10 @@ class IterationRecord(BaseModel):
     planned: list[str] = Field(default_factory=list)
     plan_issues: list[PlanIssue] = Field(default_factory=list)
     verdict: Verdict | None = None
+    verdict_refused: str = ""
+    """Why the judge's reply was refused (it never validated, e.g. a confidence outside
+    0-1, even when asked again): the iteration has no verdict and the run went on as if the
+    judge gave none. Empty otherwise."""
     draft: str | None = None
     draft_done: int = 0
     """How many nodes were done when the draft was written (a later one makes it stale)."""

@@ -16,6 +16,12 @@ Invariants:
 - a branch failure is data (the node fails, its dependents are blocked); a planner,
   outline or judge failure ends the loop cleanly with stop reason ``error``, and the report
   is still written;
+- a verdict is data to check: a judge reply that never validates (a confidence outside
+  0-1, even when asked again) is no verdict, and the run goes on as if the judge gave none;
+  "complete" ends the research only from a confident judge (``COMPLETE_CONFIDENCE``), so a
+  run that stops otherwise names the limit it reached, not "complete";
+- the first plan always researches something: a plan left with no task (none proposed,
+  unreadable, or every task dropped as no question) researches the question itself;
 - stopping is data too: each phase returns the next phase or a ``Stop``, and the first
   ``Stop`` ends the loop.
 """
@@ -23,6 +29,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from deep_research.core import context
 from deep_research.core.engine import Engine, Listener, RunConfig, SessionSaver
@@ -37,6 +44,7 @@ from deep_research.core.guard import BudgetGuard
 from deep_research.core.intake import take_result
 from deep_research.core.memory import cap_tokens
 from deep_research.core.models import (
+    COMPLETE_CONFIDENCE,
     IterationRecord,
     PlannedTask,
     ResearchNode,
@@ -58,7 +66,7 @@ from deep_research.core.report import Report
 from deep_research.core.scheduler import run_dag
 from deep_research.core.stops import LIMIT_DETAIL, Phase, Step, Stop, limit_stop
 from deep_research.core.summary import fold_summary
-from deep_research.core.tree import PlanPolicy, ResearchTree
+from deep_research.core.tree import MIN_QUESTION_WORDS, PlanPolicy, ResearchTree
 
 
 class ResearchOrchestrator:
@@ -146,13 +154,14 @@ class ResearchOrchestrator:
     async def _next(self, phase: Phase, previous: Stop | None) -> Step:
         state = self.state
         if phase == "plan":
-            return await self._plan(None)
+            return await self._plan(None, replan=False)
         if phase == "execute":
             return await self._execute()
         if phase == "replan":
             if state.iteration >= state.limits.max_iterations:
                 return Stop("max_iterations", f"{state.iteration} iterations done")
-            return await self._plan(state.iterations[-1].verdict if state.iterations else None)
+            verdict = state.iterations[-1].verdict if state.iterations else None
+            return await self._plan(verdict, replan=True)
         # finished: research is over; a resume only writes what the report still lacks
         return previous or Stop("complete", state.stop_detail)
 
@@ -184,12 +193,18 @@ class ResearchOrchestrator:
 
     # --- plan ---------------------------------------------------------------
 
-    async def _plan(self, gaps: Verdict | None) -> Step:
+    async def _plan(self, gaps: Verdict | None, *, replan: bool) -> Step:
+        """Plan (``replan``: from the last verdict, None when the judge gave none)."""
         if (stop := limit_stop(self.guard)) is not None:
             return stop
         state = self.state
         iteration = state.iteration + 1
-        self._on_event("planning" if gaps is None else "replanning from the judge's gaps")
+        if not replan:
+            self._on_event("planning")
+        elif gaps is None:
+            self._on_event("replanning (the judge gave no verdict)")
+        else:
+            self._on_event("replanning from the judge's gaps")
         request = PlanRequest(
             question=state.question,
             summary=state.summary,
@@ -204,24 +219,28 @@ class ResearchOrchestrator:
             plan = await self.engine.planner.plan(request, self.guard.meter())
             tasks = plan.tasks
         except StructuredOutputError as exc:
-            if gaps is not None:
+            if replan:
                 return Stop("error", f"replanning failed: {exc}")
             # A plan the model could not write (a small model, a server without structured
             # output): the question itself is still worth researching, as after an empty plan.
-            self._on_event(f"the plan could not be read ({exc}): researching the question itself")
+            self._on_event(f"the plan could not be read ({exc})")
             tasks = []
         except ProviderError as exc:
-            if gaps is not None:
+            if replan:
                 return Stop("error", f"replanning failed: {exc}")
             raise
         policy = PlanPolicy(
             max_depth=self.config.max_depth,
             max_tasks=self.config.max_nodes_per_plan,
             allowed_sources=self.config.allowed_sources,
+            # The extractive planner is code: its facets are parts of the user's question.
+            min_words=0 if state.mode == "extractive" else MIN_QUESTION_WORDS,
         )
         added, issues = self.tree.add_plan(tasks, iteration=iteration, policy=policy)
-        if not added and gaps is None:
-            # An unusable first plan still leaves the question itself worth researching.
+        if not added and not replan:
+            # An unusable first plan (none, unreadable, every task dropped) still leaves
+            # the question itself worth researching; a replan with nothing new is just that.
+            self._on_event("no sub-question to research: researching the question itself")
             fallback = PlannedTask(
                 id="q1",
                 question=state.question,
@@ -233,7 +252,9 @@ class ResearchOrchestrator:
                 else policy.allowed_sources[0],
                 parent_id=None,
             )
-            added, more = self.tree.add_plan([fallback], iteration=iteration, policy=policy)
+            # The user's question is researched as asked, however short.
+            asked = replace(policy, min_words=0)
+            added, more = self.tree.add_plan([fallback], iteration=iteration, policy=asked)
             issues += more
         state.iteration = iteration
         state.iterations.append(
@@ -405,7 +426,7 @@ class ResearchOrchestrator:
                 self._start_writing()
             self._on_event("judging the outline")
             outline = writing_text(writing) if writing is not None else "(no outline)"
-            record.verdict = await self.engine.judge.judge(
+            verdict = await self._judge(
                 JudgeRequest(
                     state.question,
                     state.summary,
@@ -413,19 +434,45 @@ class ResearchOrchestrator:
                     context.overview(state.nodes.values()),
                     context.unmerged(state, self.config.summary_cap_tokens // 2),
                 ),
-                self.guard.meter(),
+                record,
             )
         except ProviderError as exc:
             return Stop("error", f"review failed: {exc}")
-        complete = record.verdict.is_complete and not record.verdict.recommend_more_iterations
+        complete = verdict is not None and self._ends_research(verdict)
         state.phase = "finished" if complete else "replan"
         await self._save()
-        if complete:
-            score = record.verdict.overall_confidence
-            if state.mode == "extractive":  # no model judged it: say what was measured
-                return Stop("complete", f"passage coverage {score:.2f}")
-            return Stop("complete", f"judge confidence {score:.2f}")
-        return "replan"
+        if verdict is None or not complete:
+            return "replan"
+        score = verdict.overall_confidence
+        if state.mode == "extractive":  # no model judged it: say what was measured
+            return Stop("complete", f"passage coverage {score:.2f}")
+        return Stop("complete", f"judge confidence {score:.2f}")
+
+    async def _judge(self, request: JudgeRequest, record: IterationRecord) -> Verdict | None:
+        """The judge's verdict, recorded; None when its reply was refused (it never
+        validated, even when asked again): the run goes on as if the judge gave none."""
+        verdict: Verdict | None
+        try:
+            verdict, refused = await self.engine.judge.judge(request, self.guard.meter()), ""
+        except StructuredOutputError as exc:
+            verdict, refused = None, str(exc)
+            self._on_event(f"the judge's verdict was refused ({exc}): going on without one")
+        record.verdict, record.verdict_refused = verdict, refused
+        return verdict
+
+    def _ends_research(self, verdict: Verdict) -> bool:
+        """Whether ``verdict`` ends the research as complete: the judge says complete, wants
+        no more rounds and, if a model judged, is confident of it (``COMPLETE_CONFIDENCE``)."""
+        if not verdict.is_complete or verdict.recommend_more_iterations:
+            return False
+        score = verdict.overall_confidence
+        if self.state.mode == "extractive" or score >= COMPLETE_CONFIDENCE:
+            return True
+        self._on_event(
+            f"the judge calls the research complete at confidence {score:.2f}, below "
+            f"{COMPLETE_CONFIDENCE:.2f}: not taken as complete"
+        )
+        return False
 
     # --- stop ---------------------------------------------------------------
 

@@ -3,18 +3,13 @@ and a written section's key points."""
 
 from __future__ import annotations
 
-import functools
-import itertools
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+from deep_research.core import markdown as md
 from deep_research.core.authoring import KEY_POINTS, POINT_TOKENS
 from deep_research.core.memory import cap_tokens, estimate_tokens
 from deep_research.core.models import EvidenceUnit
-
-if TYPE_CHECKING:
-    from markdown_it import MarkdownIt
 
 
 def fair_within(units: Sequence[EvidenceUnit], budget: int) -> list[str]:
@@ -85,16 +80,4 @@ def key_points(text: str) -> list[str]:
 
 def _paragraphs(text: str) -> list[str]:
     """The text of every paragraph of ``text`` as markdown, its lines joined."""
-    tokens = _markdown().parse(text)
-    return [
-        " ".join(inline.content.split())
-        for opening, inline in itertools.pairwise(tokens)
-        if opening.type == "paragraph_open" and inline.type == "inline"
-    ]
-
-
-@functools.cache
-def _markdown() -> MarkdownIt:
-    from markdown_it import MarkdownIt  # lazy: only a run's writing reads markdown
-
-    return MarkdownIt("commonmark").enable("table")
+    return [p.text for p in md.paragraphs(text)]

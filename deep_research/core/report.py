@@ -7,22 +7,45 @@ point nowhere are dropped. What was not researched, failed or was blocked is lis
 
 What models and pages wrote cannot forge it (``core.markdown``): titles, quotes, questions
 and errors are written as text, a source is a link only to an http(s) address, and the
-synthesis defines no link reference. The numbered sources are kept as data next to the
-markdown (``Report``): the HTML report links each ``[N]`` to the entry N written here, never
-to a list found under a "Sources" heading, which a synthesis may hold too.
+synthesis defines no link reference. Only the builder writes headings, ids and links into
+the page: what a model wrote is read with markdown-it and its headings (of any kind, at any
+depth), raw HTML and links into the page are made text where they stand (``md.demoted``).
+The numbered sources are kept as data next to the markdown (``Report``): the HTML report
+links each ``[N]`` to the entry N written here, never to a list found under a "Sources"
+heading, which a synthesis may hold too.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
+from typing import TYPE_CHECKING, NamedTuple
 
 from pydantic import BaseModel, Field
 
 from deep_research.core import markdown as md
 from deep_research.core.budget import totals
-from deep_research.core.citations import CheckResult, check, cited_refs, renumber_all
-from deep_research.core.models import Citation, ResearchNode, SessionState, Verdict, Writing
+from deep_research.core.citations import (
+    CheckResult,
+    check,
+    cited_refs,
+    renumber_all,
+    untied,
+    untied_note,
+)
+from deep_research.core.models import (
+    COMPLETE_CONFIDENCE,
+    Citation,
+    IterationRecord,
+    ResearchNode,
+    SessionState,
+    Verdict,
+    Writing,
+)
 from deep_research.core.ports import Meter, WriteJob
+
+if TYPE_CHECKING:
+    pass
 
 STOP_TEXT = {
     "complete": "complete: the judge found the answer complete",
@@ -82,7 +105,7 @@ class Report(BaseModel):
     @property
     def body(self) -> str:
         """The lead and the sections: what the report says (no bookkeeping, no notes)."""
-        return "\n\n".join(_body_parts(self))
+        return "\n\n".join(f"## {title}\n\n{body}" for title, body in _body_parts(self))
 
     @property
     def markdown(self) -> str:
@@ -93,41 +116,106 @@ class Report(BaseModel):
             + "\n"
         )
 
+    def parts(self) -> list[Part]:
+        """What stands between the title and the Sources, in order: the answer, the
+        sections, then the builder's own parts (contradictions, coverage, checks). Only
+        these, the Sources and the findings by sub-question have headings (``md.demoted``)."""
+        titled = [*_body_parts(self)]
+        if self.contradictions:
+            titled.append((CONTRADICTIONS, md.demoted(self.contradictions, _BUILDER_IDS)))
+        for text in (_limitations_text(self.limitations), self.citation_check, self.claim_check):
+            # The builder's own text: a heading on its first line, or none (a clean check).
+            head, _, rest = text.partition("\n")
+            if head.startswith("## "):
+                titled.append((head[3:].strip(), md.demoted(rest.strip(), _BUILDER_IDS)))
+            elif text:
+                titled.append(("", md.demoted(text, _BUILDER_IDS)))
+        first = 1 if self.lead.strip() else 0
+        ids = heading_ids([t for t, _ in titled], range(first, first + len(self.sections)))
+        return [Part(t, i, b) for (t, b), i in zip(titled, ids, strict=True)]
+
+    def contents(self) -> str:
+        """A numbered link to each part's heading, the Sources' and the findings'; "" for
+        a report with fewer than ``TOC_SECTIONS`` sections."""
+        if len(self.sections) < TOC_SECTIONS:
+            return ""
+        listed = [(p.title, p.id) for p in self.parts() if p.title]
+        listed.append((SOURCES_TITLE, SOURCES_ID))
+        if self.notes:
+            listed.append((FINDINGS, anchor(FINDINGS)))
+        return "**Contents**\n\n" + "\n".join(
+            f"{n}. [{title}](#{id_})" for n, (title, id_) in enumerate(listed, start=1)
+        )
+
+    def note_parts(self) -> list[tuple[str, str]]:
+        """(heading, text) of each sub-question's findings: the heading as markdown text, the
+        text its meta line and its findings (``md.demoted``)."""
+        return [
+            (
+                f"{md.text(n.node_id)}: {md.text(n.question)}",
+                f"{n.meta}\n\n{md.demoted(n.body, _BUILDER_IDS)}",
+            )
+            for n in self.notes
+        ]
+
     def before_sources(self) -> str:
-        head = [f"# {md.text(self.title)}", self.status, self.notice]
-        tail = [_limitations_text(self.limitations), self.citation_check, self.claim_check]
-        conflicts = f"## {CONTRADICTIONS}\n\n{self.contradictions}" if self.contradictions else ""
-        parts = [*_body_parts(self), conflicts, *tail]
-        if len(self.sections) >= TOC_SECTIONS:
-            head.append(_contents([*parts, SOURCES, self.after_sources()]))
+        head = [f"# {md.text(self.title)}", self.status, self.notice, self.contents()]
+        parts = [f"## {p.title}\n\n{p.body}" if p.title else p.body for p in self.parts()]
         return "\n\n".join(p for p in [*head, *parts] if p)
 
     def after_sources(self) -> str:
-        notes = "\n\n".join(
-            f"### {md.text(n.node_id)}: {md.text(n.question)}\n\n{n.meta}\n\n{n.body}"
-            for n in self.notes
-        )
-        parts = ["## Findings by sub-question\n\n" + notes if notes else "", self.footer]
+        notes = "\n\n".join(f"### {title}\n\n{text}" for title, text in self.note_parts())
+        parts = [f"## {FINDINGS}\n\n" + notes if notes else "", self.footer]
         return "\n\n".join(p for p in parts if p)
 
 
+class Part(NamedTuple):
+    """A part of the report under its own heading."""
+
+    title: str
+    """Its heading, as markdown inline text; "" for a part without one."""
+    id: str
+    """The id its heading has in the HTML page, that the contents link to."""
+    body: str
+    """Markdown with no heading, raw HTML or link into the page of its own (``md.demoted``)."""
+
+
 CONTRADICTIONS = "Contradictions"
-SOURCES = "## Sources"
-_HEADING = re.compile(r"## (.+)")
-"""A part's own heading (its first line; a title is written as text: ``md.text``)."""
+SOURCES_TITLE = "Sources"
+SOURCES_ID = "sources"
+SOURCES = f"## {SOURCES_TITLE}"
+SOURCE_ID = "source-{}"
+"""The id of the Sources entry N in the HTML page (``[N]`` links to it)."""
+FINDINGS = "Findings by sub-question"
 TOC_SECTIONS = 4
 """A report with this many sections or more opens with a table of contents."""
 ANSWER = "Answer"
+_BUILDER_IDS = frozenset(
+    [
+        "answer",
+        "contradictions",
+        "coverage-and-limitations",
+        "citation-check",
+        "claim-check",
+        SOURCES_ID,
+        "findings-by-sub-question",
+    ]
+)
+"""The ids of the builder's own headings: a section's heading never has one."""
 
 
-def _body_parts(report: Report) -> list[str]:
+def _body_parts(report: Report) -> list[tuple[str, str]]:
+    """(heading, text) of the answer and of each section: the heading as markdown text, the
+    text with no heading, raw HTML or link into the page of its own (``md.demoted``; the
+    builder's marks, which link to its "Claim check", are kept)."""
     parts = []
     if report.lead.strip():
         note = f"_{md.text(report.lead_note)}_\n\n" if report.lead_note else ""
-        parts.append(f"## {ANSWER}\n\n{note}{report.lead.strip()}")
+        parts.append((ANSWER, note + md.demoted(report.lead.strip(), _BUILDER_IDS)))
     for section in report.sections:
         note = f"_{md.text(section.note)}_\n\n" if section.note else ""
-        parts.append(f"## {md.text(section.title)}\n\n{note}{section.body.strip()}")
+        body = md.demoted(section.body.strip(), _BUILDER_IDS)
+        parts.append((md.text(section.title), note + body))
     return parts
 
 
@@ -136,13 +224,24 @@ def anchor(title: str) -> str:
     return "-".join(re.findall(r"[\w]+", title.lower()))
 
 
-def _contents(parts: list[str]) -> str:
-    """A numbered link to each part's ``##`` heading: the answer, the sections, and the
-    engine's own parts after them (contradictions, checks, sources, notes)."""
-    titles = [m[1] for p in parts if (m := _HEADING.match(p))]
-    return "**Contents**\n\n" + "\n".join(
-        f"{i}. [{t}](#{anchor(t)})" for i, t in enumerate(titles, start=1)
-    )
+def heading_ids(titles: list[str], sections: range) -> list[str]:
+    """The id of each heading titled ``titles`` ("": none). The builder's own headings have
+    their ``anchor`` (``claim-check``, ``sources``…); a section's (``sections``: their
+    positions in ``titles``) has its own unless that is taken, is the builder's or is a
+    source's (``source-N``): then ``section-K-`` before it, K its position. So a section a
+    model titled "Claim check" or "Source 1" is never where the builder's links go."""
+    used: set[str] = set()
+    ids = []
+    for position, title in enumerate(titles):
+        found = base = anchor(title) or "section"
+        k = position + 1
+        while position in sections and (
+            found in used or found in _BUILDER_IDS or re.fullmatch(r"source-\d+", found)
+        ):
+            found, k = f"section-{k}-{base}", k + len(titles)
+        used.add(found)
+        ids.append(found if title else "")
+    return ids
 
 
 def _limitations_text(lines: list[str]) -> str:
@@ -202,7 +301,7 @@ def assemble(state: SessionState) -> Report:
         )
     texts = [lead] + [body for _t, body, _n in parts]
     texts += [n.notes.strip() or "_no notes_" for n in done]
-    clean = [_demoted(md.no_definitions(md.no_forged_markers(t))) for t in texts]
+    clean = [md.demoted(md.no_definitions(md.no_forged_markers(t))) for t in texts]
     unknown = sum(
         1 for t in texts[: 1 + len(parts)] for ref in cited_refs(t) if ref not in state.sources
     )
@@ -235,7 +334,7 @@ def assemble(state: SessionState) -> Report:
             ReportSection(title=title, body=body, note=note)
             for (title, _b, note), body in zip(parts, bodies, strict=True)
         ],
-        limitations=_limitations(state, nodes),
+        limitations=_limitations(state, nodes) + _untied(texts[: 1 + len(parts)]),
         citation_check=_citation_check(checked),
         removed_markers=unknown,
         sources=sources,
@@ -248,6 +347,13 @@ def assemble(state: SessionState) -> Report:
 
 
 _QUOTED_NOTE = "Not written ({why}): its best evidence, quoted verbatim."
+
+
+def _untied(bodies: list[str]) -> list[str]:
+    """A line saying, once, why sentences of the body cite nothing although a marker follows
+    them (``citations.untied_note``)."""
+    note = untied_note(untied(bodies))
+    return [f"- {md.text(note)}"] if note else []
 
 
 def _findings_of(state: SessionState, node_ids: list[str]) -> str:
@@ -263,24 +369,20 @@ def _legacy_draft(state: SessionState) -> str | None:
     return draft if draft and draft.strip() and state.status != "running" else None
 
 
-_HEADING = re.compile(r"^##\s+(.+?)\s*#*\s*$", re.MULTILINE)
-_TOP_HEADING = re.compile(r"^ {0,3}#{1,2}(?=\s)", re.MULTILINE)
-
-
-def _demoted(text: str) -> str:
-    """``text`` with its ``#`` and ``##`` headings made ``###``: the report's own headings
-    (its title, its sections, its Sources) are the only ones at those levels."""
-    return _TOP_HEADING.sub("###", text)
-
-
 def _split_headings(text: str) -> list[tuple[str, str]]:
-    """A markdown text as (title, body) sections at its ``##`` headings."""
-    cuts = list(_HEADING.finditer(text))
-    head = text[: cuts[0].start()].strip() if cuts else text.strip()
+    """A markdown text as (title, body) sections at its own ``##`` headings (not those in
+    a quote or a list item); what comes before the first is the answer."""
+    lines = text.split("\n")
+    cuts = [
+        (token.map, inline.content)
+        for token, inline in itertools.pairwise(md.parser().parse(text))
+        if token.type == "heading_open" and token.tag == "h2" and token.level == 0 and token.map
+    ]
+    starts = [m[0] for m, _ in cuts] + [len(lines)]
+    head = "\n".join(lines[: starts[0]]).strip()
     out = [(ANSWER, head)] if head else []
-    for k, cut in enumerate(cuts):
-        end = cuts[k + 1].start() if k + 1 < len(cuts) else len(text)
-        out.append((cut.group(1), text[cut.end() : end].strip()))
+    for (span, title), following in zip(cuts, starts[1:], strict=True):
+        out.append((" ".join(title.split()), "\n".join(lines[span[1] : following]).strip()))
     return out
 
 
@@ -290,12 +392,20 @@ def last_verdict(state: SessionState) -> Verdict | None:
     return next((it.verdict for it in reversed(state.iterations) if it.verdict), None)
 
 
+def _refused_verdict(state: SessionState) -> IterationRecord | None:
+    """The last iteration the judge was asked about, if its reply was refused (no verdict)."""
+    judged = [it for it in state.iterations if it.verdict is not None or it.verdict_refused]
+    return judged[-1] if judged and judged[-1].verdict is None else None
+
+
 def _status_line(state: SessionState) -> str:
     done = sum(1 for n in state.nodes.values() if n.status == "done")
     confidence = ""
     verdict = last_verdict(state)
     extractive = state.mode == "extractive"
-    if verdict is not None:
+    if _refused_verdict(state) is not None:  # an earlier verdict is not the last word
+        confidence = " · no judge verdict (refused)"
+    elif verdict is not None:
         # No model judges an extractive run: its score is how much of each sub-question's
         # wording the quoted passages hold, and is called that.
         label = "passage coverage" if extractive else "judge confidence"
@@ -336,11 +446,32 @@ def _limitations(state: SessionState, nodes: list[ResearchNode]) -> list[str]:
                 else "not researched before the run stopped"
             )
             lines.append(f"- **Not researched:** {question} — {why}")
+    if (refused := _refused_verdict(state)) is not None:
+        why = md.text(md.clip(refused.verdict_refused, 240))
+        lines.append(
+            f"- **No verdict:** the judge's reply in iteration {refused.number} was refused "
+            f"({why}); the run went on as if it gave none."
+        )
     verdict = last_verdict(state)
-    if verdict is not None and state.stop_reason != "complete":
-        lines += [f"- **Missing:** {md.text(m)}" for m in verdict.missing_aspects]
-    if verdict is not None:
-        lines += [f"- **Weak evidence:** {md.text(w)}" for w in verdict.weak_evidence_areas]
+    if verdict is None:
+        return lines
+    score = verdict.overall_confidence
+    called_complete = verdict.is_complete and not verdict.recommend_more_iterations
+    below = score < COMPLETE_CONFIDENCE and state.mode != "extractive"
+    # (a session from before the floor may have ended "complete" on such a verdict)
+    if called_complete and below and state.stop_reason != "complete":
+        lines.append(
+            f"- The judge called the research complete at confidence {score:.2f}, below "
+            f"the {COMPLETE_CONFIDENCE:.2f} needed to end it: not taken as complete."
+        )
+    # The judge's gaps, whatever it concluded: a "complete" beside a gap is the judge's
+    # doubt, and the reader's to weigh.
+    for label, items in (
+        ("Missing", verdict.missing_aspects),
+        ("Weak evidence", verdict.weak_evidence_areas),
+    ):
+        shown = dict.fromkeys(t for item in items if (t := md.text(item)))
+        lines += [f"- **{label}:** {t}" for t in shown]
     return lines
 
 

@@ -15,6 +15,7 @@ it repaired or dropped, so a malformed or hostile plan never reaches the tree.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -22,7 +23,11 @@ from typing import Literal
 from deep_research.core.models import PlanIssue, PlannedTask, ResearchNode, SourceHint, utcnow
 
 MAX_QUESTION_CHARS = 2000
+MIN_QUESTION_WORDS = 3
+"""A sub-question has at least this many words (see `question_words`): "[4]", "10/23" or
+"—" from a small model is a marker, a number or punctuation, not something to research."""
 _ID_RE = re.compile(r"[^A-Za-z0-9_.-]+")
+_OPENING, _CLOSING = "([{【〔（［<", ")]}】〕）］>"
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,36 @@ class PlanPolicy:
     max_depth: int
     max_tasks: int
     allowed_sources: tuple[SourceHint, ...] = ("web", "internal", "mixed")
+    min_words: int = MIN_QUESTION_WORDS
+    """Fewer words than this and a task is dropped (0 for the user's own question)."""
+
+
+def question_words(text: str) -> int:
+    """How many words ``text`` holds: whitespace-separated tokens with a letter, neither
+    wrapped in brackets nor a number ("GPT-4", "a" and "t3" are words; "[4]", "(S2)",
+    "10/23", "1e+12" and "—" are not). In scripts written without spaces, each wide
+    letter (a CJK character) counts as a word."""
+    count = 0
+    for token in text.split():
+        if token[0] in _OPENING and token[-1] in _CLOSING:
+            continue  # a marker: [4], (S2), 【1】
+        if _is_number(token):
+            continue  # 1.6e10, 1e+12
+        letters = sum(c.isalpha() for c in token)
+        wide = sum(c.isalpha() and unicodedata.east_asian_width(c) in "WF" for c in token)
+        count += wide + (letters > wide)
+    return count
+
+
+def _is_number(token: str) -> bool:
+    bare = token.strip(".,;:!?%").replace(",", "")
+    if not any(c.isdigit() for c in bare):
+        return False  # "nan", "inf": words that float() would take
+    try:
+        float(bare)
+    except ValueError:
+        return False
+    return True
 
 
 class ResearchTree:
@@ -155,8 +190,9 @@ def validate_plan(
     """Turn untrusted planned tasks into nodes that keep every tree invariant.
 
     Repairs what has an obvious fix (ids, unknown or self dependencies, cycles, parents,
-    source hints, priorities) and drops what has none (empty questions, too deep, over
-    the per-plan cap). Every change is reported as a ``PlanIssue``.
+    source hints, priorities) and drops what has none (questions of fewer than
+    ``policy.min_words`` words: markers, numbers, punctuation, nothing; too deep; over the
+    per-plan cap). Every change is reported as a ``PlanIssue``.
     """
     issues: list[PlanIssue] = []
 
@@ -171,6 +207,10 @@ def validate_plan(
         question = " ".join(task.question.split())
         if not question:
             note(task.id, "dropped", "empty question")
+            continue
+        if (words := question_words(question)) < policy.min_words:
+            shown = question if len(question) <= 40 else question[:39] + "…"
+            note(task.id, "dropped", f"not a question: {shown!r} has {words} word(s)")
             continue
         if len(question) > MAX_QUESTION_CHARS:
             question = question[:MAX_QUESTION_CHARS]

@@ -26,6 +26,9 @@ decides what each part sees and keeps the phase saved and inside the run's limit
   fair share of its units (the rest stays in the notes).
 - Lead: the direct answer, contradictions and open questions, limits, from the sections'
   key points (the first sentence of each paragraph, with its markers) and the gaps.
+- Markers: every reply is read against the evidence its prompt showed
+  (``citations.read_reply``): a ``[3]`` written for ``[S3]`` is tied when it can mean
+  nothing else; any other marker a model wrote stays literal text, tied to nothing.
 - Limits: every call stops at the run's deadline. A part not written by then, or whose call
   failed, is filled at once with its best evidence quoted verbatim and marked (``quoted``),
   so the report is always whole; a resume writes only what is not ``written``. With less
@@ -55,7 +58,7 @@ from deep_research.core.authoring import (
     SectionRequest,
     WritingLimits,
 )
-from deep_research.core.citations import strip_trailing
+from deep_research.core.citations import read_reply, strip_trailing
 from deep_research.core.errors import ProviderError
 from deep_research.core.memory import cap_tokens, estimate_tokens
 from deep_research.core.models import (
@@ -145,7 +148,8 @@ class SectionedWriter:
                     own = [u for u in units if u.node_id in section.node_ids]
                     # A quote (below) is of the units themselves, never of a condensing.
                     reads = await self._condensed(request, own, condensing, job.meter)
-                    section.text = await self.author.section(reads, job.meter)
+                    written = await self.author.section(reads, job.meter)
+                    section.text = read_reply(written, reads.evidence, reads.related).text
                     section.status, section.note = "written", ""
             except TimeoutError:
                 _quote(
@@ -228,12 +232,12 @@ class SectionedWriter:
             return_exceptions=True,
         )
         texts: list[str] = []
-        for reply in replies:
+        for reply, chunk in zip(replies, chunks, strict=True):
             if isinstance(reply, ProviderError):
                 return request  # the fair share, as if there had been no calls left
             if isinstance(reply, BaseException):
                 raise reply
-            texts.append(cap_tokens(reply, share))
+            texts.append(cap_tokens(read_reply(reply, chunk).text, share))
         condensed = [line.strip() for text in texts for line in text.splitlines() if line.strip()]
         return dataclasses.replace(request, evidence=(*kept, *condensed))
 
@@ -246,7 +250,8 @@ class SectionedWriter:
         try:
             async with asyncio.timeout_at(job.deadline):
                 _in_time(job.deadline)
-                writing.lead = await self.author.lead(request, job.meter)
+                lead = await self.author.lead(request, job.meter)
+                writing.lead = read_reply(lead, *(ps for _title, ps in points)).text
             writing.lead_status, writing.lead_note = "written", ""
         except (TimeoutError, ProviderError) as exc:
             why = (

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from deep_research.adapters.branches.protocols import Evidence, EvidenceWriter, Passage, Retriever
-from deep_research.core.citations import escape_literal, keep_cited
+from deep_research.core import markdown as md
+from deep_research.core.citations import cited_refs, keep_cited
 from deep_research.core.errors import BranchError, KnowledgeBaseError
 from deep_research.core.memory import cap_tokens
 from deep_research.core.models import Citation
@@ -48,7 +49,8 @@ class KBExecutor:
         notes = await self.writer.write(
             task.root_question, task.question, passages, task.dependencies, meter
         )
-        text, used = keep_cited(notes.notes, len(hits))
+        shown = [ref for d in task.dependencies for ref in cited_refs(d.notes)]
+        text, used = keep_cited(notes.notes, len(hits), shown)
         if not used:
             named = [hits[n - 1] for n in dict.fromkeys(notes.used_evidence) if 0 < n <= len(hits)]
             return quote_best(named or hits)
@@ -74,7 +76,7 @@ def quote_best(hits: Sequence[Evidence]) -> BranchResult:
     are replaced by. The best are those the model said it used, else the top-ranked."""
     best = hits[:FALLBACK_PASSAGES]
     citations = [citation_of(hit) for hit in best]
-    quotes = (f"> {escape_literal(c.quote)} [{n}]" for n, c in enumerate(citations, 1))
+    quotes = (f"> {md.text(c.quote)} [{n}]" for n, c in enumerate(citations, 1))
     return BranchResult(
         notes="\n\n".join([FALLBACK_NOTE, *quotes]),
         citations=tuple(citations),

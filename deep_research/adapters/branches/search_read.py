@@ -34,7 +34,8 @@ from deep_research.adapters.branches.protocols import (
     Splitter,
 )
 from deep_research.adapters.prices import search_model
-from deep_research.core.citations import escape_literal, keep_cited, sentence_of
+from deep_research.core import markdown as md
+from deep_research.core.citations import cited_refs, keep_cited, sentence_of
 from deep_research.core.errors import BranchError, BudgetExhausted
 from deep_research.core.models import Citation, Usage
 from deep_research.core.ports import (
@@ -195,7 +196,8 @@ class SearchReadExecutor:
         notes = await self.writer.write(
             task.root_question, task.question, passages, task.dependencies, meter
         )
-        text, used = keep_cited(notes.notes, len(best))
+        shown = [ref for d in task.dependencies for ref in cited_refs(d.notes)]
+        text, used = keep_cited(notes.notes, len(best), shown)
         if not used:
             return quote_passages(best[:3], researched_by)
         citations = [
@@ -220,7 +222,9 @@ def citation_of(passage: WebPassage, claim: str = "") -> Citation:
 
 def quote_passages(best: Sequence[WebPassage], researched_by: str) -> BranchResult:
     """Notes that are the best passages themselves, verbatim, each citing its page."""
-    lines = [f"> {escape_literal(' '.join(p.text.split()))} [{n}]" for n, p in enumerate(best, 1)]
+    # Written as text: a passage that opens with its page's title (``# Raft versus Paxos``),
+    # a list or a fence still reads as the one quoted paragraph it is.
+    lines = [f"> {md.text(p.text)} [{n}]" for n, p in enumerate(best, 1)]
     note = "_The best passages of the pages read, quoted verbatim._"
     return BranchResult(
         "\n\n".join([note, *lines]),

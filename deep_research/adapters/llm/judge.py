@@ -3,7 +3,7 @@ missing?"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from deep_research.adapters.llm.llm import VERDICT_TOKENS, ChatModel, load_prompt
 from deep_research.core.models import Verdict
@@ -26,6 +26,7 @@ class LLMJudge:
             outline=request.outline,
             overview=request.overview,
         )
-        verdict = await self.model.structured(Verdict, messages, meter, reply_tokens=VERDICT_TOKENS)
-        confidence = min(1.0, max(0.0, verdict.overall_confidence))
-        return verdict.model_copy(update={"overall_confidence": confidence})
+        # A verdict off its schema (a confidence outside 0-1 included: refused, never
+        # clamped) is asked again once; then the step fails and the run has no verdict.
+        model = replace(self.model, structured_retries=min(1, self.model.structured_retries))
+        return await model.structured(Verdict, messages, meter, reply_tokens=VERDICT_TOKENS)

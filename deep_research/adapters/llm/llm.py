@@ -213,7 +213,10 @@ class ChatModel:
                 continue
             except (ValidationError, ValueError) as exc:
                 # The SDK's own parse step (a strict schema) raises, its reply lost with it.
-                problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                if isinstance(exc, ValidationError):  # say which field, and why
+                    problem = validation_problem(exc)
+                else:
+                    problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 asked = [*base, HumanMessage(REPAIR.substitute(name=name, problem=problem))]
                 continue
             parsed, problem, content = read_reply(reply, schema)
@@ -338,12 +341,17 @@ def read_reply(reply: AIMessage, schema: type[T]) -> tuple[T | None, str, str]:
     try:
         return schema.model_validate(json_object_in(content)), "", content
     except ValidationError as exc:
-        first = exc.errors()[0] if exc.errors() else None
-        where = ".".join(str(p) for p in first["loc"]) if first else ""
-        what = f"{where}: {first['msg']}" if first else str(exc)
-        return None, f"{exc.error_count()} problem(s), first {what}", content
+        return None, validation_problem(exc), content
     except ValueError as exc:
         return None, str(exc), content
+
+
+def validation_problem(exc: ValidationError) -> str:
+    """What was wrong with a reply, for the repair request: the first field and why."""
+    first = exc.errors()[0] if exc.errors() else None
+    where = ".".join(str(p) for p in first["loc"]) if first else ""
+    what = f"{where}: {first['msg']}" if first else str(exc)
+    return f"{exc.error_count()} problem(s), first {what}"
 
 
 def usage_of(message: AIMessage) -> Usage:

@@ -41,6 +41,8 @@ class LLMPlanner:
             for n in request.catalog
         )
         gaps = "none yet: this is the first plan"
+        if request.gaps is None and request.catalog:  # a replan whose judge gave no verdict
+            gaps = "none: the judge gave no usable verdict; plan what the findings leave open"
         if request.gaps is not None:
             verdict = request.gaps
             gaps = "\n".join(

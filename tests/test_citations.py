@@ -121,6 +121,18 @@ def test_kb_snippets_read_as_prose() -> None:
     assert plain_text(chunk) == "First line. a — b x — y code"
 
 
+def test_a_kb_quote_leaves_nothing_out_between_its_first_and_last_word() -> None:
+    """Headings past the first text, code and its ``#`` comments are the chunk's text too:
+    a quote joined from parts of it would read as one passage the page never had."""
+    chunk = (
+        "## Install\n\nRun the **installer** [once](https://x.example).\n\n"
+        "### Then\n\n```sh\n# pin the version\npip install x==1.2\n```\n\nDone, it is <b>ready</b>."
+    )
+    assert plain_text(chunk) == (
+        "Run the installer once. Then # pin the version pip install x==1.2 Done, it is ready."
+    )
+
+
 # --- marker forms, identity, registration -------------------------------------------------
 
 

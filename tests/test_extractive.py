@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from deep_research.adapters.branches.kb import KBExecutor
 from deep_research.adapters.branches.protocols import Passage
@@ -17,7 +19,7 @@ from deep_research.adapters.extractive.roles import (
     ExtractiveSummarizer,
     ExtractiveWriter,
 )
-from deep_research.adapters.extractive.text import facets
+from deep_research.adapters.extractive.text import facets, quotable_units
 from deep_research.adapters.prices import PriceTable
 from deep_research.app.wiring import extractive_engine
 from deep_research.core.authoring import LeadRequest, SectionRequest
@@ -390,3 +392,27 @@ async def test_an_extractive_run_writes_a_report_whose_citations_resolve() -> No
         hit = by_locator[sources[number]]
         assert occurs_whole(quote.removesuffix(" …"), hit.text), quote
     assert "traceable to a passage" in body  # the traceability facet found its passage
+
+
+_word = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=3, max_size=8)
+_sentence = st.lists(_word, min_size=4, max_size=9).map(lambda w: " ".join(w).capitalize() + ".")
+_block = st.one_of(
+    st.lists(_sentence, min_size=1, max_size=3).map(" ".join),
+    st.lists(_sentence, min_size=1, max_size=3).map(lambda s: "\n".join(f"- {x}" for x in s)),
+    _sentence.map(lambda s: f"## {s}"),
+    st.lists(_sentence, min_size=1, max_size=3).map(lambda s: "```\n" + "\n".join(s) + "\n```"),
+    _sentence.map(lambda s: f"> {s}"),
+)
+
+
+@given(blocks=st.lists(_block, min_size=1, max_size=6), cut=st.integers(0, 30))
+def test_a_quoted_unit_is_one_run_of_the_passage_even_cut_inside_code(
+    blocks: list[str], cut: int
+) -> None:
+    """A passage of a code-heavy page, possibly cut mid-fence as a chunk is: every unit quoted
+    from it is contiguous passage text, never code and prose joined."""
+    lines = "\n\n".join(blocks).split("\n")
+    passage = "\n".join(lines[cut % len(lines) :])
+    flat = " ".join(passage.split())
+    for unit in quotable_units(passage):
+        assert unit.removesuffix(" …") in flat, unit

@@ -141,12 +141,23 @@ def test_a_contradiction_the_code_found_stands_against_any_other_answer(
     assert (taken.support, taken.verifier) == (answer, "m"), "without a conflict, it decides"
 
 
-def test_an_elided_quote_counts_when_each_part_is_the_passages() -> None:
-    passage = "Raft elects a leader by majority vote. Each term has at most one leader."
-    claim = "Raft elects a leader by majority, with at most one leader per term."
-    item = ToJudge(claim, (passage,))
-    assert unchecked_quote(item, "Raft elects a leader by majority vote … at most one leader") == ""
-    assert "does not hold" in unchecked_quote(item, "Raft elects a leader … two leaders")
+def test_a_quote_is_one_run_of_whole_words_in_the_sentences_it_stands_in() -> None:
+    passage = (
+        "In Raft, leader election takes 15000 ms. Kafka guarantees ordering within a "
+        "partition. It does not guarantee total ordering across partitions."
+    )
+    item = ToJudge("In Raft, leader election takes 1500 ms.", (passage,))
+    assert "quoting words its source does not hold" in unchecked_quote(
+        item, "In Raft, leader election takes 1500"
+    ), "a number is a whole word: 1500 is not in 15000"
+    stitched = ToJudge("Kafka guarantees ordering across partitions.", (passage,))
+    assert "does not hold" in unchecked_quote(
+        stitched, "Kafka guarantees ordering … across partitions"
+    ), "no elision: parts of two sentences are no quote"
+    flipped = ToJudge("Total ordering across partitions is guaranteed.", (passage,))
+    assert "negation" in unchecked_quote(flipped, "guarantee total ordering across partitions")
+    fine = ToJudge("Kafka keeps messages ordered within a partition.", (passage,))
+    assert unchecked_quote(fine, "“Kafka guarantees ordering within a partition.”") == ""
 
 
 def test_a_specific_claim_is_never_supported_by_a_source_that_states_none_of_its_details() -> None:
@@ -175,5 +186,7 @@ def test_a_rewrite_is_one_new_paragraph_of_text() -> None:
         "Brevik serves 150\n-----",
         "```\nBrevik serves 150 requests per second [1].\n```",
         "brevik serves 300 requests per second.",  # the same words, its marker aside
+        "Brevik serves 150 requests per second [1], [verified](#claim-check).",
+        "Brevik serves <b>150</b> requests per second [1].",
     ):
         assert rewrite_of(junk, before, [1]) is None, junk

@@ -342,7 +342,9 @@ class _Check:
         put in the report (and the session's written sections) the rewrites their sources
         then support. ``ledger`` is updated in place."""
         reviser = self.checker.reviser
-        distinct = {" ".join(c.text.split()): c for c in reversed(ledger.claims)}
+        distinct = {
+            " ".join(c.text.split()): c for c in reversed(ledger.claims) if c.verdict in REVISE
+        }
         due = [
             c
             for c in ledger.claims

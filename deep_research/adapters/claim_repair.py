@@ -66,9 +66,14 @@ def rewrite_of(raw: str, before: str, refs: Sequence[int]) -> str | None:
 
 
 def _one_paragraph(text: str) -> bool:
-    """Whether markdown-it reads ``text`` as one paragraph and nothing else."""
-    blocks = [t.type for t in md.parser().parse(text) if t.level == 0]
-    return blocks == ["paragraph_open", "paragraph_close"]
+    """Whether markdown-it reads ``text`` as one paragraph of text and nothing else: no
+    other block, and no link, image or raw HTML in it."""
+    tokens = md.parser().parse(text)
+    blocks = [t.type for t in tokens if t.level == 0]
+    inline = [c.type for t in tokens for c in t.children or []]
+    return blocks == ["paragraph_open", "paragraph_close"] and not (
+        {"link_open", "image", "html_inline"} & set(inline)
+    )
 
 
 def refs_in(sentence: str, known: int) -> tuple[int, ...]:

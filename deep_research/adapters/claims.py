@@ -9,7 +9,7 @@
   verifier's verdicts, with the reason.
 
 A judge adds evidence, never removes what the code found: its "supported" counts only with a
-quote the code finds verbatim in the source and holding the claim's numbers, identifiers,
+quote the code finds word for word in the source and holding the claim's numbers, identifiers,
 polarity, names and clauses (``unchecked_quote``); a contradiction the code found stands
 unless such a quote resolves it. Otherwise the text verdict stands, and the claim check says
 the judge disagreed without evidence.
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from pydantic import BaseModel, Field
 
 from deep_research.adapters.unstated import unstated
-from deep_research.adapters.verifier import SupportVerdict, unheld_details
+from deep_research.adapters.verifier import SupportVerdict, sentence_spans, unheld_details
 from deep_research.core.errors import DeepResearchError
 
 if TYPE_CHECKING:
@@ -120,7 +120,6 @@ def by_number(reply: Judgements, count: int, model: str) -> list[JudgeVerdict | 
 
 # --- what the code takes of a judge's answer -----------------------------------------------
 
-_ELISION = re.compile(r"\s*(?:\[?(?:\.\.\.|…)\]?)\s*")
 _MARKS = "\"'“”‘’«» "
 _QUOTE_MARKS = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "«": '"', "»": '"'})
 
@@ -132,19 +131,45 @@ def _plain(text: str) -> str:
 
 def unchecked_quote(item: ToJudge, quote: str) -> str:
     """Why ``quote`` is not evidence the code can check for ``item``'s claim (one phrase), or
-    "" when it is: the words of one of the claim's passages, verbatim (spaces, quotation
-    marks and an elision "…" aside), holding all the claim's numbers and code identifiers, its
-    polarity, its names, and a share of each of its clauses (``adapters.unstated``)."""
-    parts = [p for p in _ELISION.split(_plain(quote).strip("\"' ")) if p.strip("\"' ")]
-    if not parts:
+    "" when it is: one run of the words of one of the claim's passages, word for word
+    (spaces and quotation marks aside; no elision, no part of a word: "1500" is not in
+    "15000"), holding all the claim's numbers and code identifiers, its names, a share of
+    each of its clauses (``adapters.unstated``), and its polarity, in the quote and in the
+    sentences the quote stands in ("guarantees ordering" out of "does not guarantee
+    ordering" is no evidence of it)."""
+    said = _plain(quote).strip(_MARKS)
+    if not re.search(r"\w", said):
         return "quoting nothing"
-    if not any(all(p in _plain(passage) for p in parts) for passage in item.passages):
+    for passage in item.passages:
+        plain = _plain(passage)
+        found = _run_in(said, plain)
+        if found is not None:
+            break
+    else:
         return "quoting words its source does not hold"
-    said = " ".join(parts)
+    start, end = found
+    around = " ".join(plain[a:b] for a, b in sentence_spans(plain) if a < end and b > start)
     missing = unheld_details(item.claim, said) + unstated(item.claim, said)
+    if "negation" not in missing and "negation" in unheld_details(item.claim, around):
+        missing.append("negation")
     if missing:
         return "quoting a passage that does not hold its " + ", ".join(missing)
     return ""
+
+
+_WORD = re.compile(r"\w+|[^\w\s]")
+
+
+def _run_in(quote: str, text: str) -> tuple[int, int] | None:
+    """Where the words of ``quote`` stand in ``text`` as one run, whole words only: its
+    first word's start and its last word's end; None when they do not."""
+    wanted = _WORD.findall(quote)
+    words = list(_WORD.finditer(text))
+    held = [w.group() for w in words]
+    for i in range(len(held) - len(wanted) + 1):
+        if held[i : i + len(wanted)] == wanted:
+            return words[i].start(), words[i + len(wanted) - 1].end()
+    return None
 
 
 def bound(

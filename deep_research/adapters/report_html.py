@@ -80,7 +80,7 @@ def _page(report: Report) -> str:
         return f"<h{level}{at}>{text.renderInline(title)}</h{level}>"
 
     out = [heading(1, md.text(report.title))]
-    out += [text.render(t) for t in (report.status, report.notice, report.contents()) if t]
+    out += [text.render(t) for t in (report.status, report.notice, report.contents(parts)) if t]
     for part in parts:
         out.append(
             (heading(2, part.title, part.id) if part.title else "") + cited.render(part.body)

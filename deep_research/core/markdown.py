@@ -159,11 +159,25 @@ def demoted(text: str, anchors: frozenset[str] = frozenset()) -> str:
     are text, unless to one of ``anchors``. What it says, its ``[N]`` markers included, is
     kept; a viewer with raw HTML on (GitHub) reads the result as the HTML page does."""
     for _ in range(_PASSES):
-        done = _without_links(_without_headings(_without_html(text)), anchors)
-        if done == text:
+        if not _builders_markup(text, anchors):
             break
-        text = done
+        text = _without_links(_without_headings(_without_html(text)), anchors)
     return text
+
+
+def _builders_markup(text: str, anchors: frozenset[str]) -> bool:
+    """Whether ``text`` holds what only the builder may write: a heading, raw HTML, a link
+    into the page (but to one of ``anchors``). One parse: most text holds none."""
+    for token in parser().parse(text):
+        if token.type in ("heading_open", "html_block"):
+            return True
+        for child in token.children or ():
+            if child.type == "html_inline":
+                return True
+            href = str(child.attrGet("href") or "") if child.type == "link_open" else ""
+            if href.startswith("#") and href[1:] not in anchors:
+                return True
+    return False
 
 
 _PASSES = 8

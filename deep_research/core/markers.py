@@ -18,7 +18,8 @@ The forms, written here and nowhere else:
 
 A name is ``S`` and 1-5 digits (a session ref) or 1-4 digits (a number); no space inside the
 brackets. Offsets are those of ``text`` itself: a marker is replaced by slicing, and a marker
-whose place cannot be found exactly (a table cell with an escaped ``\\|``) is not read.
+whose place cannot be found exactly (a table cell with an escaped ``\\|``) is found by its own
+text and flagged as a span is: never tied, so made literal, never left live.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class Marker:
     body: str
     """What stands between its brackets."""
     span: bool = False
+    """A span (``[1–3]``), or a marker whose place was not exact: never tied to a source."""
     literal: bool = False
 
     @property
@@ -64,6 +66,13 @@ class Marker:
 
 def markers(text: str) -> list[Marker]:
     """The markers of ``text`` read as markdown, in order (see the module docstring)."""
+    return list(_markers(text))
+
+
+@functools.lru_cache(maxsize=512)
+def _markers(text: str) -> tuple[Marker, ...]:
+    """``markers``, kept: a report's texts are read for their markers several times as it
+    is assembled (their refs, then their renumbering), and a parse is the cost."""
     # Same length as ``text``, as markdown-it reads it: offsets hold.
     source = text.replace("\r\n", " \n").replace("\r", "\n").replace("\0", "\ufffd")
     starts = [0, *(i + 1 for i, ch in enumerate(source) if ch == "\n")]
@@ -72,7 +81,7 @@ def markers(text: str) -> list[Marker]:
     for token in _parser().parse(source):
         if token.type == "inline" and token.map and token.children:
             found += _placed(source, starts, token.map[0], token, cursor)
-    return found
+    return tuple(found)
 
 
 def _placed(
@@ -111,18 +120,28 @@ def _placed(
             start = int(child.meta["start"])
             i = bisect.bisect_right(line_starts, start) - 1
             place = places[i]
-            if place is None:
-                continue
-            at = place + start - line_starts[i]
-            if source[at : at + len(child.content)] != child.content:
-                continue
+            at = -1 if place is None else place + start - line_starts[i]
+            exact = at >= 0 and source[at : at + len(child.content)] == child.content
+            if not exact:
+                # Its line is not the source's as written (a table cell with an escaped
+                # "\|"): found by its own text after what was read of that line, and never
+                # tied, as a span is not, so that it is made literal rather than left live.
+                number = first + i
+                if number >= len(starts):
+                    continue
+                found = source.find(child.content, starts[number] + cursor.get(-number - 1, 0))
+                line_end = starts[number + 1] if number + 1 < len(starts) else len(source)
+                if found < 0 or found >= line_end:
+                    continue
+                cursor[-number - 1] = found + len(child.content) - starts[number]
+                at = found
             out.append(
                 Marker(
                     start=at,
                     end=at + len(child.content),
                     names=tuple(child.meta["names"]),
                     body=str(child.meta["body"]),
-                    span=bool(child.meta["span"]),
+                    span=bool(child.meta["span"]) or not exact,
                     literal=bool(child.meta["literal"]),
                 )
             )

@@ -134,12 +134,13 @@ class Report(BaseModel):
         ids = heading_ids([t for t, _ in titled], range(first, first + len(self.sections)))
         return [Part(t, i, b) for (t, b), i in zip(titled, ids, strict=True)]
 
-    def contents(self) -> str:
-        """A numbered link to each part's heading, the Sources' and the findings'; "" for
-        a report with fewer than ``TOC_SECTIONS`` sections."""
+    def contents(self, parts: list[Part] | None = None) -> str:
+        """A numbered link to each part's heading (``parts``: ``self.parts()``, when already
+        made), the Sources' and the findings'; "" for a report with fewer than
+        ``TOC_SECTIONS`` sections."""
         if len(self.sections) < TOC_SECTIONS:
             return ""
-        listed = [(p.title, p.id) for p in self.parts() if p.title]
+        listed = [(p.title, p.id) for p in (parts or self.parts()) if p.title]
         listed.append((SOURCES_TITLE, SOURCES_ID))
         if self.notes:
             listed.append((FINDINGS, anchor(FINDINGS)))
@@ -159,8 +160,9 @@ class Report(BaseModel):
         ]
 
     def before_sources(self) -> str:
-        head = [f"# {md.text(self.title)}", self.status, self.notice, self.contents()]
-        parts = [f"## {p.title}\n\n{p.body}" if p.title else p.body for p in self.parts()]
+        made = self.parts()
+        head = [f"# {md.text(self.title)}", self.status, self.notice, self.contents(made)]
+        parts = [f"## {p.title}\n\n{p.body}" if p.title else p.body for p in made]
         return "\n\n".join(p for p in [*head, *parts] if p)
 
     def after_sources(self) -> str:
@@ -312,6 +314,7 @@ def assemble(state: SessionState) -> Report:
         renumbered[1 + len(parts) :],
     )
     checked = check("\n\n".join([lead_text, *bodies]), sources, unknown=unknown)
+    by_model = ([] if lead_note else [lead]) + [body for _t, body, note in parts if not note]
     notice = [unwritten] if unwritten else []
     if state.mode == "extractive":
         searched = bool(state.run_spec.web_research)  # only a model-free engine ran
@@ -334,7 +337,7 @@ def assemble(state: SessionState) -> Report:
             ReportSection(title=title, body=body, note=note)
             for (title, _b, note), body in zip(parts, bodies, strict=True)
         ],
-        limitations=_limitations(state, nodes) + _untied(texts[: 1 + len(parts)]),
+        limitations=_limitations(state, nodes) + _untied(by_model),
         citation_check=_citation_check(checked),
         removed_markers=unknown,
         sources=sources,
@@ -351,7 +354,8 @@ _QUOTED_NOTE = "Not written ({why}): its best evidence, quoted verbatim."
 
 def _untied(bodies: list[str]) -> list[str]:
     """A line saying, once, why sentences of the body cite nothing although a marker follows
-    them (``citations.untied_note``)."""
+    them (``citations.untied_note``); ``bodies``: the parts a model wrote (a quoted part's
+    ``\\[12\\]`` is its page's own footnote, written as text)."""
     note = untied_note(untied(bodies))
     return [f"- {md.text(note)}"] if note else []
 

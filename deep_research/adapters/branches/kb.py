@@ -97,11 +97,31 @@ def citation_of(hit: Evidence) -> Citation:
 
 
 def plain_text(markdown: str) -> str:
-    """A chunk as prose for a source quote: no heading lines, fences or table rules."""
-    lines = []
-    for line in markdown.splitlines():
-        stripped = line.strip()
-        if stripped.startswith(("#", "```", "~~~")) or set(stripped) <= set("|-: "):
-            continue
-        lines.append(stripped.strip("|").replace(" | ", " — "))
-    return " ".join(" ".join(lines).split())
+    """A chunk as prose for a source quote: the text of its blocks in order, read as
+    markdown with the markup left out (a table row's cells joined by " — ", code as written,
+    its ``#`` comments too), so that a quote of it is contiguous chunk text; only the
+    headings that open it (where it stands in its document) are not its text."""
+    parts: list[str] = []
+    cells: list[str] | None = None
+    heading = False
+    for token in md.parser().parse(markdown):
+        if token.type in ("heading_open", "heading_close"):
+            heading = token.type == "heading_open"
+        elif token.type in ("fence", "code_block"):
+            parts.append(token.content)
+        elif token.type == "tr_open":
+            cells = []
+        elif token.type == "tr_close" and cells is not None:
+            parts.append(" — ".join(cells))
+            cells = None
+        elif token.type == "inline":
+            text = "".join(
+                " " if c.type in ("softbreak", "hardbreak") else c.content
+                for c in token.children or []
+                if c.type in ("text", "code_inline", "softbreak", "hardbreak")
+            )
+            if cells is not None:
+                cells.append(text.strip())
+            elif not (heading and not parts):
+                parts.append(text)
+    return " ".join(" ".join(parts).split())

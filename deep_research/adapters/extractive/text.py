@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import partial
 
+from deep_research.core import markdown as md
 from deep_research.core.citations import TRAILING, strip_trailing
 from deep_research.core.memory import estimate_tokens
 from deep_research.core.words import ALNUM_RUN
@@ -29,8 +31,6 @@ _COMPARE = re.compile(r"^(?:compare(?:\s+and\s+contrast)?|contrast)\s+", re.I)
 _PRONOUN = re.compile(r"\b(it|they|them|its|their)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Za-z0-9`\"(\[*_])")
 _ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|no|fig)\.|\b[A-Z]\.)$", re.I)
-_BULLET = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
-_TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
 UNIT_WORDS = 60
 
 
@@ -143,43 +143,37 @@ def _expand(clause: str) -> list[str]:
 
 
 def quotable_units(text: str) -> list[str]:
-    """Sentences, bullets and table rows of a markdown passage, markup stripped."""
+    """Sentences, list items and table rows of a markdown passage, read from a markdown-it
+    parse: each unit is one run of the passage's text (a row's cells joined by " — ");
+    headings and code are none, and a unit never joins text across them."""
     units: list[str] = []
-    para: list[str] = []
-    fenced = False
-
-    def flush() -> None:
-        pieces: list[str] = []
-        for piece in _SENTENCE.split(" ".join(para)) if para else []:
-            if pieces and _ABBREVIATION.search(pieces[-1]):
-                pieces[-1] += " " + piece  # "e.g. foo" does not end a sentence
-            else:
-                pieces.append(piece)
-        units.extend(pieces)
-        para.clear()
-
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith(("```", "~~~")):
-            flush()
-            fenced = not fenced
-        elif fenced or not line or line.startswith("#") or _TABLE_RULE.match(line):
-            flush()
-        elif line.startswith("|"):
-            flush()
-            units.append(" — ".join(c.strip() for c in line.strip("|").split("|") if c.strip()))
-        elif bullet := _BULLET.match(line):
-            flush()
-            para.append(line[bullet.end() :])
-        else:
-            para.append(line.lstrip("> ").strip())
-    flush()
+    cells: list[str] = []
+    for opening, token in itertools.pairwise(md.parser().parse(text)):
+        if token.type == "tr_close":
+            units.append(" — ".join(c for c in cells if c))
+            cells = []
+        elif token.type != "inline":
+            continue
+        elif opening.type in ("th_open", "td_open"):
+            cells.append(token.content.strip())
+        elif opening.type == "paragraph_open":
+            units.extend(_sentences(" ".join(token.content.split())))
     # Too few distinct words (a table row like "x — yes — yes") says nothing quotable.
     return [
         _clip(" ".join(u.split()))
         for u in units
-        if len(set(question_stems(u))) > 2 and u[-1] != ":"
+        if u and len(set(question_stems(u))) > 2 and u[-1] != ":"
     ]
+
+
+def _sentences(paragraph: str) -> list[str]:
+    pieces: list[str] = []
+    for piece in _SENTENCE.split(paragraph) if paragraph else []:
+        if pieces and _ABBREVIATION.search(pieces[-1]):
+            pieces[-1] += " " + piece  # "e.g. foo" does not end a sentence
+        else:
+            pieces.append(piece)
+    return pieces
 
 
 def _clip(unit: str) -> str:

@@ -158,7 +158,7 @@ def test_cited_sentences_and_uncited_facts_are_claims_and_other_prose_is_not() -
         "Version 2 of the tool shipped in 2019 without a changelog. "
         "It is a plain remark with nothing in it to check.\n\n"
         "- The log file rotates every night at midnight [2]\n\n"
-        "| a table | row 42 |\n|---|---|\n| row 43 | in 2019 |\n\n"
+        "| a table | row 42 |\n|---|---|\n| row 43 is a fact | stated in 2019 |\n\n"
         "```\ncode 123 is not a claim\n```\n\n"
         "Setext titles are no claim in 2024\n---"
     )
@@ -167,6 +167,7 @@ def test_cited_sentences_and_uncited_facts_are_claims_and_other_prose_is_not() -
         ("The key parameter was added in Python 3.10 [1].", (1,)),
         ("Version 2 of the tool shipped in 2019 without a changelog.", ()),
         ("The log file rotates every night at midnight [2]", (2,)),
+        ("row 43 is a fact | stated in 2019", ()),  # a table's body row; not its header
     ]
     assert not any(d.quoted for d in drafts)
 

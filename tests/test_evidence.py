@@ -38,9 +38,9 @@ Each term has at most one leader [S1]. Followers redirect clients to it. [S2] Sh
 ```
 code is not a finding at all
 ```
-| a | b |
+| a header is | not one |
 |---|---|
-| a | table row is not one either |
+| a table row | is one too [S3] |
 """
 
 
@@ -49,6 +49,7 @@ def test_findings_are_the_bullets_and_sentences_of_the_notes() -> None:
         "Raft elects a leader by majority vote [S1].",
         "Each term has at most one leader [S1].",
         "Followers redirect clients to it. [S2]",
+        "a table row | is one too [S3]",
     ]
 
 
@@ -181,7 +182,14 @@ def _oracle(draw: st.DrawFn) -> list[str]:
     return [" ".join(f.split()) for f in out]
 
 
-_SHAPES = ("atx, bullets", "setext, paragraph", "numbered", "quoted", "table and code around")
+_SHAPES = (
+    "atx, bullets",
+    "setext, paragraph",
+    "numbered",
+    "quoted",
+    "table header and code around",
+    "table rows",
+)
 
 
 def _render(shape: str, found: list[str], title: str) -> str:
@@ -194,7 +202,9 @@ def _render(shape: str, found: list[str], title: str) -> str:
         return f"> ### {junk}\n\n" + "\n".join(f"{i}. {f}" for i, f in enumerate(found, 1))
     if shape == "quoted":
         return f"> ## {junk}\n>\n> " + "\n> ".join(found)
-    table = f"| {junk} | x |\n|---|---|\n| {junk} | y |"
+    if shape == "table rows":  # each finding a row: its text in one cell
+        return f"| {junk} |\n|---|\n" + "\n".join(f"| {f} |" for f in found)
+    table = f"| {junk} | x |\n|---|---|"
     return f"{table}\n\n" + "\n\n".join(found) + f"\n\n```\n{junk}.\n```\n\n<h2>{junk}</h2>\n"
 
 

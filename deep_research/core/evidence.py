@@ -4,8 +4,8 @@ refs it cites and, for each ref, what the citation rests on (``EvidenceUnit``).
     units = units_of(node, state.sources, texts)
 
 - ``findings``: the notes cut into findings, read as markdown — a list item is one, a
-  paragraph's sentences are one each; headings, tables, code and scraps of fewer than
-  ``MIN_WORDS`` words are not findings.
+  table's body row is one, a paragraph's sentences are one each; headings, code and scraps
+  of fewer than ``MIN_WORDS`` words are not findings.
 - A citation with source text (a knowledge-base chunk, a search-and-read passage) gives
   its whole text (the branch's ``source_texts``, else its quote). A research job's citation
   has none: the job's own sentence (``Citation.claim``) is kept as what it *said*, apart,
@@ -30,12 +30,13 @@ report)."""
 
 def findings(notes: str) -> list[str]:
     """The notes' findings, in order (see the module docstring), read from a markdown parse
-    (``core.markdown.paragraphs``): a list item's paragraph is one finding, any other
-    paragraph's sentences one each (in a quote too); headings of any kind, tables and code
-    are none."""
+    (``core.markdown.paragraphs``): a list item's paragraph is one finding, and so is a
+    table's body row (its cells joined by " | "); any other paragraph's sentences are one
+    each (in a quote too); headings of any kind, a table's header and code are none."""
     found: list[str] = []
     for paragraph in md.paragraphs(notes):
-        for sentence in [paragraph.text] if paragraph.listed else _sentences(paragraph.text):
+        whole = paragraph.kind != "paragraph"
+        for sentence in [paragraph.text] if whole else _sentences(paragraph.text):
             if len(sentence.split()) >= MIN_WORDS:
                 found.append(sentence)
     return found

@@ -24,7 +24,7 @@ import functools
 import itertools
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -125,25 +125,37 @@ def parser() -> MarkdownIt:
 @dataclass(frozen=True)
 class Paragraph:
     text: str
-    """Its inline markdown as written (markers, emphasis, escapes kept), on one line."""
-    listed: bool
-    """It stands in a list item (a bullet or a numbered item)."""
+    """Its inline markdown as written (markers, emphasis, escapes kept), on one line; a
+    table row's cells joined by " | ", as they stand in the row."""
+    kind: Literal["paragraph", "item", "row"]
+    """A paragraph; one in a list item (a bullet or a numbered item); a table's body row."""
 
 
 def paragraphs(markdown: str) -> list[Paragraph]:
-    """The paragraphs of ``markdown``, in order, at any depth (in a quote, a list item).
-    Headings (ATX, setext, anywhere), table cells, code and HTML are no paragraph."""
+    """The paragraphs of ``markdown``, in order, at any depth (in a quote, a list item),
+    and the body rows of its tables. Headings (ATX, setext, anywhere), a table's header,
+    code and HTML are none."""
     out: list[Paragraph] = []
     depth = 0
+    cells: list[str] | None = None
     for opening, inline in itertools.pairwise(parser().parse(markdown)):
         if opening.type == "list_item_open":
             depth += 1
         elif opening.type == "list_item_close":
             depth -= 1
+        elif opening.type == "tbody_open":
+            cells = []
+        elif opening.type == "tr_close" and cells:
+            out.append(Paragraph(" | ".join(cells), "row"))
+            cells = []
+        elif opening.type == "tbody_close":
+            cells = None
+        elif opening.type == "td_open" and cells is not None and inline.type == "inline":
+            cells.append(" ".join(inline.content.split()))
         elif opening.type == "paragraph_open" and inline.type == "inline":
             text = " ".join(inline.content.split())
             if text:
-                out.append(Paragraph(text, listed=depth > 0))
+                out.append(Paragraph(text, "item" if depth > 0 else "paragraph"))
     return out
 
 

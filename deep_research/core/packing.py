@@ -68,7 +68,7 @@ def key_points(text: str) -> list[str]:
     markdown, so a heading (``## Findings``, setext, in a quote or a list item) is never a
     point and never hides the bullets under it; table cells and code are not points."""
     points: list[str] = []
-    for paragraph in _paragraphs(text):
+    for paragraph in (p.text for p in md.paragraphs(text) if p.kind != "row"):
         if "[S" not in paragraph:
             continue
         found = _FIRST_SENTENCE.match(paragraph)
@@ -76,8 +76,3 @@ def key_points(text: str) -> list[str]:
         if len(points) >= KEY_POINTS:
             break
     return points
-
-
-def _paragraphs(text: str) -> list[str]:
-    """The text of every paragraph of ``text`` as markdown, its lines joined."""
-    return [p.text for p in md.paragraphs(text)]

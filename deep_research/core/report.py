@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -43,9 +43,6 @@ from deep_research.core.models import (
     Writing,
 )
 from deep_research.core.ports import Meter, WriteJob
-
-if TYPE_CHECKING:
-    pass
 
 STOP_TEXT = {
     "complete": "complete: the judge found the answer complete",

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from collections import Counter
@@ -144,20 +143,15 @@ def _expand(clause: str) -> list[str]:
 
 def quotable_units(text: str) -> list[str]:
     """Sentences, list items and table rows of a markdown passage, read from a markdown-it
-    parse: each unit is one run of the passage's text (a row's cells joined by " — ");
-    headings and code are none, and a unit never joins text across them."""
+    parse (``core.markdown.paragraphs``): each unit is one run of the passage's text (a
+    body row's cells joined by " — "); headings and code are none, and a unit never joins
+    text across them."""
     units: list[str] = []
-    cells: list[str] = []
-    for opening, token in itertools.pairwise(md.parser().parse(text)):
-        if token.type == "tr_close":
-            units.append(" — ".join(c for c in cells if c))
-            cells = []
-        elif token.type != "inline":
-            continue
-        elif opening.type in ("th_open", "td_open"):
-            cells.append(token.content.strip())
-        elif opening.type == "paragraph_open":
-            units.extend(_sentences(" ".join(token.content.split())))
+    for paragraph in md.paragraphs(text):
+        if paragraph.kind == "row":
+            units.append(paragraph.text.replace(" | ", " — "))
+        else:
+            units.extend(_sentences(paragraph.text))
     # Too few distinct words (a table row like "x — yes — yes") says nothing quotable.
     return [
         _clip(" ".join(u.split()))

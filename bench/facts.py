@@ -13,7 +13,11 @@ fabrications in some of them, as a model may.
   reach the notes, hence the evidence store); no other role copies them.
 - The plan: ``branches`` independent web sub-questions, once; the judge then says complete.
 - The outline (a structured call) puts about three catalog lines in a section, as many
-  sections as the prompt allows at most (``tests.world.outline_of``).
+  sections as the prompt allows at most (``tests.world.outline_of``), and plans a point per
+  line naming what it found (the first words of its gist's first fact, never a whole
+  fact), as the outline prompt asks a model to: points share words with the facts of
+  every branch written from the same template, so a section's related evidence is not
+  empty for want of a word in common.
 - Each research job (the Responses API, through the real OpenAI-research executor) writes a
   report of its branch's facts, each stated as the page states it, with its own cited URL
   (a ``url_citation`` on an inline link, as real replies do), among filler.
@@ -60,6 +64,9 @@ _LIMITS = (
 )
 """Limits a system prompt may state (grep ``deep_research/prompts/*.md``: the summarizer's
 "a hard limit of N tokens (about M words)", the compressor's "At most N words")."""
+_GIST = re.compile(r"^- ([\w.+-]+): .*? — found: (.*)$", re.MULTILINE)
+POINT_WORDS = 5
+"""A planned point's words: a fact's subject and verb ("The Zorblax index stores its")."""
 STATED = "stated"
 REWORDED = "reworded"
 """Forms of a true fact; the fabricated forms are named by their kind (``planted.KINDS``)."""
@@ -338,7 +345,7 @@ class FactsWorld:
             return verdict(True)
         if req.schema_name == "Outline":
             self._count("outline", req)
-            return outline_of(req.text, system)
+            return self.outline(req.text, system)
         if req.schema_name == "Judgements":
             self._count("claim_judge", req)
             return {"judgements": [] if self.judge == "abstain" else self.judgements(req.text)}
@@ -365,6 +372,25 @@ class FactsWorld:
         return self.copy_facts(
             req.text, limits, plant=role in ("section", "lead"), sides=role == "compressor"
         )
+
+    def outline(self, prompt: str, system: str) -> dict[str, Any]:
+        """``tests.world.outline_of``'s sections, each planning a point per catalog line that
+        names what the line found, as the outline prompt asks a model to: the subject of its
+        gist's first fact (its first ``POINT_WORDS`` words, never a whole fact). The points
+        share words with the facts of every branch written from the same template, as a
+        model's points share words with findings across the tree."""
+        outline = outline_of(prompt, system)
+        found = {
+            ids: self.facts_in(gist) for ids, gist in _GIST.findall(prompt.split("Catalog:", 1)[-1])
+        }
+        for section in outline["sections"]:
+            points = [
+                " ".join(facts[0].words.split()[:POINT_WORDS])
+                for ids in section["node_ids"]
+                if (facts := found.get(ids))
+            ]
+            section["points"] = points[:3] or section["points"]
+        return outline
 
     def judgements(self, prompt: str) -> list[dict[str, Any]]:
         """The judge fake's answer to the claims listed in ``prompt``

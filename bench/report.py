@@ -67,6 +67,11 @@ Figures (targets from the issue; measured from outside before this work in brack
                              a planted alteration is the fake writer's, at the last step,
                              and the claim check's figures below measure it.
 - evidence_retention_48      the same, 48 branches                           >= 0.90 (0.20)
+- stated_per_fact_12         statements of a fact in the body (as written, in any form) per
+                             fact it states, 12 branches: a section states only what it is
+                             given, and each finding is given to one section; the lead
+                             restates its sections' key points               <= 1.2 (1.87)
+- stated_per_fact_48         the same, 48 branches
 - largest_prompt_ratio_48_over_12  largest prompt (characters) of any model call, 48
                              branches over 12                                  <= 1.3
 - report_words_48_over_12    body words (as written), 48 branches over 12      >= 2.5
@@ -367,6 +372,13 @@ def cited(report: Report, markers: str) -> set[str]:
     }
 
 
+def stated_per_fact(report: Report, world: FactsWorld) -> float:
+    """How many times the body states each fact it states, in any form (its lead included:
+    an answer restating a section's key point counts)."""
+    found = world.statements(report.body)
+    return len(found) / max(1, len({one.fact.index for one in found}))
+
+
 def retention(report: Report, world: FactsWorld) -> float:
     """Share of the facts gathered that the body states, in any form the writers made of
     it, citing the fact's own page (a fact planted as a moved citation: any page)."""
@@ -513,6 +525,8 @@ def bench_report(
     return {
         "evidence_retention_12": retention(small.written, small.world),
         "evidence_retention_48": retention(large.written, large.world),
+        "stated_per_fact_12": stated_per_fact(small.written, small.world),
+        "stated_per_fact_48": stated_per_fact(large.written, large.world),
         "largest_prompt_chars_12": small.largest_prompt,
         "largest_prompt_chars_48": large.largest_prompt,
         "largest_prompt_ratio_48_over_12": large.largest_prompt / small.largest_prompt,
@@ -530,6 +544,8 @@ def bench_report(
 KEYS = (
     "evidence_retention_12",
     "evidence_retention_48",
+    "stated_per_fact_12",
+    "stated_per_fact_48",
     "largest_prompt_ratio_48_over_12",
     "report_words_48_over_12",
     "sections_48",

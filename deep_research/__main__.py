@@ -16,6 +16,9 @@ def main() -> None:
         error = unreadable_dotenv(exc)
         sys.stderr.write(f"error: {error}\n")
         raise SystemExit(error.exit_code) from None
+    except KeyboardInterrupt:  # Ctrl-C while the CLI loads: as `cli` maps it, no traceback
+        sys.stderr.write("error: interrupted\n")
+        raise SystemExit(130) from None
     cli_main()
 
 

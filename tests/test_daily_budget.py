@@ -21,7 +21,7 @@ from mcp import Client
 
 from deep_research.app import knowledge, saved, verify, wiring
 from deep_research.app.config import Settings
-from deep_research.app.options import BudgetOverrides, RunOptions
+from deep_research.app.options import ResumeRequest, RunOptions
 from deep_research.app.runs import Caps, RunManager, daily_ledger
 from deep_research.core.errors import UsageError
 from deep_research.core.models import LedgerEntry
@@ -139,7 +139,7 @@ async def test_an_interrupted_run_keeps_its_reservation_for_the_day_and_a_resume
     job_id = saved.status(settings, session_id).nodes["t1"].remote_jobs["deep_research"]
     fake_openai.complete(job_id)
     again = RunManager(settings)
-    resumed = await again.resume(session_id, BudgetOverrides())
+    resumed = await again.resume(session_id, ResumeRequest())
     assert [r.session_id for r in again.ledger.reservations()] == [session_id], "replaced"
     await again.wait(resumed)
     assert saved.status(settings, session_id).status == "complete"

@@ -23,7 +23,7 @@ from deep_research.adapters.web.openai_jobs import JobSpec
 from deep_research.adapters.web.output import extract_report
 from deep_research.core.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError
 from deep_research.core.models import Citation, Usage
-from deep_research.core.ports import BranchTask, Finding, JobEvent, Meter
+from deep_research.core.ports import CREATE_INTENT, BranchTask, Finding, JobEvent, Meter
 from deep_research.persistence.cache import ResultCache
 from tests.fake_openai import Citation as FakeCitation
 from tests.fake_openai import FakeOpenAI, Fault, ResearchReport
@@ -78,20 +78,32 @@ class FakeCompressor:
 
 @dataclass
 class Hook:
-    """Records (job, id, GETs the server had seen at that moment); signals once an id exists."""
+    """Records (job, id, GETs the server had seen at that moment) and, apart, the creates
+    the server had been sent at each intent; signals once an id exists."""
 
     fake: FakeOpenAI
     calls: list[tuple[str, str | None, int]] = field(default_factory=list)
+    intents: list[int] = field(default_factory=list)
     started: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def __call__(self, job: str, response_id: str | None) -> None:
+        if response_id == CREATE_INTENT:
+            self.intents.append(self.fake.count("/v1/responses", "POST"))
+            self.calls.append((job, response_id, -1))
+            return
         self.calls.append((job, response_id, self.fake.count("/v1/responses/", "GET")))
         if response_id:
             self.started.set()
 
     @property
     def ids(self) -> list[str | None]:
-        return [c[1] for c in self.calls]
+        """What the session was told of the job, its intents aside."""
+        return [c[1] for c in self.calls if c[1] != CREATE_INTENT]
+
+    @property
+    def intent_kept(self) -> bool:
+        """The last word on the job was an intent: on disk, a create with no id."""
+        return bool(self.calls) and self.calls[-1][1] == CREATE_INTENT
 
 
 @pytest.fixture
@@ -156,8 +168,10 @@ async def test_full_run(fake_openai: FakeOpenAI, client: openai.AsyncOpenAI) -> 
     )
     assert meter.records == [("deep_research", MODEL, usage, False)]
     assert meter.reserved == 0
-    # The id is saved before the first poll, and cleared once the result is in hand.
-    assert hook.calls[0] == (JOB_NAME, rid, 0)
+    # The intent is saved before the create is sent, the id before the first poll, and
+    # both are cleared once the result is in hand.
+    assert hook.intents == [0]
+    assert hook.calls[:2] == [(JOB_NAME, CREATE_INTENT, -1), (JOB_NAME, rid, 0)]
     assert hook.ids == [rid, None]
     (create,) = [r for r in fake_openai.requests if r.path == "/v1/responses"]
     body = create.body
@@ -434,6 +448,7 @@ async def test_a_lost_create_reply_fails_the_node_and_is_never_resent(
     assert fake_openai.count("/v1/responses", "POST") == 1  # the SDK did not retry it
     assert len(fake_openai.response_ids) == 1  # the job the lost reply started
     assert hook.ids == []
+    assert hook.intent_kept, "a resume must know a job may be running without its id"
 
 
 async def test_an_unreadable_create_reply_is_a_lost_reply(
@@ -462,9 +477,12 @@ async def test_out_of_quota_is_not_retried(
 ) -> None:
     fake_openai.inject(Fault("insufficient_quota", path_prefix="/v1/responses"))
     ex, _ = executor(client)
+    hook = Hook(fake_openai)
     with pytest.raises(ProviderError, match="out of quota"):
-        await ex.run(TASK, RecordingMeter(), Hook(fake_openai))
+        await ex.run(TASK, RecordingMeter(), hook)
     assert fake_openai.count("/v1/responses", "POST") == 1
+    # Refused before any work: nothing runs at the provider, so no intent is left.
+    assert (hook.intents, hook.ids, hook.intent_kept) == ([0], [None], False)
 
 
 async def test_a_shut_down_model_is_named_not_a_missing_job(

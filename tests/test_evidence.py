@@ -18,6 +18,7 @@ from deep_research.core.models import Citation, EvidenceUnit, ResearchNode
 from deep_research.kb.embeddings import make_embeddings
 from deep_research.persistence.evidence import (
     FILE_NAME,
+    VECTORS_NAME,
     SessionEvidence,
     read_units,
     read_vectors,
@@ -164,6 +165,109 @@ def test_evidence_reads_a_page_at_a_time_and_ranks_for_a_query(tmp_path: Path) -
     assert read_vectors(session_dir, "another-embedder") == {}
     with pytest.raises(UsageError, match="limit"):
         saved.read_evidence(settings, state.session_id, limit=0)
+
+
+def _store_of_three(tmp_path: Path) -> tuple[Settings, str, Path]:
+    settings = Settings(_env_file=None, home=tmp_path, embedding_provider="local-fast")  # type: ignore[call-arg]
+    store = SessionStore(settings.sessions_dir)
+    state = store.create("How are costs capped?")
+    session_dir = store.path(state.session_id)
+    SessionEvidence(session_dir).append(
+        "t1",
+        [
+            unit("t1", 1, "The scheduler starts a node when its dependencies are done."),
+            unit("t1", 2, "Each web job reserves its worst-case cost before it starts."),
+            unit("t1", 3, "Reports list their sources with numbered citations."),
+        ],
+    )
+    return settings, state.session_id, session_dir
+
+
+def test_damaged_lines_are_skipped_and_counted_never_raised(tmp_path: Path) -> None:
+    settings, session_id, session_dir = _store_of_three(tmp_path)
+    with (session_dir / FILE_NAME).open("ab") as out:
+        out.write(b"5\n")  # a scalar
+        out.write(b"[" * 100_000 + b"\n")  # nesting too deep for the parser
+        out.write(b'{"batch": "x"}\n')  # an object that is no unit
+        out.write(b"\n")  # a blank line is no damage
+    page = saved.read_evidence(settings, session_id, query="worst-case cost")
+    assert page.total == 3
+    assert page.units[0].id == "t1.2"
+    assert page.damage == f"3 damaged line(s) of {FILE_NAME} skipped"
+    assert saved.read_evidence(settings, session_id).damage == page.damage
+
+
+def test_an_evidence_store_that_is_a_directory_reads_as_none_and_says_so(tmp_path: Path) -> None:
+    settings = Settings(_env_file=None, home=tmp_path)  # type: ignore[call-arg]
+    store = SessionStore(settings.sessions_dir)
+    state = store.create("How are costs capped?")
+    (store.path(state.session_id) / FILE_NAME).mkdir()
+    page = saved.read_evidence(settings, state.session_id, query="cost")
+    assert (page.total, page.units) == (0, [])
+    assert page.damage.startswith(f"{FILE_NAME} could not be read")
+
+
+@pytest.mark.parametrize("damage", ["not a zip", "0-d arrays", "wrong dimension", "ints"])
+def test_damaged_vectors_are_made_again_not_an_error(tmp_path: Path, damage: str) -> None:
+    import numpy as np
+
+    settings, session_id, session_dir = _store_of_three(tmp_path)
+    model_id = make_embeddings(settings.kb).model_id
+    path = session_dir / VECTORS_NAME
+    texts = [u.finding for u in read_units(session_dir)]
+    if damage == "not a zip":
+        path.write_bytes(b"PK\x03\x04 not really")
+    elif damage == "0-d arrays":
+        np.savez(path, embedder=np.array(model_id), texts=np.array("x"), vectors=np.array(1.0))
+    elif damage == "wrong dimension":
+        vectors = np.ones((len(texts), 3), dtype=np.float32)
+        np.savez(path, embedder=np.array(model_id), texts=np.array(texts), vectors=vectors)
+    else:
+        vectors = np.ones((len(texts), 3), dtype=np.int64)
+        np.savez(path, embedder=np.array(model_id), texts=np.array(texts), vectors=vectors)
+
+    ranked = saved.read_evidence(settings, session_id, query="worst-case cost reserved")
+
+    assert ranked.units[0].id == "t1.2"
+    rebuilt = read_vectors(session_dir, model_id)
+    assert set(rebuilt) == set(texts), "the vectors were made again and saved"
+    assert len({len(v) for v in rebuilt.values()}) == 1
+    assert len(next(iter(rebuilt.values()))) != 3
+
+
+def test_a_query_embeds_a_bounded_number_of_units_and_the_next_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings, session_id, session_dir = _store_of_three(tmp_path)
+    model_id = make_embeddings(settings.kb).model_id
+    monkeypatch.setattr(saved, "MAX_EMBEDDED_PER_QUERY", 2)
+    query = "numbered citations of sources"  # the words of the third unit, not embedded yet
+    first = saved.read_evidence(settings, session_id, query=query)
+    assert len(read_vectors(session_dir, model_id)) == 2
+    assert sorted(u.id for u in first.units) == ["t1.1", "t1.2", "t1.3"], "every unit ranked"
+    second = saved.read_evidence(settings, session_id, query=query)
+    assert len(read_vectors(session_dir, model_id)) == 3
+    assert second.units[0].id == "t1.3"
+
+
+async def test_ranked_reads_queue_on_their_own_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    settings, session_id, _ = _store_of_three(tmp_path)
+    threads: list[str] = []
+    read = saved.read_evidence
+
+    def spy(*args: object, **kwargs: object) -> saved.EvidencePage:
+        threads.append(threading.current_thread().name)
+        return read(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(saved, "read_evidence", spy)
+    await saved.read_evidence_soon(settings, session_id, query="cost")
+    await saved.read_evidence_soon(settings, session_id)
+    assert threads[0].startswith("evidence-query")
+    assert not threads[1].startswith("evidence-query"), "a plain page does not queue"
 
 
 # --- findings, from an oracle ------------------------------------------------------------

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from deep_research.adapters.branches.kb import KBExecutor
 from deep_research.adapters.branches.protocols import Passage
 from deep_research.adapters.extractive.roles import (
+    NO_RELEVANT_PASSAGE,
+    RELEVANCE_FLOOR,
     ExtractiveAuthor,
     ExtractiveJudge,
     ExtractivePlanner,
@@ -24,6 +26,7 @@ from deep_research.adapters.prices import PriceTable
 from deep_research.app.wiring import extractive_engine
 from deep_research.core.authoring import LeadRequest, SectionRequest
 from deep_research.core.engine import RunConfig
+from deep_research.core.errors import BranchError
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.memory import estimate_tokens
 from deep_research.core.models import Role, SectionPlan, SessionState, Usage
@@ -199,11 +202,13 @@ async def test_writer_clips_long_sentences_between_words() -> None:
     assert occurs_whole(quote.removesuffix(" …"), PASSAGES[1].text)
 
 
-async def test_writer_without_matching_evidence_quotes_nothing() -> None:
-    notes = await ExtractiveWriter().write(
-        "Which GPU?", "Which GPU should we buy", PASSAGES, [], NoUsage()
-    )
-    assert (notes.notes, notes.used_evidence, notes.confidence) == ("", [], 0.0)
+async def test_writer_without_relevant_evidence_fails_the_branch_saying_so() -> None:
+    with pytest.raises(BranchError) as failed:
+        await ExtractiveWriter().write(
+            "Which GPU?", "Which GPU should we buy", PASSAGES, [], NoUsage()
+        )
+    assert str(failed.value) == NO_RELEVANT_PASSAGE
+    assert f"relevance floor {RELEVANCE_FLOOR:.2f}" in NO_RELEVANT_PASSAGE
 
 
 # --- summarizer, synthesizer, judge -------------------------------------------------------
@@ -292,10 +297,15 @@ async def test_the_author_quotes_cited_lines_once_best_first_and_deterministical
 async def test_judge_reports_unanswered_facets() -> None:
     overview = "done: 3, failed: 1\n- f4 [failed, internal] What is the SLA?\n- f1 [done, web] x"
     verdict = await ExtractiveJudge().judge(JudgeRequest("q", SUMMARY, "", overview), NoUsage())
-    assert verdict.is_complete
+    assert not verdict.is_complete, "a facet answered by nothing: the research is not complete"
     assert not verdict.recommend_more_iterations
     assert verdict.missing_aspects == ["Which GPU?", "What is the SLA?"]
     assert 0.0 < verdict.overall_confidence < 1.0
+    answered = SUMMARY.split("### Which GPU?")[0]
+    done = "done: 3\n- f1 [done, internal] x"
+    verdict = await ExtractiveJudge().judge(JudgeRequest("q", answered, "", done), NoUsage())
+    assert verdict.is_complete
+    assert verdict.missing_aspects == []
 
 
 # --- a whole run, in process --------------------------------------------------------------
@@ -368,8 +378,10 @@ async def test_an_extractive_run_writes_a_report_whose_citations_resolve() -> No
     await orch.run()
 
     assert (state.status, state.stop_reason, state.iteration) == ("complete", "complete", 1)
-    assert [n.status for n in state.nodes.values()] == ["done"] * 5
-    assert retriever.queries[:2] == [EXAMPLE[:-1], "How does deep-research plan a research run"]
+    # The first facet, the question itself, is no section of its own: the answer is.
+    assert [n.status for n in state.nodes.values()] == ["done"] * 4
+    assert retriever.queries[:1] == ["How does deep-research plan a research run"]
+    assert [i.task_id for i in state.iterations[0].plan_issues] == ["f1"]
     assert state.ledger == []
     assert saver.saves > 0
     assert orch.report is not None

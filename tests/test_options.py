@@ -114,7 +114,7 @@ OVERRIDES = sorted(
 def test_every_option_but_the_source_switches_overrides_a_setting() -> None:
     sets = option_settings(RunOptions) | option_settings(ResumeRequest)
     assert set(RunOptions.model_fields) - set(sets) == {"kb_only", "web_only"}
-    assert set(ResumeRequest.model_fields) - set(sets) == {"retry_cancelled"}
+    assert set(ResumeRequest.model_fields) - set(sets) == {"retry_cancelled", "resubmit_lost"}
     assert all(setting in Settings.model_fields for names in sets.values() for setting in names)
     assert list(option_settings(RunOptions))[:5] == [*BudgetOverrides.model_fields, "max_parallel"]
     chat = list(RunOptions.model_fields).index("chat_model")

@@ -404,7 +404,7 @@ async def test_the_cloud_metadata_address_is_refused(
     assert str(skip).startswith("169.254.169.254 is link-local")
     skip = await skipped(reader, "http://[fd00:ec2::254]/latest/meta-data/")
     assert skip.kind == "refused"
-    assert str(skip) == "fd00:ec2::254 is private"
+    assert str(skip) == "fd00:ec2::254 is private, and not on DEEP_RESEARCH_FETCH_ALLOW"
     skip = await skipped(reader, "http://metadata.google.internal/computeMetadata/v1/")
     assert skip.kind == "refused"
     assert "cloud metadata" in str(skip)
@@ -432,7 +432,8 @@ async def test_a_redirect_to_the_metadata_address_is_refused(
 ) -> None:
     skip = await skipped(make_reader(), web.url("/redirect/metadata"))
     assert skip.kind == "refused"
-    assert str(skip) == "169.254.169.254 is link-local (cloud metadata lives here)"
+    assert str(skip).startswith("169.254.169.254 is link-local (cloud metadata lives here)")
+    assert "DEEP_RESEARCH_FETCH_ALLOW" in str(skip), "the setting that allows a host, named"
 
 
 async def test_a_redirect_to_another_loopback_port_is_refused_unless_listed(
@@ -455,7 +456,7 @@ async def test_a_host_that_resolves_to_loopback_is_refused_unless_listed(
     assert skip.kind == "refused"
     skip = await skipped(make_reader(), web.url("/docs/getpass.html", host="127.0.0.1"))
     assert skip.kind == "refused"
-    assert str(skip) == "127.0.0.1 is loopback"
+    assert str(skip) == "127.0.0.1 is loopback, and not on DEEP_RESEARCH_FETCH_ALLOW"
     assert web.hits == []
 
 
@@ -464,7 +465,7 @@ async def test_every_resolved_address_is_checked(make_reader: Callable[..., Page
         return ["93.184.216.34", "10.0.0.7"]
 
     skip = await skipped(make_reader(resolve=rebinding), "http://docs.example.test/")
-    assert str(skip) == "docs.example.test (resolves to 10.0.0.7) is private"
+    assert str(skip).startswith("docs.example.test (resolves to 10.0.0.7) is private,")
 
 
 async def test_the_connection_goes_to_the_checked_address_with_the_name_as_host(

@@ -13,7 +13,7 @@ import pytest
 
 from deep_research.app import lifecycle, preparation, saved
 from deep_research.app.config import Settings
-from deep_research.app.options import BudgetOverrides, RunOptions
+from deep_research.app.options import ResumeRequest, RunOptions
 from deep_research.app.runs import Caps, RunManager, warm_up
 from deep_research.core.errors import UsageError
 from deep_research.core.events import RunEvent
@@ -112,7 +112,7 @@ async def test_cancel_stops_the_run_and_its_jobs_and_resume_leaves_them(
     # Resumed from here (or the CLI), the cancelled nodes are not researched again.
     fake_openai.hold_responses = False
     creates = fake_openai.count("/v1/responses", "POST")
-    resumed = await runs.resume(session_id, BudgetOverrides())
+    resumed = await runs.resume(session_id, ResumeRequest())
     await runs.wait(resumed)
     assert fake_openai.count("/v1/responses", "POST") == creates
     assert {n.status for n in saved.status(settings, session_id).nodes.values()} == {"cancelled"}
@@ -140,12 +140,12 @@ async def test_a_resume_through_the_server_is_bound_by_todays_budget(offline: Se
     session_id = await runs.start(QUESTION, RunOptions())
     await runs.wait(session_id)
     spend(offline, 49.0, datetime.now(UTC))
-    resumed = await runs.resume(session_id, BudgetOverrides(max_iterations=2))
+    resumed = await runs.resume(session_id, ResumeRequest(max_iterations=2))
     await runs.wait(resumed)
     assert saved.status(offline, session_id).limits.max_cost_usd == pytest.approx(1.0)
     spend(offline, 1.0, datetime.now(UTC))
     with pytest.raises(UsageError, match=r"has \$0.00 left"):
-        await runs.resume(session_id, BudgetOverrides())
+        await runs.resume(session_id, ResumeRequest())
 
 
 async def test_a_queued_run_that_is_cancelled_is_saved_interrupted_and_its_log_ended(
@@ -188,7 +188,7 @@ async def test_following_a_queued_resume_shows_only_the_new_run(offline: Setting
     session_id = await runs.start(QUESTION, RunOptions())
     await runs.wait(session_id)
     blocker = await runs.start("How are costs capped?", RunOptions())
-    resumed = await runs.resume(session_id, BudgetOverrides(max_iterations=2))
+    resumed = await runs.resume(session_id, ResumeRequest(max_iterations=2))
     log = runs.live_log(resumed)
     assert log is not None
     seen = await _collect(saved.watch(offline, resumed, live=log))

@@ -560,6 +560,29 @@ def test_list_reports_a_running_session_without_a_live_process_as_interrupted(
     assert store.list()[0].status == "interrupted"
 
 
+@pytest.mark.parametrize("saved_as", ["complete", "stopped"])
+def test_a_run_stopped_before_its_report_was_written_reads_as_interrupted(
+    tmp_path: Path, saved_as: str
+) -> None:
+    """Killed while writing or checking its report, or stopped by a full disk: "complete"
+    with no report would promise what is not there. From every reader the same status."""
+    env = {"DEEP_RESEARCH_HOME": str(tmp_path)}
+    store = SessionStore(tmp_path / "sessions")
+    state = store.create("q?")
+    state.status = saved_as  # type: ignore[assignment]
+    store.save(state)
+    with store.lock(state.session_id):  # its process still writes: as saved
+        assert store.list()[0].status == saved_as
+    assert store.list()[0].status == "interrupted"
+    code, out, err = cli(env, "sessions", "show", state.session_id, "--json")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "interrupted"
+    code, out, err = cli(env, "sessions", "list", "--json")
+    assert json.loads(out)[0]["status"] == "interrupted"
+    store.write_report(state.session_id, "# Report\n")
+    assert store.list()[0].status == saved_as
+
+
 def test_a_schema_1_session_loads_and_saves_as_the_current_version(store: SessionStore) -> None:
     """A session written before RunSpec and the ``cancelled`` status (schema 1)."""
     state = store.create("q")

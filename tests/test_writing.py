@@ -367,8 +367,9 @@ def test_the_report_reserve_fits_a_server_run_with_one_web_job() -> None:
     full = reserves.final_reserve_usd(settings, reserves.price_book(settings), 1000.0)
     assert full == estimate.final_reserve_usd, "at $5 the full reserve is kept"
     small = reserves.final_reserve_usd(settings, reserves.price_book(settings), 0.2)
-    costs = reserves.writing_limits(settings, reserves.price_book(settings)).costs
-    assert small == pytest.approx(costs.reserve(1, revisions=False), abs=1e-4), (
+    one = reserves.writing_limits(settings, reserves.price_book(settings), max_cost_usd=0.2)
+    assert one.max_sections == 1, "a small budget writes a smaller report"
+    assert small == pytest.approx(one.costs.reserve(1, revisions=False), abs=1e-4), (
         "a small budget keeps less: the revisions go first"
     )
     assert reserves.final_reserve_tokens(settings) == reserves.writing_limits(

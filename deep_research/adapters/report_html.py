@@ -15,11 +15,14 @@ Invariants (model and web text is untrusted):
 - A link into the page goes only to a heading's id (``Report.parts``: a section a model
   titled "Claim check" or "Source 1" has another id); ``#source-N`` only from a builder's
   ``[N]``.
-- The page carries its own content security policy, for a copy opened from disk.
+- The page carries its own content security policy, for a copy opened from disk, and its
+  stylesheet inline (the page's own, given by the caller), allowed there by its hash alone.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import re
 from typing import TYPE_CHECKING
@@ -40,30 +43,50 @@ if TYPE_CHECKING:
     from markdown_it.rules_core import StateCore
     from markdown_it.token import Token
 
-REPORT_POLICY = (
-    "default-src 'none'; img-src 'self' data:; style-src 'self'; base-uri 'none'; "
-    "form-action 'none'; frame-ancestors 'none'"
-)
-"""No script, nothing fetched from elsewhere (a model-written image would be a beacon)."""
-# A page's own policy cannot say frame-ancestors (browsers ignore it there, with a warning).
-_META_POLICY = REPORT_POLICY.removesuffix("; frame-ancestors 'none'")
+
+def report_policy(stylesheet: str = "") -> str:
+    """No script, nothing fetched from elsewhere (a model-written image would be a beacon);
+    of inline styles, only ``stylesheet`` (by its hash): a model's text cannot add one."""
+    styles = f"'self' '{style_hash(stylesheet)}'" if stylesheet else "'self'"
+    return (
+        f"default-src 'none'; img-src 'self' data:; style-src {styles}; base-uri 'none'; "
+        "form-action 'none'; frame-ancestors 'none'"
+    )
+
+
+def style_hash(stylesheet: str) -> str:
+    """The source expression that allows ``<style>stylesheet</style>`` under a policy."""
+    digest = hashlib.sha256(stylesheet.encode("utf-8")).digest()
+    return "sha256-" + base64.b64encode(digest).decode("ascii")
+
+
+REPORT_POLICY = report_policy()
+"""The policy of a report with no stylesheet (and of the markdown one)."""
 CITATION = re.compile(r"\[(\d{1,4})\]")
 _CITATION_TEXT = re.compile(r"\s*\[?\s*\d{1,4}\s*\]?\s*")
 
 
-def render_html(report: Report | str) -> str:
-    """The page of ``report``. A bare markdown string is a report saved before its sources
-    were kept as data: shown as written (no heading has an id), its ``[N]`` not linked."""
+def render_html(report: Report | str, *, stylesheet: str = "") -> str:
+    """The page of ``report``, styled by ``stylesheet`` (CSS, inline: the page is whole on
+    its own; serve it under ``report_policy(stylesheet)``). A bare markdown string is a
+    report saved before its sources were kept as data: shown as written (no heading has an
+    id), its ``[N]`` not linked."""
+    if "</" in stylesheet:
+        raise ValueError("a stylesheet inlined in a report may not hold '</'")
     if isinstance(report, str):
-        body = _parser(0, frozenset(), headings=True).render(report)
+        body, title = _parser(0, frozenset(), headings=True).render(report), ""
     else:
-        body = _page(report)
+        body, title = _page(report), " ".join(report.title.split())
+    # A page's own policy cannot say frame-ancestors (browsers ignore it there, with a warning).
+    policy = report_policy(stylesheet).removesuffix("; frame-ancestors 'none'")
+    style = f"<style>{stylesheet}</style>" if stylesheet else ""
     return (
         '<!doctype html><html><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{html.escape(_META_POLICY)}">'
+        f'<meta http-equiv="Content-Security-Policy" content="{html.escape(policy)}">'
         '<meta name="referrer" content="no-referrer">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>deep-research report</title></head><body><main>{body}</main></body></html>"
+        f"<title>{html.escape(title or 'deep-research report')}</title>{style}</head>"
+        f'<body><main class="report">{body}</main></body></html>'
     )
 
 

@@ -12,7 +12,7 @@ from deep_research.app import run_spec, wiring
 from deep_research.app.config import Settings
 from deep_research.core.models import SessionState
 from deep_research.core.ports import CheckJob
-from deep_research.core.report import assemble
+from deep_research.core.report import assemble, footer
 from deep_research.persistence.claims import SessionClaims
 from deep_research.persistence.sessions import SessionStore
 
@@ -54,6 +54,7 @@ async def check_session(settings: Settings, session_id: str) -> Checked:
                     store=claims,
                 )
             )
+        report = report.model_copy(update={"footer": footer(state)})  # the judge's spend too
         written = store.write_report(session_id, report.markdown, report.model_dump_json())
         state.report_path = str(written)
         store.save(state)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -26,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from deep_research.adapters.llm.lifecycle import lookup_models
 from deep_research.app import clients, engines, preflight, preparation, presets, reserves, wiring
-from deep_research.app.config import SECRETS, Settings
+from deep_research.app.config import SECRETS, Settings, variables
 from deep_research.app.options import RunOptions
 from deep_research.app.preparation import Prepared
 from deep_research.app.urls import mask_url
@@ -235,6 +236,24 @@ def _masked(settings: Settings) -> dict[str, Any]:
         else:
             shown[name] = value
     return shown
+
+
+def env_lines(shown: dict[str, Any]) -> list[str]:
+    """The settings of ``doctor --settings`` (``_masked``: the JSON's, by field name) as one
+    writes them in `.env`: ``VARIABLE=value`` under each one's preferred variable
+    (``DEEP_RESEARCH_…``, ``OPENAI_API_KEY``…), sorted; a list or a mapping as JSON, a
+    secret as ``# VARIABLE is set`` (never its value)."""
+    lines = []
+    for name, value in shown.items():
+        variable = variables(name)[0]
+        if name in SECRETS:
+            lines.append(f"# {variable} is {value}")
+        elif value is None:
+            lines.append(f"# {variable} is not set")
+        else:
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            lines.append(f"{variable}={text}")
+    return sorted(lines, key=lambda line: line.lstrip("# "))
 
 
 PROBE_DEADLINE_SECONDS = 60.0

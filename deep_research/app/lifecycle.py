@@ -34,11 +34,12 @@ from typing import TYPE_CHECKING
 from deep_research.app import clients, reserves
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides
-from deep_research.app.preparation import Info, Prepared, check_budget
-from deep_research.core.errors import ConfigError, SessionLocked
+from deep_research.app.preparation import Info, Prepared, check_budget, estimate
+from deep_research.core.errors import EXIT_NO_FINDINGS, ConfigError, SessionLocked
 from deep_research.core.events import RunObserver
 from deep_research.core.models import SessionState, Usage
 from deep_research.core.orchestrator import ResearchOrchestrator
+from deep_research.core.report import footer
 from deep_research.core.tree import ResearchTree
 from deep_research.persistence.events import FILE_NAME, EventLog
 from deep_research.persistence.sessions import SessionStore
@@ -101,6 +102,7 @@ def reopen(
     max_parallel: int | None,
     retry_cancelled: bool,
     on_info: Info,
+    resubmit_lost: bool = False,
 ) -> Iterator[Run]:
     """A saved session, loaded inside its lock, with its ``RunSpec`` replayed over today's
     settings; only ``budget`` and ``max_parallel`` override it. An unknown id fails before
@@ -127,6 +129,14 @@ def reopen(
             state.question,
             built.web_engine,
         )
+        if resubmit_lost and (lost := ResearchTree(state.nodes).retry_lost()):
+            state.phase = "execute"
+            per_job = estimate(prepared).per_job_usd
+            on_info(
+                f"submitting {len(lost)} research job(s) again whose first create may be "
+                f"running at the provider ({', '.join(lost)}): up to ${per_job * len(lost):.2f} "
+                "more"
+            )
         yield Run(store, state, prepared, built, resumed=True)
 
 
@@ -164,6 +174,8 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
             await orchestrator.run()
         built_report = orchestrator.report
         assert built_report is not None, "written when the run returns"
+        # The footer was made before the claim check paid its judge: the spend as it stands.
+        built_report = built_report.model_copy(update={"footer": footer(state)})
         run.report_markdown = built_report.markdown
         written = run.store.write_report(
             state.session_id, built_report.markdown, built_report.model_dump_json()
@@ -178,6 +190,14 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
         observer.end(report_path=report, failure=failure)
         run.events.close()
     return state
+
+
+def exit_code(state: SessionState) -> int:
+    """What a finished run's end means to a script: 0 when it found something (or had
+    nothing left to do after an earlier run did), ``EXIT_NO_FINDINGS`` when no sub-question
+    was ever researched (its report says why: a limit, a failed plan, failed branches)."""
+    found = any(node.status == "done" for node in state.nodes.values())
+    return 0 if found else EXIT_NO_FINDINGS
 
 
 def save_interrupted(run: Run) -> int:

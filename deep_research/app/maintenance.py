@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from deep_research.app.config import Settings
+from deep_research.core.errors import StorageError
 from deep_research.persistence.sessions import SessionStore, SessionSummary
 
 
@@ -28,5 +29,11 @@ def clear_cache(settings: Settings) -> int:
     if not root.exists():
         return 0
     held = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
-    shutil.rmtree(root)
+    try:
+        shutil.rmtree(root)
+    except OSError as exc:  # rmtree names a file relative to its folder: name the cache
+        raise StorageError(
+            f"cannot clear the cache {root}: {exc.strerror or type(exc).__name__} "
+            "(DEEP_RESEARCH_HOME chooses the data directory)"
+        ) from None
     return held

@@ -236,3 +236,10 @@ class ResumeRequest(BudgetOverrides):
     retry_cancelled: Annotated[
         bool, Field(description="Research the cancelled sub-questions again too.")
     ] = False
+    resubmit_lost: Annotated[
+        bool,
+        Field(
+            description="Submit again the research jobs whose create was sent but whose id "
+            "was lost (the process died first): the first may be running and billing too."
+        ),
+    ] = False

@@ -124,7 +124,7 @@ def prepare(
             if option in flags:
                 named[target] = flags[option]
     settings = settings.with_flags(named, overrides)
-    from deep_research.app import wiring  # loads LangChain: see above
+    from deep_research.app import run_kb, wiring  # load LangChain, Chroma: see above
 
     policy: SourcePolicy = (
         "kb_only" if options.kb_only else "web_only" if options.web_only else "auto"
@@ -139,6 +139,7 @@ def prepare(
                 "--web-engine search to quote web pages without one"
             )
         policy = "kb_only"
+    settings = run_kb.choose_kb(settings, policy, named=options.kb_name is not None)
     limits = limits_of(settings)
     if settings.has_model:
         reserves.check_token_limit(settings, limits)
@@ -153,10 +154,97 @@ def estimate(prepared: Prepared) -> Estimate:
     settings = prepared.settings
     prices = reserves.price_book(settings)
     reserve = reserves.final_reserve_usd(settings, prices, prepared.limits.max_cost_usd)
+    limit = prepared.limits.max_total_tokens
+    tokens = 0 if prepared.extractive else reserves.final_reserve_tokens(settings, limit)
     registered = list(sources.SOURCES.values()) if prepared.policy == "auto" else []
     return preflight.estimate(
-        settings, prepared.spec, prices, reserve, engine=prepared.engine, registered=registered
+        settings,
+        prepared.spec,
+        prices,
+        reserve,
+        engine=prepared.engine,
+        registered=registered,
+        final_reserve_tokens=tokens,
     )
+
+
+def refusal(prepared: Prepared, worst: Estimate) -> str | None:
+    """Why a new run's limits admit no research (``Estimate.shortfall``, the figures
+    ``--estimate`` shows), and what would fit: each choice named is one that admits
+    research with everything else as it is. None when research fits."""
+    why = worst.shortfall()
+    if why is None:
+        return None
+    fits = [flag for flag, variant in _variants(prepared) if estimate(variant).shortfall() is None]
+    raised = _least_limit(prepared, worst)
+    if raised:
+        fits.append(raised)
+    return f"{why}; would fit: {', '.join(fits)}" if fits else why
+
+
+def _variants(prepared: Prepared) -> list[tuple[str, Prepared]]:
+    """The smaller runs a refusal may name, each with its flag."""
+    settings = prepared.settings
+    out: list[tuple[str, Prepared]] = []
+    if prepared.engine is not None and prepared.engine != engines.SEARCH.name:
+        out.append(("--web-engine search", _with(prepared, web_engine=engines.SEARCH.name)))
+    if prepared.engine is not None:
+        out.append(("--web-effort low", _with(prepared, web_reasoning_effort="low")))
+    if settings.preset != "quick":
+        quick = presets.apply(settings, "quick")
+        out.append(("--preset quick", _rebuilt(prepared, quick, prepared.engine)))
+    if prepared.policy == "auto" and prepared.engine is not None:
+        kb_only = dataclasses.replace(prepared, policy="kb_only", engine=None, spec=None)
+        out.append(("--kb-only", kb_only))
+    return out
+
+
+def _with(prepared: Prepared, **values: object) -> Prepared:
+    settings = prepared.settings.with_overrides(**values)
+    engine = values.get("web_engine", prepared.engine)
+    return _rebuilt(prepared, settings, engine if isinstance(engine, str) else None)
+
+
+def _rebuilt(prepared: Prepared, settings: Settings, engine: WebEngine | None) -> Prepared:
+    return dataclasses.replace(
+        prepared,
+        settings=settings,
+        limits=limits_of(settings),
+        engine=engine,
+        spec=engines.spec_for(settings, engine),
+    )
+
+
+def _least_limit(prepared: Prepared, worst: Estimate) -> str:
+    """``--max-cost N`` (or ``--max-tokens N``) with the least N that admits research, all
+    else as it is; "" when no limit a run may have does."""
+    if worst.short_of == "cost":
+        cents = _least(lambda n: _with(prepared, max_cost_usd=n / 100), int(worst.budget_usd * 100))
+        return f"--max-cost {cents / 100:.2f}" if cents else ""
+    tokens = _least(lambda n: _with(prepared, max_total_tokens=n * 1000), worst.token_limit // 1000)
+    return f"--max-tokens {tokens * 1000}" if tokens else ""
+
+
+def _least(variant: Callable[[int], Prepared], start: int) -> int:
+    """An ``n`` above ``start`` whose ``variant`` admits research while ``n - 1``'s does not:
+    the least, as more of a limit admits more (but for a cent where the report gains a
+    section); 0 when not even the largest limit a run may have admits research."""
+
+    def admits(n: int) -> bool:
+        try:
+            return estimate(variant(n)).shortfall() is None
+        except ConfigError:  # past the limit's maximum
+            return False
+
+    low, high = max(0, start), max(1, start) * 2
+    while not admits(high):
+        if high > 10**12:
+            return 0
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if admits(middle) else (middle, high)
+    return high
 
 
 async def check_models(prepared: Prepared) -> list[str]:

@@ -17,7 +17,7 @@ from deep_research.core.authoring import (
     WriteCosts,
     WritingLimits,
 )
-from deep_research.core.errors import UsageError
+from deep_research.core.errors import BudgetTooSmall
 from deep_research.core.guard import BudgetGuard, call_cost_estimate
 from deep_research.core.models import Limits, SessionState
 from deep_research.core.ports import PriceBook
@@ -39,12 +39,42 @@ def price_book(settings: Settings) -> PriceTable:
     )
 
 
-def writing_limits(settings: Settings, prices: PriceTable) -> WritingLimits:
+def writing_limits(
+    settings: Settings,
+    prices: PriceTable,
+    *,
+    max_cost_usd: float | None = None,
+    max_total_tokens: int | None = None,
+) -> WritingLimits:
     """How the report is written: its ceilings (a preset sets them), each call's budgets,
-    and what each call may cost at the writer model's price."""
+    and what each call may cost at the writer model's price.
+
+    Under a small cost or token limit (default the settings') the report is smaller: the
+    most sections (at least one) whose writing fits in ``REPORT_SHARE`` of each limit, each
+    shorter in proportion (never below ``SHORTEST_SECTION_WORDS``). With no model a run
+    spends no tokens, so only the cost limit shrinks it."""
+    cost = settings.max_cost_usd if max_cost_usd is None else max_cost_usd
+    tokens = settings.max_total_tokens if max_total_tokens is None else max_total_tokens
+    fitted = _writing_limits(settings, prices, settings.report_max_sections)
+    while fitted.max_sections > 1 and not _fits(fitted, settings, cost, tokens):
+        fitted = _writing_limits(settings, prices, fitted.max_sections - 1)
+    return fitted
+
+
+SHORTEST_SECTION_WORDS = 250
+"""A smaller report's sections are shortened in proportion to how many it keeps, not below
+this (or the setting, when lower)."""
+
+
+def _writing_limits(settings: Settings, prices: PriceTable, sections: int) -> WritingLimits:
+    """The writing limits of a report of at most ``sections`` sections."""
+    words = settings.report_section_words
+    if sections < settings.report_max_sections:
+        shortest = min(words, SHORTEST_SECTION_WORDS)
+        words = max(shortest, words * sections // settings.report_max_sections)
     limits = WritingLimits(
-        max_sections=settings.report_max_sections,
-        section_words=settings.report_section_words,
+        max_sections=sections,
+        section_words=words,
         max_parallel=settings.max_parallel_branches,
     )
     reply = settings.section_max_tokens
@@ -65,6 +95,14 @@ def writing_limits(settings: Settings, prices: PriceTable) -> WritingLimits:
     return dataclasses.replace(limits, costs=costs)
 
 
+def _fits(limits: WritingLimits, settings: Settings, cost_usd: float, tokens: int) -> bool:
+    """Writing these sections takes at most ``REPORT_SHARE`` of the cost and token limits
+    (the claim check's revisions, the first to go, are left out)."""
+    money = limits.costs.reserve(limits.max_sections, revisions=False)
+    used = limits.reserve_tokens(settings.section_max_tokens) if settings.has_model else 0
+    return money <= REPORT_SHARE * cost_usd and used <= REPORT_SHARE * tokens
+
+
 def revision_worst_usd(settings: Settings, prices: PriceBook) -> float:
     """The most one revision of the claim check can cost: its prompt budget and reply cap
     at the writer's price, every attempt a malformed reply may take (committed before it
@@ -81,13 +119,6 @@ def revision_reply(settings: Settings) -> int:
     return min(REVISION_REPLY_TOKENS, settings.section_max_tokens)
 
 
-def final_reserve_tokens(settings: Settings) -> int:
-    """Tokens kept back for writing the report: the outline, the lead and every section,
-    each its prompt budget plus ``section_max_tokens``."""
-    limits = writing_limits(settings, PriceTable())
-    return limits.reserve_tokens(settings.section_max_tokens)
-
-
 REPORT_SHARE = 0.25
 """Past the cost of the outline, the lead and one section, a run keeps at most this share of
 its cost limit for writing: a small budget still researches, and writes fewer sections."""
@@ -100,21 +131,50 @@ def final_reserve_usd(
     ceiling, or under a small cost limit (``max_cost_usd``, default the setting's) its share,
     never less than the outline, the lead and one section (the claim check's revisions,
     counted in full, are the first to go)."""
-    costs = writing_limits(settings, prices).costs
-    full = costs.reserve(settings.report_max_sections)
-    least = costs.reserve(1, revisions=False)
     limit = settings.max_cost_usd if max_cost_usd is None else max_cost_usd
+    limits = writing_limits(settings, prices, max_cost_usd=limit)
+    costs = limits.costs
+    full = costs.reserve(limits.max_sections)
+    least = costs.reserve(1, revisions=False)
     return round(min(full, max(least, REPORT_SHARE * limit)), 4)
 
 
+def final_reserve_tokens(settings: Settings, max_total_tokens: int | None = None) -> int:
+    """Tokens kept back for writing the report: the outline, the lead and every section
+    ``writing_limits`` writes under the token limit (``max_total_tokens``, default the
+    setting's), each its prompt budget plus ``section_max_tokens``."""
+    limits = writing_limits(settings, PriceTable(), max_total_tokens=max_total_tokens)
+    return limits.reserve_tokens(settings.section_max_tokens)
+
+
+def chat_prompt_tokens(settings: Settings) -> int:
+    """A research chat call's prompt (a plan, a branch's notes) at most: the rolling summary
+    twice, and the instructions."""
+    return settings.summary_max_tokens * 2 + 2000
+
+
+def chat_call_tokens(settings: Settings) -> int:
+    """The most tokens one research chat call may use: its prompt and its reply cap."""
+    return chat_prompt_tokens(settings) + settings.max_tokens_per_call
+
+
+def least_token_limit(settings: Settings) -> int:
+    """The smallest token limit a run with a model researches under: the report's least
+    reserve (the outline, the lead and one section) and one chat call at its ceiling."""
+    least = _writing_limits(settings, PriceTable(), 1).reserve_tokens(settings.section_max_tokens)
+    return least + chat_call_tokens(settings)
+
+
 def check_token_limit(settings: Settings, limits: Limits) -> None:
-    reserve = final_reserve_tokens(settings)
-    if limits.max_total_tokens <= reserve:
-        raise UsageError(
-            f"the token limit of {limits.max_total_tokens:,} leaves nothing to research: "
-            f"{reserve:,} tokens are kept for writing the report (the outline, the lead and "
-            f"{settings.report_max_sections} sections, each its prompt budget plus "
-            "DEEP_RESEARCH_SECTION_MAX_TOKENS); raise --max-tokens"
+    """Refuse a token limit below ``least_token_limit``: it would research nothing."""
+    floor = least_token_limit(settings)
+    if limits.max_total_tokens < floor:
+        reserve = final_reserve_tokens(settings, limits.max_total_tokens)
+        raise BudgetTooSmall(
+            f"the token limit of {limits.max_total_tokens:,} admits no research: {reserve:,} "
+            "tokens are kept for writing the report (the outline, the lead and one section) "
+            f"and a chat call may use {chat_call_tokens(settings):,}; --max-tokens "
+            f"{floor} is the least that researches"
         )
 
 
@@ -127,7 +187,9 @@ def guard_for(settings: Settings, state: SessionState) -> BudgetGuard:
         prices=prices,
         final_reserve_usd=final_reserve_usd(settings, prices, state.limits.max_cost_usd),
         # An extractive run spends no tokens: nothing to keep back.
-        final_reserve_tokens=0 if state.mode == "extractive" else final_reserve_tokens(settings),
+        final_reserve_tokens=0
+        if state.mode == "extractive"
+        else final_reserve_tokens(settings, state.limits.max_total_tokens),
     )
 
 

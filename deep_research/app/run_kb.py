@@ -1,6 +1,10 @@
-"""A run's knowledge base: the configured one opened (with no model and none yet, ingested
-from ``kb/`` first), searched off the event loop as the KB branch's ``Retriever``, and
-offered to every research job as an MCP tool when its public URL is set."""
+"""A run's knowledge base: chosen before anything is spent (``choose_kb``), opened (the
+shipped sample docs ingested from ``kb/`` first when they are its KB and not yet ingested),
+searched off the event loop as the KB branch's ``Retriever``, and offered to every research
+job as an MCP tool when its public URL is set.
+
+Invariants: a run creates no KB but ``sample``, which holds the shipped docs alone; the
+user's KBs are filled by ``kb ingest`` only, so a typo in ``--kb`` never builds one."""
 
 from __future__ import annotations
 
@@ -14,12 +18,16 @@ from deep_research.adapters.web.openai_jobs import KbTool
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError, KBMissing, KnowledgeBaseError
 from deep_research.core.models import SourcePolicy
-from deep_research.kb.catalog import open_kb
+from deep_research.kb.catalog import list_kbs, missing_kb, open_kb
 from deep_research.kb.ingest import IngestProgress, ingest
 from deep_research.kb.search import search
 from deep_research.kb.store import KBStore
 
 log = logging.getLogger(__name__)
+
+SAMPLE_KB = "sample"
+"""The KB of the shipped sample docs (``settings.kb_path``): a run with no model answers from
+it until the user has a default KB of their own."""
 
 
 @dataclass(frozen=True)
@@ -52,20 +60,49 @@ def open_default_kb(settings: Settings) -> KBStore | None:
         return None
 
 
+def choose_kb(settings: Settings, policy: SourcePolicy, *, named: bool) -> Settings:
+    """``settings`` with the KB this run reads, checked before anything is spent.
+
+    A KB named for the run (``named``: ``--kb``, a server's ``kb_name``) must exist, or be
+    ``sample`` with its docs at hand: anything else is ``KBMissing`` naming the KBs there are.
+    With no model and no default KB, the run reads ``sample``. With a model and no default
+    KB, nothing changes: the run researches the web only and says so (``wiring.build``)."""
+    name, sample = settings.kb_name, settings.kb_path.is_dir()
+    fallback = policy != "web_only" and not settings.has_model and sample
+    if not (named or fallback) or name in list_kbs(settings.kb):
+        return settings  # (asking Chroma only when the answer changes something)
+    if named and not (name == SAMPLE_KB and sample):
+        raise missing_kb(settings.kb, name)
+    return settings.with_overrides(kb_name=SAMPLE_KB) if fallback else settings
+
+
 def knowledge_base(
-    settings: Settings, policy: SourcePolicy, *, extractive: bool, on_info: Callable[[str], None]
+    settings: Settings, policy: SourcePolicy, *, on_info: Callable[[str], None]
 ) -> KBStore | None:
-    """The KB for this run; extractive with no KB yet: ingest ``kb/`` first and say so."""
+    """The KB for this run (``choose_kb``'s); None when there is none. ``sample``, the one KB a
+    run may create, is ingested from ``settings.kb_path`` first when missing, and the run
+    says it answers from it."""
     if policy == "web_only":
         return None
     kb = open_default_kb(settings)
-    if kb is not None or not extractive:
+    if settings.kb_name != SAMPLE_KB:
         return kb
+    if kb is None:
+        kb = _ingest_sample(settings, on_info)
+    if kb is not None:
+        on_info(
+            f"answering from the sample docs in KB {SAMPLE_KB!r}; "
+            "`deep-research kb ingest PATH` adds your own"
+        )
+    return kb
+
+
+def _ingest_sample(settings: Settings, on_info: Callable[[str], None]) -> KBStore | None:
     root = settings.kb_path
     if not root.is_dir():
         return None
-    on_info(f"knowledge base {settings.kb_name!r} is empty: ingesting {root}/ first")
-    store = open_kb(settings.kb, create=True)
+    on_info(f"KB {SAMPLE_KB!r} is new: ingesting {root}/ first")
+    store = open_kb(settings.kb, SAMPLE_KB, create=True)
     told = [0]
 
     def progress(state: IngestProgress) -> None:

@@ -46,7 +46,7 @@ from typing import Any
 
 from deep_research.app import engines, lifecycle, preparation, saved
 from deep_research.app.config import Settings
-from deep_research.app.options import BudgetOverrides, RunOptions
+from deep_research.app.options import ResumeRequest, RunOptions
 from deep_research.core.budget import totals
 from deep_research.core.errors import DeepResearchError, UsageError
 from deep_research.core.events import RunEvent
@@ -125,17 +125,10 @@ class RunManager:
             raise
         return self._launch(run, stack, held.id)
 
-    async def resume(
-        self,
-        session_id: str,
-        budget: BudgetOverrides,
-        *,
-        max_parallel: int | None = None,
-        retry_cancelled: bool = False,
-    ) -> str:
+    async def resume(self, session_id: str, request: ResumeRequest) -> str:
         self._check_open()
-        preparation.check_budget(budget.given())
-        cost = budget.max_cost_usd
+        preparation.check_budget(request.given())
+        cost = request.max_cost_usd
         if cost is not None and cost > self.caps.max_cost_per_run:
             raise UsageError(self._over_cap(cost))
         # What it may spend now: the per-run cap and today's budget bound the new spend.
@@ -144,7 +137,7 @@ class RunManager:
         limit = cost or state.limits.max_cost_usd
         wanted = max(0.0, min(limit - spent, self.caps.max_cost_per_run))
         held = await self._reserve(wanted, exact=False, replacing=state.session_id)
-        budget = budget.model_copy(update={"max_cost_usd": min(limit, spent + held.amount_usd)})
+        budget = request.model_copy(update={"max_cost_usd": min(limit, spent + held.amount_usd)})
         stack = ExitStack()
         try:
             run = stack.enter_context(
@@ -152,8 +145,9 @@ class RunManager:
                     self.settings,
                     state.session_id,
                     budget,
-                    max_parallel=max_parallel,
-                    retry_cancelled=retry_cancelled,
+                    max_parallel=request.max_parallel,
+                    retry_cancelled=request.retry_cancelled,
+                    resubmit_lost=request.resubmit_lost,
                     on_info=_say_nothing,
                 )
             )
@@ -332,7 +326,7 @@ def warm_up(runs: RunManager) -> None:
             importlib.import_module(module)
         if prepared.policy == "web_only":
             return
-        kb = run_kb.open_default_kb(settings)
+        kb = run_kb.open_default_kb(prepared.settings)  # the run's KB (``choose_kb``)
         if kb is not None and settings.embedding_provider != "openai":  # no call, no cost
             kb.embeddings.embed_query("What does a run need?")
     except (DeepResearchError, OSError) as exc:

@@ -6,9 +6,12 @@ cheap.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncGenerator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,10 +19,15 @@ from pydantic import ValidationError
 
 from deep_research.app.config import Settings
 from deep_research.core.errors import SessionError, UsageError
+from deep_research.core.events import TERMINAL
 from deep_research.core.models import EvidenceUnit, SessionState
 from deep_research.core.report import Report, assemble
 from deep_research.persistence.events import FILE_NAME, follow, follow_live, read_events
-from deep_research.persistence.evidence import read_units, read_vectors, write_vectors
+from deep_research.persistence.evidence import (
+    read_units_and_damage,
+    read_vectors,
+    write_vectors,
+)
 from deep_research.persistence.sessions import REPORT_DATA_FILE, SessionStore, SessionSummary
 
 if TYPE_CHECKING:
@@ -32,12 +40,11 @@ def list_sessions(settings: Settings) -> list[SessionSummary]:
 
 
 def status(settings: Settings, session_id: str) -> SessionState:
-    """A session as saved; "running" with no process holding its lock reads as interrupted
-    (its process died: kill -9, a crash), as in ``sessions list``."""
+    """A session as saved, its status as ``sessions list`` shows it: one whose process is
+    gone before it finished reads as interrupted (``SessionStore.shown_status``)."""
     store = SessionStore(settings.sessions_dir)
     state = store.load(session_id)
-    if state.status == "running" and not store.is_locked(state.session_id):
-        state.status = "interrupted"
+    state.status = store.shown_status(state)
     return state
 
 
@@ -50,7 +57,8 @@ async def watch(
     live: EventLog | None = None,
 ) -> AsyncGenerator[RunEvent, None]:
     """A session's events as they happen, from any process: those after event id ``after``
-    (None: from the start of its latest run), until that run ends — or at once, when no
+    (None: from the start of its latest run, or of the next one when that has ended and a
+    process holds the session), until that run ends — or at once, when no
     process runs the session and everything written has been read. ``live``: the run's
     log, when this process runs it (events arrive as written, not by polling)."""
     store = SessionStore(settings.sessions_dir)
@@ -59,8 +67,13 @@ async def watch(
     if after is None and live is not None:
         after = live.opened_after  # this run's, even before its start event (queued)
     if after is None:
-        starts = [event.id for event in read_events(path) if event.type == "start"]
+        events = read_events(path)
+        starts = [event.id for event in events if event.type == "start"]
         after = starts[-1] - 1 if starts else 0
+        if events and events[-1].type in TERMINAL and store.is_locked(session_id):
+            # That run has ended and a process holds the session: a resume, whose start
+            # event is not written yet. Its events, not the last run's again.
+            after = events[-1].id
     if live is not None:
         source = follow_live(live, after)
     else:
@@ -108,6 +121,29 @@ class EvidencePage:
     offset: int
     units: list[EvidenceUnit]
     """The page: in the order the nodes finished, or best first for a query."""
+    damage: str = ""
+    """What was wrong with the session's store (damaged lines skipped); "" when nothing."""
+
+
+MAX_EMBEDDED_PER_QUERY = 256
+"""Units a query embeds at most (their vectors are saved: the next query embeds the next
+ones). Until embedded, a unit is ranked by its words, its dense score the lowest (a zero
+vector). Bounds the work, memory and time of one request however large the session."""
+
+_QUERIES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evidence-query")
+"""Ranked reads run here, one at a time, never in the shared pool the servers' other
+reads use: eight concurrent queries queue instead of starving the server."""
+
+
+async def read_evidence_soon(
+    settings: Settings, session_id: str, *, query: str = "", offset: int = 0, limit: int = 20
+) -> EvidencePage:
+    """``read_evidence`` off the event loop: a ranked read in its own thread (``_QUERIES``),
+    a plain page in the shared pool."""
+    read = partial(read_evidence, settings, session_id, query=query, offset=offset, limit=limit)
+    if " ".join(query.split()):
+        return await asyncio.get_running_loop().run_in_executor(_QUERIES, read)
+    return await asyncio.to_thread(read)
 
 
 def read_evidence(
@@ -115,32 +151,37 @@ def read_evidence(
 ) -> EvidencePage:
     """A page of the session's evidence units; with ``query``, ranked as the knowledge base
     ranks chunks (``kb.rank``: BM25 and the configured embedder, fused). Vectors are saved
-    beside the units under the embedder's identity, so each unit is embedded once."""
+    beside the units under the embedder's identity, so each unit is embedded once, and a
+    query embeds at most ``MAX_EMBEDDED_PER_QUERY`` of them."""
     if offset < 0 or not 1 <= limit <= MAX_EVIDENCE_PAGE:
         raise UsageError(f"offset must be >= 0 and limit 1-{MAX_EVIDENCE_PAGE}")
     store = SessionStore(settings.sessions_dir)
     session_dir = store.path(store.resolve(session_id))
-    units = read_units(session_dir)
+    units, damage = read_units_and_damage(session_dir)
     query = " ".join(query.split())
     if query and units:
         units = _ranked(settings, session_dir, query, units)
-    return EvidencePage(len(units), offset, units[offset : offset + limit])
+    return EvidencePage(len(units), offset, units[offset : offset + limit], damage)
 
 
 def _ranked(
     settings: Settings, session_dir: Path, query: str, units: list[EvidenceUnit]
 ) -> list[EvidenceUnit]:
     # Lazy: LangChain and Chroma, for a query only; the servers import this module at start.
-    from deep_research.kb.embeddings import MemoEmbeddings, make_embeddings
-    from deep_research.kb.rank import rank
+    from deep_research.kb.embeddings import make_embeddings
+    from deep_research.kb.rank import KnownVectors, rank
 
     embedder = make_embeddings(settings.kb)
-    memo = MemoEmbeddings(embedder)
+    target = embedder.embed_query(query)
     saved = read_vectors(session_dir, embedder.model_id)
-    memo.remember(saved)
+    if saved and len(next(iter(saved.values()))) != len(target):
+        saved = {}  # vectors of another size (a damaged file): made again, then replaced
     texts = [unit.finding for unit in units]
-    order = rank(query, texts, memo)
-    if any(text not in saved for text in texts):
+    missing = [t for t in dict.fromkeys(texts) if t not in saved]
+    vectors = saved
+    if now := missing[:MAX_EMBEDDED_PER_QUERY]:
+        vectors = saved | dict(zip(now, embedder.embed_documents(now), strict=True))
         with contextlib.suppress(OSError):  # a read-only directory still answers
-            write_vectors(session_dir, embedder.model_id, memo.vectors_of(texts))
+            write_vectors(session_dir, embedder.model_id, vectors)
+    order = rank(query, texts, KnownVectors(vectors, target))
     return [units[i] for i, _ in order]

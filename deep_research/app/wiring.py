@@ -225,10 +225,10 @@ def build_run(
     engine: WebEngine | None,
     on_info: Callable[[str], None],
 ) -> Built:
-    """Everything a run needs: its knowledge base (ingested first in extractive mode when it
-    is empty) and its engine."""
+    """Everything a run needs: its knowledge base (the sample docs' ingested first when they
+    are its KB and missing: ``run_kb.knowledge_base``) and its engine."""
     extractive = not settings.has_model
-    kb = knowledge_base(settings, policy, extractive=extractive, on_info=on_info)
+    kb = knowledge_base(settings, policy, on_info=on_info)
     return build(settings, policy, kb, extractive=extractive, spec=spec, engine=engine)
 
 
@@ -239,6 +239,11 @@ def reopen_run(
     ``max_parallel``, and the limits already on ``state``, override it), checked as a new
     run is, and built as ``build_run`` builds one."""
     settings = run_spec.replay(settings, state.run_spec, max_parallel=max_parallel)
+    # The session's limits size its report (``reserves.writing_limits``), as at its start.
+    limits = state.limits
+    settings = settings.with_overrides(
+        max_cost_usd=limits.max_cost_usd, max_total_tokens=limits.max_total_tokens
+    )
     if state.mode == "llm" and not settings.has_model:
         raise ConfigError("this session needs a model: set OPENAI_API_KEY or OPENAI_BASE_URL")
     if state.mode != "extractive":
@@ -268,7 +273,7 @@ def build(
         if extractive:
             raise KnowledgeBaseError(
                 "no model is configured and there is no knowledge base: set OPENAI_API_KEY "
-                "or OPENAI_BASE_URL, run `deep-research kb ingest`, or search the web "
+                "or OPENAI_BASE_URL, run `deep-research kb ingest PATH`, or search the web "
                 "without a model: --web-engine search"
             )
         raise KBMissing(f"--kb-only, but there is no knowledge base {kb_name}: {_ADD_KB}")
@@ -294,7 +299,9 @@ def build(
 
     internal: BranchExecutor
     if kb is None:
-        internal = Unavailable(f"no knowledge base {kb_name}: run `deep-research kb ingest` first")
+        internal = Unavailable(
+            f"no knowledge base {kb_name}: run `deep-research kb ingest PATH` first"
+        )
     elif policy == "web_only":
         internal = Unavailable("knowledge-base research is off (--web-only)")
     else:

@@ -2,6 +2,7 @@
 
     DeepResearchError                 1  anything we raise on purpose
     ├── UsageError                    2  bad input: empty or huge question, bad flag value
+    │   └── BudgetTooSmall           11  the limits admit no research: refused before any spend
     ├── ConfigError                   3  invalid settings / .env
     ├── SessionError                  4  unknown, malformed or corrupt session
     │   └── SessionLocked             5  another process is driving this session
@@ -16,7 +17,8 @@
     └── BudgetExhausted               -  work the budget cannot cover: the run stops, never exits
 
 Ctrl-C exits with 130 after the session is saved; declining an expensive run exits with 10;
-any other exception is a bug: one line naming its crash log, exit 70.
+a run that stopped with no findings exits with 12 (its report says why); any other
+exception is a bug: one line naming its crash log, exit 70.
 """
 
 from __future__ import annotations
@@ -32,6 +34,13 @@ class DeepResearchError(Exception):
 
 class UsageError(DeepResearchError):
     exit_code = 2
+
+
+class BudgetTooSmall(UsageError):
+    """The cost or token limit cannot pay for one branch once the report's reserve and the
+    plan are kept back; the message names what would fit."""
+
+    exit_code = 11
 
 
 class ConfigError(DeepResearchError):
@@ -87,5 +96,7 @@ class BudgetExhausted(DeepResearchError):
 EXIT_INTERRUPTED = 130
 EXIT_DECLINED = 10
 """The user answered no when asked to confirm an expensive run (nothing was spent)."""
+EXIT_NO_FINDINGS = 12
+"""The run stopped before any sub-question was researched: its report has no findings."""
 EXIT_BUG = 70
 """An exception that is not one of ours: a bug. Its traceback goes to a crash log."""

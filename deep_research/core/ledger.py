@@ -43,7 +43,7 @@ from deep_research.core.corroboration import (
 )
 from deep_research.core.evidence import findings
 from deep_research.core.models import Citation, ClaimTotals
-from deep_research.core.report import ANSWER, CONTRADICTIONS, Report, anchor
+from deep_research.core.report import ANSWER, CONTRADICTIONS, Report, anchor, read_by_check
 
 Support = Literal["supported", "partial", "unsupported", "contradicted", "unverifiable"]
 Verdict = Literal[
@@ -266,6 +266,12 @@ def marked(
                 cited.append(sources[ref])
                 numbers[ref] = len(cited)
     conflicts = contradictions_markdown(ledger.contradictions, numbers.get)
+    read = {  # a page's text the check read itself (a note: it read none, or only the job's)
+        s.session_ref: s.passage
+        for c in ledger.claims
+        for s in c.sources
+        if s.passage and not s.note
+    }
     if conflicts and lead.strip():
         count = len(ledger.contradictions)
         lead += (
@@ -277,7 +283,7 @@ def marked(
             "status": status,
             "lead": lead,
             "sections": sections,
-            "sources": cited,
+            "sources": read_by_check(cited, read),
             "contradictions": conflicts,
             "citation_check": "",
             "claim_check": claim_check_text(report, ledger),

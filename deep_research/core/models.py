@@ -124,8 +124,17 @@ class ResearchNode(BaseModel):
     cost_usd: float = 0.0
     # Remote background jobs (research job response ids) still owned by this node.
     remote_jobs: dict[str, str] = Field(default_factory=dict)
+    job_intents: dict[str, datetime] = Field(default_factory=dict)
+    """Paid creates sent whose id has not reached this file (job name -> when it was sent):
+    written, and on disk, before the create leaves; dropped when the id is saved or the
+    provider refused the create. One left over means a job may be running (and billing) at
+    the provider with no id to re-attach: it is never submitted again unless the user asks
+    (``resume --resubmit-lost``)."""
     researched_by: str = ""
     """Which model (and reasoning effort) researched the node, e.g. 'gpt-5.5 (effort high)'."""
+    skipped_pages: list[str] = Field(default_factory=list)
+    """Pages the search found and the branch could not read: "<url>: <reason>" (the report's
+    limitations say how many, and why)."""
 
 
 # --- LLM-facing ---------------------------------------------------------------

@@ -19,7 +19,8 @@ Invariants:
 - a verdict is data to check: a judge reply that never validates (a confidence outside
   0-1, even when asked again) is no verdict, and the run goes on as if the judge gave none;
   "complete" ends the research only from a confident judge (``COMPLETE_CONFIDENCE``), so a
-  run that stops otherwise names the limit it reached, not "complete";
+  run that stops otherwise names the limit it reached, not "complete"; an extractive run
+  is one round, "complete" only when every sub-question found a relevant passage;
 - the first plan always researches something: a plan left with no task (none proposed,
   unreadable, or every task dropped as no question) researches the question itself;
 - stopping is data too: each phase returns the next phase or a ``Stop``, and the first
@@ -50,9 +51,11 @@ from deep_research.core.models import (
     ResearchNode,
     SessionState,
     Verdict,
+    utcnow,
 )
 from deep_research.core.outline import outline_text as writing_text
 from deep_research.core.ports import (
+    CREATE_INTENT,
     BranchTask,
     CheckJob,
     ClaimStore,
@@ -61,7 +64,7 @@ from deep_research.core.ports import (
     PlanRequest,
     WriteJob,
 )
-from deep_research.core.remote_jobs import cancel_remote_jobs
+from deep_research.core.remote_jobs import cancel_remote_jobs, lost_job_reason
 from deep_research.core.report import Report
 from deep_research.core.scheduler import run_dag
 from deep_research.core.stops import LIMIT_DETAIL, Phase, Step, Stop, limit_stop
@@ -235,6 +238,7 @@ class ResearchOrchestrator:
             allowed_sources=self.config.allowed_sources,
             # The extractive planner is code: its facets are parts of the user's question.
             min_words=0 if state.mode == "extractive" else MIN_QUESTION_WORDS,
+            question=state.question,
         )
         added, issues = self.tree.add_plan(tasks, iteration=iteration, policy=policy)
         if not added and not replan:
@@ -299,6 +303,14 @@ class ResearchOrchestrator:
 
     async def _run_node(self, node: ResearchNode) -> Stop | None:
         """Research one node; a ``Stop`` when the budget cannot cover it (it is requeued)."""
+        if node.job_intents:  # an earlier process sent a paid create and lost its id
+            blocked = self.tree.fail(node, lost_job_reason(node, self.state.session_id))
+            self._on_event(
+                f"failed {node.id}: {node.error}"
+                + (f" (blocked {', '.join(blocked)})" if blocked else "")
+            )
+            await self._save()
+            return None
         self.tree.start(node)
         self._on_event(f"started {node.id}")
         await self._save()
@@ -306,11 +318,17 @@ class ResearchOrchestrator:
         async def on_remote_job(name: str, response_id: str | None) -> None:
             if response_id is None:
                 node.remote_jobs.pop(name, None)
+                node.job_intents.pop(name, None)
                 await self._save()
+                return
+            # A paid create about to leave, or its id: written synchronously, ahead of any
+            # queued checkpoint.
+            if response_id == CREATE_INTENT:
+                node.job_intents[name] = utcnow()
             else:
-                # A paid job's id: written synchronously, ahead of any queued checkpoint.
                 node.remote_jobs[name] = response_id
-                self.saver.save_now(self.state)
+                node.job_intents.pop(name, None)
+            self.saver.save_now(self.state)
 
         task = BranchTask(
             node_id=node.id,
@@ -401,7 +419,9 @@ class ResearchOrchestrator:
         if not self.tree.with_status("done"):
             state.phase = "finished"
             await self._save()
-            return Stop("nothing_to_do", "no sub-question could be researched")
+            why = {n.error for n in self.tree.with_status("failed") if n.error}
+            shared = f": {why.pop()}" if len(why) == 1 else ""  # the reason every branch gave
+            return Stop("nothing_to_do", f"no sub-question could be researched{shared}")
         self._on_event("outlining the report")
         record = state.iterations[-1]
         final = state.iteration >= state.limits.max_iterations
@@ -439,11 +459,16 @@ class ResearchOrchestrator:
         except ProviderError as exc:
             return Stop("error", f"review failed: {exc}")
         complete = verdict is not None and self._ends_research(verdict)
-        state.phase = "finished" if complete else "replan"
+        # Extractive research is one round: what its passages left unanswered stays so.
+        once = state.mode == "extractive" and verdict is not None
+        state.phase = "finished" if complete or once else "replan"
         await self._save()
-        if verdict is None or not complete:
+        if verdict is None or not (complete or once):
             return "replan"
         score = verdict.overall_confidence
+        if not complete:
+            missing = len(verdict.missing_aspects)
+            return Stop("nothing_to_do", f"passage coverage {score:.2f}, {missing} unanswered")
         if state.mode == "extractive":  # no model judged it: say what was measured
             return Stop("complete", f"passage coverage {score:.2f}")
         return Stop("complete", f"judge confidence {score:.2f}")

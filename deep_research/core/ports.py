@@ -121,12 +121,19 @@ class BranchResult:
     source_texts: tuple[str, ...] = ()
     """Each citation's whole source text, when longer than its ``quote`` (a KB chunk), for
     the evidence store only (``state.json`` keeps the quote); missing or "": the quote."""
+    skipped: tuple[str, ...] = ()
+    """Pages the search found and the branch could not read: "<url>: <the reader's reason>"."""
 
 
 RemoteJobHook = Callable[[str, str | None], Awaitable[None]]
-"""Called with (job name, response id) the moment a remote job exists — the id is on disk
-when it returns — and with (job name, None) once the provider confirmed a terminal status
-or a cancel, so the session can forget it."""
+"""Called with (job name, ``CREATE_INTENT``) just before a paid create is sent, with (job
+name, response id) the moment the job exists, and with (job name, None) once the provider
+refused the create, confirmed a terminal status or a cancel, so the session can forget it.
+The intent and the id are on disk when the call returns."""
+
+CREATE_INTENT = "create-intent"
+"""What ``RemoteJobHook`` is given before a paid create is sent: no response id is ever
+this (the provider's ids start ``resp_``)."""
 
 
 @dataclass(frozen=True)

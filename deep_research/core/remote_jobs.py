@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from deep_research.core.engine import Listener
 from deep_research.core.guard import BudgetGuard
-from deep_research.core.models import SessionState, Usage
+from deep_research.core.models import ResearchNode, SessionState, Usage
 from deep_research.core.ports import JobControl
 
 
@@ -44,3 +44,18 @@ async def cancel_remote_jobs(
         )
         node.remote_jobs.pop(name, None)
     await save()
+
+
+LOST_JOB = "a research job may be running at the provider without its id"
+"""The start of a node's error when a paid create was sent and its id never reached disk."""
+
+
+def lost_job_reason(node: ResearchNode, session_id: str) -> str:
+    """Why ``node`` is not researched again: its create (sent at the time of its intent) may
+    have started a job the session cannot re-attach, and a second create would pay twice."""
+    sent = min(node.job_intents.values()).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return (
+        f"{LOST_JOB} (its create was sent at {sent} and the process stopped before the id "
+        "was saved); check the provider's dashboard. `deep-research resume "
+        f"{session_id} --resubmit-lost` submits it again, paying for a second job"
+    )

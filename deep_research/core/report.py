@@ -1,9 +1,11 @@
 """The cited markdown report, assembled from a session (pure).
 
-Every ``[N]`` in the report resolves to an entry of its numbered Sources list: the body and
-the per-question findings are renumbered together from session refs, and markers that
-point nowhere are dropped. What was not researched, failed or was blocked is listed under
-"Coverage and limitations", with the reason the run stopped.
+Every ``[N]`` in the report resolves to an entry of its numbered Sources list: the body is
+renumbered from session refs, and markers that point nowhere are dropped. No finding is
+stated twice: after the sources, the sub-questions are an index (how each was researched,
+the section stating its findings), not their findings again. What was not researched,
+failed or was blocked is listed under "Coverage and limitations", with the reason the run
+stopped.
 
 What models and pages wrote cannot forge it (``core.markdown``): titles, quotes, questions
 and errors are written as text, a source is a link only to an http(s) address, and the
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from pydantic import BaseModel, Field
@@ -66,12 +69,16 @@ class ReportSection(BaseModel):
 
 
 class ReportNote(BaseModel):
-    """The findings of one sub-question, as its branch wrote them (after the sources)."""
+    """One sub-question in the index after the sources: how it was researched and the
+    section its findings are stated in (never the findings again)."""
 
     node_id: str
     question: str
     meta: str
-    body: str
+    body: str = ""
+    """Its findings, in a report saved before the index (they repeated the body)."""
+    section: int = 0
+    """The section (1-based, of ``Report.sections``) that draws on it; 0: none."""
 
 
 class Report(BaseModel):
@@ -145,16 +152,23 @@ class Report(BaseModel):
             f"{n}. [{title}](#{id_})" for n, (title, id_) in enumerate(listed, start=1)
         )
 
-    def note_parts(self) -> list[tuple[str, str]]:
-        """(heading, text) of each sub-question's findings: the heading as markdown text, the
-        text its meta line and its findings (``md.demoted``)."""
-        return [
-            (
-                f"{md.text(n.node_id)}: {md.text(n.question)}",
-                f"{n.meta}\n\n{md.demoted(n.body, _BUILDER_IDS)}",
-            )
-            for n in self.notes
-        ]
+    def note_parts(self, parts: list[Part] | None = None) -> list[tuple[str, str]]:
+        """(heading, text) of each sub-question: the heading as markdown text, the text its
+        meta line and a link to the section that states its findings (``parts``:
+        ``self.parts()``, when already made); a report saved before the index, its findings
+        (``md.demoted``)."""
+        made = parts if parts is not None else self.parts()
+        first = 1 if self.lead.strip() else 0
+        out = []
+        for n in self.notes:
+            text = n.meta
+            if n.body:
+                text += "\n\n" + md.demoted(n.body, _BUILDER_IDS)
+            elif 1 <= n.section <= len(self.sections):
+                part = made[first + n.section - 1]
+                text += f" · stated in [{part.title}](#{part.id})"
+            out.append((f"{md.text(n.node_id)}: {md.text(n.question)}", text))
+        return out
 
     def before_sources(self) -> str:
         made = self.parts()
@@ -261,13 +275,18 @@ class AssembledReport:
 def assemble(state: SessionState) -> Report:
     """The report, as one value, from the session: its written sections and lead; for a
     session written before sections (one synthesis), that synthesis; for one not yet
-    written, each finished sub-question's findings."""
+    written, each finished sub-question's findings. A finding is stated once: after the
+    sources, a written report indexes its sub-questions (each with the section drawing on
+    it), it does not repeat their findings."""
     nodes = sorted(state.nodes.values(), key=lambda n: (n.iteration, n.created_at))
     done = [n for n in nodes if n.status == "done"]
     lead, lead_note, parts = "", "", []
     written = True
+    home: dict[str, int] = {}  # node id -> the section drawing on it (1-based)
     writing = state.writing
     if writing is not None and not writing.stale(n.id for n in done):
+        for k, s in enumerate(writing.sections, start=1):
+            home.update((i, k) for i in s.node_ids if i not in home)
         lead = writing.lead if writing.lead_status != "pending" else ""
         lead_note = (
             _QUOTED_NOTE.format(why=writing.lead_note) if writing.lead_status == "quoted" else ""
@@ -299,17 +318,10 @@ def assemble(state: SessionState) -> Report:
             "sub-questions done). Below are the findings so far._"
         )
     texts = [lead] + [body for _t, body, _n in parts]
-    texts += [n.notes.strip() or "_no notes_" for n in done]
     clean = [md.demoted(md.no_definitions(md.no_forged_markers(t))) for t in texts]
-    unknown = sum(
-        1 for t in texts[: 1 + len(parts)] for ref in cited_refs(t) if ref not in state.sources
-    )
+    unknown = sum(1 for t in texts for ref in cited_refs(t) if ref not in state.sources)
     renumbered, sources = renumber_all(clean, state.sources)
-    lead_text, bodies, appendix = (
-        renumbered[0],
-        renumbered[1 : 1 + len(parts)],
-        renumbered[1 + len(parts) :],
-    )
+    lead_text, bodies = renumbered[0], renumbered[1:]
     checked = check("\n\n".join([lead_text, *bodies]), sources, unknown=unknown)
     by_model = ([] if lead_note else [lead]) + [body for _t, body, note in parts if not note]
     notice = [unwritten] if unwritten else []
@@ -339,10 +351,13 @@ def assemble(state: SessionState) -> Report:
         removed_markers=unknown,
         sources=sources,
         notes=[
-            ReportNote(node_id=n.id, question=n.question, meta=_node_meta(n), body=body)
-            for n, body in zip(done, appendix, strict=True)
+            ReportNote(
+                node_id=n.id, question=n.question, meta=_node_meta(n), section=home.get(n.id, 0)
+            )
+            for n in done
+            if written
         ],
-        footer=_footer(state),
+        footer=footer(state),
     )
 
 
@@ -447,6 +462,7 @@ def _limitations(state: SessionState, nodes: list[ResearchNode]) -> list[str]:
                 else "not researched before the run stopped"
             )
             lines.append(f"- **Not researched:** {question} — {why}")
+    lines += _skipped_pages([s for node in nodes for s in node.skipped_pages])
     if (refused := _refused_verdict(state)) is not None:
         why = md.text(md.clip(refused.verdict_refused, 240))
         lines.append(
@@ -474,6 +490,23 @@ def _limitations(state: SessionState, nodes: list[ResearchNode]) -> list[str]:
         shown = dict.fromkeys(t for item in items if (t := md.text(item)))
         lines += [f"- **{label}:** {t}" for t in shown]
     return lines
+
+
+SKIPPED_SHOWN = 5
+"""Skipped pages the limitations name, each with its reason (the rest are counted)."""
+
+
+def _skipped_pages(skipped: list[str]) -> list[str]:
+    """A line saying how many pages the searches found were not read, then why, a line each
+    (the reader's reason, naming the setting that would change it)."""
+    if not skipped:
+        return []
+    more = len(skipped) - SKIPPED_SHOWN
+    return [
+        f"- **Pages not read:** {len(skipped)} page(s) the searches found were skipped:",
+        *(f"  - {md.text(md.clip(s, 240))}" for s in skipped[:SKIPPED_SHOWN]),
+        *([f"  - and {more} more"] if more > 0 else []),
+    ]
 
 
 def _citation_check(result: CheckResult) -> str:
@@ -510,6 +543,18 @@ def _citation_check(result: CheckResult) -> str:
     return "\n".join(lines)
 
 
+def read_by_check(sources: list[Citation], passages: Mapping[str, str]) -> list[Citation]:
+    """``sources``, each that came without text (a research job gives the page's address)
+    quoting the passage the claim check then read on its page (``passages``: by session
+    ref): once the check has read a page, the report never says its text was not captured."""
+    return [
+        s.model_copy(update={"quote": passages[s.ref]})
+        if not s.quote.strip() and passages.get(s.ref, "").strip()
+        else s
+        for s in sources
+    ]
+
+
 def source_item(number: int, source: Citation) -> str:
     """Entry ``number`` of the Sources list (its continuation lines indented under it)."""
     prefix = f"{number}. "
@@ -533,7 +578,9 @@ def source_entry(source: Citation) -> str:
     return entry + f"\n{cited_for}_source text not captured_"
 
 
-def _footer(state: SessionState) -> str:
+def footer(state: SessionState) -> str:
+    """The spend line of the session as it stands (after every booking: made again once the
+    claim check has paid its judge)."""
     spend = totals(state.ledger)
     usage = spend.usage
     roles = ", ".join(f"{role} ${cost:.4f}" for role, cost in sorted(spend.by_role.items()))

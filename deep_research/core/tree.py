@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from deep_research.core.models import PlanIssue, PlannedTask, ResearchNode, SourceHint, utcnow
+from deep_research.core.words import QUESTION_STOPWORDS
 
 MAX_QUESTION_CHARS = 2000
 MIN_QUESTION_WORDS = 3
@@ -37,6 +38,9 @@ class PlanPolicy:
     allowed_sources: tuple[SourceHint, ...] = ("web", "internal", "mixed")
     min_words: int = MIN_QUESTION_WORDS
     """Fewer words than this and a task is dropped (0 for the user's own question)."""
+    question: str = ""
+    """The user's question: a task asking the same (`same_question`) is dropped, since the
+    run's answer already is its section ("" keeps every task: the question's own fallback)."""
 
 
 def question_words(text: str) -> int:
@@ -54,6 +58,24 @@ def question_words(text: str) -> int:
         wide = sum(c.isalpha() and unicodedata.east_asian_width(c) in "WF" for c in token)
         count += wide + (letters > wide)
     return count
+
+
+def same_question(task: str, question: str) -> bool:
+    """Whether ``task`` asks ``question`` again: the same words in the same order, whatever
+    the case, punctuation and spacing, or the same words once stop words are left out ("How
+    does X plan a run?" and "X: plan run"). Words are runs of letters and digits of any
+    script; a text with none is never the same as anything."""
+    words, asked = _words(task), _words(question)
+    if not words or not asked:
+        return False
+    if words == asked:
+        return True
+    content = [w for w in words if w not in QUESTION_STOPWORDS]
+    return bool(content) and content == [w for w in asked if w not in QUESTION_STOPWORDS]
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[^\W_]+", text.casefold())
 
 
 def _is_number(token: str) -> bool:
@@ -126,11 +148,23 @@ class ResearchTree:
     def retry_cancelled(self) -> list[str]:
         """``resume --retry-cancelled``: cancelled nodes, and those they blocked, go back to
         pending."""
-        cancelled = self.with_status("cancelled")
-        for node in cancelled:
+        return self._retry(self.with_status("cancelled"))
+
+    def retry_lost(self) -> list[str]:
+        """``resume --resubmit-lost``: every node whose paid create may have started a job
+        with a lost id forgets that intent (its next create pays for a new job); those that
+        failed for it, and those they blocked, go back to pending. Returns the nodes."""
+        lost = [node for node in self.nodes.values() if node.job_intents]
+        for node in lost:
+            node.job_intents.clear()
+        self._retry([node for node in lost if node.status == "failed"])
+        return [node.id for node in lost]
+
+    def _retry(self, nodes: list[ResearchNode]) -> list[str]:
+        for node in nodes:
             self.requeue(node)
             node.error = None
-        retried = [n.id for n in cancelled]
+        retried = [n.id for n in nodes]
         for node in self.with_status("blocked"):
             if node.error and any(f"depends on {nid} " in node.error for nid in retried):
                 node.status, node.error = "pending", None
@@ -191,8 +225,10 @@ def validate_plan(
 
     Repairs what has an obvious fix (ids, unknown or self dependencies, cycles, parents,
     source hints, priorities) and drops what has none (questions of fewer than
-    ``policy.min_words`` words: markers, numbers, punctuation, nothing; too deep; over the
-    per-plan cap). Every change is reported as a ``PlanIssue``.
+    ``policy.min_words`` words: markers, numbers, punctuation, nothing; the user's question
+    asked again, ``policy.question``, unless the plan asks nothing else, when its first
+    asking is kept; too deep; over the per-plan cap). Every change is reported as a
+    ``PlanIssue``.
     """
     issues: list[PlanIssue] = []
 
@@ -203,6 +239,10 @@ def validate_plan(
     kept: list[PlannedTask] = []
     renamed: dict[str, str] = {}
     taken = set(existing)
+    # A plan that only asks the question again researches it once, as asked: one node.
+    restating = not any(
+        _asks(t, policy) and not same_question(t.question, policy.question) for t in tasks
+    )
     for index, task in enumerate(tasks):
         question = " ".join(task.question.split())
         if not question:
@@ -211,6 +251,9 @@ def validate_plan(
         if (words := question_words(question)) < policy.min_words:
             shown = question if len(question) <= 40 else question[:39] + "…"
             note(task.id, "dropped", f"not a question: {shown!r} has {words} word(s)")
+            continue
+        if same_question(question, policy.question) and not (restating and not kept):
+            note(task.id, "dropped", "the question itself: the answer is its section")
             continue
         if len(question) > MAX_QUESTION_CHARS:
             question = question[:MAX_QUESTION_CHARS]
@@ -312,6 +355,11 @@ def validate_plan(
             node.depends_on.remove(dep)
             note(node.id, "repaired", f"dependency on dropped task {dep} removed")
     return nodes, issues
+
+
+def _asks(task: PlannedTask, policy: PlanPolicy) -> bool:
+    """Whether ``task`` has a question the policy lets through (step 1's first checks)."""
+    return question_words(task.question) >= max(1, policy.min_words)
 
 
 def _cycle_edges(deps: dict[str, list[str]], new_ids: set[str]) -> list[tuple[str, str]]:

@@ -12,10 +12,15 @@ decides what each part sees and keeps the phase saved and inside the run's limit
   The author's sections are repaired: unknown ids dropped, every done node in exactly one
   section, at most ``max_sections``. If the call fails, nodes are grouped by their thread
   in the tree (a node with the node it follows up).
-- Sections: each sees its own nodes' evidence units (``own_evidence_tokens``), the best
-  units of the rest for its question (``related_evidence_tokens``), and the other
-  sections' titles and points (so sections do not repeat each other). At most
-  ``max_parallel`` at a time; each is saved as it is written.
+- Sections: every finding is given to one section at most (``packing.given``): a section
+  sees the units of its own nodes (``own_evidence_tokens``; a finding several nodes state
+  alike goes to the section it fits best), as related evidence only units that no section
+  reads — those its own section's fair cut left out — given to the one other section
+  sharing most of their words (``related_evidence_tokens``), and the other sections'
+  titles and points. So what a section is given no other section is, and a small run does
+  not repeat its best units in every section; a section whose nodes found only what others
+  are given is not written (its nodes join the section given most of their findings). At
+  most ``max_parallel`` at a time; each is saved as it is written.
 - Condensing (the seed's hierarchical reduction): a section whose own units pass its
   budget does not drop the rest: it reads half its budget of them as they are (a fair
   share of each node), and the rest, cut into chunks of at most the budget (at most
@@ -42,7 +47,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from deep_research.core import evidence as evidence_units
 from deep_research.core.authoring import (
@@ -69,7 +76,15 @@ from deep_research.core.models import (
     Writing,
 )
 from deep_research.core.outline import grouped, merged, repair, threads
-from deep_research.core.packing import chunked, fair_within, key_points, within
+from deep_research.core.packing import (
+    chunked,
+    fair_units,
+    fair_within,
+    finding_key,
+    given,
+    key_points,
+    within,
+)
 from deep_research.core.ports import Meter, WriteJob
 from deep_research.core.report import Report, assemble
 from deep_research.core.words import prefix_words
@@ -137,17 +152,35 @@ class SectionedWriter:
             u for node in _done(state) for u in evidence_units.units_of(node, state.sources, {})
         ]
         words = {u.id: prefix_words(strip_trailing(u.finding)) for u in units}
+        mine = given(writing.sections, units, words)
+        if (kept := _absorbed(writing.sections, units, mine)) != writing.sections:
+            writing.sections = kept
+            mine = given(writing.sections, units, words)
+        todo = [
+            (section, own)
+            for section, own in zip(writing.sections, mine, strict=True)
+            if section.status != "written"
+        ]
+        calls = [self._condense_calls(job)]  # calls left to the whole phase
+        plans = [self._condensing(own, calls) for _section, own in todo]
+        spare = [
+            unit
+            for (_section, own), plan in zip(todo, plans, strict=True)
+            if plan is None
+            for unit in self._left_out(own)
+        ]
+        related = self._related([section for section, _own in todo], spare, words)
         limit = asyncio.Semaphore(self.limits.max_parallel)
-        condensing = [self._condense_calls(job)]  # calls left to the whole phase
 
-        async def one(section: SectionPlan) -> None:
-            request = self._section_request(state, writing, section, units, words)
+        async def one(
+            section: SectionPlan, own: list[EvidenceUnit], plan: _Condensing | None
+        ) -> None:
+            request = self._section_request(state, writing, section, own, related[section.id])
             try:
                 async with asyncio.timeout_at(job.deadline), limit:
                     _in_time(job.deadline)
-                    own = [u for u in units if u.node_id in section.node_ids]
                     # A quote (below) is of the units themselves, never of a condensing.
-                    reads = await self._condensed(request, own, condensing, job.meter)
+                    reads = await self._condensed(request, plan, job.meter)
                     written = await self.author.section(reads, job.meter)
                     section.text = read_reply(written, reads.evidence, reads.related).text
                     section.status, section.note = "written", ""
@@ -159,7 +192,9 @@ class SectionedWriter:
                 _quote(section, request.evidence, f"writing it failed ({exc})")
             await job.save()
 
-        await asyncio.gather(*(one(s) for s in writing.sections if s.status != "written"))
+        await asyncio.gather(
+            *(one(s, own, plan) for (s, own), plan in zip(todo, plans, strict=True))
+        )
         if writing.lead_status != "written":
             await self._lead(job, writing)
         return assemble(state)
@@ -178,68 +213,99 @@ class SectionedWriter:
         state: SessionState,
         writing: Writing,
         section: SectionPlan,
-        units: Sequence[EvidenceUnit],
-        words: dict[str, set[str]],
+        own: Sequence[EvidenceUnit],
+        related: Sequence[str],
     ) -> SectionRequest:
-        """``words``: each unit's content words (by id), computed once for every section."""
-        limits = self.limits
-        own = [u for u in units if u.node_id in section.node_ids]
-        mine = {u.id for u in own}
-        query = prefix_words(" ".join([section.title, section.question, *section.points]))
-        shared = {u.id: len(query & words[u.id]) for u in units if u.id not in mine}
-        related = sorted((u for u in units if shared.get(u.id)), key=lambda u: -shared[u.id])
+        """``own``: the units given to ``section`` (``packing.given``); ``related``: the
+        findings of other sections' units that no section reads, given to this one."""
         return SectionRequest(
             question=state.question,
             section=section,
             others=tuple((s.title, tuple(s.points)) for s in writing.sections if s is not section),
-            evidence=tuple(fair_within(own, limits.own_evidence_tokens)),
-            related=tuple(within([u.finding for u in related], limits.related_evidence_tokens)),
-            max_words=limits.section_words,
+            evidence=tuple(fair_within(own, self.limits.own_evidence_tokens)),
+            related=tuple(related),
+            max_words=self.limits.section_words,
         )
 
-    async def _condensed(
+    def _left_out(self, own: Sequence[EvidenceUnit]) -> list[EvidenceUnit]:
+        """The units past a section's budget that its fair cut leaves out."""
+        kept = {u.id for u in fair_units(own, self.limits.own_evidence_tokens)}
+        return [u for u in own if u.id not in kept]
+
+    def _related(
         self,
-        request: SectionRequest,
-        own: Sequence[EvidenceUnit],
-        calls_left: list[int],
-        meter: Meter,
-    ) -> SectionRequest:
-        """``request`` reading half its budget of its own units as they are and the rest
-        condensed into the other half, when they pass its budget and the phase has the
-        calls left; else as it is (its fair share of its units)."""
+        sections: Sequence[SectionPlan],
+        spare: Sequence[EvidenceUnit],
+        words: dict[str, set[str]],
+    ) -> dict[str, list[str]]:
+        """Each spare unit (left out of its own section) given to the one other section whose
+        title, question and points share most of its ``words`` and whose related budget has
+        room (none when no section shares a word), in reading order."""
+        asks = [prefix_words(" ".join([s.title, s.question, *s.points])) for s in sections]
+        room = dict.fromkeys((s.id for s in sections), self.limits.related_evidence_tokens)
+        out: dict[str, list[str]] = {s.id: [] for s in sections}
+        for unit in spare:
+            cost = estimate_tokens(unit.finding) + 1
+            scored = [
+                (len(ask & words[unit.id]), -i, section)
+                for i, (section, ask) in enumerate(zip(sections, asks, strict=True))
+                if unit.node_id not in section.node_ids
+            ]
+            for shared, _order, section in sorted(scored, key=lambda t: t[:2], reverse=True):
+                if shared and room[section.id] >= cost:
+                    out[section.id].append(unit.finding)
+                    room[section.id] -= cost
+                    break
+        return out
+
+    def _condensing(self, own: Sequence[EvidenceUnit], calls_left: list[int]) -> _Condensing | None:
+        """How a section whose own units pass its budget reads them: half its budget as they
+        are, the rest in chunks to condense, when the phase has the calls left (taken from
+        ``calls_left``); None when they fit, the author does not condense, or no calls are
+        left (it reads its fair share)."""
         budget = self.limits.own_evidence_tokens
-        author = self.author
-        if not isinstance(author, Condenser):
-            return request
+        if not isinstance(self.author, Condenser):
+            return None
         if sum(estimate_tokens(u.finding) + 1 for u in own) <= budget:
-            return request
+            return None
         kept = fair_within(own, budget // 2)
         taken = set(kept)
         rest = [u for u in own if u.finding not in taken]
         chunks = chunked(fair_within(rest, CONDENSE_CHUNKS * budget), budget)[:CONDENSE_CHUNKS]
         if calls_left[0] < len(chunks):
-            return request
+            return None
         calls_left[0] -= len(chunks)
-        share = (budget - budget // 2) // len(chunks)
+        return _Condensing(tuple(kept), tuple(tuple(c) for c in chunks))
+
+    async def _condensed(
+        self, request: SectionRequest, plan: _Condensing | None, meter: Meter
+    ) -> SectionRequest:
+        """``request`` reading ``plan``'s kept units as they are and its chunks condensed
+        into the other half of its budget; as it is (its fair share) without a plan or if a
+        condensing call fails."""
+        author = self.author
+        if plan is None or not isinstance(author, Condenser):
+            return request
+        budget = self.limits.own_evidence_tokens
+        share = (budget - budget // 2) // len(plan.chunks)
         replies = await asyncio.gather(
             *(
                 author.condense(
-                    CondenseRequest(request.question, request.section, tuple(chunk), share),
-                    meter,
+                    CondenseRequest(request.question, request.section, chunk, share), meter
                 )
-                for chunk in chunks
+                for chunk in plan.chunks
             ),
             return_exceptions=True,
         )
         texts: list[str] = []
-        for reply, chunk in zip(replies, chunks, strict=True):
+        for reply, chunk in zip(replies, plan.chunks, strict=True):
             if isinstance(reply, ProviderError):
                 return request  # the fair share, as if there had been no calls left
             if isinstance(reply, BaseException):
                 raise reply
             texts.append(cap_tokens(read_reply(reply, chunk).text, share))
         condensed = [line.strip() for text in texts for line in text.splitlines() if line.strip()]
-        return dataclasses.replace(request, evidence=(*kept, *condensed))
+        return dataclasses.replace(request, evidence=(*plan.kept, *condensed))
 
     async def _lead(self, job: WriteJob, writing: Writing) -> None:
         points = tuple(
@@ -268,6 +334,16 @@ class SectionedWriter:
 # --- pure helpers ---------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Condensing:
+    """A section's own units as it reads them when condensed."""
+
+    kept: tuple[str, ...]
+    """Half its budget of them, as they are (a fair share of each node)."""
+    chunks: tuple[tuple[str, ...], ...]
+    """The rest, in chunks, each condensed by a call."""
+
+
 def _in_time(deadline: float) -> None:
     """Raise ``TimeoutError`` past ``deadline``: no call starts that could not finish."""
     if asyncio.get_running_loop().time() >= deadline:
@@ -277,6 +353,27 @@ def _in_time(deadline: float) -> None:
 def _done(state: SessionState) -> list[ResearchNode]:
     nodes = sorted(state.nodes.values(), key=lambda n: (n.iteration, n.created_at))
     return [n for n in nodes if n.status == "done"]
+
+
+def _absorbed(
+    sections: list[SectionPlan], units: Sequence[EvidenceUnit], mine: list[list[EvidenceUnit]]
+) -> list[SectionPlan]:
+    """``sections`` without those not yet written whose nodes found only what other sections
+    are given (two branches quoting the same passages): such a section's nodes join the
+    section given most of their findings, so it is not written to say nothing new."""
+    holder = {finding_key(u.finding): i for i, own in enumerate(mine) for u in own}
+    out = list(sections)
+    for i, section in enumerate(sections):
+        found = [u for u in units if u.node_id in section.node_ids]
+        if mine[i] or not found or section.status == "written":
+            continue
+        votes = Counter(holder[k] for u in found if (k := finding_key(u.finding)) in holder)
+        if not votes:
+            continue
+        to = sections[max(votes, key=lambda j: (votes[j], -j))]
+        to.node_ids = [*to.node_ids, *section.node_ids]
+        out.remove(section)
+    return out
 
 
 def _quote(section: SectionPlan, evidence: Sequence[str], why: str) -> None:

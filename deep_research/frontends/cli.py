@@ -18,9 +18,11 @@ models, Chroma or LangChain.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -32,6 +34,7 @@ from deep_research.core.errors import (
     EXIT_INTERRUPTED,
     DeepResearchError,
     StorageError,
+    UsageError,
 )
 from deep_research.frontends.common import JsonOpt, error_code, error_json, print_json
 from deep_research.frontends.kb_cli import kb_app
@@ -54,6 +57,15 @@ class DefaultToRun(TyperGroup):
             if arg == "--debug":
                 continue
             if arg not in self.commands and arg not in _ROOT_OPTIONS:
+                meant = mistyped_command(arg, self.commands)
+                if meant is not None:  # before anything loads, let alone spends
+                    _fail(
+                        ctx,
+                        f"{arg!r} is no command: did you mean `{meant}`? (to research it: "
+                        f"deep-research -- {arg})",
+                        "bad_request",
+                        UsageError.exit_code,
+                    )
                 args = [*args[:index], "run", *args[index:]]
             break
         return super().parse_args(ctx, args)
@@ -92,6 +104,28 @@ class DefaultToRun(TyperGroup):
             where = f"the traceback is in {log}" if log else "no log could be written"
             message = scrub(f"unexpected {type(exc).__name__}: {exc}")
             _fail(ctx, f"{message} (a bug: {where}; --debug shows it here)", "internal", EXIT_BUG)
+
+
+def mistyped_command(word: str, commands: Iterable[str]) -> str | None:
+    """The command of 4+ letters that ``word``, a question of one word, is one typo away
+    from (a letter added, dropped, changed or two swapped): ``doctr`` is `doctor`, while
+    ``docker``, ``map`` and ``kv`` are questions."""
+    if word.startswith("-") or len(word.split()) != 1:
+        return None
+    return next((c for c in commands if len(c) >= 4 and _one_typo(word.lower(), c)), None)
+
+
+def _one_typo(a: str, b: str) -> bool:
+    """``a`` and ``b`` differ by exactly one edit (optimal string alignment distance 1)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    i = next((k for k in range(len(a)) if a[k] != b[k]), len(a))
+    if len(a) < len(b):
+        return a[i:] == b[i + 1 :]
+    swapped = i + 1 < len(a) and a[i] == b[i + 1] and a[i + 1] == b[i] and a[i + 2 :] == b[i + 2 :]
+    return a[i + 1 :] == b[i + 1 :] or swapped
 
 
 def _fail(ctx: Any, message: str, code: str, exit_code: int) -> NoReturn:
@@ -254,18 +288,61 @@ def serve(
 ) -> None:
     """Serve the HTTP API: start, follow (Server-Sent Events), resume and cancel runs; API
     docs at /docs. Ctrl-C saves every run as interrupted."""
+    try:
+        import uvicorn
+
+        from deep_research.app.config import load_settings
+        from deep_research.frontends import render
+        from deep_research.frontends.http.app import create_app, log_to_stderr
+
+        settings = load_settings()
+        api = create_app(settings, host=host, port=port)
+        log_to_stderr()
+        where = f"[{host}]" if ":" in host else host
+        render.info(f"serving on http://{where}:{port} (API docs at /docs); Ctrl-C stops")
+        config = uvicorn.Config(api, host=host, port=port, log_level="warning", server_header=False)
+        server = _server_class()(config)
+        server.run()  # on Ctrl-C it saves the runs, then may raise it again here
+    except KeyboardInterrupt:
+        _end_process(EXIT_INTERRUPTED, "error: interrupted\n")
+    except SystemExit as exc:  # uvicorn's, for a port it cannot bind: it has said why
+        _end_process(exc.code if isinstance(exc.code, int) else _STARTUP_FAILURE)
+    if server.signalled:
+        _end_process(EXIT_INTERRUPTED, "error: interrupted\n")
+    _end_process(0 if server.started else _STARTUP_FAILURE)  # uvicorn has said why
+
+
+_STARTUP_FAILURE = 3
+"""uvicorn's exit code for a server that could not start (a port in use, say)."""
+
+
+def _server_class() -> type[Any]:
     import uvicorn
 
-    from deep_research.app.config import load_settings
-    from deep_research.frontends import render
-    from deep_research.frontends.http.app import create_app, log_to_stderr
+    class Server(uvicorn.Server):
+        """uvicorn's server, remembering whether a signal (Ctrl-C) stopped it."""
 
-    settings = load_settings()
-    api = create_app(settings, host=host, port=port)
-    log_to_stderr()
-    where = f"[{host}]" if ":" in host else host
-    render.info(f"serving on http://{where}:{port} (API docs at /docs); Ctrl-C stops")
-    uvicorn.run(api, host=host, port=port, log_level="warning", server_header=False)
+        signalled = False
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            self.signalled = True
+            super().handle_exit(sig, frame)
+
+    return Server
+
+
+def _end_process(exit_code: int, last_words: str = "") -> NoReturn:
+    """End a server's process now, with every run saved: its daemon threads (the warm-up,
+    importing the engines; a thread logging to stderr) must not meet the interpreter's
+    shutdown, which then aborts (exit 134), nor a second Ctrl-C its clean-up (a traceback)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.stderr.write(last_words)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe has nothing to flush
+            stream.flush()
+    os._exit(exit_code)
 
 
 @app.command()
@@ -301,7 +378,11 @@ def mcp(
 def doctor(
     as_json: JsonOpt = False,
     show_settings: Annotated[
-        bool, typer.Option("--settings", help="also list every setting (secrets masked)")
+        bool,
+        typer.Option(
+            "--settings",
+            help="Also list every setting as its .env line (secrets only said set or not).",
+        ),
     ] = False,
 ) -> None:
     """Check the set-up, one line a check: models, web research, knowledge bases, the page
@@ -327,10 +408,12 @@ def doctor(
             mark = marks.get(check["status"], "[red]✗[/]")
             render.out.print(f"{mark} {line}", highlight=False, soft_wrap=True)
         if show_settings:
-            for name, value in report["settings"].items():
-                render.out.print(f"{name:>32} = {escape(str(value))}", highlight=False)
+            from deep_research.app.doctor import env_lines
+
+            for line in env_lines(report["settings"]):
+                render.out.print(line, markup=False, highlight=False, soft_wrap=True)
         else:
-            render.out.print("[dim]every setting (secrets masked): doctor --settings[/]")
+            render.out.print("[dim]every setting, as .env lines: doctor --settings[/]")
     if report["problems"]:
         raise typer.Exit(1)
 

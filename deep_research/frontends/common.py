@@ -1,9 +1,10 @@
-"""What every command shares: the --json option, how a run is summarised as JSON, and an
-error as JSON (the HTTP API's codes)."""
+"""What every command shares: the --json option, how a run is summarised as JSON, an error
+as JSON (the HTTP API's codes), and how a report is printed."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -22,6 +23,7 @@ from deep_research.core.errors import (
 
 if TYPE_CHECKING:
     from deep_research.core.models import SessionState
+    from deep_research.core.report import Report
     from deep_research.kb.search import Hit
 
 JsonOpt = Annotated[
@@ -112,9 +114,66 @@ def error_json(code: str, message: str, exit_code: int) -> dict[str, Any]:
     return {"error": {"code": code, "message": " ".join(message.split()), "exit_code": exit_code}}
 
 
+C1 = re.compile("[\x80-\x9f]")
+"""C1 controls, which ``json.dumps(ensure_ascii=False)`` leaves raw."""
+
+USD_PLACES = 6
+"""Decimals of a dollar amount in JSON: a spend's sub-cent calls still show, float noise
+(``51.239999999999995``) never does. Estimates round to 4 where they are made."""
+
+
+def usd_rounded(value: object) -> object:
+    """``value`` with every float under a key ending in ``_usd`` rounded to ``USD_PLACES``,
+    in mappings and lists at any depth."""
+    if isinstance(value, dict):
+        return {
+            k: round(v, USD_PLACES)
+            if isinstance(v, float) and str(k).endswith("_usd")
+            else usd_rounded(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [usd_rounded(v) for v in value]
+    return value
+
+
 def print_json(value: object) -> None:
     """The one JSON value a ``--json`` command prints on stdout, and nothing else there (a
     stream, ``sessions watch --json``, prints one a line): one line, UTF-8 text as it is
-    (not ``\\u`` escapes), anything not JSON as its ``str``."""
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, default=str) + "\n")
+    (not ``\\u`` escapes), anything not JSON as its ``str``, dollars ``usd_rounded``."""
+    text = json.dumps(usd_rounded(value), ensure_ascii=False, default=str)
+    # JSON escapes C0 controls itself; C1 controls (a terminal's 8-bit CSI, U+009B) too.
+    sys.stdout.write(C1.sub(lambda m: f"\\u{ord(m[0]):04x}", text) + "\n")
     sys.stdout.flush()  # ``sessions watch --json`` streams one per event
+
+
+def print_report(markdown: str, data: Report | str | None, *, full: bool) -> bool:
+    """A report on stdout; whether only its first screen was shown. Piped: its markdown as
+    written, whole. On a terminal: rendered and, unless ``full`` (or with no ``data`` to
+    read its parts from), only its ``first_screen``: the whole would scroll the answer away."""
+    from deep_research.core.report import Report
+    from deep_research.frontends import render
+
+    if render.out.is_terminal and not full and isinstance(data, Report):
+        render.report(first_screen(data))
+        return True
+    render.report(markdown)
+    return False
+
+
+def first_screen(data: Report) -> str:
+    """The report's title, status and notice, its answer (the Answer part, or its first
+    part when it has none) and the headings of everything else, numbered: markdown made
+    from ``Report.parts``, the builder's own structure, never re-parsed."""
+    from deep_research.core import markdown as md
+    from deep_research.core.report import FINDINGS, SOURCES_TITLE
+
+    parts = data.parts()
+    answer = next((p for p in parts if p.title), None)
+    head = [f"# {md.text(data.title)}", data.status, data.notice]
+    if answer is not None:
+        head.append(f"## {answer.title}\n\n{answer.body}")
+    rest = [p.title for p in parts if p.title and p is not answer]
+    rest += [SOURCES_TITLE] + ([FINDINGS] if data.notes else [])
+    listed = "\n".join(f"{n}. {title}" for n, title in enumerate(rest, start=1))
+    return "\n\n".join(p for p in [*head, f"**Contents**\n\n{listed}"] if p)

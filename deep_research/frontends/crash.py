@@ -3,6 +3,7 @@ the file that holds its traceback; neither the line nor the file ever holds a se
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -36,11 +37,15 @@ def write_crash_log(exc: BaseException) -> Path | None:
             logs.mkdir(parents=True, exist_ok=True, mode=0o700)
             path = logs / f"crash-{stamp}.log"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except OSError:
+            continue
+        try:
             with os.fdopen(fd, "w", encoding="utf-8") as file:
                 file.write(text)
             return path
-        except OSError:
-            continue
+        except OSError:  # a full disk: no empty log is left behind
+            with contextlib.suppress(OSError):
+                path.unlink()
     return None
 
 

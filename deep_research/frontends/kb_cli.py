@@ -16,13 +16,14 @@ from rich.console import Console
 from rich.table import Table
 
 from deep_research.core import markdown as md
-from deep_research.core.errors import KBMissing, UsageError
+from deep_research.core.errors import UsageError
 from deep_research.frontends.common import JsonOpt, print_json
 from deep_research.kb.modes import SCORE_MEANING, Mode
 
 if TYPE_CHECKING:  # imported inside the commands: Chroma and numpy load in seconds
     from rich.progress import Progress, TaskID
 
+    from deep_research.app.config import Settings
     from deep_research.kb.ingest import IngestProgress, IngestReport
     from deep_research.kb.store import KBStore
 
@@ -36,7 +37,8 @@ kb_app = typer.Typer(
 )
 
 KbOpt = Annotated[
-    str | None, typer.Option("--kb", help="Knowledge base name (default: settings.kb_name).")
+    str | None,
+    typer.Option("--kb", help="Knowledge base name (default: DEEP_RESEARCH_KB_NAME, 'default')."),
 ]
 
 
@@ -57,7 +59,8 @@ def _err() -> Console:
 @kb_app.command("ingest")
 def ingest_command(
     path: Annotated[
-        Path | None, typer.Argument(help="Folder of markdown files (default: settings.kb_path).")
+        Path | None,
+        typer.Argument(help="Folder of markdown files (default: DEEP_RESEARCH_KB_PATH, kb/)."),
     ] = None,
     kb: KbOpt = None,
     root_name: Annotated[
@@ -162,7 +165,8 @@ def search_command(
         str | None, typer.Option("--path", help="Only files matching this glob or folder.")
     ] = None,
     tag: Annotated[
-        list[str] | None, typer.Option("--tag", help="Only files with this tag (repeatable).")
+        list[str] | None,
+        typer.Option("--tag", metavar="TAG", help="Only files with this tag (repeatable)."),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -275,26 +279,52 @@ def list_command(as_json: JsonOpt = False) -> None:
                 markup=False,
             )
     if not names:
-        console.print("no knowledge bases yet: run `deep-research kb ingest`", markup=False)
+        console.print("no knowledge bases yet: run `deep-research kb ingest PATH`", markup=False)
 
 
 @kb_app.command("rm")
 def rm_command(
     name: Annotated[
-        str | None, typer.Argument(help="KB to delete (default: settings.kb_name).")
+        str | None, typer.Argument(help="KB to delete (default: DEEP_RESEARCH_KB_NAME's).")
+    ] = None,
+    root: Annotated[
+        str | None,
+        typer.Option(
+            "--root",
+            help="Drop only this folder (its name in `kb list`, or its path) from the KB.",
+        ),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Delete a knowledge base (its index only; your markdown files are not touched).
-    Refused while another process is ingesting into it."""
+    """Delete a knowledge base, or with --root one folder of it (the index only; your markdown
+    files are not touched). Refused while another process is ingesting into it."""
     from deep_research.app.config import load_settings
-    from deep_research.kb.catalog import list_kbs, remove_kb
+    from deep_research.kb.catalog import list_kbs, missing_kb, remove_kb
 
     settings = load_settings()
     target = name or settings.kb_name
     if target not in list_kbs(settings.kb):
-        raise KBMissing(f"knowledge base {target!r} not found")
+        raise missing_kb(settings.kb, target)
+    if root is not None:
+        _remove_root(settings, target, root, yes=yes)
+        return
     if not yes and not typer.confirm(f"delete knowledge base {target!r}?", err=True):
         raise typer.Abort()
     remove_kb(settings.kb, target)
     _err().print(f"removed knowledge base {target!r}", markup=False)
+
+
+def _remove_root(settings: Settings, kb: str, root: str, *, yes: bool) -> None:
+    from deep_research.kb.catalog import open_kb
+    from deep_research.kb.ingest import find_root, remove_root
+
+    store = open_kb(settings.kb, kb)
+    found = find_root(store.load_manifest(), kb, root)  # before asking: a typo fails at once
+    if not yes and not typer.confirm(f"drop root {found!r} from knowledge base {kb!r}?", err=True):
+        raise typer.Abort()
+    removed = remove_root(store, found)
+    _err().print(
+        f"dropped root {removed.root!r} ({removed.files} files, {removed.chunks} chunks) "
+        f"from knowledge base {kb!r}",
+        markup=False,
+    )

@@ -10,6 +10,7 @@ unmatched ``[/x]`` a crash)."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections import deque
@@ -20,8 +21,9 @@ from datetime import datetime
 from types import MappingProxyType
 
 from rich.cells import cell_len, set_cell_size
-from rich.console import Console, Group
+from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.live import Live
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -31,10 +33,24 @@ from deep_research.core.models import ResearchNode, SessionState
 from deep_research.core.ports import JobEvent
 from deep_research.persistence.sessions import SessionSummary
 
+UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0 and C1 controls but newline and tab: the bytes that start a terminal's escape
+sequences (clear the screen, hide text, set the window's title, open a link)."""
+
 
 class PipeConsole(Console):
-    """A console that leaves a closed pipe (``| head -1``) to the CLI's one handler, which
+    """A console that never prints a control character it did not make itself — questions
+    sent over HTTP or MCP, KB documents, pages and model output are shown, never obeyed by
+    the terminal — and leaves a closed pipe (``| head -1``) to the CLI's one handler, which
     ends the command quietly with exit 0 (rich's own handler exits 1)."""
+
+    def render(
+        self, renderable: RenderableType, options: ConsoleOptions | None = None
+    ) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            if segment.control is None and UNPRINTABLE.search(segment.text):
+                segment = Segment(UNPRINTABLE.sub("", segment.text), segment.style)
+            yield segment
 
     def on_broken_pipe(self) -> None:
         raise BrokenPipeError
@@ -81,6 +97,8 @@ class LiveView:
         self._jobs: dict[str, JobEvent] = {}
         self._received: dict[str, float] = {}
         self._started = time.monotonic()
+        self._requeued: dict[str, ResearchNode] = {}
+        """Nodes last seen running, pending since: Ctrl-C's, once the run is interrupted."""
         self.frame = self._snapshot()
 
     def event(self, message: str | JobEvent) -> None:
@@ -101,17 +119,34 @@ class LiveView:
     def _snapshot(self) -> Frame:
         state = self.state
         spend = totals(state.ledger)
+        # Shallow copies: the table reads only their scalar fields.
+        nodes = tuple(node.model_copy() for node in state.nodes.values())
+        if hasattr(self, "frame"):
+            nodes = self._as_seen(nodes)
         return Frame(
             session_id=state.session_id,
             iteration=state.iteration,
             cost_usd=spend.cost_usd,
             tokens=spend.usage.total_tokens,
-            # Shallow copies: the table reads only their scalar fields.
-            nodes=tuple(node.model_copy() for node in state.nodes.values()),
+            nodes=nodes,
             jobs=MappingProxyType(dict(self._jobs)),
             received=MappingProxyType(dict(self._received)),
             events=tuple(self._events),
         )
+
+    def _as_seen(self, nodes: tuple[ResearchNode, ...]) -> tuple[ResearchNode, ...]:
+        """``nodes``, except that once the run is interrupted a node Ctrl-C put back in the
+        queue (saved as pending, for a resume) shows as the user last saw it: running."""
+        before = {node.id: node for node in self.frame.nodes}
+        for node in nodes:
+            seen = before.get(node.id)
+            if node.status != "pending":
+                self._requeued.pop(node.id, None)
+            elif seen is not None and seen.status == "running":
+                self._requeued[node.id] = seen
+        if self.state.status != "interrupted":
+            return nodes
+        return tuple(self._requeued.get(n.id, n) if n.status == "pending" else n for n in nodes)
 
     def __rich__(self) -> Group:
         frame = self.frame  # one read: everything below draws the same snapshot
@@ -126,7 +161,9 @@ class LiveView:
         now = time.monotonic()
         ages = {node: now - at for node, at in frame.received.items()}
         table = node_table(frame.nodes, live=True, jobs=frame.jobs, ages=ages)
-        return Group(header, table, *(Text(f"  {e}", style="dim") for e in frame.events))
+        # Whole, wrapped: the err console soft-wraps, which a Live would crop at its width.
+        events = (Text(f"  {e}", style="dim", no_wrap=False, overflow="fold") for e in frame.events)
+        return Group(header, table, *events)
 
 
 def job_state(event: JobEvent, since: float = 0.0) -> str:
@@ -193,6 +230,7 @@ def live_view(state: SessionState, *, enabled: bool) -> Iterator[LiveView]:
 
 
 def report(markdown: str) -> None:
+    """Markdown on stdout: rendered on a terminal, as written when piped."""
     if out.is_terminal:
         from rich.markdown import Markdown  # markdown-it: only when a report is shown
 
@@ -201,24 +239,25 @@ def report(markdown: str) -> None:
         out.print(markdown, markup=False, highlight=False, soft_wrap=True)
 
 
+QUESTION_ROOM = 40
+"""Terminal cells ``sessions list`` keeps for the question before it shortens the other
+columns (a status without its stop reason, a date without its year)."""
+
+
 def sessions_table(rows: list[SessionSummary]) -> None:
-    """One line a session at any width: the question is cut to fit, never wrapped."""
+    """One line a session at any width: the question is cut to fit, never wrapped; on a
+    narrow terminal the status loses its stop reason and the date its year first."""
     header = ("id", "created", "status", "nodes", "cost", "question")
-    cells = [header]
-    for row in rows:
-        redundant = row.stop_reason in (None, row.status)
-        cells.append(
-            (
-                row.session_id,
-                row.created_at.astimezone().strftime("%Y-%m-%d %H:%M"),
-                row.status if redundant else f"{row.status} ({row.stop_reason})",
-                f"{row.nodes_done}/{row.nodes_total}",
-                f"${row.cost_usd:.4f}",
-                " ".join((row.question or row.error or "").split()),
-            )
-        )
-    widths = [max(cell_len(cell[i]) for cell in cells) for i in range(len(header) - 1)]
-    room = max(out.width - sum(widths) - 2 * len(widths), 12)
+    questions = [" ".join((row.question or row.error or "").split()) for row in rows]
+    wanted = min(QUESTION_ROOM, max(map(cell_len, [header[-1], *questions])))
+    for short in (False, True):
+        shown = zip(rows, questions, strict=True)
+        cells = [header] + [_session_cells(r, q, short=short) for r, q in shown]
+        widths = [max(cell_len(cell[i]) for cell in cells) for i in range(len(header) - 1)]
+        room = out.width - sum(widths) - 2 * len(widths)
+        if room >= wanted:
+            break
+    room = max(room, 12)
     for index, cell in enumerate(cells):
         # Terminal cells, not characters: a CJK character takes two.
         question = cell[-1]
@@ -229,6 +268,15 @@ def sessions_table(rows: list[SessionSummary]) -> None:
         if index == 0:
             line.stylize("bold")
         out.print(line, no_wrap=True, overflow="ignore", crop=False)
+
+
+def _session_cells(row: SessionSummary, question: str, *, short: bool) -> tuple[str, ...]:
+    when = row.created_at.astimezone().strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M")
+    status: str = row.status
+    if not short and row.stop_reason not in (None, row.status):
+        status = f"{row.status} ({row.stop_reason})"
+    nodes = f"{row.nodes_done}/{row.nodes_total}"
+    return (row.session_id, when, status, nodes, f"${row.cost_usd:.4f}", question)
 
 
 def session_detail(state: SessionState, report_path: str | None) -> None:
@@ -245,7 +293,12 @@ def session_detail(state: SessionState, report_path: str | None) -> None:
             f"{spend.usage.output_tokens:,} out · {spend.usage.web_search_calls} web searches",
         )
     )
-    out.print(Text.assemble(("report:   ", "bold"), report_path or "(not written yet)"))
+    # Never wrapped: a path is copied whole from the terminal.
+    where = Text.assemble(("report:   ", "bold"), report_path or "(not written yet)")
+    out.print(where, soft_wrap=True)
+    if state.status == "interrupted":
+        hint = f"deep-research resume {state.session_id}"
+        out.print(Text.assemble(("resume:   ", "bold"), hint), soft_wrap=True)
     if state.claims is not None:
         counts = ", ".join(f"{n} {verdict}" for verdict, n in state.claims.by_verdict.items())
         out.print(Text.assemble(("claims:   ", "bold"), f"{state.claims.claims}: {counts}"))

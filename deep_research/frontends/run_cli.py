@@ -11,13 +11,18 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from deep_research.core.errors import EXIT_DECLINED, EXIT_INTERRUPTED, UsageError
+from deep_research.core.errors import (
+    EXIT_DECLINED,
+    EXIT_INTERRUPTED,
+    BudgetTooSmall,
+    UsageError,
+)
 from deep_research.core.models import SEARCH_PROVIDERS
-from deep_research.frontends.common import JsonOpt, error_json, print_json
+from deep_research.frontends.common import JsonOpt, error_json, print_json, print_report
 
 if TYPE_CHECKING:
     from deep_research.app import lifecycle, preparation
@@ -37,7 +42,16 @@ IterOpt = Annotated[
 CostOpt = Annotated[float | None, typer.Option("--max-cost", help="Cost limit in USD.")]
 TokensOpt = Annotated[int | None, typer.Option("--max-tokens", help="Total token limit.")]
 TimeOpt = Annotated[float | None, typer.Option("--max-runtime", help="Time limit in seconds.")]
-CLI_ONLY = frozenset({"question", "question_file", "estimate_only", "yes", "as_json", "session_id"})
+FullOpt = Annotated[
+    bool,
+    typer.Option(
+        "--full",
+        help="On a terminal, print the whole report, not only its answer and contents.",
+    ),
+]
+CLI_ONLY = frozenset(
+    {"question", "question_file", "estimate_only", "yes", "as_json", "session_id", "full"}
+)
 """Parameters of ``run`` and ``resume`` that are no run option: every other is a field of
 ``options.RunOptions`` (``run``) or ``options.ResumeRequest`` (``resume``), by the same
 name (``tests/test_options.py`` holds them to it)."""
@@ -98,9 +112,8 @@ def run(
         typer.Option(
             "--web-engine",
             help="How the web is researched: openai (research jobs), search (search and read "
-            "pages with any model, or none), any other engine registered "
-            "(app/engines.py), or auto (openai where the server serves the web model, else "
-            "search).",
+            "pages with any model, or none), another registered engine by name, or auto "
+            "(openai where the server serves the web model, else search).",
         ),
     ] = None,
     search_provider: Annotated[
@@ -123,9 +136,11 @@ def run(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Do not ask before an expensive run.")
     ] = False,
+    full: FullOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Research QUESTION and write a cited report (the default command)."""
+    """Research QUESTION and write a cited report (the default command). On a terminal it
+    prints the answer and the report's contents (--full: all of it); piped, the report."""
     from deep_research.app import lifecycle, preparation
     from deep_research.app.config import load_settings
     from deep_research.app.options import RunOptions
@@ -148,9 +163,11 @@ def run(
             render.out.print("no model is configured: an extractive run costs nothing")
         return
     if estimate_only or not free:
-        _preflight(prepared, estimate_only=estimate_only, yes=yes, as_json=as_json)
+        # A cost limit given for this run is the user's answer: no question is asked.
+        asked = yes or options.max_cost_usd is not None
+        _preflight(prepared, estimate_only=estimate_only, yes=asked, as_json=as_json, new=True)
     with lifecycle.start(prepared, _info(as_json)) as run:
-        _drive(run, as_json=as_json)
+        _drive(run, as_json=as_json, full=full)
 
 
 def resume(
@@ -167,6 +184,15 @@ def resume(
             "--retry-cancelled", help="Research again the nodes whose jobs were cancelled."
         ),
     ] = False,
+    resubmit_lost: Annotated[
+        bool,
+        typer.Option(
+            "--resubmit-lost",
+            help="Submit again the research jobs whose id was lost when the process died "
+            "just after their create: the first job may be running (and billing) too.",
+        ),
+    ] = False,
+    full: FullOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Continue a run where it stopped; optionally with a new budget or more iterations.
@@ -191,11 +217,12 @@ def resume(
         request,
         max_parallel=request.max_parallel,
         retry_cancelled=request.retry_cancelled,
+        resubmit_lost=request.resubmit_lost,
         on_info=_info(as_json),
     ) as run:
         if not run.prepared.extractive:
             _preflight(run.prepared, estimate_only=False, yes=True, as_json=as_json)
-        _drive(run, as_json=as_json)
+        _drive(run, as_json=as_json, full=full)
 
 
 def _read_question(question: str | None, question_file: Path | None) -> str:
@@ -227,74 +254,138 @@ def _bounded(text: str) -> str:
 
 
 def _preflight(
-    prepared: preparation.Prepared, *, estimate_only: bool, yes: bool, as_json: bool
+    prepared: preparation.Prepared,
+    *,
+    estimate_only: bool,
+    yes: bool,
+    as_json: bool,
+    new: bool = False,
 ) -> None:
-    """Before anything is spent: the estimate (and exit, or ask), known prices, live models."""
+    """Before anything is spent: the estimate (and exit, or ask), known prices, live models.
+
+    A ``new`` run whose limits admit no research is refused with the estimate's figures
+    (``--estimate`` shows the same, and exits as the run would). A resume has spent already:
+    its budget guard decides."""
     import asyncio
 
     from deep_research.app import preparation
     from deep_research.frontends import render
 
     worst = preparation.estimate(prepared)
+    refused = preparation.refusal(prepared, worst) if new else None
     if estimate_only:
         if as_json:
-            print_json(asdict(worst) | {"run_worst_usd": round(worst.run_worst_usd, 4)})
+            figures = asdict(worst) | {
+                "run_worst_usd": worst.run_worst_usd,
+                "likely_usd": worst.likely_usd,
+                "refused": refused,
+            }
+            print_json({k: round(v, 4) if isinstance(v, float) else v for k, v in figures.items()})
         else:
             for line in worst.lines():
                 render.out.print(line, highlight=False)
+        if refused and as_json:
+            raise typer.Exit(BudgetTooSmall.exit_code)
+    if refused:
+        raise BudgetTooSmall(refused)
+    if estimate_only:
         raise typer.Exit(0)
     if not prepared.extractive:  # with no model, only a paid search provider costs
         for warning in asyncio.run(preparation.check_models(prepared)):
             render.warn(warning)
-    too_much = worst.run_worst_usd > prepared.settings.confirm_above_usd
-    if too_much and not yes and not as_json and render.interactive():
+    likely = worst.likely_usd
+    asks = not yes and not as_json and likely > prepared.settings.confirm_above_usd
+    if asks and render.interactive():
         render.info("\n".join(worst.lines()))
-        if not typer.confirm(f"This run may spend up to ${worst.run_worst_usd:.2f}. Go on?"):
+        question = (
+            f"This run will likely spend about ${likely:.2f} (a guess from the plan), "
+            f"at most ${worst.run_worst_usd:.2f}. Go on?"
+        )
+        if not typer.confirm(question):
             render.info(
-                "nothing was spent; --max-cost USD bounds the run (--preset quick makes it "
-                "smaller, --max-parallel N runs fewer jobs at once), --yes or "
-                "DEEP_RESEARCH_CONFIRM_ABOVE_USD skips this question"
+                "nothing was spent; --max-cost USD bounds the run and skips this question "
+                "(--preset quick makes it smaller, --max-parallel N runs fewer jobs at once), "
+                "as do --yes and DEEP_RESEARCH_CONFIRM_ABOVE_USD"
             )
             raise typer.Exit(EXIT_DECLINED)
 
 
-def _drive(run: lifecycle.Run, *, as_json: bool) -> None:
-    """Research a session held under its lock, showing progress; then the report."""
+def _drive(run: lifecycle.Run, *, as_json: bool, full: bool = False) -> None:
+    """Research a session held under its lock, showing progress; then the report (on a
+    terminal its first screen, unless ``full``) and the spend as the session saved it."""
     import asyncio
 
     from deep_research.app import lifecycle
-    from deep_research.core.budget import totals
     from deep_research.frontends import render
     from deep_research.frontends.common import run_summary
 
     state = run.state
     show_live = not as_json and render.err.is_terminal
+    interrupted = False
     with render.live_view(state, enabled=show_live) as view:
         emit = view.event if show_live else render.Progress() if not as_json else _quiet
         try:
             asyncio.run(lifecycle.execute(run, emit))
         except KeyboardInterrupt:
-            running = lifecycle.save_interrupted(run)
-            jobs = (
-                f" {running} research job(s) keep running at the provider: resume "
-                f"re-attaches; `deep-research sessions cancel {state.session_id}` stops them."
-                if running
-                else ""
-            )
-            message = f"interrupted; saved. Resume with: deep-research resume {state.session_id}."
-            render.info(message + jobs)
-            if as_json:
-                error = error_json("interrupted", message + jobs, EXIT_INTERRUPTED)
-                print_json({"error": error["error"] | {"session_id": state.session_id}})
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+            interrupted = True  # said below the live view's last frame, never above it
+    if interrupted:
+        _interrupted(run, as_json=as_json)
     if as_json:
-        print_json(run_summary(state))
-        return
-    render.report(run.report_markdown or "")
-    spend = totals(state.ledger)
+        print_json(run_summary(state) | {"exit_code": lifecycle.exit_code(state)})
+        raise typer.Exit(lifecycle.exit_code(state))
+    _show_report(run.report_markdown or "", state.report_path, state.session_id, full=full)
+    _spend_line(run)
+    raise typer.Exit(lifecycle.exit_code(state))  # not 0 when nothing was found
+
+
+def _interrupted(run: lifecycle.Run, *, as_json: bool) -> NoReturn:
+    """Save a run stopped by Ctrl-C and say how to resume it: the last thing printed."""
+    from deep_research.app import lifecycle
+    from deep_research.frontends import render
+
+    session_id = run.state.session_id
+    running = lifecycle.save_interrupted(run)
+    jobs = (
+        f" {running} research job(s) keep running at the provider: resume "
+        f"re-attaches; `deep-research sessions cancel {session_id}` stops them."
+        if running
+        else ""
+    )
+    message = f"interrupted; saved. Resume with: deep-research resume {session_id}."
+    render.info(message + jobs)
+    if as_json:
+        error = error_json("interrupted", message + jobs, EXIT_INTERRUPTED)
+        print_json({"error": error["error"] | {"session_id": session_id}})
+    raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def _show_report(markdown: str, path: str | None, session_id: str, *, full: bool) -> None:
+    """The report on stdout (its first screen on a terminal, unless ``full``); its path,
+    and how to see all of it, on stderr."""
+    from deep_research.frontends import render
+
+    data = None
+    if path is not None:
+        from deep_research.app.saved import read_report_data
+
+        data = read_report_data(path)
+    brief = print_report(markdown, data, full=full)
+    if path is not None:
+        more = f" (all of it: deep-research sessions report {session_id} --full)" if brief else ""
+        render.info(f"report: {path}{more}")
+
+
+def _spend_line(run: lifecycle.Run) -> None:
+    """The run's status and spend as its session was saved, after everything booked (the
+    claim check pays its judge after the report's first draft)."""
+    from deep_research.core.budget import totals
+    from deep_research.frontends import render
+
+    saved = run.store.load(run.state.session_id)
+    spend = totals(saved.ledger)
     render.info(
-        f"report: {state.report_path}\nsession {state.session_id}: {state.status} "
-        f"({state.stop_reason}) · ${spend.cost_usd:.4f} · {spend.usage.total_tokens:,} tokens"
+        f"session {saved.session_id}: {saved.status} ({saved.stop_reason}) · "
+        f"${spend.cost_usd:.4f} · {spend.usage.total_tokens:,} tokens"
     )
 
 

@@ -1,4 +1,5 @@
-"""`deep-research sessions list|show|watch|cancel|rm|prune`: past runs, and their jobs.
+"""`deep-research sessions list|show|report|watch|cancel|rm|prune`: past runs, their reports
+and their jobs.
 
 Each command imports what it uses in its body (see ``cli``)."""
 
@@ -10,13 +11,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from deep_research.core.errors import EXIT_DECLINED
-from deep_research.frontends.common import JsonOpt, print_json
+from deep_research.frontends.common import JsonOpt, print_json, print_report
 
 if TYPE_CHECKING:
     from deep_research.persistence.sessions import SessionStore
 
 sessions_app = typer.Typer(
-    help="Past runs: list, show, watch, cancel their research jobs, rm, prune.",
+    help="Past runs: list, show, report, watch, cancel their research jobs, rm, prune.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -80,14 +81,43 @@ def sessions_show(
 
     store = _store()
     state = store.load(session_id)
-    if state.status == "running" and not store.is_locked(state.session_id):
-        state.status = "interrupted"  # its process died: as saved.status and `list` say
+    state.status = store.shown_status(state)  # as saved.status and `list` say
     report = store.path(state.session_id) / "report.md"
     report_path = str(report) if report.exists() else None
     if as_json:
         print_json(session_detail(state, report_path))
     else:
         render.session_detail(state, report_path)
+
+
+@sessions_app.command("report")
+def sessions_report(
+    session_id: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
+    full: Annotated[
+        bool,
+        typer.Option("--full", help="On a terminal, all of it, not only its answer and contents."),
+    ] = False,
+) -> None:
+    """Print a session's report again: on a terminal its answer and contents (--full: all of
+    it), piped its markdown as written."""
+    from deep_research.core.errors import SessionError
+    from deep_research.frontends import render
+
+    store = _store()
+    state = store.load(session_id)
+    path = store.path(state.session_id) / "report.md"
+    if not path.exists():
+        sid, status = state.session_id, store.shown_status(state)
+        if status == "running":
+            raise SessionError(f"session {sid} is running: `deep-research sessions watch {sid}`")
+        raise SessionError(
+            f"session {sid} has no report ({status}): `deep-research resume {sid}` writes one"
+        )
+    from deep_research.app.saved import read_report, read_report_data
+
+    brief = print_report(read_report(str(path)), read_report_data(str(path)), full=full)
+    if brief:
+        render.info(f"report: {path} (all of it: --full)")
 
 
 @sessions_app.command("cancel")

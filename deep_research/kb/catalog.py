@@ -75,22 +75,31 @@ def _client(settings: KBSettings, directory: Path, *, create: bool) -> ClientAPI
             ) from exc
     path = directory / "chroma"
     if not create and not path.is_dir():
-        raise _not_found(directory.name)
+        raise missing_kb(settings, directory.name)
     path.mkdir(parents=True, exist_ok=True)
     with store_errors("opening the knowledge base"):
         return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
 
 
-def _not_found(name: str) -> KBMissing:
+def missing_kb(settings: KBSettings, name: str) -> KBMissing:
+    """There is no KB ``name``: one line naming the KBs there are and how to create it (with
+    a PATH: ``kb ingest`` alone would fill it with the sample docs)."""
+    try:
+        names = list_kbs(settings)
+    except KnowledgeBaseError:  # the server is gone: the line still says how to create it
+        names = []
+    existing = ", ".join(names) if names else "none yet"
     return KBMissing(
-        f"knowledge base {name!r} not found; create it with: deep-research kb ingest --kb {name}"
+        f"knowledge base {name!r} not found (existing: {existing}); "
+        f"create it with: deep-research kb ingest PATH --kb {name}"
     )
 
 
 def _mismatch(name: str, stored: str, wanted: str) -> KnowledgeBaseError:
     return KnowledgeBaseError(
         f"knowledge base {name!r} was built with embedding model {stored!r}, not {wanted!r}; "
-        f"re-ingest it: deep-research kb rm {name} --yes && deep-research kb ingest --kb {name}"
+        f"re-ingest it: deep-research kb rm {name} --yes, then deep-research kb ingest PATH --kb "
+        f"{name} for each of its folders"
     )
 
 
@@ -119,7 +128,7 @@ def open_kb(
     except (ChromaError, *UNREACHABLE) as exc:
         raise KnowledgeBaseError(f"cannot open knowledge base {name!r}: {exc}") from exc
     if existing is None and not create:
-        raise _not_found(name)
+        raise missing_kb(settings, name)
     if existing is not None:
         stored = (existing.metadata or {}).get(META_MODEL, "")
         if stored != model_id:
@@ -190,11 +199,11 @@ def remove_kb(settings: KBSettings, name: str) -> None:
             client.get_collection(collection_name(name), embedding_function=None)
         except NotFoundError:
             if not directory.is_dir():
-                raise KBMissing(f"knowledge base {name!r} not found") from None
+                raise missing_kb(settings, name) from None
         except (ChromaError, *UNREACHABLE) as exc:
             raise KnowledgeBaseError(f"cannot reach knowledge base {name!r}: {exc}") from exc
     elif not (directory / "chroma").is_dir():
-        raise KBMissing(f"knowledge base {name!r} not found")
+        raise missing_kb(settings, name)
     with exclusive(directory, name, _REMOVE_GUARD):
         if client is not None:
             try:

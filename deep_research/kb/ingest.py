@@ -99,6 +99,16 @@ class IngestReport(BaseModel):
         }
 
 
+class RootRemoved(BaseModel):
+    """What ``kb rm --root`` dropped."""
+
+    kb: str
+    root: str
+    path: str = Field(description="the folder it was last ingested from ('' if not recorded)")
+    files: int
+    chunks: int
+
+
 # --- the run --------------------------------------------------------------------------
 
 CHUNKER_VERSION = 2
@@ -254,6 +264,41 @@ def _drop(store: KBStore, manifest: Manifest, root: RootEntry, sources: list[str
     for source in sources:
         del root.files[source]
     store.save_manifest(manifest)
+
+
+def find_root(manifest: Manifest, kb: str, root: str) -> str:
+    """The name of the KB's root ``root`` names: a root's name, or the folder it was ingested
+    from. UsageError naming the roots the KB has when it has none such."""
+    if root in manifest.roots:
+        return root
+    folder = str(Path(root).expanduser().resolve())
+    for name, entry in manifest.roots.items():
+        if entry.path and entry.path == folder:
+            return name
+    have = ", ".join(
+        f"{name} ({entry.path or 'folder not recorded'})" if name else "(from before roots)"
+        for name, entry in sorted(manifest.roots.items())
+    )
+    raise UsageError(
+        f"knowledge base {kb!r} has no root {shown(root)!r} (its roots: {have or 'none'})"
+    )
+
+
+def remove_root(store: KBStore, root: str) -> RootRemoved:
+    """Drop one root from the KB: its files' chunks, then its entry; every other root is left
+    as it is. ``root`` is its name or its folder (``find_root``). Chunks go first, so a crash
+    leaves the root listed, and removing it again finishes the job."""
+    with store.write_lock():
+        manifest = store.load_manifest()
+        name = find_root(manifest, store.name, root)
+        entry = manifest.roots[name]
+        files = sum(1 for f in entry.files.values() if f.hash)
+        chunks = sum(len(f.chunk_ids) for f in entry.files.values())
+        _drop(store, manifest, entry, list(entry.files))
+        del manifest.roots[name]
+        store.save_manifest(manifest)
+        store.lexical()  # rebuild now, so the next search is fast
+        return RootRemoved(kb=store.name, root=name, path=entry.path, files=files, chunks=chunks)
 
 
 def ingest(

@@ -8,7 +8,7 @@ a Chroma collection per branch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -17,6 +17,20 @@ from deep_research.kb.lexical import LexicalDoc, LexicalIndex
 from deep_research.kb.search import Fusion, Ranking, fuse
 
 DEFAULT_FUSION = Fusion()
+
+
+class KnownVectors(Embeddings):
+    """Vectors made before, and the query's: ranking with it embeds nothing. A text with no
+    vector gets a zero one (cosine 0: it is ranked by its words alone)."""
+
+    def __init__(self, vectors: Mapping[str, list[float]], query: list[float]) -> None:
+        self.vectors, self.query, self.zero = vectors, query, [0.0] * len(query)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self.vectors.get(text, self.zero) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.query
 
 
 def cosine_similarities(query: str, passages: Sequence[str], embedder: Embeddings) -> list[float]:

@@ -122,6 +122,14 @@ def store_errors(action: str) -> Iterator[None]:
     try:
         yield
     except ChromaError as exc:
+        if "disk is full" in str(exc):
+            raise KnowledgeBaseError(f"{action} failed: the disk is full") from exc
+        if "readonly database" in str(exc):
+            raise KnowledgeBaseError(
+                f"{action} failed: its files are read-only, and Chroma opens its database for "
+                "writing even to search; make the data directory writable (DEEP_RESEARCH_HOME "
+                "chooses it)"
+            ) from exc
         raise KnowledgeBaseError(f"{action} failed: {exc}") from exc
     except UNREACHABLE as exc:
         raise KnowledgeBaseError(f"{action} failed: {exc or type(exc).__name__}") from exc

@@ -8,9 +8,10 @@
 - A node rerun after a crash writes its units again under a new batch: reading keeps each
   node's latest batch only, so nothing is counted twice and the ids (``t3.1``…) stay.
 - A line cut short by a crash, or one that does not parse, is skipped: the rest reads (the
-  next batch starts on a line of its own).
+  next batch starts on a line of its own), and the reader is told how many were skipped.
 - Vectors for ranking (``read_vectors``/``write_vectors``) sit in ``evidence.vectors.npz``,
-  keyed by the embedder's identity: another embedder's vectors are ignored, not mixed.
+  keyed by the embedder's identity: another embedder's vectors are ignored, not mixed, and
+  a damaged file (not a zip, arrays of the wrong shape) reads as none: they are made again.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import logging
 import os
 import threading
 import uuid
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -73,20 +75,35 @@ def _torn(path: Path) -> bool:
 
 def read_units(session_dir: Path) -> list[EvidenceUnit]:
     """Every unit of the session, in the order the nodes finished (each node's latest batch)."""
+    return read_units_and_damage(session_dir)[0]
+
+
+def read_units_and_damage(session_dir: Path) -> tuple[list[EvidenceUnit], str]:
+    """``read_units``, and what was wrong with the file ("" when nothing): damaged lines (a
+    scalar, deep nesting, not a unit) are skipped and counted, an unreadable file (a
+    directory) reads as no units. Never raises for what the file holds."""
     path = session_dir / FILE_NAME
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return []
+        return [], ""
+    except OSError as exc:
+        log.warning("%s: not read (%s)", path, exc)
+        return [], f"{FILE_NAME} could not be read ({exc.strerror or type(exc).__name__})"
     batches: dict[str, tuple[str, list[EvidenceUnit]]] = {}
     order: list[str] = []
+    skipped = 0
     for number, line in enumerate(raw.splitlines(), 1):
         try:
             data = json.loads(line)
+            if not isinstance(data, dict):
+                raise TypeError(f"a {type(data).__name__}, not an object")
             batch, node_id = str(data.pop("batch")), str(data["node_id"])
             unit = None if data.get("empty") else EvidenceUnit.model_validate(data)
-        except (ValueError, KeyError, TypeError, ValidationError):
-            log.warning("%s: line %d skipped (cut short or not a unit)", path, number)
+        except (ValueError, KeyError, TypeError, ValidationError, RecursionError):
+            if line.strip():
+                skipped += 1
+                log.warning("%s: line %d skipped (cut short or not a unit)", path, number)
             continue
         if batches.get(node_id, ("", []))[0] != batch:
             batches[node_id] = (batch, [])
@@ -95,7 +112,8 @@ def read_units(session_dir: Path) -> list[EvidenceUnit]:
             order.append(node_id)
         if unit is not None:
             batches[node_id][1].append(unit)
-    return [unit for node_id in order for unit in batches[node_id][1]]
+    units = [unit for node_id in order for unit in batches[node_id][1]]
+    return units, f"{skipped} damaged line(s) of {FILE_NAME} skipped" if skipped else ""
 
 
 def read_vectors(session_dir: Path, embedder_id: str) -> dict[str, list[float]]:
@@ -106,10 +124,18 @@ def read_vectors(session_dir: Path, embedder_id: str) -> dict[str, list[float]]:
     path = session_dir / VECTORS_NAME
     try:
         with np.load(path, allow_pickle=False) as saved:
+            texts, vectors = saved["texts"], saved["vectors"]
             if str(saved["embedder"]) != embedder_id:
                 return {}
-            return dict(zip(saved["texts"].tolist(), saved["vectors"].tolist(), strict=True))
-    except (OSError, KeyError, ValueError):
+            if texts.ndim != 1 or vectors.ndim != 2 or len(texts) != len(vectors):
+                raise ValueError(f"arrays of shapes {texts.shape} and {vectors.shape}")
+            if not np.issubdtype(vectors.dtype, np.floating):
+                raise ValueError(f"vectors of {vectors.dtype}")
+            return dict(zip(texts.astype(str).tolist(), vectors.tolist(), strict=True))
+    except FileNotFoundError:
+        return {}
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        log.warning("%s: not read (%s); the vectors are made again", path, exc)
         return {}
 
 

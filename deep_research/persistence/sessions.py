@@ -108,9 +108,11 @@ def atomic_write_text(path: Path, text: str) -> None:
             tmp.flush()
             os.fsync(tmp.fileno())
         os.replace(tmp_name, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
+        if isinstance(exc, OSError) and exc.filename is None:  # a write to a full disk
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
 
 
@@ -325,16 +327,33 @@ class SessionStore:
                 raise SessionLocked(
                     f"session {session_id} is being run by another process (pid {holder})"
                 ) from None
-            # The pid is only for the message above; the flock is the lock.
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+            # The pid is only for the message above; the flock is the lock. A full disk
+            # leaves the pid unwritten (the holder reads "unknown"), not the run unlocked:
+            # what the run saves then fails with the disk's own error, naming its file.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
             try:
                 yield
             finally:
-                os.ftruncate(fd, 0)
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+    def shown_status(self, state: SessionState) -> RunStatus:
+        """The status to show: a run whose process is gone before it finished reads as
+        interrupted (``resume`` finishes it), whether it was saved running (kill -9, a
+        crash) or stopped with no report yet (killed while writing or checking the report,
+        a full disk)."""
+        unfinished = state.status == "running" or (
+            state.status in ("complete", "stopped")
+            and not (self.path(state.session_id) / REPORT_FILE).exists()
+        )
+        if unfinished and not self.is_locked(state.session_id):
+            return "interrupted"
+        return state.status
 
     def is_locked(self, session_id: str) -> bool:
         """True while some process drives the session (probes the flock without taking it)."""
@@ -409,9 +428,7 @@ class SessionStore:
                 updated_at=when,
                 error=str(exc),
             )
-        status = state.status
-        if status == "running" and not self.is_locked(session_id):
-            status = "interrupted"  # its process died (kill -9, crash): resume it
+        status = self.shown_status(state)
         return SessionSummary(
             session_id=state.session_id,
             question=state.question,

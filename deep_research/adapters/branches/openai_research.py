@@ -37,15 +37,17 @@ from deep_research.adapters.web.openai_jobs import (
     JobGone,
     JobSpec,
     KbTool,
+    LostReply,
     ResponsesJobs,
     SummaryRefused,
     Transient,
 )
 from deep_research.adapters.web.output import confidence, extract_report, usage_of
 from deep_research.core.budget import web_job_worst_case, web_job_worst_usage
-from deep_research.core.errors import BranchError, BudgetExhausted, JobCancelled
+from deep_research.core.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError
 from deep_research.core.models import Citation, Usage
 from deep_research.core.ports import (
+    CREATE_INTENT,
     BranchResult,
     BranchTask,
     Finding,
@@ -295,15 +297,24 @@ class _Job:
             raise
 
     async def _create_and_save(self, body: dict[str, object], where: str) -> Response:
+        # The intent is on disk before the create leaves: a process killed before its id
+        # is saved leaves a job a resume must not submit again (``job_intents``).
+        await self._save(JOB_NAME, CREATE_INTENT)
         refused = False
         try:
-            created = await self._jobs.create(body, where=where)
-        except SummaryRefused:
-            refused = self._ex._summary_refused = True
-            reasoning = dict(body.get("reasoning") or {})  # type: ignore[call-overload]
-            reasoning.pop("summary", None)
-            body = {**body, "reasoning": reasoning}
-            created = await self._jobs.create(body, where=where)  # a refusal created nothing
+            try:
+                created = await self._jobs.create(body, where=where)
+            except SummaryRefused:
+                refused = self._ex._summary_refused = True
+                reasoning = dict(body.get("reasoning") or {})  # type: ignore[call-overload]
+                reasoning.pop("summary", None)
+                body = {**body, "reasoning": reasoning}
+                created = await self._jobs.create(body, where=where)  # a refusal created nothing
+        except LostReply:
+            raise  # a job may exist: the intent stays
+        except (BranchError, ProviderError):
+            await self._save(JOB_NAME, None)  # refused or never sent: nothing was created
+            raise
         self.job_id = created.job_id
         await self._save(JOB_NAME, created.job_id)  # on disk when this returns
         if refused:

@@ -87,4 +87,5 @@ def merge(parts: Sequence[tuple[str, BranchResult]]) -> BranchResult:
         texts += (result.source_texts + ("",) * len(result.citations))[: len(result.citations)]
     confidence = max(result.confidence for _, result in parts)
     researched_by = next((r.researched_by for _, r in reversed(parts) if r.researched_by), "")
-    return BranchResult("\n\n".join(notes), citations, confidence, researched_by, texts)
+    skipped = tuple(s for _, result in parts for s in result.skipped)
+    return BranchResult("\n\n".join(notes), citations, confidence, researched_by, texts, skipped)

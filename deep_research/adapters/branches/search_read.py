@@ -19,6 +19,7 @@ one-line reason and the run goes on.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -71,6 +72,8 @@ class _Round:
     tried: list[str] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
     evidence: list[WebPassage] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """"<url>: <reason>" of each page not read."""
 
 
 @dataclass(frozen=True)
@@ -107,13 +110,18 @@ class SearchReadExecutor:
             if not best:
                 continue
             written = await self._write(task, best, meter)
+            written = dataclasses.replace(written, skipped=tuple(state.skipped))
             last = round_number == self.limits.extra_rounds
             if self.writer is None or written.confidence >= THIN_EVIDENCE or last:
                 return written
             _say(task, f"evidence thin ({written.confidence:.2f}): searching once more")
         if written is not None:
             return written
-        raise BranchError(f"no readable page found for: {'; '.join(state.tried) or task.question}")
+        skips = state.skipped
+        why = f" ({len(skips)} page(s) not read; the first: {skips[0]})" if skips else ""
+        raise BranchError(
+            f"no readable page found for: {'; '.join(state.tried) or task.question}{why}"
+        )
 
     async def _queries(self, task: BranchTask, tried: list[str], meter: Meter) -> list[str]:
         if self.query_writer is None:
@@ -145,6 +153,7 @@ class SearchReadExecutor:
         for url, page in zip(picked, pages, strict=True):
             if isinstance(page, BranchError):
                 _say(task, f"skipped {url}: {page}")
+                state.skipped.append(f"{url}: {page}")
                 continue
             if isinstance(page, BaseException):
                 raise page

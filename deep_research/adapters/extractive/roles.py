@@ -6,11 +6,13 @@ knowledge base only, with these in place of the LLM chains. They record no usage
 Invariants:
 - determinism: every output is a pure function of the inputs (no clock, no randomness,
   ties broken by position), so the same KB and question give the same report;
-- no fabrication: the writer only quotes. Each note line is one sentence, bullet or table
-  row copied from a passage, verbatim modulo whitespace and markdown markup (heading and
-  list markers, code fences, table pipes, which become " — "); a long one is cut at a word
-  boundary and ends with " …". Every line ends with its passage marker ``[n]``. Later
-  stages only select, de-duplicate and rearrange those lines, keeping markers intact.
+- no fabrication: the writer only quotes. Each note line is one sentence (an enumeration,
+  "First, … Second, …", whole), bullet or table body row copied from a passage, verbatim
+  modulo whitespace and markdown markup (heading and list markers, code fences, table
+  pipes, which become " — "); a long one is cut at a word boundary and ends with " …".
+  Every line ends with its passage marker ``[n]``. Later stages only select, de-duplicate
+  and rearrange those lines, keeping markers intact;
+- relevance: a line is quoted only from a passage that clears `RELEVANCE_FLOOR`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from deep_research.adapters.extractive.text import (
 from deep_research.core import memory
 from deep_research.core.authoring import LeadRequest, OutlineRequest, PlannedSection, SectionRequest
 from deep_research.core.citations import has_session_marker
+from deep_research.core.errors import BranchError
 from deep_research.core.memory import estimate_tokens
 from deep_research.core.models import BranchNotes, Plan, PlannedTask, SourceHint, Verdict
 from deep_research.core.ports import (
@@ -50,6 +53,24 @@ NOTE_WORDS = 230
 """Words of quoted text per note (markers come on top): keeps notes under ~250 words."""
 MIN_RELATIVE_SCORE = 0.25
 """A quote scoring under this share of the best one is too loosely related to keep."""
+RELEVANCE_FLOOR = 0.25
+"""A passage is evidence for a sub-question only when it holds at least this share of the
+sub-question's terms, each weighted by its idf over the passages retrieved for it (a term
+none of them holds weighs most): below it, nothing of the passage is quoted, and a
+sub-question no passage clears fails with `NO_RELEVANT_PASSAGE`.
+
+Chosen between the off-topic and on-topic scores of two measurements (/tmp scripts, issue
+33). On the sample ``kb/`` (hybrid search, k=8): the best passage of each facet of the
+README's main question holds 1.00 of its terms, 0.46 for the whole question (six of its
+eight passages clear 0.25); the best passage of ten unrelated questions ("Where do puffins
+nest?", "Which Malbec suits Camembert?", "How are sourdough costs capped at a bakery?", …)
+0.00-0.24. On BEIR SciFact (the first 100 test claims, the top 8 abstracts by BM25 plus the
+relevant ones): a relevant abstract clears 0.25 for 73 claims of 100 (0.30: 62), a passage
+retrieved for another claim for 5 (0.30: 1). 0.30 also failed a two-note KB on "How are
+costs capped?" (its one note on cost reservations: 0.28)."""
+NO_RELEVANT_PASSAGE = (
+    f"no passage in the knowledge base was relevant (relevance floor {RELEVANCE_FLOOR:.2f})"
+)
 ANSWER_SENTENCES = 5
 NO_NEW = "_Answered by the passages quoted above._"
 NO_EVIDENCE = "_No cited evidence._"
@@ -86,7 +107,9 @@ class ExtractivePlanner:
 
 
 class ExtractiveWriter:
-    """Quotes the passage sentences that best match the question (BM25-like, passages as corpus).
+    """Quotes the passage sentences that best match the question (BM25-like, passages as corpus),
+    from the passages that clear `RELEVANCE_FLOOR` only; with none, or nothing in them to quote,
+    the branch fails (``BranchError``) rather than quote anything else.
 
     Confidence is the idf-weighted share of the question's content terms that the quoted
     sentences contain, mapped to 0.1-0.9: quotes that mention every distinctive term of the
@@ -106,9 +129,13 @@ class ExtractiveWriter:
         query = dict.fromkeys(question_stems(root_question), ROOT_WEIGHT) | dict.fromkeys(own, 1.0)
         docs = [set(question_stems(p.text)) for p in passages]
         idf, n = idf_weights(docs), len(docs)
+        relevant = [weighted_coverage(own, doc, idf, n) >= RELEVANCE_FLOOR for doc in docs]
+        if not any(relevant):
+            raise BranchError(NO_RELEVANT_PASSAGE)
         units = [
             (p, i, u, question_stems(u))
             for p, passage in enumerate(passages)
+            if relevant[p]
             for i, u in enumerate(quotable_units(passage.text))
         ]
         avg = sum(len(s) for *_, s in units) / len(units) if units else 1.0
@@ -143,12 +170,14 @@ class ExtractiveWriter:
             chosen.append((p, i, unit))
             if len(chosen) >= 8:
                 break
+        if not chosen:  # never the passages verbatim instead: they may be code or data
+            raise BranchError("the relevant passages hold no sentence on this question to quote")
         chosen.sort()
         notes = "\n".join(f"- {unit} [{p + 1}]" for p, _i, unit in chosen)
         coverage = weighted_coverage(question_stems(question), covered, idf, n)
         return BranchNotes(
             notes=notes,
-            confidence=round(0.1 + 0.8 * coverage, 2) if chosen else 0.0,
+            confidence=round(0.1 + 0.8 * coverage, 2),
             used_evidence=sorted({p + 1 for p, _i, _u in chosen}),
         )
 
@@ -220,8 +249,9 @@ _OVERVIEW_GAP = re.compile(r"^- \S+ \[(?:failed|blocked|pending)[^\]]*\] (.+)$")
 
 
 class ExtractiveJudge:
-    """Always complete (one iteration). Missing: sections quoting nothing, and nodes the
-    overview lists as failed, blocked or pending. Confidence: the mean, over facets, of
+    """Complete when nothing is missing; never asks for more rounds (one iteration). Missing:
+    sections quoting nothing, and nodes the overview lists as failed (no passage cleared the
+    relevance floor, say), blocked or pending. Confidence: the mean, over facets, of
     the share of a facet's content terms its quoted lines contain (all quoted lines for a
     facet answered by earlier quotes; 0 for a missing one)."""
 
@@ -246,7 +276,7 @@ class ExtractiveJudge:
                 scores.append(0.0)
         confidence = round(sum(scores) / len(scores), 2) if scores else 0.0
         return Verdict(
-            is_complete=True,
+            is_complete=not missing,
             recommend_more_iterations=False,
             missing_aspects=missing,
             weak_evidence_areas=[],

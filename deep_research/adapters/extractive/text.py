@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -31,6 +32,10 @@ _PRONOUN = re.compile(r"\b(it|they|them|its|their)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Za-z0-9`\"(\[*_])")
 _ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|no|fig)\.|\b[A-Z]\.)$", re.I)
 UNIT_WORDS = 60
+"""A unit longer than this is cut (between words, ending " …")."""
+ENUMERATION_WORDS = 2 * UNIT_WORDS
+"""The same for an enumeration: "First, … Second, … Third, …" cut after its first reads as
+the dangling "First" it is quoted whole to avoid."""
 
 
 # --- text helpers -------------------------------------------------------------------
@@ -142,22 +147,109 @@ def _expand(clause: str) -> list[str]:
 
 
 def quotable_units(text: str) -> list[str]:
-    """Sentences, list items and table rows of a markdown passage, read from a markdown-it
-    parse (``core.markdown.paragraphs``): each unit is one run of the passage's text (a
-    body row's cells joined by " — "); headings and code are none, and a unit never joins
-    text across them."""
-    units: list[str] = []
-    for paragraph in md.paragraphs(text):
+    """Sentences, list items and table body rows of a markdown passage, read from a
+    markdown-it parse (``core.markdown.paragraphs``): each unit is one run of the passage's
+    text (a body row's cells joined by " — "); headings, code and a table's header row are
+    none, and a unit never joins text across them.
+
+    Only what reads as a statement on its own is a unit (`_stands_alone`): never data (JSON,
+    a table torn from its header), a list fragment that continues an introduction ("- a
+    report in which …;"), nor a piece of a sentence cut where a chunk starts or ends. An
+    enumeration ("First, … Second, …", in one paragraph or in consecutive items) is one unit,
+    whole, with the sentence that introduces it ("… in three steps."); a "First, …" with
+    nothing after it in the passage is none."""
+    units: list[tuple[str, bool]] = []  # (unit, an enumeration)
+    items: list[str] = []  # consecutive list items: an enumeration may run across them
+    for paragraph in [*md.paragraphs(text), None]:
+        if paragraph is None or paragraph.kind != "item":
+            units.extend(_enumerations(items, item=True))
+            items = []
+        if paragraph is None:
+            break
         if paragraph.kind == "row":
-            units.append(paragraph.text.replace(" | ", " — "))
+            units.append((paragraph.text.replace(" | ", " — "), False))
+        elif paragraph.kind == "item":
+            items.append(paragraph.text)
         else:
-            units.extend(_sentences(paragraph.text))
+            units.extend(_enumerations(_sentences(paragraph.text), item=False))
     # Too few distinct words (a table row like "x — yes — yes") says nothing quotable.
     return [
-        _clip(" ".join(u.split()))
-        for u in units
-        if u and len(set(question_stems(u))) > 2 and u[-1] != ":"
+        _clip(" ".join(u.split()), ENUMERATION_WORDS if whole else UNIT_WORDS)
+        for u, whole in units
+        if u and len(set(question_stems(u))) > 2
     ]
+
+
+_ORDINAL = re.compile(
+    r"^(?:first(?:ly)?|second(?:ly)?|third(?:ly)?|fourth|fifth|sixth|seventh|eighth|ninth|"
+    r"tenth|next|then|finally|lastly)\b[,:]",
+    re.I,
+)
+_OPENS_ENUMERATION = re.compile(r"^first(?:ly)?\b", re.I)
+_CLOSERS = re.compile(r"""(?:\s*\[[^\]]*\]|[\s"'”’)\]*_`])+$""")
+"""What may follow a sentence's full stop: markers ``[3]``, quotes, brackets, emphasis."""
+_CONTINUATION = re.compile(r"^[a-z]+(?![\w.\-])")
+"""A first word all in lower-case letters ("to", "a", "job,"): the text continues a sentence
+begun before it. A name ("deep-research", "gpt-5", "iOS") is no such word."""
+_DATA_CHARS = frozenset('{}[]"')
+
+
+def _stands_alone(text: str, *, item: bool) -> bool:
+    """Whether ``text`` (a sentence of a paragraph, or a list item) reads as a statement on
+    its own: not data, not begun mid-sentence, not ended mid-enumeration (";", ",", ":",
+    "and"); a sentence also ends as one (".", "!", "?", "…")."""
+    if not text or _is_data(text) or _CONTINUATION.match(text):
+        return False
+    end = _CLOSERS.sub("", text)
+    if not end or end[-1] in ";,:" or end.rsplit(None, 1)[-1].lower() in ("and", "or"):
+        return False
+    return item or end[-1] in ".!?…"
+
+
+def _is_data(text: str) -> bool:
+    """JSON or a table's line read as text: what a passage holds as data, not as prose (a
+    plan a model wrote, a table row cut from its header, which cannot be told from it)."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[", "|"):
+        return True
+    try:
+        json.loads(stripped)
+    except ValueError:
+        data = sum(c in _DATA_CHARS for c in stripped)
+        return stripped.count('":') >= 2 or data >= 0.2 * len(stripped.replace(" ", ""))
+    return True
+
+
+def _enumerations(pieces: list[str], *, item: bool) -> list[tuple[str, bool]]:
+    """The ``pieces`` (consecutive sentences of a paragraph, or consecutive list items) that
+    stand alone (`_stands_alone`), each enumeration joined into one (flagged True): a
+    "First, …" and the ordinal pieces right after it ("Second, …", "Finally, …"), after the
+    sentence right before it in a paragraph (its introduction). An ordinal piece outside
+    such a run (a "First, …" with no next, a "Second, …" whose first is not there) is
+    dropped; a piece dropped breaks a run, so that a unit is always contiguous text."""
+    out: list[tuple[str, bool]] = []
+    run: list[str] = []
+    before: str | None = None  # the piece right before this one, when it was kept alone
+    for piece in [*pieces, ""]:
+        kept = bool(piece) and _stands_alone(piece, item=item)
+        ordinal = kept and _ORDINAL.match(piece) is not None
+        opens = ordinal and _OPENS_ENUMERATION.match(piece) is not None
+        if run and ordinal and not opens:
+            run.append(piece)
+            continue
+        if len(run) > 1:
+            intro = [out.pop()[0]] if not item and before is not None else []
+            out.append((" ".join([*intro, *run]), True))
+        if run:  # what comes next follows an enumeration, or a dropped "First, …"
+            before = None
+        if opens:
+            run = [piece]
+            continue
+        run = []
+        before = piece if kept and not ordinal else None
+        if before is not None:
+            out.append((before, False))
+    return out
 
 
 def _sentences(paragraph: str) -> list[str]:
@@ -170,9 +262,9 @@ def _sentences(paragraph: str) -> list[str]:
     return pieces
 
 
-def _clip(unit: str) -> str:
+def _clip(unit: str, most: int) -> str:
     words = unit.split()
-    return unit if len(words) <= UNIT_WORDS else " ".join(words[:UNIT_WORDS]) + " …"
+    return unit if len(words) <= most else " ".join(words[:most]) + " …"
 
 
 # --- summary sections ---------------------------------------------------------------

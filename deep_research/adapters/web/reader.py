@@ -280,8 +280,8 @@ class PageReader:
                 async with asyncio.timeout(self.settings.page_timeout):
                     async with self._client.stream("GET", url) as response:
                         return await self._receive(url, response, page=page)
-            except AddressRefused as exc:
-                raise _Skip("refused", str(exc)) from exc
+            except AddressRefused as exc:  # the setting a user would change, named
+                raise _Skip("refused", f"{exc}, and not on DEEP_RESEARCH_FETCH_ALLOW") from exc
             except (TimeoutError, httpx.TimeoutException) as exc:
                 raise _Skip("timeout", _timeout_reason(exc, self.settings)) from exc
             except httpx.HTTPError as exc:

@@ -11,6 +11,7 @@
     POST /research/{id}/resume     {"max_cost_usd": …} -> 202 (``options.ResumeRequest``)
     POST /research/{id}/cancel     stop the run and its research jobs
     GET  /sessions                 past runs, newest first
+    GET  /limits                   the server's caps on a run's cost, its default preset
     GET  /kb/search?q=…&k=8        the knowledge base's best chunks
     GET  /openapi.json             the API's OpenAPI description (no Swagger UI: it would load
                                    its script from a CDN, and this server loads nothing from

@@ -7,8 +7,10 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from deep_research.core.errors import DeepResearchError
 from deep_research.frontends.common import error_code
@@ -48,7 +50,8 @@ def install_guard(
     async def guard(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
-        if request.headers.get("host", "").lower() not in hosts:
+        given = request.headers.getlist("host")  # two Hosts: which one is meant is moot
+        if len(given) != 1 or given[0].lower() not in hosts:
             return error(421, "wrong_host", "this server does not answer to that Host")
         origin = request.headers.get("origin")
         if origin is not None and origin.lower() not in origins:
@@ -78,6 +81,12 @@ def install_errors(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def not_valid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         return error(422, "invalid_request", invalid_request(exc))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        if exc.status_code == 400:  # FastAPI's "error parsing the body": not UTF-8 JSON
+            return error(422, "invalid_request", "the body is not JSON in UTF-8")
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(Exception)
     async def bug(_request: Request, exc: Exception) -> JSONResponse:

@@ -1,20 +1,36 @@
 """The page (start runs, watch them live, read reports) and the API's description: files
 with no data in them, served under a content security policy that allows nothing from
-elsewhere."""
+elsewhere. ``app.css`` is the one stylesheet of the page and of the HTML report."""
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 from fastapi import APIRouter, Response
 
+from deep_research.adapters.report_html import style_hash
+
 router = APIRouter(include_in_schema=False)
 
 WEB_DIR = Path(__file__).parent.parent / "page"
-PAGE_POLICY = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-    "img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
-)
+
+
+@cache
+def stylesheet() -> str:
+    """The page's stylesheet, which the HTML report inlines (a saved copy is styled too)."""
+    return (WEB_DIR / "app.css").read_text(encoding="utf-8")
+
+
+@cache
+def page_policy() -> str:
+    """Nothing from elsewhere, no inline script; of inline styles only the stylesheet's own
+    (the page reads a report, which inlines it, and the browser checks it as it parses)."""
+    return (
+        "default-src 'none'; script-src 'self'; "
+        f"style-src 'self' '{style_hash(stylesheet())}'; connect-src 'self'; "
+        "img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    )
 
 
 @router.get("/")
@@ -44,7 +60,7 @@ def asset(name: str, media_type: str) -> Response:
     """One of the page's files (no build step, no external assets), under a
     content security policy that allows nothing from elsewhere and no inline script."""
     return Response(
-        (WEB_DIR / name).read_bytes(), media_type=media_type, headers=protected(PAGE_POLICY)
+        (WEB_DIR / name).read_bytes(), media_type=media_type, headers=protected(page_policy())
     )
 
 

@@ -4,22 +4,22 @@ dependency and calls the use-cases in ``app/``."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Query
 from fastapi.responses import HTMLResponse, PlainTextResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse
 
-from deep_research.adapters.report_html import REPORT_POLICY, render_html
+from deep_research.adapters.report_html import REPORT_POLICY, render_html, report_policy
 from deep_research.app import knowledge, saved
 from deep_research.app.options import ResearchRequest, ResumeRequest
+from deep_research.app.presets import Preset
 from deep_research.core.errors import SessionError
 from deep_research.frontends.common import hit_json, session_detail
 from deep_research.frontends.http.context import ServerContext, context
-from deep_research.frontends.http.page import protected
+from deep_research.frontends.http.page import protected, stylesheet
 
 router = APIRouter()
 Context = Annotated[ServerContext, Depends(context)]
@@ -36,6 +36,36 @@ def accepted(session_id: str) -> Accepted:
         session_id=session_id,
         status_url=f"/research/{session_id}",
         events_url=f"/research/{session_id}/events",
+    )
+
+
+class ServerLimits(BaseModel):
+    """What a run started here may spend, and the preset it runs unless it names one (the
+    page's hints): settings of this server, none of them secret."""
+
+    max_cost_usd: float = Field(
+        description="The most a run's max_cost_usd may be (DEEP_RESEARCH_SERVER_MAX_COST_USD)."
+    )
+    default_max_cost_usd: float = Field(
+        description="What a run given no max_cost_usd may spend: the configured limit, within "
+        "the cap (less when today's budget has less left)."
+    )
+    daily_budget_usd: float = Field(
+        description="What all runs may spend in one UTC day "
+        "(DEEP_RESEARCH_SERVER_DAILY_BUDGET_USD)."
+    )
+    preset: Preset = Field(description="The preset of a run that names none.")
+
+
+@router.get("/limits", response_model=ServerLimits)
+async def limits(server: Context) -> ServerLimits:
+    """This server's caps on what a run may spend, and its default preset."""
+    caps = server.runs.caps
+    return ServerLimits(
+        max_cost_usd=caps.max_cost_per_run,
+        default_max_cost_usd=min(server.settings.max_cost_usd, caps.max_cost_per_run),
+        daily_budget_usd=caps.daily_budget,
+        preset=server.settings.preset,
     )
 
 
@@ -63,13 +93,14 @@ async def evidence(
 ) -> dict[str, Any]:
     """A page of the run's evidence store (its findings, each with the source text it rests
     on); with ``query``, best first."""
-    page = await asyncio.to_thread(
-        saved.read_evidence, server.settings, session_id, query=query, offset=offset, limit=limit
+    page = await saved.read_evidence_soon(
+        server.settings, session_id, query=query, offset=offset, limit=limit
     )
     return {
         "total": page.total,
         "offset": page.offset,
         "units": [unit.model_dump(mode="json") for unit in page.units],
+        "damage": page.damage,
     }
 
 
@@ -103,8 +134,9 @@ async def report(
     if path is None:
         raise SessionError(f"session {session_id} has no report yet")
     if "text/html" in accept:
-        page = render_html(saved.read_report_data(path))
-        return HTMLResponse(page, headers=protected(REPORT_POLICY))
+        style = stylesheet()
+        page = render_html(saved.read_report_data(path), stylesheet=style)
+        return HTMLResponse(page, headers=protected(report_policy(style)))
     return PlainTextResponse(
         saved.read_report(path),
         media_type="text/markdown; charset=utf-8",
@@ -119,12 +151,7 @@ async def resume(
     """Continue a stopped or interrupted run with the choices it started with (optionally
     new limits); it goes on in the server."""
     await server.warmed()
-    resumed = await server.runs.resume(
-        session_id,
-        body,
-        max_parallel=body.max_parallel,
-        retry_cancelled=body.retry_cancelled,
-    )
+    resumed = await server.runs.resume(session_id, body)
     return accepted(resumed)
 
 

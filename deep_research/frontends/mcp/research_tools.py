@@ -4,7 +4,6 @@ cancel and resume it, and the other way round."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from typing import Annotated, Any
 
@@ -66,12 +65,7 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
         repeats the run's choices. Returns at once, like research_start."""
         request = ResumeRequest.model_validate(arguments)
         with one_line_errors():
-            resumed = await manager.resume(
-                session_id,
-                request,
-                max_parallel=request.max_parallel,
-                retry_cancelled=request.retry_cancelled,
-            )
+            resumed = await manager.resume(session_id, request)
             return Started(session_id=resumed)
 
     @server.tool(annotations=reading)
@@ -123,15 +117,12 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
         source text it rests on. With a query, best first (ranked as the knowledge base
         ranks chunks); without, in the order the sub-questions finished."""
         with one_line_errors():
-            page = await asyncio.to_thread(
-                saved.read_evidence,
-                settings,
-                session_id,
-                query=query,
-                offset=offset,
-                limit=limit,
+            page = await saved.read_evidence_soon(
+                settings, session_id, query=query, offset=offset, limit=limit
             )
-        return EvidencePage(total=page.total, offset=page.offset, units=page.units)
+        return EvidencePage(
+            total=page.total, offset=page.offset, units=page.units, damage=page.damage
+        )
 
     @server.tool(annotations=reading)
     async def research_report(session_id: SessionId) -> Report:

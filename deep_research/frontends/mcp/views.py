@@ -157,3 +157,6 @@ class EvidencePage(BaseModel):
         "query. Each is a finding of one sub-question with, for each source it cites, the "
         "source's own text (a KB chunk, a page's passage) or what a research job said."
     )
+    damage: str = Field(
+        default="", description="What was wrong with the store (damaged lines skipped), if any."
+    )

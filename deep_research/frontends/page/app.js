@@ -27,8 +27,16 @@ async function api(path, options = {}) {
   return response;
 }
 
+// Each cell is named by its column's heading: on a narrow screen a row is a block of
+// "heading: value" lines (app.css), so nothing scrolls sideways.
+function labelled(td) {
+  const heading = td.closest("table").tHead.rows[0].cells[td.cellIndex];
+  if (heading) td.dataset.label = heading.textContent;
+  return td;
+}
+
 function cell(row, text, className) {
-  const td = row.insertCell();
+  const td = labelled(row.insertCell());
   td.textContent = text;
   if (className) td.className = className;
   return td;
@@ -41,7 +49,7 @@ function showNode(event) {
     row = $("#tree tbody").insertRow();
     row.id = `node-${event.node_id}`;
     row.dataset.node = event.node_id;
-    for (let i = 0; i < 5; i++) row.insertCell();
+    for (let i = 0; i < 5; i++) labelled(row.insertCell());
   }
   const [id, status, source, cost, question] = row.cells;
   id.textContent = event.node_id;
@@ -191,6 +199,7 @@ async function follow(sessionId) {
 }
 
 function open(sessionId, question) {
+  $("#error").textContent = "";
   $("#run").hidden = false;
   delete $("#run").dataset.ended;
   tick(false);
@@ -203,6 +212,46 @@ function open(sessionId, question) {
   follow(sessionId);
 }
 
+// A session's address is its id after #: opening /#<id> (or following a link to it) shows
+// that session. Other fragments are the report's own (#source-1, a section's heading).
+const SESSION_ID = /^[0-9a-f]{4,32}$/;
+
+async function openFromHash() {
+  const id = decodeURIComponent(location.hash.slice(1));
+  if (!SESSION_ID.test(id) || id === run.id || document.getElementById(id)) return;
+  try {
+    const state = await (await api(`/research/${id}`)).json();
+    if (decodeURIComponent(location.hash.slice(1)) === id) open(state.session_id, state.question);
+  } catch (error) {
+    $("#error").textContent = `session ${id}: ${error.message}`;
+  }
+}
+
+// "2026-11-26 20:47", in the reader's time zone.
+function when(iso) {
+  const at = new Date(iso);
+  const two = (n) => String(n).padStart(2, "0");
+  return `${at.getFullYear()}-${two(at.getMonth() + 1)}-${two(at.getDate())} ` +
+    `${two(at.getHours())}:${two(at.getMinutes())}`;
+}
+
+// Started, and when it was last saved if that is another minute: "2026-11-26 20:47 – 20:52".
+function dates(td, row) {
+  const started = document.createElement("time");
+  started.dateTime = row.created_at;
+  started.textContent = when(row.created_at);
+  td.append(started);
+  const [begun, saved] = [when(row.created_at), when(row.updated_at)];
+  if (saved !== begun) {
+    const updated = document.createElement("time");
+    updated.dateTime = row.updated_at;
+    updated.className = "muted";
+    updated.title = "last saved";
+    updated.textContent = saved.slice(0, 10) === begun.slice(0, 10) ? saved.slice(11) : saved;
+    td.append(" – ", updated);
+  }
+}
+
 async function loadSessions() {
   try {
     const rows = await (await api("/sessions")).json();
@@ -210,18 +259,45 @@ async function loadSessions() {
     body.replaceChildren();
     for (const row of rows) {
       const tr = body.insertRow();
+      tr.dataset.session = row.session_id;
       const link = document.createElement("a");
       link.href = `#${row.session_id}`;
       link.className = "session";
       link.textContent = row.session_id;
-      link.addEventListener("click", () => open(row.session_id, row.question));
-      tr.insertCell().append(link);
+      // The address is this session's already (no hashchange): open it all the same.
+      link.addEventListener("click", () => {
+        if (location.hash === link.hash) openFromHash();
+      });
+      labelled(tr.insertCell()).append(link);
+      dates(cell(tr, "", "when"), row);
       cell(tr, row.status, `status ${row.status}`);
-      cell(tr, `$${Number(row.cost_usd ?? 0).toFixed(4)}`);
+      cell(tr, (row.stop_reason ?? "").replaceAll("_", " "), "stop");
+      cell(tr, `$${Number(row.cost_usd ?? 0).toFixed(4)}`, "cost");
       cell(tr, row.question);
     }
   } catch (error) {
     $("#error").textContent = error.message;
+  }
+}
+
+// What this server allows a run to spend, and the preset it runs unless told: GET /limits.
+function dollars(usd) {
+  return `$${Number(usd).toFixed(2)}`;
+}
+
+async function loadLimits() {
+  try {
+    const limits = await (await api("/limits")).json();
+    const cost = $("#max-cost");
+    cost.max = String(limits.max_cost_usd);
+    cost.placeholder = dollars(limits.default_max_cost_usd);
+    $("#cap").textContent =
+      `Empty: at most ${dollars(limits.default_max_cost_usd)}. This server's cap: ` +
+      `${dollars(limits.max_cost_usd)} a run, ${dollars(limits.daily_budget_usd)} a day.`;
+    const preset = $("#preset");
+    if (!preset.dataset.chosen) preset.value = limits.preset;
+  } catch (error) {
+    $("#cap").textContent = `This server's cap is unknown: ${error.message}.`;
   }
 }
 
@@ -237,7 +313,10 @@ $("#start").addEventListener("submit", async (submitted) => {
   button.textContent = "Starting…";
   $("#error").textContent = "";
   const question = $("#question").value;
-  const body = { question };
+  const body = { question, preset: $("#preset").value };
+  const scope = $("#scope").value;
+  if (scope === "kb") body.kb_only = true;
+  if (scope === "web") body.web_only = true;
   const cost = parseFloat($("#max-cost").value);
   if (!Number.isNaN(cost)) body.max_cost_usd = cost;
   try {
@@ -248,6 +327,7 @@ $("#start").addEventListener("submit", async (submitted) => {
     });
     const started = await response.json();
     open(started.session_id, question);
+    location.hash = started.session_id; // its address, to come back to
     loadSessions();
   } catch (error) {
     $("#error").textContent = error.message;
@@ -262,5 +342,11 @@ $("#token").value = sessionStorage.getItem("token") || "";
 $("#token").addEventListener("change", () => {
   $("#error").textContent = "";
   loadSessions();
+  loadLimits();
+  openFromHash();
 });
+$("#preset").addEventListener("change", () => { $("#preset").dataset.chosen = "yes"; });
+window.addEventListener("hashchange", openFromHash);
 loadSessions();
+loadLimits();
+openFromHash();

@@ -1,0 +1,63 @@
+"""Text from questions sent over HTTP or MCP, KB documents, pages and model output is shown on
+a terminal, never obeyed by it: no escape sequence (screen clear, hidden text, the window's
+title, a link) reaches stdout or stderr from what a command prints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from deep_research.persistence.sessions import SessionStore
+from tests.clirun import cli
+
+HOSTILE = "\x1b[2J\x1b]0;owned\x07\x1b[8mhidden\x1b[0m \x9b31m \x90dcs\x9c \x1b]8;;http://x\x1b\\"
+"""Clear the screen, set the window's title, hide text, an 8-bit CSI and DCS, a link."""
+CONTROLS = [chr(c) for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))]
+
+
+def clean(text: str) -> bool:
+    return not any(c in text for c in CONTROLS)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+def test_sessions_list_show_and_report_print_no_control_character(home: Path) -> None:
+    env = {"DEEP_RESEARCH_HOME": str(home), "COLUMNS": "200"}
+    store = SessionStore(home / "sessions")
+    state = store.create(f"Why {HOSTILE} is this?")
+    state.status = "complete"
+    store.save(state)
+    store.write_report(state.session_id, f"# Report\n\n## Answer\n\nIt is {HOSTILE} so.\n")
+    for args in (
+        ("sessions", "list"),
+        ("sessions", "show", state.session_id),
+        ("sessions", "report", state.session_id, "--full"),
+    ):
+        code, out, err = cli(env, *args)
+        assert code == 0, err
+        assert "hidden" in out, args  # the text is shown ...
+        assert clean(out), (args, out)  # ... its controls are not
+        assert clean(err), (args, err)
+    code, out, _ = cli(env, "sessions", "list", "--json")
+    assert code == 0
+    assert clean(out)
+    assert json.loads(out)[0]["question"] == f"Why {HOSTILE} is this?", "JSON keeps the data"
+
+
+def test_kb_search_prints_no_control_character(home: Path, tmp_path: Path) -> None:
+    env = {"DEEP_RESEARCH_HOME": str(home), "COLUMNS": "200"}
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "evil.md").write_text(f"# Budgets\n\nEvery budget {HOSTILE} is capped.\n")
+    code, _, err = cli(env, "kb", "ingest", str(notes))
+    assert code == 0, err
+    code, out, err = cli(env, "kb", "search", "budget capped")
+    assert code == 0, err
+    assert "capped" in out
+    assert clean(out), out
+    assert clean(err), err

@@ -161,6 +161,11 @@ def main() -> None:
     print(f"{'wall_seconds':>26}: {time.monotonic() - started:.0f}", flush=True)
     if args.json:
         print(json.dumps(figures))
+    if figures["double_submissions"] or figures["unkilled_creates_per_run"] != 1.0:
+        sys.exit(
+            "a research job was submitted twice, or a run that was not killed did not "
+            "submit exactly once"
+        )
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ def test_a_cost_limit_that_admits_no_job_is_refused_naming_what_fits(
     assert "the budget of $3.00 admits no web research job" in line
     assert "up to $4.00" in line
     assert "--web-engine search" in line
-    assert "--kb-only" in line
+    assert "--kb-only" not in line, "there is no knowledge base to research alone"
     assert "--web-effort low" not in line, "a lower effort does not lower the worst case"
     nothing_was_spent(env, fake_openai)
 
@@ -50,6 +50,17 @@ def test_a_cost_limit_that_admits_no_job_is_refused_naming_what_fits(
     below = f"{float(least) - 0.01:.2f}"
     code, _, _ = cli(env, QUESTION, "--max-cost", below, "--estimate")
     assert code == 11, "and it is the least that does"
+
+
+def test_with_a_knowledge_base_the_refusal_names_researching_it_alone(
+    kb_env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    code, _, err = cli(kb_env, QUESTION, "--max-cost", "3")
+    assert code == 11
+    assert "--kb-only" in err
+    ResearchWorld(plans=[[plan_task("k1", source="kb")]]).install(fake_openai)
+    code, _, err = cli(kb_env, QUESTION, "--max-cost", "3", "--kb-only")
+    assert code == 0, err
 
 
 def test_the_estimate_and_the_refusal_give_the_same_figures(
@@ -79,7 +90,7 @@ def test_a_token_limit_that_admits_no_job_is_refused_too(
     assert "the token limit of 60,000 admits no web research job" in line
     assert "up to 1,222,000 tokens" in line
     assert "--web-engine search" in line
-    assert "--kb-only" in line
+    assert "--kb-only" not in line
     least = line.rsplit("--max-tokens ", 1)[1]
     assert run_json(env, QUESTION, "--max-tokens", least, "--estimate")["jobs_admitted"] == 1
     nothing_was_spent(env, fake_openai)

@@ -138,7 +138,13 @@ def test_sessions_report_of_an_unknown_or_unwritten_session_is_one_line_exit_4(
 
 @pytest.mark.parametrize(
     ("word", "meant"),
-    [("doctr", "doctor"), ("sesions", "sessions"), ("resme", "resume"), ("chekc", "check")],
+    [
+        ("doctr", "doctor"),
+        ("Doctor", "doctor"),
+        ("sesions", "sessions"),
+        ("resme", "resume"),
+        ("chekc", "check"),
+    ],
 )
 def test_a_one_word_question_one_typo_from_a_command_is_refused(
     env: dict[str, str], word: str, meant: str, monkeypatch: pytest.MonkeyPatch

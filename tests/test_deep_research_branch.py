@@ -451,6 +451,20 @@ async def test_a_lost_create_reply_fails_the_node_and_is_never_resent(
     assert hook.intent_kept, "a resume must know a job may be running without its id"
 
 
+async def test_a_server_error_on_the_create_may_have_created_the_job(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    """A 5xx may come after the job exists (a proxy's 502, a timeout behind it): the intent
+    stays, so a resume never pays for it again unless asked."""
+    fake_openai.inject(Fault("server_error", path_prefix="/v1/responses"))
+    ex, _ = executor(client)
+    hook = Hook(fake_openai)
+    with pytest.raises(BranchError, match=r"got HTTP 500; a job may be running"):
+        await ex.run(TASK, RecordingMeter(), hook)
+    assert fake_openai.count("/v1/responses", "POST") == 1
+    assert hook.intent_kept
+
+
 async def test_an_unreadable_create_reply_is_a_lost_reply(
     fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:

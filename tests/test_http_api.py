@@ -218,6 +218,8 @@ async def test_an_unknown_preset_over_http_names_the_three(
         ("post", "/research", {"json": {"question": "x" * 70_000}}, 413, "too_large"),
         ("post", "/research", {"json": {"question": "   "}}, 400, "bad_request"),
         ("post", "/research", {"json": {"question": "q", "max_cost_usd": 500}}, 400, "bad_request"),
+        # A limit that admits no research job: refused before anything is spent or saved.
+        ("post", "/research", {"json": {"question": "q", "max_cost_usd": 1}}, 400, "bad_request"),
         ("post", "/research", {"json": {"question": "q", "rm_rf": True}}, 422, None),
         (
             "post",

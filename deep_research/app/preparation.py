@@ -153,7 +153,12 @@ def estimate(prepared: Prepared) -> Estimate:
 
     settings = prepared.settings
     prices = reserves.price_book(settings)
-    reserve = reserves.final_reserve_usd(settings, prices, prepared.limits.max_cost_usd)
+    # With no model the report is written by code: it costs neither money nor tokens.
+    reserve = (
+        0.0
+        if prepared.extractive
+        else reserves.final_reserve_usd(settings, prices, prepared.limits.max_cost_usd)
+    )
     limit = prepared.limits.max_total_tokens
     tokens = 0 if prepared.extractive else reserves.final_reserve_tokens(settings, limit)
     registered = list(sources.SOURCES.values()) if prepared.policy == "auto" else []
@@ -193,10 +198,17 @@ def _variants(prepared: Prepared) -> list[tuple[str, Prepared]]:
     if settings.preset != "quick":
         quick = presets.apply(settings, "quick")
         out.append(("--preset quick", _rebuilt(prepared, quick, prepared.engine)))
-    if prepared.policy == "auto" and prepared.engine is not None:
+    if prepared.policy == "auto" and prepared.engine is not None and _has_kb(settings):
         kb_only = dataclasses.replace(prepared, policy="kb_only", engine=None, spec=None)
         out.append(("--kb-only", kb_only))
     return out
+
+
+def _has_kb(settings: Settings) -> bool:
+    """The run's KB is there to research alone (asked only for a refusal)."""
+    from deep_research.kb.catalog import list_kbs  # Chroma: only when a run is refused
+
+    return settings.kb_name in list_kbs(settings.kb)
 
 
 def _with(prepared: Prepared, **values: object) -> Prepared:

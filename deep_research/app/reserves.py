@@ -181,15 +181,14 @@ def check_token_limit(settings: Settings, limits: Limits) -> None:
 def guard_for(settings: Settings, state: SessionState) -> BudgetGuard:
     """The session's budget guard, with the final report's share kept back."""
     prices = price_book(settings)
+    if state.mode == "extractive":  # the report is written by code: nothing to keep back
+        return BudgetGuard(state, state.limits, prices=prices)
     return BudgetGuard(
         state,
         state.limits,
         prices=prices,
         final_reserve_usd=final_reserve_usd(settings, prices, state.limits.max_cost_usd),
-        # An extractive run spends no tokens: nothing to keep back.
-        final_reserve_tokens=0
-        if state.mode == "extractive"
-        else final_reserve_tokens(settings, state.limits.max_total_tokens),
+        final_reserve_tokens=final_reserve_tokens(settings, state.limits.max_total_tokens),
     )
 
 

@@ -48,7 +48,7 @@ from deep_research.app import engines, lifecycle, preparation, saved
 from deep_research.app.config import Settings
 from deep_research.app.options import ResumeRequest, RunOptions
 from deep_research.core.budget import totals
-from deep_research.core.errors import DeepResearchError, UsageError
+from deep_research.core.errors import BudgetTooSmall, DeepResearchError, UsageError
 from deep_research.core.events import RunEvent
 from deep_research.core.models import SessionState
 from deep_research.persistence.daily import DIR, DailyLedger, Reservation
@@ -114,6 +114,10 @@ class RunManager:
             options = options.model_copy(update={"max_cost_usd": held.amount_usd})
             prepared = preparation.prepare(self.settings, question, options)
             prepared = await preparation.choose_engine(prepared)
+            estimate = await asyncio.to_thread(preparation.estimate, prepared)
+            refused = await asyncio.to_thread(preparation.refusal, prepared, estimate)
+            if refused is not None:  # as the CLI refuses it: before anything is spent
+                raise BudgetTooSmall(refused)
             self.say_engine(prepared)
             if not prepared.extractive:
                 await preparation.check_models(prepared)

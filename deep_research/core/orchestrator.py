@@ -468,7 +468,11 @@ class ResearchOrchestrator:
         score = verdict.overall_confidence
         if not complete:
             missing = len(verdict.missing_aspects)
-            return Stop("nothing_to_do", f"passage coverage {score:.2f}, {missing} unanswered")
+            return Stop(
+                "nothing_to_do",
+                f"{missing} part(s) of the question found no relevant passage, and with no "
+                f"model nothing more can be researched (passage coverage {score:.2f})",
+            )
         if state.mode == "extractive":  # no model judged it: say what was measured
             return Stop("complete", f"passage coverage {score:.2f}")
         return Stop("complete", f"judge confidence {score:.2f}")

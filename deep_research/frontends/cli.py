@@ -112,7 +112,8 @@ def mistyped_command(word: str, commands: Iterable[str]) -> str | None:
     ``docker``, ``map`` and ``kv`` are questions."""
     if word.startswith("-") or len(word.split()) != 1:
         return None
-    return next((c for c in commands if len(c) >= 4 and _one_typo(word.lower(), c)), None)
+    word = word.lower()  # `Doctor` is `doctor` as well
+    return next((c for c in commands if len(c) >= 4 and (word == c or _one_typo(word, c))), None)
 
 
 def _one_typo(a: str, b: str) -> bool:

@@ -199,7 +199,8 @@ def resume(
 
     The run's choices (models, efforts, web job, knowledge base) are the ones it started
     with. Research jobs still running at the provider (after Ctrl-C or a crash) are
-    re-attached by their saved ids, never submitted again."""
+    re-attached by their saved ids, never submitted again; one whose id was lost (the process
+    died just after its create) is submitted again only with --resubmit-lost."""
     from deep_research.app import lifecycle
     from deep_research.app.config import load_settings
     from deep_research.app.options import ResumeRequest, option_settings

@@ -162,7 +162,7 @@ class ResponsesJobs:
                     rate_limited += 1  # refused before any work: nothing was created
                     await asyncio.sleep(_retry_after(exc, self._retry_base * 2**rate_limited))
                     continue
-                raise _create_error(exc, model) from None
+                raise _create_error(exc, model, where) from None
             except openai.APIConnectionError as exc:
                 never_sent = isinstance(exc.__cause__, httpx2.ConnectError) and not isinstance(
                     exc, openai.APITimeoutError
@@ -244,7 +244,7 @@ def _retry_after(exc: openai.APIStatusError, default: float) -> float:
     return default if seconds is None else min(60.0, seconds)
 
 
-def _create_error(exc: openai.APIStatusError, model: str) -> Exception:
+def _create_error(exc: openai.APIStatusError, model: str, where: str) -> Exception:
     if exc.status_code == 404:
         return ProviderError(
             f"model {model} not found or not available to this key (HTTP 404): "
@@ -260,6 +260,9 @@ def _create_error(exc: openai.APIStatusError, model: str) -> Exception:
             if _code(exc) == "insufficient_quota"
             else f"rate limited (HTTP 429) even after {RATE_LIMIT_RETRIES} retries"
         )
+    if exc.status_code >= 500 or exc.status_code == 408:
+        # A server's or a proxy's failure may come after the job was created.
+        return _lost(where, f"HTTP {exc.status_code}")
     return BranchError(f"the provider refused the research job: {_brief(exc)}")
 
 

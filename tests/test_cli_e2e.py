@@ -250,20 +250,27 @@ def only_session(env: dict[str, str]) -> str:
     return session.name
 
 
-def test_kill_9_then_resume_reattaches_and_never_resubmits(
-    env: dict[str, str], fake_openai: FakeOpenAI
-) -> None:
-    world = ResearchWorld(plans=[[plan_task("t1"), plan_task("t2"), plan_task("t3", "t1")]])
+def kill_9_once_two_jobs_poll(
+    env: dict[str, str], fake_openai: FakeOpenAI, world: ResearchWorld
+) -> str:
+    """Run ``world`` in a child whose jobs never finish; kill -9 it once two jobs are being
+    polled (their ids are on disk: saved before any poll). The session's id."""
     world.install(fake_openai)
     fake_openai.hold_responses = True
     child = spawn(env, QUESTION, "--json")
     try:
-        # Once two jobs are being polled, their ids are on disk (saved before any poll).
         fake_openai.wait_for(lambda: sum(1 for n in fake_openai.retrieves.values() if n) >= 2, 60)
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
-    session_id = only_session(env)
+    return only_session(env)
+
+
+def test_kill_9_then_resume_reattaches_and_never_resubmits(
+    env: dict[str, str], fake_openai: FakeOpenAI
+) -> None:
+    world = ResearchWorld(plans=[[plan_task("t1"), plan_task("t2"), plan_task("t3", "t1")]])
+    session_id = kill_9_once_two_jobs_poll(env, fake_openai, world)
     saved = session_state(env, session_id)
     assert saved["status"] == "running"
     _, listed, _ = cli(env, "sessions", "list", "--json")
@@ -291,15 +298,8 @@ def test_a_create_whose_id_never_reached_disk_is_not_submitted_again_unless_aske
     intent and no id (``bench/create_window.py`` lands real kills there; here the session
     is put in that state by hand): resume fails the node, never pays again; only
     ``--resubmit-lost`` does, and says what it may cost."""
-    ResearchWorld(plans=[[plan_task("t1"), plan_task("t2")]]).install(fake_openai)
-    fake_openai.hold_responses = True
-    child = spawn(env, QUESTION, "--json")
-    try:
-        fake_openai.wait_for(lambda: sum(1 for n in fake_openai.retrieves.values() if n) >= 2, 60)
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-    session_id = only_session(env)
+    world = ResearchWorld(plans=[[plan_task("t1"), plan_task("t2")]])
+    session_id = kill_9_once_two_jobs_poll(env, fake_openai, world)
     path = Path(env["DEEP_RESEARCH_HOME"]) / "sessions" / session_id / "state.json"
     saved = json.loads(path.read_text())
     lost = saved["nodes"]["t1"]

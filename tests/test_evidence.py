@@ -138,35 +138,6 @@ def test_a_run_keeps_its_findings_with_the_whole_chunks_they_cite(
     assert json.loads(out)["evidence_units"] == len(units)
 
 
-def test_evidence_reads_a_page_at_a_time_and_ranks_for_a_query(tmp_path: Path) -> None:
-    settings = Settings(_env_file=None, home=tmp_path, embedding_provider="local-fast")  # type: ignore[call-arg]
-    store = SessionStore(settings.sessions_dir)
-    state = store.create("How are costs capped?")
-    session_dir = store.path(state.session_id)
-    SessionEvidence(session_dir).append(
-        "t1",
-        [
-            unit("t1", 1, "The scheduler starts a node when its dependencies are done."),
-            unit("t1", 2, "Each web job reserves its worst-case cost before it starts."),
-            unit("t1", 3, "Reports list their sources with numbered citations."),
-        ],
-    )
-    page = saved.read_evidence(settings, state.session_id, limit=2)
-    assert (page.total, [u.id for u in page.units]) == (3, ["t1.1", "t1.2"])
-    assert [u.id for u in saved.read_evidence(settings, state.session_id, offset=2).units] == [
-        "t1.3"
-    ]
-    ranked = saved.read_evidence(settings, state.session_id, query="worst-case cost reserved")
-    assert ranked.units[0].id == "t1.2"
-    # Each unit embedded once, under the embedder's identity; another embedder's are not used.
-    model_id = make_embeddings(settings.kb).model_id
-    every = saved.read_evidence(settings, state.session_id).units
-    assert set(read_vectors(session_dir, model_id)) == {u.finding for u in every}
-    assert read_vectors(session_dir, "another-embedder") == {}
-    with pytest.raises(UsageError, match="limit"):
-        saved.read_evidence(settings, state.session_id, limit=0)
-
-
 def _store_of_three(tmp_path: Path) -> tuple[Settings, str, Path]:
     settings = Settings(_env_file=None, home=tmp_path, embedding_provider="local-fast")  # type: ignore[call-arg]
     store = SessionStore(settings.sessions_dir)
@@ -181,6 +152,22 @@ def _store_of_three(tmp_path: Path) -> tuple[Settings, str, Path]:
         ],
     )
     return settings, state.session_id, session_dir
+
+
+def test_evidence_reads_a_page_at_a_time_and_ranks_for_a_query(tmp_path: Path) -> None:
+    settings, session_id, session_dir = _store_of_three(tmp_path)
+    page = saved.read_evidence(settings, session_id, limit=2)
+    assert (page.total, [u.id for u in page.units]) == (3, ["t1.1", "t1.2"])
+    assert [u.id for u in saved.read_evidence(settings, session_id, offset=2).units] == ["t1.3"]
+    ranked = saved.read_evidence(settings, session_id, query="worst-case cost reserved")
+    assert ranked.units[0].id == "t1.2"
+    # Each unit embedded once, under the embedder's identity; another embedder's are not used.
+    model_id = make_embeddings(settings.kb).model_id
+    every = saved.read_evidence(settings, session_id).units
+    assert set(read_vectors(session_dir, model_id)) == {u.finding for u in every}
+    assert read_vectors(session_dir, "another-embedder") == {}
+    with pytest.raises(UsageError, match="limit"):
+        saved.read_evidence(settings, session_id, limit=0)
 
 
 def test_damaged_lines_are_skipped_and_counted_never_raised(tmp_path: Path) -> None:

@@ -9,8 +9,11 @@ responses, counters) outlives a killed client: a resumed run re-attaches by id.
 
 Like the real service it refuses what the real service refuses, as the real service
 words it: a model it does not serve (404 `model_not_found`; see `DEFAULT_MODELS`,
-`add_model`, `today`), `temperature` on a reasoning model, `reasoning.summary` for an
-unverified organisation. Those are expected answers, not fake errors.
+`add_model`, `today`), a reasoning effort the model does not take (`EFFORTS_TAKEN`:
+`minimal` on GPT-6, `none` on astra / 6.1-sol / 6.2), `temperature` on a reasoning model
+unless its effort is `none`, `max_tokens` on a reasoning model's chat completion,
+`reasoning.summary` for an unverified organisation. Those are expected answers, not fake
+errors.
 
 `flavor` makes it a local server instead, refusing what that one refuses as its source
 words it (not the OpenAI refusals above: both answer any `model`, take `temperature`):
@@ -47,7 +50,7 @@ from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.fake_openai_payloads import (
     CAP_KEYS,
@@ -79,6 +82,9 @@ from tests.fake_openai_payloads import (
     model_object,
     new_id,
     not_found,
+    refused_effort,
+    refused_flex,
+    refused_max_tokens,
     refused_mcp_tool,
     refused_temperature,
     response_object,
@@ -178,6 +184,9 @@ class FakeOpenAI:
         self.retrieve_endpoint = retrieve_endpoint and flavor == "openai"
         self.list_endpoint = list_endpoint  # False: GET /v1/models 404s too
         self.org_verified = False  # True: reasoning.summary is accepted
+        # True: a research job's `service_tier: "flex"` is refused (400, param service_tier),
+        # as OpenAI refuses a tier a model or mode does not offer; nothing is created.
+        self.refuse_flex = False
         # Records and counters.
         self._requests: list[RecordedRequest] = []
         self.research_inputs: Counter[str] = Counter()  # creates per input text
@@ -333,9 +342,16 @@ class FakeOpenAI:
             self._cond.notify_all()
 
     def _route(
-        self, method: str, path: str, body: Any, *, wait: bool = False
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        *,
+        query: Mapping[str, list[str]] | None = None,
+        wait: bool = False,
     ) -> tuple[int, dict[str, Any]]:
-        """Answer a request; `wait`: hold a chat completion's slot for the latency too."""
+        """Answer a request (`query`: its url's, parsed); `wait`: hold a chat completion's
+        slot for the latency too."""
         parts = path.strip("/").split("/")
         try:
             if method == "POST" and path in _MODEL_PATHS:
@@ -349,7 +365,7 @@ class FakeOpenAI:
             if method == "POST" and path == "/v1/responses":
                 return self._create_response(body)
             if parts[:2] == ["v1", "responses"] and len(parts) >= 3:
-                return self._response_action(method, parts[2], parts[3:])
+                return self._response_action(method, parts[2], parts[3:], query or {})
             if method == "GET" and path == "/v1/models" and self.list_endpoint:
                 return 200, self._model_list()
             if method == "GET" and path.startswith("/v1/models/") and self.retrieve_endpoint:
@@ -378,9 +394,15 @@ class FakeOpenAI:
             return None
         reasoning = body.get("reasoning") or {}
         if path == "/v1/chat/completions":
-            effort = body.get("reasoning_effort")
+            effort, effort_param = body.get("reasoning_effort"), "reasoning_effort"
+            refusal = refused_max_tokens(model, body)
+            if refusal is not None:
+                return refusal
         else:
-            effort = reasoning.get("effort")
+            effort, effort_param = reasoning.get("effort"), "reasoning.effort"
+        refusal = refused_effort(model, effort, effort_param)
+        if refusal is not None:
+            return refusal
         if refused_temperature(model, body.get("temperature"), effort):
             return unsupported_temperature()
         if path == "/v1/responses" and reasoning.get("summary") and not self.org_verified:
@@ -461,6 +483,8 @@ class FakeOpenAI:
         return 200, chat_completion(req.model, reply, req.text)
 
     def _create_response(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if self.refuse_flex and body.get("service_tier") == "flex":
+            return refused_flex()
         req = ResearchRequest.from_body(body)
         report = self.research_handler(req) if self.research_handler else None
         with self._cond:
@@ -483,17 +507,21 @@ class FakeOpenAI:
             self.research_inputs[req.input_text] += 1
             if not req.background:  # foreground: answer with the finished response
                 stored.finish(stored.final_status)
-            return 200, response_object(stored)
+            return 200, response_object(stored, body.get("include") or [])
 
     def _response_action(
-        self, method: str, response_id: str, rest: list[str]
+        self, method: str, response_id: str, rest: list[str], query: Mapping[str, list[str]]
     ) -> tuple[int, dict[str, Any]]:
+        """A retrieve (its reply holds what its own `include[]` asks for, as the API's: the
+        create's `include` is not remembered) or a cancel (it takes no `include`)."""
+        include: list[str] = []
         with self._cond:
             stored = self._responses.get(response_id)
             if stored is None:
                 return _error(404, f"No response found with id '{response_id}'.")
             if method == "GET" and not rest:
                 self.retrieves[response_id] += 1
+                include = query.get("include[]", [])
                 if stored.status not in _FINAL:
                     stored.polls_left -= 1
                     if stored.polls_left <= 0 and not stored.held:
@@ -506,7 +534,7 @@ class FakeOpenAI:
                     stored.finish("cancelled")
             else:
                 return _error(404, f"FakeOpenAI: no route for {method} responses/{rest}")
-            return 200, response_object(stored)
+            return 200, response_object(stored, include)
 
 
 _MODEL_PATHS = frozenset({"/v1/chat/completions", "/v1/responses", "/v1/embeddings"})
@@ -569,7 +597,8 @@ class _Handler(BaseHTTPRequestHandler):
         received = time.monotonic()
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
-        path = urlsplit(self.path).path
+        target = urlsplit(self.path)
+        path, query = target.path, parse_qs(target.query)
         try:
             body = json.loads(raw) if raw else None
         except json.JSONDecodeError:
@@ -584,6 +613,7 @@ class _Handler(BaseHTTPRequestHandler):
                 body=body,
                 authorized="authorization" in headers,
                 fault=fault.kind if fault else None,
+                query=query,
             )
         )
         kind = fault.kind if fault else None
@@ -591,7 +621,7 @@ class _Handler(BaseHTTPRequestHandler):
             # A served model's latency includes its own work: the reply is made while the
             # client waits, so each of N concurrent calls takes `latency`, not `latency`
             # plus the fake's turns at the GIL after the other replies' work.
-            status, payload = fake._route(method, path, body or {}, wait=True)
+            status, payload = fake._route(method, path, body or {}, query=query, wait=True)
             fake._stopping.wait(max(0.0, fake.latency - (time.monotonic() - received)))
             return self._reply(method, path, status, payload)
         delay = fake.latency + (fault.delay if fault and fault.kind == "slow" else 0.0)
@@ -615,7 +645,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(*_error(500, "Internal error (fake)."), retry)
         if raw and body is None:
             return self._send(*_error(400, "FakeOpenAI: request body is not JSON"))
-        status, payload = fake._route(method, path, body or {})
+        status, payload = fake._route(method, path, body or {}, query=query)
         if kind == "drop_after":
             return self._drop()
         if kind == "malformed":

@@ -36,17 +36,20 @@ FaultKind = Literal[
 Search = str | tuple[str, ...]  # one web search: a query, or the several queries it ran
 
 
-# Model id -> announced shutdown date (ISO) or None, as of 2026-11-23 (DESIGN.md, "Facts").
-# A model is served while its date is after the fake's `today`; dated snapshots are
-# served only when listed here.
+# Model id -> announced shutdown date (ISO) or None, as of 2026-11-26 (DESIGN.md, "Facts";
+# the openai SDK 3.57's model docstrings). A model is served while its date is after the
+# fake's `today`; dated snapshots are served only when listed here. The released GPT-6 ids
+# only: there is no gpt-6-terra, no 6.2 luna or terra.
 DEFAULT_MODELS: Mapping[str, str | None] = {
     **dict.fromkeys(
         [
-            *(
-                f"gpt-{v}-{tier}"
-                for v in ("6", "6.1", "6.2")
-                for tier in ("astra", "sol", "terra", "luna")
-            ),
+            "gpt-6-astra",
+            "gpt-6-sol",
+            "gpt-6-luna",
+            "gpt-6.1-sol",
+            "gpt-6.1-terra",
+            "gpt-6.2-astra",
+            "gpt-6.2-sol",
             *(f"gpt-5.6-{tier}" for tier in ("sol", "terra", "luna")),
             "gpt-5.5",
             "gpt-5.5-2026-04-23",
@@ -63,10 +66,39 @@ DEFAULT_MODELS: Mapping[str, str | None] = {
     **dict.fromkeys(["gpt-4.1", "gpt-4.1-mini", "gpt-4o", "gpt-4o-mini"], "2027-01-14"),
     **dict.fromkeys(["o4-mini", "o3-mini", "o1", "gpt-4.1-nano"], "2026-10-23"),
     **dict.fromkeys(["o3-deep-research", "o4-mini-deep-research"], "2026-07-23"),
+    **dict.fromkeys(["gpt-5.1", "gpt-5.4-nano"], "2027-04-01"),
 }
 
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5", "gpt-6")
 _EFFORT_NONE = re.compile(r"^gpt-(5\.[1-9]\d*|6)")
+
+# The reasoning efforts each model takes, in the order OpenAI's 400 lists them. Written from
+# the facts (checked 2026-11-26: OpenAI's model pages for gpt-6-luna, gpt-6.1-terra and
+# gpt-6.2-sol; langchain-openai 1.7.4's model profiles; OpenAI's 400s quoted in public issues;
+# DESIGN.md "Facts"), never from `adapters/llm/params.py`: a fake that used the code's own
+# rules could not catch their mistakes. No model after gpt-5 (-mini/-nano) takes `minimal`.
+# A model not listed is not checked.
+_NONE_TO_MAX = ("none", "low", "medium", "high", "xhigh", "max")
+_LOW_TO_MAX = ("low", "medium", "high", "xhigh", "max")
+_NONE_TO_XHIGH = ("none", "low", "medium", "high", "xhigh")
+EFFORTS_TAKEN: Mapping[str, tuple[str, ...]] = {
+    "gpt-6-sol": _NONE_TO_MAX,
+    "gpt-6-luna": _NONE_TO_MAX,
+    "gpt-6.1-terra": _NONE_TO_MAX,
+    "gpt-6-astra": _LOW_TO_MAX,
+    "gpt-6.1-sol": _LOW_TO_MAX,
+    "gpt-6.2-astra": _LOW_TO_MAX,
+    "gpt-6.2-sol": _LOW_TO_MAX,
+    **dict.fromkeys(("gpt-5.6-sol", "gpt-5.6-terra", "gpt-5.6-luna"), _NONE_TO_MAX),
+    **dict.fromkeys(
+        ("gpt-5.5", "gpt-5.5-2026-04-23", "gpt-5.4", "gpt-5.4-mini", "gpt-5.4-nano"),
+        _NONE_TO_XHIGH,
+    ),
+    "gpt-5.1": ("none", "low", "medium", "high"),
+    **dict.fromkeys(("gpt-5", "gpt-5-mini", "gpt-5-nano"), ("minimal", "low", "medium", "high")),
+    "gpt-5-pro": ("high",),
+    **dict.fromkeys(("o1", "o3", "o3-mini", "o4-mini", "o3-pro"), ("low", "medium", "high")),
+}
 
 
 def api_error(
@@ -119,11 +151,47 @@ def model_object(model: str, shutdown_date: str | None) -> dict[str, Any]:
 
 
 def refused_temperature(model: str, temperature: Any, effort: Any) -> bool:
-    """Reasoning models refuse `temperature`, except gpt-5.1+ / GPT-6 at effort `none`."""
+    """Reasoning models refuse `temperature`, except at effort `none` on a model that takes
+    it (gpt-5.1+ and some GPT-6: `EFFORTS_TAKEN`; never astra, 6.1-sol, 6.2)."""
     name = model.removeprefix("openai/")
     if temperature is None or not name.startswith(_REASONING_PREFIXES):
         return False
-    return not (effort == "none" and _EFFORT_NONE.match(name))
+    taken = EFFORTS_TAKEN.get(name)
+    takes_none = "none" in taken if taken is not None else bool(_EFFORT_NONE.match(name))
+    return not (effort == "none" and takes_none)
+
+
+def refused_effort(model: str, effort: Any, param: str) -> tuple[int, dict[str, Any]] | None:
+    """A reasoning effort `model` does not take (`EFFORTS_TAKEN`), refused as OpenAI words it
+    (`param`: `reasoning_effort` in chat completions, `reasoning.effort` in Responses)."""
+    taken = EFFORTS_TAKEN.get(model.removeprefix("openai/"))
+    if effort is None or taken is None or effort in taken:
+        return None
+    quoted = [f"'{e}'" for e in taken]
+    listed = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])}, and {quoted[-1]}"
+    return api_error(
+        400,
+        f"Unsupported value: '{effort}' is not supported with the '{model}' model. "
+        f"Supported values are: {listed}.",
+        "invalid_request_error",
+        "unsupported_value",
+        param,
+    )
+
+
+def refused_max_tokens(model: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    """Reasoning models (o-series, gpt-5.x, GPT-6) refuse chat completions' `max_tokens`."""
+    name = model.removeprefix("openai/")
+    if body.get("max_tokens") is None or not name.startswith(_REASONING_PREFIXES):
+        return None
+    return api_error(
+        400,
+        "Unsupported parameter: 'max_tokens' is not supported with this model. "
+        "Use 'max_completion_tokens' instead.",
+        "invalid_request_error",
+        "unsupported_parameter",
+        "max_tokens",
+    )
 
 
 def unsupported_temperature() -> tuple[int, dict[str, Any]]:
@@ -169,6 +237,21 @@ def refused_mcp_tool(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
                 f"{where}.require_approval",
             )
     return None
+
+
+SOURCES_INCLUDE = "web_search_call.action.sources"
+
+
+def refused_flex() -> tuple[int, dict[str, Any]]:
+    """The flex tier refused for a model or mode that does not offer it (the message OpenAI
+    sends, as public issues quote it in 2026; the param as its other 400s name one)."""
+    return api_error(
+        400,
+        "Unsupported service_tier: flex",
+        "invalid_request_error",
+        "unsupported_value",
+        "service_tier",
+    )
 
 
 def unverified_summary() -> tuple[int, dict[str, Any]]:
@@ -366,6 +449,7 @@ class RecordedRequest:
     body: Any  # parsed JSON, or None
     authorized: bool  # an Authorization header was sent (its value is not kept)
     fault: FaultKind | None
+    query: dict[str, list[str]] = field(default_factory=dict)  # the url's, parsed
 
 
 @dataclass(frozen=True)
@@ -441,9 +525,11 @@ class ChatReply:
     prompt_tokens: int | None = None  # None: estimated from the request
     completion_tokens: int | None = None  # None: estimated from the content
     cached_tokens: int = 0
+    cache_write_tokens: int = 0  # GPT-6 bills them (1.25x input); part of the prompt tokens
     reasoning_tokens: int = 0
     finish_reason: str = "stop"
     refusal: str | None = None  # set to make the model refuse (content is then null)
+    service_tier: str = "default"  # the tier the reply says it ran on
 
 
 def chat_completion(model: str, reply: ChatReply, prompt_text: str) -> dict[str, Any]:
@@ -464,7 +550,7 @@ def chat_completion(model: str, reply: ChatReply, prompt_text: str) -> dict[str,
         "created": int(time.time()),
         "model": model,
         "system_fingerprint": "fp_fake",
-        "service_tier": "default",
+        "service_tier": reply.service_tier,
         "choices": [
             {"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}
         ],
@@ -472,7 +558,11 @@ def chat_completion(model: str, reply: ChatReply, prompt_text: str) -> dict[str,
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": reply.cached_tokens, "audio_tokens": 0},
+            "prompt_tokens_details": {
+                "cached_tokens": reply.cached_tokens,
+                "cache_write_tokens": reply.cache_write_tokens,
+                "audio_tokens": 0,
+            },
             "completion_tokens_details": {
                 "reasoning_tokens": reply.reasoning_tokens,
                 "audio_tokens": 0,
@@ -525,11 +615,16 @@ class ResearchReport:
     # A search is a query, or the tuple of queries one call ran; each query is billed.
     searches: tuple[Search, ...] = ("fake search",)
     opens: tuple[str, ...] = ()  # open_page urls: not billed
+    # Pages the searches used besides the cited ones: every search action lists them with
+    # the cited pages as its `sources`, sent only when the request a reply answers asks in
+    # its own `include` (a retrieve's `include[]`: a create's is not remembered).
+    consulted: tuple[str, ...] = ()
     finds: tuple[tuple[str, str], ...] = ()  # find_in_page (url, pattern): not billed
     reasoning: tuple[str, ...] = ("Planned the search.",)
     status: ResearchStatus = "completed"
     input_tokens: int | None = None  # None: estimated from the request input
     cached_tokens: int = 0
+    cache_write_tokens: int = 0  # reported always (the SDK type requires it), as 3.57 does
     output_tokens: int | None = None  # None: estimated from text + reasoning_tokens
     reasoning_tokens: int = 64
     error_message: str = "The fake deep-research run failed."
@@ -623,7 +718,10 @@ def _usage(stored: StoredResponse, prompt: str) -> dict[str, Any] | None:
     out, reasoning = int(out * share), int(reasoning * share)
     return {
         "input_tokens": inp,
-        "input_tokens_details": {"cached_tokens": r.cached_tokens, "cache_write_tokens": 0},
+        "input_tokens_details": {
+            "cached_tokens": r.cached_tokens,
+            "cache_write_tokens": r.cache_write_tokens,
+        },
         "output_tokens": out,
         "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": inp + out,
@@ -649,7 +747,9 @@ def _tool_usage(stored: StoredResponse) -> dict[str, Any] | None:
     }
 
 
-def _output(report: ResearchReport, rid: str, with_message: bool) -> list[dict[str, Any]]:
+def _output(
+    report: ResearchReport, rid: str, with_message: bool, with_sources: bool
+) -> list[dict[str, Any]]:
     # Item ids derive from the response id, so every retrieve returns the same items.
     suffix = rid.removeprefix("resp_")
     items: list[dict[str, Any]] = [
@@ -660,12 +760,10 @@ def _output(report: ResearchReport, rid: str, with_message: bool) -> list[dict[s
         }
         for i, s in enumerate(report.reasoning)
     ]
-    sources = [
-        {"type": "url", "url": url} for url in dict.fromkeys(c.url for c in report.citations)
-    ]
+    used = dict.fromkeys([*(c.url for c in report.citations), *report.consulted])
+    sources = {"sources": [{"type": "url", "url": url} for url in used]} if with_sources else {}
     actions: list[dict[str, Any]] = [
-        {"type": "search", "query": qs[0], "queries": list(qs), "sources": sources}
-        for qs in report.queries
+        {"type": "search", "query": qs[0], "queries": list(qs), **sources} for qs in report.queries
     ]
     actions += [{"type": "open_page", "url": url} for url in report.opens]
     actions += [{"type": "find_in_page", "url": u, "pattern": p} for u, p in report.finds]
@@ -699,14 +797,15 @@ def _output(report: ResearchReport, rid: str, with_message: bool) -> list[dict[s
     return items
 
 
-def response_object(stored: StoredResponse) -> dict[str, Any]:
+def response_object(stored: StoredResponse, include: Iterable[str] = ()) -> dict[str, Any]:
+    """The response as a reply shows it; ``include``: what the request it answers asked to
+    include (a create's body ``include``, a retrieve's ``include[]``; a cancel takes none)."""
     body, status = stored.body, stored.status
     finished = status in ("completed", "failed", "incomplete", "cancelled")
     output: list[dict[str, Any]] = []
-    if status == "completed":
-        output = _output(stored.report, stored.id, with_message=True)
-    elif status == "incomplete":
-        output = _output(stored.report, stored.id, with_message=False)
+    with_sources = SOURCES_INCLUDE in include
+    if status in ("completed", "incomplete"):
+        output = _output(stored.report, stored.id, status == "completed", with_sources)
     error = None
     if status == "failed":
         error = {"code": "server_error", "message": stored.report.error_message}
@@ -735,7 +834,14 @@ def response_object(stored: StoredResponse) -> dict[str, Any]:
         "truncation": "disabled",
         "usage": _usage(stored, input_text(body.get("input"))) if finished else None,
         "tool_usage": _tool_usage(stored) if finished else None,
+        "service_tier": served_tier(body),
     }
+
+
+def served_tier(body: dict[str, Any]) -> str:
+    """The tier a reply says it ran on: the one asked for; "default" for none or "auto"."""
+    asked = body.get("service_tier")
+    return asked if isinstance(asked, str) and asked != "auto" else "default"
 
 
 # --- embeddings -------------------------------------------------------------------------

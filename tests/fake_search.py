@@ -11,6 +11,16 @@ result count over its maximum, SearXNG answers 403 when JSON output is off, and 
 limit per API (``limit(api, count, per)``: at most ``count`` accepted requests in any
 ``per`` seconds) answers 429 with a whole-second Retry-After.
 
+The web scope in each API's own terms (see `apis.py`): SearXNG and Brave read ``site:`` /
+``-site:`` operators in ``q`` (``(site:a.com OR site:b.org)``), SearXNG a ``time_range`` of
+day, month or year, Brave a ``freshness`` of pd/pw/pm/py or ``YYYY-MM-DDtoYYYY-MM-DD`` and
+a ``q`` of at most 400 characters and 50 words; Tavily ``include_domains``,
+``exclude_domains`` and ``start_date`` (YYYY-MM-DD); Exa ``includeDomains``,
+``excludeDomains`` and ``startPublishedDate`` (ISO 8601). A malformed one is refused as the
+API refuses it (400; Brave 422). The answer is narrowed by what the request said, and only
+by that: a request that does not narrow gets pages outside the scope too (a `Doc` may carry
+its ``published`` date), so a test sees the client's own filter at work.
+
 Every routed request can be answered after ``delay`` seconds (a latency for benchmarks).
 Faults (`Fault`) are applied to the next requests of an API: any status with the API's
 error body (a message may quote the key it was sent, as some real APIs do), a slow answer,
@@ -27,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import socket
 import threading
 import time
@@ -35,6 +46,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import date, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
@@ -55,6 +67,9 @@ _PATHS: Mapping[str, Api] = {
     "/exa/search": "exa",
 }
 _MAX_COUNT: Mapping[Api, int] = {"tavily": 20, "brave": 20, "exa": 100}
+_SEARXNG_RANGES = {"day": 1, "month": 31, "year": 365}
+_BRAVE_PAST = {"pd": 1, "pw": 7, "pm": 31, "py": 365}
+_BRAVE_RANGE = re.compile(r"^(\d{4}-\d{2}-\d{2})to(\d{4}-\d{2}-\d{2})$")
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,8 @@ class Doc:
     url: str
     title: str
     text: str
+    published: str | None = None
+    """``YYYY-MM-DD``, as a search index knows it; None: undated (kept by date filters)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +120,8 @@ class RecordedRequest:
     """``time.monotonic()`` on arrival."""
     status: int = 0
     """What was answered (0: no answer, the connection was dropped)."""
+    params: Mapping[str, str] = field(default_factory=dict)
+    """The URL's query parameters (SearXNG's and Brave's whole request)."""
 
 
 @dataclass
@@ -331,6 +350,103 @@ def _search_args(api: Api, params: Mapping[str, str], body: Any) -> tuple[str, i
     return str(body.get("query", "")), count if isinstance(count, int) else None
 
 
+@dataclass(frozen=True)
+class _Narrowing:
+    """What a request asked of the scope, read the way its API reads it."""
+
+    query: str
+    """The query without its operators (what the corpus is looked up by)."""
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    since: date | None = None
+
+    def keeps(self, doc: Doc) -> bool:
+        host = (urlsplit(doc.url).hostname or "").lower()
+        if self.include and not _under(host, self.include):
+            return False
+        if _under(host, self.exclude):
+            return False
+        if self.since is None or doc.published is None:
+            return True
+        return date.fromisoformat(doc.published) >= self.since
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _under(host: str, domains: tuple[str, ...]) -> bool:
+    return any(host == d or host.endswith(f".{d}") for d in domains)
+
+
+def _operators(query: str) -> _Narrowing:
+    """``site:`` / ``-site:`` operators of a query (grouped with ``OR`` and parentheses)."""
+    tokens = query.replace("(", " ").replace(")", " ").split()
+    include = tuple(t.removeprefix("site:") for t in tokens if t.startswith("site:"))
+    exclude = tuple(t.removeprefix("-site:") for t in tokens if t.startswith("-site:"))
+    bare = [t for t in tokens if t != "OR" and not t.startswith(("site:", "-site:"))]
+    return _Narrowing(" ".join(bare), include, exclude)
+
+
+def _domain_list(body: dict[str, Any], name: str) -> tuple[str, ...]:
+    value = body.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _Refused(400, f"{name} must be a list of strings")
+    return tuple(v.lower() for v in value)
+
+
+def _narrowing(api: Api, query: str, params: Mapping[str, str], body: Any) -> _Narrowing:
+    """The scope a request asked for, or `_Refused` as the API refuses a malformed one."""
+    today = date.today()
+    if api == "searxng":
+        found = _operators(query)
+        past = params.get("time_range")
+        if past is None:
+            return found
+        if past not in _SEARXNG_RANGES:
+            raise _Refused(400, f"Invalid value for time_range: {past}")
+        return replace(found, since=today - timedelta(days=_SEARXNG_RANGES[past]))
+    if api == "brave":
+        if len(query) > 400 or len(query.split()) > 50:
+            raise _Refused(422, "q must be at most 400 characters and 50 words")
+        found = _operators(query)
+        fresh = params.get("freshness")
+        if fresh is None:
+            return found
+        if fresh in _BRAVE_PAST:
+            return replace(found, since=today - timedelta(days=_BRAVE_PAST[fresh]))
+        span = _BRAVE_RANGE.match(fresh)
+        try:
+            if span is None:
+                raise ValueError(fresh)
+            return replace(found, since=date.fromisoformat(span.group(1)))
+        except ValueError:
+            raise _Refused(422, f"freshness: not pd, pw, pm, py or a range: {fresh}") from None
+    body = body if isinstance(body, dict) else {}
+    if api == "tavily":
+        include = _domain_list(body, "include_domains")
+        exclude = _domain_list(body, "exclude_domains")
+        start = body.get("start_date")
+        if start is None:
+            return _Narrowing(query, include, exclude)
+        try:
+            if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(start)):
+                raise ValueError(start)
+            return _Narrowing(query, include, exclude, date.fromisoformat(str(start)))
+        except ValueError:
+            raise _Refused(400, "start_date must be YYYY-MM-DD") from None
+    include, exclude = _domain_list(body, "includeDomains"), _domain_list(body, "excludeDomains")
+    start = body.get("startPublishedDate")
+    try:
+        stamp = None if start is None else datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+    except ValueError:
+        raise _Refused(400, "startPublishedDate must be an ISO 8601 date") from None
+    return _Narrowing(query, include, exclude, stamp.date() if stamp else None)
+
+
 # --- HTTP plumbing ----------------------------------------------------------------------
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -394,7 +510,9 @@ class _Handler(BaseHTTPRequestHandler):
         key = fake._keys.get(api) if api else None
         key_ok = None if key is None or api is None else _key_ok(api, headers, key)
         # Recorded as the answer goes out: a client that has its answer finds it in the log.
-        self._pending = RecordedRequest(api, method, split.path, query, count, body, key_ok, at)
+        self._pending = RecordedRequest(
+            api, method, split.path, query, count, body, key_ok, at, params=params
+        )
         try:
             self._respond(fake, api, method, params, headers, query, count, key_ok, at)
         except OSError:
@@ -451,11 +569,15 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, "application/json", b'{"results": [{"url": "https://ex')
         if fault is not None and fault.kind == "wrong_shape":
             return self._json(200, {"unexpected": True})
+        try:
+            asked = _narrowing(api, query, params, self._pending.body)
+        except _Refused as refused:
+            return self._send(refused.status, *_error_body(api, refused.status, refused.message))
         with fake._cond:
             scripted = fake.replies.get((api, query))
         if scripted is not None:
             return self._json(200, scripted)
-        docs = fake._docs(query)
+        docs = [d for d in fake._docs(asked.query) if asked.keeps(d)]
         limit = 20 if count is None else count
         return self._json(200, _answer(api, query, docs[:limit]))
 

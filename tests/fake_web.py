@@ -50,15 +50,21 @@ BOILERPLATE = """<!DOCTYPE html>
 """
 
 
-def numbered_page(number: int) -> str:
-    """A small article, different for every number (the politeness tests read many)."""
+def numbered_page(number: int, published: str = "") -> str:
+    """A small article, different for every number (the politeness tests read many); with
+    ``published`` (YYYY-MM-DD), its ``article:published_time`` says so."""
+    meta = (
+        f'<meta property="article:published_time" content="{published}T08:00:00Z">'
+        if published
+        else ""
+    )
     sentences = " ".join(
         f"Paragraph {number}.{i} explains how the reader keeps to its limits per host, "
         f"so that a research run never floods one server with requests."
         for i in range(1, 4)
     )
     return (
-        f"<!DOCTYPE html><html><head><title>Page {number}</title></head><body>"
+        f"<!DOCTYPE html><html><head>{meta}<title>Page {number}</title></head><body>"
         f'<nav><a href="/">Home</a></nav><article><h1>Page {number}</h1>'
         f"<p>{sentences}</p><p>{sentences}</p></article>"
         f"<footer>Example footer</footer></body></html>"
@@ -87,6 +93,7 @@ class FakeWeb:
     /private/<any>            a page that the default robots.txt disallows
     /plain.txt                text/plain
     /page/<n>.html            a small article, after ``page_delay`` seconds
+    /dated/<YYYY-MM-DD>.html  a small article published that day (its meta tag says so)
     /boilerplate.html         navigation, cookie banner, sidebar and footer only
     /slow.html                headers only after ``slow_seconds`` (or at shutdown)
     /huge.html                HUGE_BYTES of HTML, no Content-Length (streamed)
@@ -266,6 +273,9 @@ class _Handler(BaseHTTPRequestHandler):
             web._stopping.wait(web.page_delay)
             number = int(path.removeprefix("/page/").removesuffix(".html"))
             return self._send(200, numbered_page(number).encode())
+        if path.startswith("/dated/"):
+            day = path.removeprefix("/dated/").removesuffix(".html")
+            return self._send(200, numbered_page(int(day[-2:]), published=day).encode())
         if path == "/boilerplate.html":
             return self._send(200, BOILERPLATE.encode())
         if path == "/slow.html":

@@ -92,6 +92,8 @@ class RecordingMeter:
     reserved_tokens: int = 0
     records: list[tuple[Role, str, Usage, bool]] = field(default_factory=list)
     unknown: int = 0
+    tiers: list[str] = field(default_factory=list)
+    """The service tier of each record, in order."""
 
     def record(
         self,
@@ -101,9 +103,11 @@ class RecordingMeter:
         *,
         cached: bool = False,
         usage_unknown: bool = False,
+        tier: str = "default",
     ) -> None:
         self.records.append((role, model, usage, cached))
         self.unknown += usage_unknown
+        self.tiers.append(tier)
 
     def remaining_usd(self) -> float:
         return self.budget - self.reserved

@@ -20,10 +20,11 @@ BOOK = PriceTable()
 @pytest.mark.parametrize(
     ("model", "price"),
     [
-        ("gpt-5.5", Price(5.0, 0.50, 30.0)),
-        ("gpt-6-sol", Price(2.0, 0.20, 10.0)),
-        ("gpt-6.1-terra", Price(1.0, 0.05, 5.0)),
-        ("gpt-6-luna", Price(0.10, 0.01, 0.50)),
+        # gpt-5.5 has no write price: its writes bill as input. GPT-6 bills them at 1.25x.
+        ("gpt-5.5", Price(5.0, 0.50, 30.0, 5.0)),
+        ("gpt-6-sol", Price(2.0, 0.20, 10.0, 2.5)),
+        ("gpt-6.1-terra", Price(1.0, 0.05, 5.0, 1.25)),
+        ("gpt-6-luna", Price(0.10, 0.01, 0.50, 0.125)),
     ],
 )
 def test_current_models_bill_genai_prices_figures(model: str, price: Price) -> None:
@@ -32,6 +33,8 @@ def test_current_models_bill_genai_prices_figures(model: str, price: Price) -> N
     assert BOOK.cost(model, Usage(input_tokens=100_000)) == pytest.approx(price.input / 10)
     cached = Usage(input_tokens=100_000, cached_input_tokens=100_000)
     assert BOOK.cost(model, cached) == pytest.approx(price.cached_input / 10)
+    written = Usage(input_tokens=100_000, cache_write_tokens=100_000)
+    assert BOOK.cost(model, written) == pytest.approx(price.write / 10)
     assert BOOK.cost(model, Usage(output_tokens=100_000)) == pytest.approx(price.output / 10)
 
 

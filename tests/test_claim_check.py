@@ -33,6 +33,7 @@ from deep_research.core.models import (
 )
 from deep_research.core.ports import CheckJob, Meter
 from deep_research.core.report import Report, ReportSection
+from deep_research.core.scope import WebScope
 from deep_research.persistence.claims import SessionClaims
 from tests.fakes import RecordingMeter
 
@@ -292,6 +293,35 @@ async def test_an_unread_page_leaves_the_claim_unverifiable_unless_it_contradict
     assert second.verdict == "contradicted"
     assert second.sources[0].note == SAID_CONTRADICTS
     assert "[⚠ C1 unverifiable]" in out.sections[0].body
+
+
+class Redirected(Pages):
+    """A reader whose every page redirects out of the run's scope."""
+
+    async def read(self, url: str) -> Page:
+        self.reads.append(url)
+        raise PageSkipped(url, "out_of_scope", "redirected out of scope: b.org is outside it")
+
+
+async def test_a_page_the_reader_refuses_as_out_of_scope_supports_nothing(
+    tmp_path: Path,
+) -> None:
+    """Neither unverifiable (the page left cited) nor checked against what the job said."""
+    body = (
+        "Raft elects a leader by majority vote, with election timeouts of 150 to 300 ms [1]. "
+        "Raft elects a leader by majority vote, with election timeouts of 150 to 900 ms [1]."
+    )
+    pages = Redirected({})
+    checker = ClaimChecker(reader=pages, scope=WebScope(exclude_domains=("b.org",)))
+    out = await checker.check(job(report_of(body, JOB_RAFT), Store(tmp_path, units_for(JOB_RAFT))))
+    ledger = SessionClaims(tmp_path).load()
+    assert ledger is not None
+    assert [c.verdict for c in ledger.claims] == ["unsupported", "unsupported"]
+    assert {c.sources[0].note for c in ledger.claims} == {
+        "outside the run's web scope (not b.org): not read, and it supports nothing"
+    }
+    assert pages.reads == [JOB_RAFT.url]
+    assert "unverifiable" not in out.sections[0].body
 
 
 async def test_without_page_reads_the_check_says_so(tmp_path: Path) -> None:

@@ -449,7 +449,7 @@ def test_defaults_are_current_models_with_the_parameters_they_take(
     assert all("temperature" not in b and b["reasoning_effort"] for b in chat)
     [create] = [r.body for r in fake_openai.requests if r.path == "/v1/responses"]
     assert create["model"] == "gpt-5.5"
-    assert create["tools"] == [{"type": "web_search"}]
+    assert create["tools"] == [{"type": "web_search", "user_location": {"type": "approximate"}}]
     assert create["reasoning"] == {"effort": "high"}
     assert {"background", "store", "max_tool_calls", "max_output_tokens"} <= set(create)
     looked_up = {r.path for r in fake_openai.requests if r.path.startswith("/v1/models/")}
@@ -700,7 +700,7 @@ def test_research_jobs_search_the_kb_through_its_mcp_url_with_the_token(
         "require_approval": "never",
         "authorization": token,
     }
-    assert {"type": "web_search"} in create.body["tools"]
+    assert {"type": "web_search", "user_location": {"type": "approximate"}} in create.body["tools"]
     home = Path(env["DEEP_RESEARCH_HOME"])
     for file in home.rglob("*"):  # sessions, events, cache, logs
         if file.is_file():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,12 @@ from deep_research.adapters.branches.openai_research import (
     ReportCache,
     build_user_message,
 )
-from deep_research.adapters.web.openai_jobs import JobSpec
+from deep_research.adapters.web.openai_jobs import SOURCES_INCLUDE, JobSpec
 from deep_research.adapters.web.output import extract_report
 from deep_research.core.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError
 from deep_research.core.models import Citation, Usage
 from deep_research.core.ports import CREATE_INTENT, BranchTask, Finding, JobEvent, Meter
+from deep_research.core.scope import WebScope
 from deep_research.persistence.cache import ResultCache
 from tests.fake_openai import Citation as FakeCitation
 from tests.fake_openai import FakeOpenAI, Fault, ResearchReport
@@ -178,7 +180,10 @@ async def test_full_run(fake_openai: FakeOpenAI, client: openai.AsyncOpenAI) -> 
     assert body["model"] == MODEL
     assert body["background"] is True
     assert body["store"] is True
-    assert body["tools"] == [{"type": "web_search"}]
+    # No place known: an approximate location with no fields, never OpenAI's US default.
+    assert body["tools"] == [{"type": "web_search", "user_location": {"type": "approximate"}}]
+    assert body["include"] == ["web_search_call.action.sources"]
+    assert "service_tier" not in body
     assert body["max_tool_calls"] == 5
     assert body["max_output_tokens"] == 20_000
     assert body["reasoning"] == {"effort": "high"}, "no reasoning.summary unless asked for"
@@ -197,12 +202,77 @@ async def test_full_run(fake_openai: FakeOpenAI, client: openai.AsyncOpenAI) -> 
     assert all(e.model == "gpt-5.5 (effort high)" for e in events)
 
 
+SCOPED = ResearchReport.from_claims(
+    [
+        ("Chroma compacts deleted rows in the background.", "https://docs.example.org/c", "C"),
+        ("A spam page claims deletes are instant.", "https://spam.example.com/p", "Spam"),
+    ],
+    consulted=("https://docs.example.org/consulted", "https://spam.example.com/other"),
+)
+
+
+async def test_a_scoped_job_is_told_what_its_tool_cannot_be_and_polled_for_its_sources(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    fake_openai.script_research([SCOPED])
+    scope = WebScope(exclude_domains=("spam.example.com", "b.org"), since=date(2025, 1, 1))
+    ex, compressor = executor(client, spec=replace(SPEC, scope=scope))
+
+    result = await ex.run(TASK, RecordingMeter(), Hook(fake_openai))
+
+    (create,) = [r.body for r in fake_openai.requests if r.path == "/v1/responses"]
+    user = create["input"][1]["content"]
+    assert "Use only pages published on or after 2025-01-01." in user
+    assert "Never use or cite pages on: spam.example.com, b.org." in user
+    polls = [r for r in fake_openai.requests if r.method == "GET"]
+    assert polls, "a background job is polled to its end"
+    assert all(r.query == {"include[]": [SOURCES_INCLUDE]} for r in polls)
+    # What only a poll's own include brings: the pages its searches used.
+    assert result.consulted == ("https://docs.example.org/consulted",)
+    # The excluded page's claim is gone from what the notes are written from, not only its url.
+    [(_, report)] = compressor.calls
+    assert report == "Chroma compacts deleted rows in the background[1]."
+    assert "instant" not in result.notes
+    assert [c.url for c in result.citations] == ["https://docs.example.org/c"]
+    assert result.dropped == ("https://spam.example.com/p",)
+
+
+async def test_a_reattach_asks_for_the_sources_and_a_legacy_job_for_nothing(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    fake_openai.script_research([SCOPED, SCOPED])
+    saved = await client.responses.create(model=MODEL, input="earlier run", background=True)
+    ex, _ = executor(client)
+    result = await ex.run(
+        replace(TASK, remote_jobs={JOB_NAME: saved.id}), RecordingMeter(), Hook(fake_openai)
+    )
+    assert "https://docs.example.org/consulted" in result.consulted
+    fake_openai.add_model("o3-deep-research")  # a provider that still serves it
+    legacy, _ = executor(client, spec=replace(SPEC, model="o3-deep-research"))
+    await legacy.run(TASK, RecordingMeter(), Hook(fake_openai))
+    gets = [r for r in fake_openai.requests if r.method == "GET"]
+    reattached = [r.query for r in gets if r.path.endswith(saved.id)]
+    polled = [r.query for r in gets if not r.path.endswith(saved.id)]
+    assert reattached
+    assert all(q == {"include[]": [SOURCES_INCLUDE]} for q in reattached)
+    assert polled, "the legacy job was polled"
+    assert all(q == {} for q in polled), "the retired models' replies predate the include"
+
+
+def test_no_scope_adds_nothing_to_the_request() -> None:
+    plain = build_user_message(TASK)
+    assert build_user_message(TASK, WebScope()) == plain
+    assert build_user_message(TASK, WebScope(domains=("a.com",), location="Lyon, FR")) == plain
+    assert "published on or after" not in plain
+
+
 def test_legacy_deep_research_models_take_web_search_preview() -> None:
     body = JobSpec("o3-deep-research-2025-06-26").body("dev", "user", with_summary=False)
-    assert body["tools"] == [{"type": "web_search_preview"}]
+    nowhere = {"type": "approximate"}
+    assert body["tools"] == [{"type": "web_search_preview", "user_location": nowhere}]
     assert "reasoning" not in body
     assert JobSpec("gpt-5.5").body("d", "u", with_summary=False)["tools"] == [
-        {"type": "web_search"}
+        {"type": "web_search", "user_location": nowhere}
     ]
 
 
@@ -627,7 +697,7 @@ def test_malformed_annotations_are_skipped_and_shared_ends_keep_order() -> None:
         "type": "message",
         "content": [{"type": "output_text", "text": text, "annotations": annotations}],
     }
-    marked, citations = extract_report(response([{"type": "reasoning"}, message]))
+    marked, citations, _ = extract_report(response([{"type": "reasoning"}, message]))
     assert marked == "Alpha beta.[1][2] Gamma."
     assert [(c.url, c.claim) for c in citations] == [
         ("https://a.io", "Alpha beta."),

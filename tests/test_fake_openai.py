@@ -121,7 +121,9 @@ async def test_chat_handler_script_and_default(
     c = openai_client()
 
     routed = await c.chat.completions.create(
-        model="gpt-6-luna", messages=[{"role": "user", "content": "route me"}], max_tokens=7
+        model="gpt-6-luna",
+        messages=[{"role": "user", "content": "route me"}],
+        max_completion_tokens=7,
     )
     judged = [
         await c.chat.completions.create(
@@ -585,7 +587,7 @@ async def test_reasoning_models_refuse_temperature_unless_effort_none(
         return None
 
     assert await chat("gpt-6-sol", temperature=0.2) == refused
-    assert await chat("gpt-5", temperature=0.2, reasoning_effort="none") == refused  # 5.0
+    assert await chat("gpt-5", temperature=0.2, reasoning_effort="minimal") == refused  # 5.0
     assert await chat("o3", temperature=1) == refused
     assert await chat("gpt-6-sol", temperature=0.2, reasoning_effort="none") is None
     assert await chat("gpt-5.4-mini", temperature=0.2, reasoning_effort="none") is None
@@ -596,6 +598,64 @@ async def test_reasoning_models_refuse_temperature_unless_effort_none(
     fake_openai.add_model("openai/gpt-6-sol")  # a gateway's name: the same rules
     assert await chat("openai/gpt-6-sol", temperature=0.2) == refused
     assert fake_openai.response_ids != []
+    assert fake_openai.errors == []
+
+
+async def test_efforts_and_caps_a_model_does_not_take_are_refused_naming_the_param(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    # OpenAI's rules as of 2026-11-26 (fake_openai_payloads.EFFORTS_TAKEN), sent directly:
+    # the fake must refuse them, or a run's tests could not catch the code sending them.
+    c = openai_client(max_retries=0)
+
+    async def chat(model: str, **params: object) -> tuple[str | None, str | None] | None:
+        try:
+            await c.chat.completions.create(model=model, messages=USER, **params)  # type: ignore[call-overload]
+        except openai.BadRequestError as exc:
+            return exc.code, exc.param
+        return None
+
+    async def responses(model: str, effort: str, **params: object) -> str | None:
+        try:
+            await c.responses.create(model=model, input="x", reasoning={"effort": effort}, **params)  # type: ignore[call-overload, arg-type]
+        except openai.BadRequestError as exc:
+            return exc.param
+        return None
+
+    effort = ("unsupported_value", "reasoning_effort")
+    # No GPT-6 takes minimal; astra, 6.1-sol and 6.2 take no none either.
+    for model in ("gpt-6-sol", "gpt-6-luna", "gpt-6.1-terra", "gpt-6-astra", "gpt-6.2-sol"):
+        assert await chat(model, reasoning_effort="minimal") == effort, model
+    for model in ("gpt-6-astra", "gpt-6.1-sol", "gpt-6.2-astra", "gpt-6.2-sol"):
+        assert await chat(model, reasoning_effort="none") == effort, model
+        assert await responses(model, "none") == "reasoning.effort", model
+        assert await chat(model, reasoning_effort="max") is None, model
+    assert await chat("gpt-6-sol", reasoning_effort="none") is None
+    assert await chat("gpt-6.1-terra", reasoning_effort="none", temperature=0.2) is None
+    assert await chat("gpt-5.5", reasoning_effort="max") == effort, "max came with 5.6"
+    assert await chat("gpt-5.6-luna", reasoning_effort="max") is None
+    assert await chat("gpt-5-mini", reasoning_effort="minimal") is None
+    # temperature only at effort none, on any reasoning model and either API.
+    temperature = ("unsupported_parameter", "temperature")
+    assert await chat("gpt-6-astra", reasoning_effort="low", temperature=0.2) == temperature
+    assert await chat("gpt-6-luna", reasoning_effort="low", temperature=0.2) == temperature
+    assert await responses("gpt-6-sol", "low", temperature=0.2) == "temperature"
+    assert await responses("gpt-6-sol", "none", temperature=0.2) is None
+    # GPT-6 (every reasoning model) takes a chat completion's cap as max_completion_tokens.
+    assert await chat("gpt-6-luna", max_tokens=7) == ("unsupported_parameter", "max_tokens")
+    assert await chat("gpt-6-luna", max_completion_tokens=7) is None
+    assert await chat("gpt-4.1-mini", max_tokens=7) is None
+    with pytest.raises(openai.BadRequestError) as refused:
+        await c.chat.completions.create(model="gpt-6-astra", messages=USER, reasoning_effort="none")
+    assert refused.value.message == (
+        "Error code: 400 - Unsupported value: 'none' is not supported with the 'gpt-6-astra' "
+        "model. Supported values are: 'low', 'medium', 'high', 'xhigh', and 'max'."
+    )
+    assert refused.value.type == "invalid_request_error"
+    # Only the released GPT-6 ids are served.
+    with pytest.raises(openai.NotFoundError):
+        await c.chat.completions.create(model="gpt-6-terra", messages=USER)
+    assert len(fake_openai.response_ids) == 1, "only the accepted job was created"
     assert fake_openai.errors == []
 
 
@@ -687,7 +747,7 @@ async def test_web_search_actions_and_billed_tool_usage(
         ["qdrant filter", "qdrant payload index"],
     )
     assert isinstance(first, ActionSearch)
-    assert first.sources == []
+    assert first.sources is None, "no include asked for web_search_call.action.sources"
     assert isinstance(opened, ActionOpenPage)
     assert opened.url == "https://qdrant.tech/a"
     assert isinstance(found, ActionFind)
@@ -935,7 +995,7 @@ async def test_the_default_flavour_reads_a_text_requests_schema_too(
     seen = recorder(fake_openai)
     system = schema_prompt(Plan.model_json_schema())
     reply = await openai_client().chat.completions.create(
-        model=CHAT,
+        model="gpt-4.1-mini",  # not a reasoning model: it takes max_tokens too
         messages=[{"role": "system", "content": system}, *USER],
         max_tokens=20,
         max_completion_tokens=50,

@@ -57,11 +57,14 @@ def test_a_job_without_reported_usage_is_marked_on_the_ledger() -> None:
 
 
 def test_call_cost_estimate_prices_with_the_given_book() -> None:
+    # At its worst the whole prompt is written to the cache: gpt-6-sol's $2.50, not $2.
     assert call_cost_estimate("gpt-6-sol", 10_000, 16_000, PriceTable()) == pytest.approx(
-        0.02 + 0.16
+        0.025 + 0.16
     )
+    # gpt-5.5 bills no writes: its prompt costs what input does.
+    assert call_cost_estimate("gpt-5.5", 10_000, 16_000, PriceTable()) == pytest.approx(0.05 + 0.48)
     book = PriceTable({"gpt-6-sol": Price(1.0, 0.1, 1.0)})
-    assert call_cost_estimate("gpt-6-sol", 10_000, 16_000, book) == pytest.approx(0.026)
+    assert call_cost_estimate("gpt-6-sol", 10_000, 16_000, book) == pytest.approx(0.0285)
     assert call_cost_estimate("llama3.1:8b", 10_000, 16_000, PriceTable()) == 0.0
 
 

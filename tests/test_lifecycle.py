@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
@@ -9,7 +11,12 @@ from pathlib import Path
 import openai
 import pytest
 
-from deep_research.adapters.llm.lifecycle import CacheLookups, ModelRef, check_models
+from deep_research.adapters.llm.lifecycle import (
+    ANNOUNCED_SHUTDOWNS,
+    CacheLookups,
+    ModelRef,
+    check_models,
+)
 from deep_research.core.errors import ConfigError, ProviderError
 from deep_research.persistence.cache import ResultCache
 from tests.fake_openai import FakeOpenAI, Fault
@@ -100,6 +107,50 @@ async def test_a_near_shutdown_is_a_warning(
     ]
     far = [ModelRef("gpt-4.1-mini", "DEEP_RESEARCH_BRANCH_MODEL")]
     assert await check_models(openai_client(), far, today=TODAY, cache=None) == []
+
+
+async def test_models_the_sdk_dates_are_named_shut_down_when_the_server_lacks_them(
+    fake_openai: FakeOpenAI, openai_client: MakeClient
+) -> None:
+    refs = [
+        ModelRef("gpt-5-chat-latest", "DEEP_RESEARCH_PLANNER_MODEL"),
+        ModelRef("o1-pro", "DEEP_RESEARCH_JUDGE_MODEL"),
+        ModelRef("gpt-3.5-turbo", "DEEP_RESEARCH_BRANCH_MODEL"),
+    ]
+    with pytest.raises(ConfigError) as info:
+        await check_models(openai_client(), refs, today=TODAY, cache=None)
+    assert str(info.value) == "; ".join(
+        f"model {model} was shut down on {day}: set {setting} to a current model "
+        "(see README, Models)"
+        for model, day, setting in (
+            ("gpt-5-chat-latest", "2026-07-23", "DEEP_RESEARCH_PLANNER_MODEL"),
+            ("o1-pro", "2026-10-23", "DEEP_RESEARCH_JUDGE_MODEL"),
+            ("gpt-3.5-turbo", "2026-10-23", "DEEP_RESEARCH_BRANCH_MODEL"),
+        )
+    )
+
+
+def sdk_shutdowns() -> dict[str, date]:
+    """Every model id the installed openai SDK dates, with its date: the "Deprecated values"
+    of the Responses `model` docstring (the chat models' list plus the Responses-only ones)."""
+    from openai.types.responses import response_compact_params
+
+    text = inspect.getsource(response_compact_params)
+    listed = text[text.index("Deprecated values:") :]
+    dated: dict[str, date] = {}
+    for item in re.split(r"\n\s*- ", listed)[1:]:
+        day = re.search(r"Announced\s+shutdown\s+date:\s+(\d{4}-\d{2}-\d{2})", item)
+        ids = re.findall(r'"([\w.-]+)"', item.split(":")[0])
+        if day:
+            dated |= dict.fromkeys(ids, date.fromisoformat(day.group(1)))
+    return dated
+
+
+def test_the_shutdown_table_is_the_pinned_sdks() -> None:
+    dated = sdk_shutdowns()
+    assert len(dated) > 80, "the SDK's list was read"
+    assert dated["o3-deep-research"] == date(2026, 7, 23)
+    assert dated == ANNOUNCED_SHUTDOWNS
 
 
 async def test_without_retrieve_the_list_decides(

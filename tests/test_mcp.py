@@ -544,7 +544,8 @@ async def test_unknown_arguments_are_refused_naming_the_ones_a_tool_takes(
         "unknown argument max_cost (did you mean max_cost_usd?); research_start takes: "
         "question, max_cost_usd, max_iterations, max_total_tokens, max_runtime_seconds, "
         "max_parallel, preset, chat_model, planner_model, branch_model, web_model, web_effort, "
-        "web_engine, search_provider, kb_name, kb_only, web_only"
+        "web_tier, web_engine, search_provider, domains, exclude_domains, since, location, "
+        "kb_name, kb_only, web_only"
     )
     assert not offline.sessions_dir.exists() or not list(offline.sessions_dir.iterdir())
     for tool in tools:

@@ -275,7 +275,7 @@ async def test_a_session_saved_before_presets_loads_and_resumes_on_the_defaults(
     file.write_text(json.dumps(data))
     loaded = store.load(session_id)
     assert loaded.run_spec.preset == ""
-    assert loaded.run_spec.model_dump(exclude={"preset"}) == data["run_spec"]
+    assert loaded.run_spec.model_dump(mode="json", exclude={"preset"}) == data["run_spec"]
     env = {"DEEP_RESEARCH_HOME": str(offline.home)}
     assert run_json(env, "sessions", "show", session_id)["run_spec"]["preset"] == ""
     monkeypatch.setenv("DEEP_RESEARCH_PRESET", "deep")

@@ -227,7 +227,7 @@ def test_a_research_job_cites_each_fact_to_its_own_page() -> None:
     report = world.report(7)
     stored = StoredResponse("resp_x", "o3-deep-research", {}, report, 0, False, "completed")
     stored.finish("completed")
-    text, citations = extract_report(Response.model_validate(response_object(stored)))
+    text, citations, _ = extract_report(Response.model_validate(response_object(stored)))
     found = world.facts_in(text)
     assert [s.fact.index for s in found] == [18, 19, 20]
     for one in found:
@@ -323,7 +323,7 @@ def test_a_research_job_cites_each_side_of_a_pair_to_its_own_page() -> None:
         "resp_x", "o3-deep-research", {}, world.report(1), 0, False, "completed"
     )
     stored.finish("completed")
-    text, citations = extract_report(Response.model_validate(response_object(stored)))
+    text, citations, _ = extract_report(Response.model_validate(response_object(stored)))
     said = world.said_in(text)
     assert {side.words for side, _, _ in said} == {
         s.words for s in world.sides.values() if s.branch == 1

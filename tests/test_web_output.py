@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from openai.types.responses import Response
 
 from deep_research.adapters.web.output import MAX_CLAIM_CHARS, claim_of, extract_report, usage_of
 from deep_research.core.citations import identity, register
+from deep_research.core.errors import BranchError
 from deep_research.core.models import Citation
+from deep_research.core.scope import WebScope
 
 CHROMA = "https://docs.trychroma.com/scale"
 QDRANT = "https://qdrant.tech/documentation/quantization"
@@ -67,7 +73,7 @@ def test_two_claims_citing_one_page_are_two_citations() -> None:
     )
     anns = [annotation(text, CHROMA_LINK, CHROMA, i) for i in (0, 1)]
 
-    marked, citations = extract_report(response(text, anns))
+    marked, citations, _ = extract_report(response(text, anns))
 
     assert marked == (
         "Chroma scales to 10M vectors[1]. Chroma runs embedded in the application process[2]."
@@ -85,7 +91,7 @@ def test_one_claim_cited_twice_by_a_page_is_one_citation() -> None:
     anns = [annotation(text, QDRANT_LINK, QDRANT, i) for i in (0, 1)]
     anns.append(annotation(text, QDRANT_LINK, QDRANT, 0))  # the very same annotation again
 
-    marked, citations = extract_report(response(text, anns))
+    marked, citations, _ = extract_report(response(text, anns))
 
     assert [c.claim for c in citations] == ["Qdrant supports scalar quantization."]
     assert marked == "Qdrant supports scalar quantization[1]. Chroma is embedded."
@@ -104,7 +110,7 @@ def test_the_reader_sees_markers_where_the_links_were() -> None:
         annotation(text, f"[the Qdrant guide]({QDRANT})", QDRANT),
     ]
 
-    marked, citations = extract_report(response(text, anns))
+    marked, citations, _ = extract_report(response(text, anns))
 
     assert marked == (
         "## Scale\n\n"
@@ -125,7 +131,7 @@ def test_the_reader_sees_markers_where_the_links_were() -> None:
 
 def test_a_span_over_the_claim_itself_stays_and_is_the_claim() -> None:
     text = "Chroma scales to 10M vectors. Qdrant supports quantization."
-    marked, citations = extract_report(
+    marked, citations, _ = extract_report(
         response(text, [annotation(text, "Qdrant supports quantization.", QDRANT)])
     )
     assert marked == "Chroma scales to 10M vectors. Qdrant supports quantization.[1]"
@@ -209,8 +215,73 @@ def test_without_tool_usage_searches_are_counted_by_query_not_page_opens() -> No
 
 def test_bracketed_numbers_in_the_report_text_stay_literal() -> None:
     text = f"Chroma shipped it in [2024] and scales to [2] clusters {CHROMA_LINK}."
-    notes, citations = extract_report(response(text, [annotation(text, CHROMA_LINK, CHROMA)]))
+    notes, citations, _ = extract_report(response(text, [annotation(text, CHROMA_LINK, CHROMA)]))
     assert notes == r"Chroma shipped it in \[2024\] and scales to \[2\] clusters[1]."
     sources: dict[str, Citation] = {}
     registered, _ = register(sources, notes, citations)
     assert registered == r"Chroma shipped it in \[2024\] and scales to \[2\] clusters[S1]."
+
+
+# --- citations outside the web scope ------------------------------------------------------
+
+SOURCES = st.sampled_from(["in", "out", "both", "none"])
+LAYOUTS = st.sampled_from([" ", "\n", "\n\n", "\n- "])
+
+
+@given(
+    st.lists(st.tuples(SOURCES, LAYOUTS), min_size=1, max_size=6),
+    st.sampled_from(["", "- "]),
+    st.booleans(),
+)
+def test_a_sentence_whose_only_sources_are_out_of_scope_is_taken_out(
+    sentences: list[tuple[str, str]], lead: str, after_the_stop: bool
+) -> None:
+    """Whatever the layout (within a line, a line, a bullet, a link before or after the
+    full stop): a sentence cited only outside the scope is gone, words, links and all; every
+    other sentence stays with its markers."""
+    text, anns = lead, []
+    for i, (cited, layout) in enumerate(sentences):
+        urls = {
+            "in": [f"https://in.example/{i}"],
+            "out": [f"https://out.example/{i}"],
+            "both": [f"https://in.example/{i}", f"https://out.example/{i}"],
+            "none": [],
+        }[cited]
+        links = " ".join(f"([site]({u}))" for u in urls)
+        words = f"Word{i}a word{i}b"
+        said = f"{words}. {links}" if after_the_stop and links else f"{words} {links}".strip() + "."
+        start = len(text)
+        text += said
+        for url in urls:
+            link = f"([site]({url}))"
+            at = text.index(link, start)
+            anns.append(
+                {
+                    "type": "url_citation",
+                    "url": url,
+                    "title": "t",
+                    "start_index": at,
+                    "end_index": at + len(link),
+                }
+            )
+        text += layout if i < len(sentences) - 1 else ""
+    scope = WebScope(exclude_domains=("out.example",))
+    kept = [i for i, (cited, _) in enumerate(sentences) if cited != "out"]
+    if not kept:
+        with pytest.raises(BranchError, match="no report text"):
+            extract_report(response(text, anns), scope)
+        return
+    marked, citations, dropped = extract_report(response(text, anns), scope)
+    for i, (cited, _) in enumerate(sentences):
+        assert (f"Word{i}a word{i}b" in marked) == (cited != "out"), (i, marked)
+    assert "out.example" not in marked
+    assert "](" not in marked, "no link is left behind"
+    cited = [i for i, (c, _) in enumerate(sentences) if c in ("in", "both")]
+    assert [(c.url, c.claim) for c in citations] == [
+        (f"https://in.example/{i}", f"Word{i}a word{i}b.") for i in cited
+    ]
+    assert dropped == [
+        f"https://out.example/{i}" for i, (c, _) in enumerate(sentences) if c in ("out", "both")
+    ]
+    assert re.findall(r"\[(\d+)\]", marked) == [str(n) for n in range(1, len(citations) + 1)]
+    assert not re.search(r"^- *$", marked, re.MULTILINE), "no bullet left empty"

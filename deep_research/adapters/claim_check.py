@@ -10,6 +10,11 @@ What a citation is checked against:
   A page that cannot be read leaves the claim ``unverifiable``, but the claim is still
   compared with what the job itself wrote next to the citation: a number changed after the
   job (while compressing, summarizing or writing) is ``contradicted``.
+- a web citation outside the run's web scope (an excluded domain a research job cited, a
+  domain the run does not allow): never read nor checked against anything; it supports
+  nothing (``unsupported``) and its note says why (``OUT_OF_SCOPE``). So too a page the
+  reader refuses as out of scope once it sees it (published before ``since``, or a redirect
+  out of the scope): the claim is not left ``unverifiable`` with the page still cited.
 
 Invariants:
 - A verdict is kept under ``check_key`` (claim text, ref, the source text we hold): a
@@ -75,12 +80,17 @@ from deep_research.core.ledger import (
 from deep_research.core.models import Citation, EvidenceUnit
 from deep_research.core.ports import CheckJob, Meter
 from deep_research.core.report import Report
+from deep_research.core.scope import WebScope
 from deep_research.kb.embeddings import NamedEmbeddings
 
 CLAIMS_AT_ONCE = 8
 """Sources checked at once (the verifier's threads, the page reads under ``fetch_workers``)."""
 JudgeFactory = Callable[[Meter], SupportJudge]
 """The judge model, billed to a run's meter."""
+OUT_OF_SCOPE = "outside the run's web scope ({scope}): not read, and it supports nothing"
+OUTSIDE = "outside the run's web scope"
+"""What ``_Check.page`` says of a page the reader refused as out of scope (``PageSkipped``
+of kind ``out_of_scope``)."""
 SAID_CONTRADICTS = (
     "the page was not read, and the claim differs from what the research job wrote next to "
     "this citation"
@@ -126,6 +136,8 @@ class ClaimChecker:
     """The most one revision can cost."""
     max_revisions: int = 6
     """Claims a report may send back (the final reserve counts as many)."""
+    scope: WebScope = field(default_factory=WebScope)
+    """The run's web scope: a cited page outside it is never read, and verifies nothing."""
     _reads: dict[str, asyncio.Task[Page]] = field(default_factory=dict, init=False)
 
     async def check(self, job: CheckJob) -> Report:
@@ -259,6 +271,9 @@ class _Check:
             key=key,
             source_key=self.checker.source_key(citation),
         )
+        scope = self.checker.scope
+        if citation.kind == "web" and citation.url and not scope.allows(citation.url):
+            return _outside(base, scope.model_copy(update={"since": None})), None
         if key in self.cache:
             return self.cache[key].model_copy(update={"ref": number}), None
         if asyncio.get_running_loop().time() >= self.job.deadline:
@@ -268,6 +283,8 @@ class _Check:
         note = ""
         if (verdict is None or verdict.support != "supported") and citation.kind == "web":
             page_text, note = await self.page(citation)
+            if note == OUTSIDE:  # dated before ``since``, or a redirect out of the scope
+                return _outside(base, scope), None
             if page_text:
                 on_page = await self.verify(draft.text, page_text)
                 if verdict is None or RANK[on_page.support] > RANK[verdict.support]:
@@ -283,16 +300,22 @@ class _Check:
         return _as_check(base, verdict).model_copy(update={"note": note}), verdict
 
     async def page(self, citation: Citation) -> tuple[str, str]:
-        """The cited page's text, or why it was not read."""
+        """The cited page's text, or why it was not read (``OUTSIDE``: the reader refused
+        it as outside the run's web scope)."""
         if not citation.url:
             return "", "the source has no address"
         if self.checker.reader is None:
             self.unread += 1
             return "", "the page was not read (DEEP_RESEARCH_CHECK_FETCH=off)"
+        # Loaded with the first page read (trafilatura), as the reader itself is.
+        from deep_research.adapters.web.reader import PageSkipped
+
         async with self.fetching:
             try:
                 page = await self.checker.read(citation.url)
             except BranchError as exc:
+                if isinstance(exc, PageSkipped) and exc.kind == "out_of_scope":
+                    return "", OUTSIDE
                 return "", f"the page was not read: {' '.join(str(exc).split())}"
         return page.text, ""
 
@@ -423,6 +446,15 @@ class _Check:
         if after is None:
             return "", "the writer did not return one sentence"
         return after, ""
+
+
+def _outside(base: SourceCheck, scope: WebScope) -> SourceCheck:
+    """``base`` as a source outside ``scope`` (described without its location): it supports
+    nothing, and its note says so."""
+    said = scope.model_copy(update={"location": ""}).describe()
+    return base.model_copy(
+        update={"verdict": "unsupported", "note": OUT_OF_SCOPE.format(scope=said)}
+    )
 
 
 def _as_check(base: SourceCheck, verdict: SupportVerdict, note: str | None = None) -> SourceCheck:

@@ -4,11 +4,20 @@ Invariants:
 - Every figure is USD. Prices come from the installed ``genai-prices`` data (offline: its
   ``UpdatePrices`` fetches from the network and is never started), unless the user overrides a
   model (``DEEP_RESEARCH_PRICES``). Override prices are per 1M tokens; a web search is a flat fee.
+- Where genai-prices has no price (it raises ``LookupError``), and only then, a model may
+  have ours (``_ours``): dated, from OpenAI's pricing page, dropped once genai-prices has it.
 - Prices follow the model's *name* wherever it is served: ``openai/gpt-5.5`` on a gateway
-  bills like OpenAI's ``gpt-5.5``. Dated snapshots resolve through genai-prices itself.
-- ``Usage.cached_input_tokens`` is a subset of ``Usage.input_tokens`` and
-  ``Usage.reasoning_tokens`` a subset of ``Usage.output_tokens`` (OpenAI's
-  accounting), so neither is billed twice.
+  bills like OpenAI's ``gpt-5.5``. Dated snapshots resolve through genai-prices itself (ours:
+  the name without its date).
+- ``Usage.cached_input_tokens`` (cache reads) and ``Usage.cache_write_tokens`` are parts of
+  ``Usage.input_tokens``, clamped so that together they never exceed it, and
+  ``Usage.reasoning_tokens`` is part of ``Usage.output_tokens`` (OpenAI's accounting), so
+  nothing is billed twice and no part comes out negative. A cache write costs the model's
+  own write price: genai-prices' (GPT-6: 1.25x input; models without one bill writes as
+  input), or for an override ``CACHE_WRITE_SHARE`` x its input price.
+- A call's service tier (the reply's ``service_tier``) selects genai-prices' rates for that
+  tier; a price without rates for it (an override, ours, a record lacking the tier) scales
+  its token cost by ``TIER_SHARES`` (flex: half). Web-search fees never change with the tier.
 - A web search provider of the search-and-read engine is booked as the model
   ``search:<provider>`` (``search_model``): its ``web_search_calls`` at that provider's
   per-request fee (``search_fees``), and nothing else.
@@ -21,8 +30,10 @@ Invariants:
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
@@ -36,6 +47,17 @@ _PER_TOKEN = 1 / 1_000_000
 PROVIDER_ID = "openai"
 WEB_SEARCH_USD_PER_CALL = 0.01  # $10 per 1,000 searches
 SEARCH_PREFIX = "search:"
+DEFAULT_TIER = "default"
+CACHE_WRITE_SHARE = 1.25
+"""An override's cache-write price as a share of its input price (the override format
+carries three figures): GPT-6's rule, OpenAI's pricing page, checked 2026-11-26."""
+TIER_SHARES: Mapping[str, float] = {"flex": 0.5, "priority": 2.0}
+"""Token cost on a service tier as a share of the standard rate, for a price without rates
+of its own for that tier: flex (like Batch) 50 %, priority 2x (GPT-6); OpenAI's pricing
+page, checked 2026-11-26. Any other tier ("default", "scale") bills the standard rate."""
+LONG_CONTEXT_TOKENS = 272_000
+"""GPT-5.5 and GPT-6 bill a request above this many input tokens at their long-context rate."""
+_DATED = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 
 
 def search_model(provider: str) -> str:
@@ -45,16 +67,62 @@ def search_model(provider: str) -> str:
 
 @dataclass(frozen=True)
 class Price:
-    """USD per 1M tokens."""
+    """USD per 1M tokens. ``cache_write`` None: ``CACHE_WRITE_SHARE`` x ``input``."""
 
     input: float
     cached_input: float
     output: float
+    cache_write: float | None = None
+
+    @property
+    def write(self) -> float:
+        return self.input * CACHE_WRITE_SHARE if self.cache_write is None else self.cache_write
+
+
+@functools.lru_cache(maxsize=1)
+def _ours() -> dict[str, ModelPrice]:
+    """Ours, checked 2026-11-26, OpenAI pricing page; dropped when genai-prices has it
+    (``tests/test_cache_writes.py`` fails to say so). Consulted only for a model genai-prices
+    does not know (``LookupError``).
+
+    - gpt-6.2-astra (released 2026-11-17): $8 input, $0.40 cached, $40 output per 1M; cache
+      writes 1.25x input ($10). Its long-context rate is *assumed* to be other GPT-6's (2x
+      input, cache reads and writes, 1.5x output above 272k input tokens): not confirmed.
+    - gpt-6.2-sol is left out: we found no published price, so it stays unpriced.
+    """
+    from genai_prices.types import ModelPrice, Tier, TieredPrices
+
+    def tiered(base: str, long: str) -> TieredPrices:
+        tier = Tier(start=LONG_CONTEXT_TOKENS, price=Decimal(long))
+        return TieredPrices(base=Decimal(base), tiers=[tier])
+
+    return {
+        "gpt-6.2-astra": ModelPrice(
+            input_mtok=tiered("8", "16"),
+            cache_write_mtok=tiered("10", "20"),
+            cache_read_mtok=tiered("0.40", "0.80"),
+            output_mtok=tiered("40", "60"),
+        ),
+    }
+
+
+@dataclass(frozen=True)
+class _Record:
+    """A model's rates: standard, and by service tier where genai-prices has them."""
+
+    standard: ModelPrice
+    tiers: Mapping[str, ModelPrice] = field(default_factory=dict)
+
+    def rates(self, tier: str) -> tuple[ModelPrice, float]:
+        """The rates for ``tier`` and the share to scale their token cost by."""
+        if tier in self.tiers:
+            return self.tiers[tier], 1.0
+        return self.standard, TIER_SHARES.get(tier, 1.0)
 
 
 @functools.lru_cache(maxsize=1024)
-def _model_price(name: str) -> ModelPrice | None:
-    """genai-prices' price record for an already normalised ``name``, None when unknown.
+def _record(name: str) -> _Record | None:
+    """The rates of an already normalised ``name``: genai-prices', else ours, else None.
 
     Cached (hits and misses) so the hot path never re-searches genai-prices' model list;
     imported here, not at module level, because loading its data takes ~0.2 s and most CLI
@@ -67,8 +135,16 @@ def _model_price(name: str) -> ModelPrice | None:
             genai_prices.Usage(), model_ref=name, provider_id=PROVIDER_ID
         )
     except LookupError:
-        return None
-    return calc.model_price
+        ours = _ours().get(_DATED.sub("", name))
+        return None if ours is None else _Record(ours)
+    now = datetime.now(UTC)
+    names = {
+        v.when["service_tier"]
+        for v in calc.model.price_variants or ()
+        if set(v.when) == {"service_tier"}
+    }
+    tiers = {t: calc.model.get_prices(now, {"service_tier": t}) for t in names}
+    return _Record(calc.model_price, tiers)
 
 
 def _per_mtok(value: object) -> float | None:
@@ -82,8 +158,25 @@ def _per_mtok(value: object) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Billed:
+    """A usage's billed parts, clamped: writes first (the dearer reading of a reply whose
+    parts exceed its input), then reads, never more than the input together."""
+
+    input: int
+    read: int
+    write: int
+    output: int
+
+    @classmethod
+    def of(cls, usage: Usage) -> _Billed:
+        write = min(max(usage.cache_write_tokens, 0), usage.input_tokens)
+        read = min(max(usage.cached_input_tokens, 0), usage.input_tokens - write)
+        return cls(usage.input_tokens, read, write, usage.output_tokens)
+
+
 class PriceTable:
-    """What a call costs: the user's overrides first, then genai-prices' data."""
+    """What a call costs: the user's overrides first, then genai-prices' data, then ours."""
 
     def __init__(
         self,
@@ -97,35 +190,39 @@ class PriceTable:
         }
 
     def knows(self, model: str) -> bool:
-        """True when ``model`` has an override or genai-prices prices it."""
+        """True when ``model`` has an override, genai-prices prices it, or we do."""
         if model.startswith(SEARCH_PREFIX):
             return model.removeprefix(SEARCH_PREFIX) in self.search_fees
         name = base_name(model)
-        return name in self.overrides or _model_price(name) is not None
+        return name in self.overrides or _record(name) is not None
 
     def unpriced(self, models: Iterable[str]) -> list[str]:
         """The models among ``models`` this book cannot price, each once, in order."""
         return [m for m in dict.fromkeys(models) if not self.knows(m)]
 
     def price(self, model: str) -> Price | None:
-        """Base per-1M prices of ``model`` (below any long-context tier); None when unknown."""
+        """Standard per-1M prices of ``model`` (below any long-context tier); None when
+        unknown. A model with no write price of its own bills writes as input."""
         name = base_name(model)
         if name in self.overrides:
             return self.overrides[name]
-        record = _model_price(name)
+        record = _record(name)
         if record is None:
             return None
-        fields = vars(record)
+        fields = vars(record.standard)
         input_usd = _per_mtok(fields.get("input_mtok")) or 0.0
         cached = _per_mtok(fields.get("cache_read_mtok"))
+        written = _per_mtok(fields.get("cache_write_mtok"))
         return Price(
             input=input_usd,
             cached_input=input_usd if cached is None else cached,
             output=_per_mtok(fields.get("output_mtok")) or 0.0,
+            cache_write=input_usd if written is None else written,
         )
 
-    def cost(self, model: str, usage: Usage) -> float:
-        """USD for one call (or a sum of calls) of ``model`` with ``usage``.
+    def cost(self, model: str, usage: Usage, *, tier: str = DEFAULT_TIER) -> float:
+        """USD for one call (or a sum of calls) of ``model`` with ``usage``, served on the
+        service ``tier`` its reply named ("flex": half the token cost).
 
         genai-prices applies long-context tiers (gpt-5.5 above 272k input tokens: 2x input,
         1.5x output) to the usage as given, so a sum of calls is priced at the tier of the sum.
@@ -134,34 +231,45 @@ class PriceTable:
             fee = self.search_fees.get(model.removeprefix(SEARCH_PREFIX), 0.0)
             return usage.web_search_calls * fee
         name = base_name(model)
-        # Clamp: a provider reporting more cached than total input must not yield a
-        # negative uncached count (and so a discount).
-        cached = min(max(usage.cached_input_tokens, 0), usage.input_tokens)
+        billed = _Billed.of(usage)
         fees = usage.web_search_calls * WEB_SEARCH_USD_PER_CALL
         override = self.overrides.get(name)
         if override is not None:
-            # reasoning_tokens are already inside output_tokens: not added again.
-            tokens_usd = (
-                (usage.input_tokens - cached) * override.input
-                + cached * override.cached_input
-                + usage.output_tokens * override.output
-            ) * _PER_TOKEN
-            return tokens_usd + fees
-        record = _model_price(name)
+            share = TIER_SHARES.get(tier, 1.0)
+            return share * _override_usd(override, billed) + fees
+        record = _record(name)
         if record is None:
             return fees
-        import genai_prices
+        rates, share = record.rates(tier)
+        searches = _per_mtok(vars(rates).get("web_searches_kcount"))
+        if searches is not None:
+            # A few records (o3-pro, embeddings) carry no search price: a search still costs.
+            fees = usage.web_search_calls * searches / 1000
+        return share * _tokens_usd(rates, billed) + fees
 
-        bills_searches = vars(record).get("web_searches_kcount") is not None
-        calc = genai_prices.calc_price(
-            genai_prices.Usage(
-                input_tokens=usage.input_tokens,
-                cache_read_tokens=cached,
-                output_tokens=usage.output_tokens,
-                web_searches=usage.web_search_calls,
-            ),
-            model_ref=name,
-            provider_id=PROVIDER_ID,
+
+def _override_usd(price: Price, billed: _Billed) -> float:
+    # reasoning_tokens are already inside output_tokens: not added again.
+    uncached = billed.input - billed.read - billed.write
+    return (
+        uncached * price.input
+        + billed.read * price.cached_input
+        + billed.write * price.write
+        + billed.output * price.output
+    ) * _PER_TOKEN
+
+
+def _tokens_usd(rates: ModelPrice, billed: _Billed) -> float:
+    """What the tokens cost at ``rates`` (genai-prices' arithmetic, long-context tiers
+    included); web searches are priced apart."""
+    import genai_prices
+
+    calc = rates.calc_price(
+        genai_prices.Usage(
+            input_tokens=billed.input,
+            cache_read_tokens=billed.read,
+            cache_write_tokens=billed.write,
+            output_tokens=billed.output,
         )
-        # A few records (o3-pro, embeddings) carry no search price: a search still costs.
-        return float(calc.total_price) + (0.0 if bills_searches else fees)
+    )
+    return float(calc["total_price"])

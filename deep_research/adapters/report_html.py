@@ -29,12 +29,14 @@ from typing import TYPE_CHECKING
 
 from deep_research.core import markdown as md
 from deep_research.core.report import (
+    CONSULTED_TITLE,
     FINDINGS,
     SOURCE_ID,
     SOURCES_ID,
     SOURCES_TITLE,
     Report,
     anchor,
+    consulted_link,
     source_entry,
 )
 
@@ -114,6 +116,12 @@ def _page(report: Report) -> str:
     )
     out.append(heading(2, SOURCES_TITLE, SOURCES_ID))
     out.append(f"<ol>{items}</ol>" if items else "<p><em>No sources were cited.</em></p>")
+    if report.consulted:
+        listed = "".join(
+            f"<li>{text.renderInline(consulted_link(u))}</li>" for u in report.consulted
+        )
+        summary = html.escape(f"{CONSULTED_TITLE} ({len(report.consulted)})")
+        out.append(f"<details><summary>{summary}</summary><ul>{listed}</ul></details>")
     if report.notes:
         out.append(heading(2, FINDINGS, anchor(FINDINGS)))
         out += [heading(3, title) + cited.render(notes) for title, notes in report.note_parts()]

@@ -21,6 +21,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from datetime import date
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -40,12 +41,16 @@ from deep_research.app.home import data_home as data_home  # crash logs', from h
 from deep_research.app.home import unreadable_dotenv as unreadable_dotenv  # and __main__'s
 from deep_research.app.presets import DEFAULT_PRESET, Preset
 from deep_research.app.setting_types import (
+    Domains,
+    Location,
     ParallelBranches,
     ReasoningEffort,
+    Since,
     WebEngineChoice,
     kb_name,
     model_name,
 )
+from deep_research.core import scope
 from deep_research.core.errors import ConfigError, UsageError
 from deep_research.core.models import (
     MAX_COST_USD,
@@ -56,6 +61,7 @@ from deep_research.core.models import (
     SearchProvider,
     TokenBudget,
 )
+from deep_research.core.scope import WebScope
 from deep_research.kb.settings import EmbeddingProvider, KBSettings
 
 MIN_TOKEN_CHARS = 32
@@ -197,6 +203,20 @@ class Settings(BaseSettings):
     """The claim check reads the pages research jobs cited (off: their claims are only
     compared with what the job wrote next to the citation)."""
 
+    # --- the web scope (``core/scope.py``): every web engine, the page reader, the claim check --
+    web_domains: Domains = ""
+    """Comma-separated domains the web is read from (subdomains included); "": any."""
+    web_exclude_domains: Domains = ""
+    """Comma-separated domains never read nor cited."""
+    web_since: Since = ""
+    """Pages published on or after: a date (2025-01-01) or a window back from the day a run
+    starts (90d, 12w, 6m, 2y), saved as the date it resolved to."""
+    web_location: Location = ""
+    """Where the user is, 'City, Region, CC' (parts optional): "" sends no place."""
+    web_tier: Literal["default", "flex"] = "default"
+    """The service tier of research jobs: flex costs half and may queue longer (unverified
+    with background web_search; README "Web research")."""
+
     # --- prices and spending ----------------------------------------------------
     prices: dict[str, tuple[float, float, float]] = Field(default_factory=dict)
     """USD per 1M tokens (input, cached input, output) by model: adds or overrides
@@ -320,6 +340,16 @@ class Settings(BaseSettings):
         """True when some model endpoint is configured (a key, a base URL, or both)."""
         key = self.openai_api_key.get_secret_value() if self.openai_api_key else ""
         return bool(key or self.openai_base_url)
+
+    def web_scope(self, today: date | None = None) -> WebScope:
+        """The run's web scope, ``web_since`` resolved against ``today`` (the run's start)."""
+        since = scope.parse_since(self.web_since, today or date.today()) if self.web_since else None
+        return WebScope(
+            domains=scope.domains(self.web_domains),
+            exclude_domains=scope.domains(self.web_exclude_domains),
+            since=since,
+            location=self.web_location,
+        )
 
     @property
     def fetch_allow_list(self) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deep_research.adapters.branches.search_read import SearchLimits, SearchReadExecutor
+from deep_research.adapters.llm.params import nearest_effort
 from deep_research.adapters.prices import PriceTable, search_model
 from deep_research.adapters.web.passages import split_passages
 from deep_research.app.clients import openai_client
@@ -126,10 +127,13 @@ def job_spec(settings: Settings) -> JobSpec:
     summary = settings.web_reasoning_summary
     return JobSpec(
         model=settings.web_model,
-        reasoning_effort=settings.web_reasoning_effort,
+        # The nearest effort the web model takes: `--web-effort minimal` on gpt-6-astra is low.
+        reasoning_effort=nearest_effort(settings.web_model, settings.web_reasoning_effort),
         max_tool_calls=settings.web_max_tool_calls,
         max_output_tokens=settings.web_max_output_tokens,
         reasoning_summary=None if summary == "off" else summary,
+        scope=settings.web_scope(),
+        service_tier=settings.web_tier,
     )
 
 
@@ -168,7 +172,7 @@ def _jobs_worst_case(
     settings: Settings, prices: PriceTable, chat_usd: float, spec: JobSpec | None
 ) -> WorstCase:
     spec = spec or job_spec(settings)
-    per_job = web_job_worst_case(
+    per_job = web_job_worst_case(  # at the default tier, as the reservation (flex or not)
         prices,
         spec.model,
         max_tool_calls=spec.max_tool_calls,
@@ -209,7 +213,7 @@ def search_executor(
 ) -> BranchExecutor:
     """The search-and-read executor: the configured provider under the process's rate
     limits, the process's page reader, the KB's ranking; notes by ``branch`` (None: the
-    best passages quoted)."""
+    best passages quoted). Searches and reads stay within the run's web scope."""
     # Lazy: LangChain, ddgs, trafilatura and Chroma load when a run builds the engine.
     from deep_research.adapters.llm.branch import LLMEvidenceWriter
     from deep_research.adapters.llm.queries import LLMQueryWriter
@@ -231,9 +235,10 @@ def search_executor(
         base_url=settings.search_url(name),
         price_usd=prices.search_fees.get(name, 0.0),
         timeout=settings.search_timeout_seconds,
+        scope=settings.web_scope(),
     )
     resources.push_async_callback(searcher.aclose)
-    reader = SharedReader(reader_settings(settings))
+    reader = SharedReader(reader_settings(settings), settings.web_scope())
     resources.push_async_callback(reader.aclose)
     embedder = MemoEmbeddings(make_embeddings(settings.kb))  # a passage is embedded once a run
     return SearchReadExecutor(

@@ -280,6 +280,7 @@ def _record_cancels(
                 outcome.usage or Usage(),
                 node_id=nid,
                 usage_unknown=outcome.usage is None,
+                tier=state.run_spec.web_tier or "default",  # the tier it was sent to
             )
             tree.cancel(node, "cancelled by the user (deep-research sessions cancel)")
         store.save(state)

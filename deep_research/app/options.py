@@ -16,7 +16,7 @@ None leaves a setting as configured.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
@@ -24,8 +24,11 @@ from deep_research.app.presets import Preset
 from deep_research.app.setting_types import (
     KB_NAME_PATTERN,
     MAX_MODEL_NAME,
+    Domains,
+    Location,
     ParallelBranches,
     ReasoningEffort,
+    Since,
     WebEngineChoice,
     kb_name,
     model_name,
@@ -62,6 +65,7 @@ ModelName = Annotated[
 KbName = Annotated[
     str, Field(json_schema_extra={"pattern": KB_NAME_PATTERN}), AfterValidator(kb_name)
 ]
+
 MaxParallel = Annotated[
     ParallelBranches | None,
     Field(description="Branches researched at once (default: as configured)."),
@@ -93,8 +97,8 @@ def problem(exc: ValidationError, flags: Mapping[str, str]) -> str:
     where = flags.get(name, ".".join(loc) or "options")
     why = " ".join(str(first["msg"]).split()).removeprefix("Value error, ")
     why = why.replace("Input should be", "must be").replace("String should", "must")
-    if first["type"] in ("missing", "extra_forbidden"):
-        return f"{where}: {why}"
+    if first["type"] in ("missing", "extra_forbidden") or repr(first.get("input")) in why:
+        return f"{where}: {why}"  # (a parser's message may name the value itself)
     return f"{where} {why} (got {first.get('input')!r})"
 
 
@@ -173,6 +177,14 @@ class RunOptions(BudgetOverrides):
         Field(description="The web model's reasoning effort."),
         Sets("web_reasoning_effort"),
     ] = None
+    web_tier: Annotated[
+        Literal["default", "flex"] | None,
+        Field(
+            description="The research jobs' service tier: flex costs half and may wait longer "
+            "(unverified with background web search; a refusal stops the run)."
+        ),
+        Sets("web_tier"),
+    ] = None
     web_engine: Annotated[
         WebEngineChoice | None,
         Field(
@@ -186,6 +198,30 @@ class RunOptions(BudgetOverrides):
         SearchProvider | None,
         Field(description="The search provider of web_engine search."),
         Sets("search_provider"),
+    ] = None
+    domains: Annotated[
+        Domains | None,
+        Field(description="Only these domains (comma-separated; subdomains included)."),
+        Sets("web_domains"),
+    ] = None
+    exclude_domains: Annotated[
+        Domains | None, Field(description="Never these domains."), Sets("web_exclude_domains")
+    ] = None
+    since: Annotated[
+        Since | None,
+        Field(
+            description="Pages published on or after: 2025-01-01, or 90d / 12w / 6m / 2y back "
+            "from today."
+        ),
+        Sets("web_since"),
+    ] = None
+    location: Annotated[
+        Location | None,
+        Field(
+            description="Where you are, 'City, CC' (default: no place is sent; OpenAI would "
+            "assume the United States)."
+        ),
+        Sets("web_location"),
     ] = None
     kb_name: Annotated[
         KbName | None, Field(description="The knowledge base to research."), Sets("kb_name")

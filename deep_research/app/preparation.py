@@ -93,6 +93,13 @@ def limits_of(settings: Settings) -> Limits:
     )
 
 
+def dated(settings: Settings, today: date) -> Settings:
+    """``settings`` with a relative ``web_since`` (90d) resolved against ``today``, the day
+    the run starts: every component, and the session's run spec, see the same date."""
+    since = settings.web_scope(today).since
+    return settings.with_overrides(web_since=since.isoformat()) if since else settings
+
+
 def prepare(
     settings: Settings,
     question: str,
@@ -123,7 +130,7 @@ def prepare(
             named.pop(target, None)
             if option in flags:
                 named[target] = flags[option]
-    settings = settings.with_flags(named, overrides)
+    settings = dated(settings.with_flags(named, overrides), date.today())
     from deep_research.app import run_kb, wiring  # load LangChain, Chroma: see above
 
     policy: SourcePolicy = (

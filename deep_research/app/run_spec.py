@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from deep_research.app import engines, presets
 from deep_research.app.config import Settings
 from deep_research.core.models import ChatRole, RunSpec, WebEngine
+from deep_research.core.scope import WebScope
 
 if TYPE_CHECKING:
     from deep_research.adapters.web.openai_jobs import JobSpec
@@ -24,6 +25,7 @@ def record(settings: Settings, spec: JobSpec | None, engine: WebEngine | None) -
             "web_reasoning_effort": spec.reasoning_effort,
             "web_max_tool_calls": spec.max_tool_calls,
             "web_max_output_tokens": spec.max_output_tokens,
+            "web_tier": spec.service_tier,
         }
         if spec is not None
         else {}
@@ -39,7 +41,18 @@ def record(settings: Settings, spec: JobSpec | None, engine: WebEngine | None) -
         web_engine=engine,
         search_provider=settings.search_provider if kind and kind.searches else "",
         preset=settings.preset,
+        scope=settings.web_scope(),
     )
+
+
+def scope_settings(scope: WebScope) -> dict[str, str]:
+    """The settings that give ``scope`` (``Settings.web_scope`` reads it back)."""
+    return {
+        "web_domains": ",".join(scope.domains),
+        "web_exclude_domains": ",".join(scope.exclude_domains),
+        "web_since": scope.since.isoformat() if scope.since else "",
+        "web_location": scope.location,
+    }
 
 
 def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> Settings:
@@ -49,7 +62,9 @@ def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> S
 
     The run's own preset first, never the one the environment names today: a session from
     before presets ran on the defaults, ``standard``'s. Settings given explicitly today
-    still win over it, as they did when the run started."""
+    still win over it, as they did when the run started. A saved web scope is replayed as
+    saved, an empty one too (its ``since`` a date: the window the run started with); a
+    session saved before scopes has none in its JSON and keeps today's settings."""
     saved_preset = saved.preset if saved.preset in presets.PRESETS else presets.DEFAULT_PRESET
     settings = presets.apply(settings, saved_preset)
     values: dict[str, object] = {
@@ -64,6 +79,10 @@ def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> S
         values["web_engine"] = engine
     if saved.search_provider:
         values["search_provider"] = saved.search_provider
+    if "scope" in saved.model_fields_set:
+        values |= scope_settings(saved.scope)
+    if saved.web_tier:
+        values["web_tier"] = saved.web_tier
     if saved.web_model:
         values |= {
             "web_model": saved.web_model,

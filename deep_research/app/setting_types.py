@@ -1,15 +1,20 @@
 """The values a setting or a run option may take, shared by ``Settings`` (``config.py``) and
 the run options (``options.py``): model and knowledge-base names, reasoning efforts, web
-engines, parallel branches."""
+engines, parallel branches, the web scope."""
 
 from __future__ import annotations
 
 import re
+from datetime import date
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+from deep_research.core import scope
+
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+"""The openai SDK's ``ReasoningEffort`` (3.57). A model that lacks the one chosen gets the
+nearest it takes (``adapters/llm/params.py``)."""
 
 
 ENGINE_NAMES: list[str] = ["openai", "search"]
@@ -50,3 +55,26 @@ def kb_name(value: str) -> str:
             "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
         )
     return value
+
+
+def _domain_list(value: str) -> str:
+    return ",".join(scope.domains(value))
+
+
+def _since(value: str) -> str:
+    """A date or a window back from today, as given: a run resolves it to a date as it is
+    prepared (``preparation.dated``)."""
+    if value.strip():
+        scope.parse_since(value, date.today())
+    return value.strip()
+
+
+def _location(value: str) -> str:
+    return scope.location(value) if value.strip() else ""
+
+
+# The web scope (``core/scope.py``), each as its parser reads it.
+Domains = Annotated[str, AfterValidator(_domain_list)]
+"""Comma-separated domains, normalised (``https://www.Example.com/x`` -> ``example.com``)."""
+Since = Annotated[str, AfterValidator(_since)]
+Location = Annotated[str, AfterValidator(_location)]

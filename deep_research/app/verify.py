@@ -93,7 +93,9 @@ class Tally:
         *,
         cached: bool = False,
         usage_unknown: bool = False,
+        tier: str = "default",
     ) -> None:
+        # Only chat calls are tallied, and the chat path reads no tier: the standard rate.
         self.usage = self.usage + usage
 
     # Its worst case is reserved in the daily ledger before the call (``LLMSupportJudge``).

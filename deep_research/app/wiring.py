@@ -331,7 +331,11 @@ def build(
         )
         built_web = kind.build(shared)
         web, jobs = built_web.executor, built_web.jobs
-        notices.append(f"web research: {kind.describe(settings, spec)}")
+        scope = settings.web_scope().describe()
+        notices.append(
+            f"web research: {kind.describe(settings, spec)}"
+            + (f"; scope: {scope}" if scope else "")
+        )
 
     routes = {
         "internal": Route(internal, BUILTIN_TITLES["internal"]),
@@ -386,7 +390,7 @@ def claim_checker(
     if settings.check_fetch:
         from deep_research.adapters.web.shared import SharedReader  # trafilatura: when read
 
-        reader = SharedReader(engines.reader_settings(settings))
+        reader = SharedReader(engines.reader_settings(settings), settings.web_scope())
         resources.push_async_callback(reader.aclose)
 
     def worst(claims: Sequence[ToJudge]) -> float:
@@ -403,6 +407,7 @@ def claim_checker(
         reviser=reviser,
         revise_worst_usd=reserves.revision_worst_usd(settings, prices),
         max_revisions=WritingLimits().max_revisions,
+        scope=settings.web_scope(),
     )
 
 

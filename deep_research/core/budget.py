@@ -40,8 +40,10 @@ def web_job_worst_usage(
     """The most one web research job can use, as one aggregate ``Usage``.
 
     Turn k = 0..max_tool_calls sends ``base + growth*k`` input tokens; from k >= 1 the
-    earlier turns' part (``base + growth*(k-1)``) is a prompt-cache hit. Output is bounded by
-    ``max_output_tokens`` (reasoning included), and every tool call is a billed search.
+    earlier turns' part (``base + growth*(k-1)``) is a prompt-cache hit, and each turn's new
+    part is written to the cache (the next turn reads it), which GPT-6 bills at 1.25x input.
+    Output is bounded by ``max_output_tokens`` (reasoning included), and every tool call is a
+    billed search.
     """
     turns = max_tool_calls + 1
     input_tokens = turns * base_input_tokens + growth_per_call * max_tool_calls * turns // 2
@@ -51,15 +53,24 @@ def web_job_worst_usage(
     return Usage(
         input_tokens=input_tokens,
         cached_input_tokens=cached,
+        cache_write_tokens=input_tokens - cached,
         output_tokens=max_output_tokens,
         web_search_calls=max_tool_calls,
     )
 
 
 def web_job_worst_case(
-    prices: PriceBook, model: str, *, max_tool_calls: int, max_output_tokens: int
+    prices: PriceBook,
+    model: str,
+    *,
+    max_tool_calls: int,
+    max_output_tokens: int,
 ) -> float:
-    """A conservative USD bound for one web research job, to reserve before dispatch.
+    """A conservative USD bound for one web research job, to reserve before dispatch: at
+    the default service tier whatever tier the job is sent to. Whether OpenAI serves flex
+    to background ``web_search`` jobs could not be checked (2026-11-26), and a reply that
+    names the default tier is booked at it: a flex reservation (half the tokens) would be
+    overshot.
 
     The long-context tier (gpt-5.5: > 272k input tokens) is the one genai-prices applies to
     the *aggregate* usage. OpenAI may apply it per turn, where each turn is far smaller, so
@@ -108,15 +119,17 @@ def make_entry(
     *,
     prices: PriceBook,
     usage_unknown: bool = False,
+    tier: str = "default",
 ) -> LedgerEntry:
-    """A ledger entry with its cost computed; a cache hit is free but keeps its usage."""
+    """A ledger entry with its cost computed (at the service ``tier`` the call ran on); a
+    cache hit is free but keeps its usage."""
     book = prices
     return LedgerEntry(
         role=role,
         model=model,
         node_id=node_id,
         usage=usage,
-        cost_usd=0.0 if cached else book.cost(model, usage),
+        cost_usd=0.0 if cached else book.cost(model, usage, tier=tier),
         cached=cached,
         usage_unknown=usage_unknown,
     )

@@ -4,6 +4,8 @@
     ├── UsageError                    2  bad input: empty or huge question, bad flag value
     │   └── BudgetTooSmall           11  the limits admit no research: refused before any spend
     ├── ConfigError                   3  invalid settings / .env
+    │   └── SettingRefused            3  the provider refuses a setting the whole run uses (also
+    │                                    a ProviderError): the run stops, naming the setting
     ├── SessionError                  4  unknown, malformed or corrupt session
     │   └── SessionLocked             5  another process is driving this session
     ├── ProviderError                 6  the model provider failed after retries
@@ -61,6 +63,12 @@ class ProviderError(DeepResearchError):
 
 class StructuredOutputError(ProviderError):
     pass
+
+
+class SettingRefused(ConfigError, ProviderError):
+    """The provider refused a setting every branch of the run sends alike (the research
+    jobs' flex tier): no branch could succeed, so the run stops at the first refusal, saved as
+    failed, its message naming the setting to change. Nothing was created at the provider."""
 
 
 class KnowledgeBaseError(DeepResearchError):

@@ -57,9 +57,11 @@ class BudgetGuard:
         node_id: str | None,
         cached: bool = False,
         usage_unknown: bool = False,
+        tier: str = "default",
     ) -> None:
         """Price and book one call. ``usage_unknown``: the provider reported none (a cancelled
-        or failed job), so ``usage`` is what we know, not what was billed."""
+        or failed job), so ``usage`` is what we know, not what was billed. ``tier``: the
+        service tier the reply says it ran on."""
         entry = make_entry(
             role,
             model,
@@ -68,6 +70,7 @@ class BudgetGuard:
             cached=cached,
             prices=self.prices,
             usage_unknown=usage_unknown,
+            tier=tier,
         )
         self.state.ledger.append(entry)
         self.spent_usd += entry.cost_usd
@@ -148,9 +151,16 @@ class NodeMeter:
         *,
         cached: bool = False,
         usage_unknown: bool = False,
+        tier: str = "default",
     ) -> None:
         self._guard.record(
-            role, model, usage, node_id=self.node_id, cached=cached, usage_unknown=usage_unknown
+            role,
+            model,
+            usage,
+            node_id=self.node_id,
+            cached=cached,
+            usage_unknown=usage_unknown,
+            tier=tier,
         )
 
     def remaining_usd(self) -> float:
@@ -169,5 +179,10 @@ class NodeMeter:
 def call_cost_estimate(
     model: str, input_tokens: int, output_tokens: int, prices: PriceBook
 ) -> float:
-    """Worst-case USD of one chat call: nothing cached (0 for models without a known price)."""
-    return prices.cost(model, Usage(input_tokens=input_tokens, output_tokens=output_tokens))
+    """Worst-case USD of one chat call: nothing read from the cache, all of the prompt written
+    to it (GPT-6 bills writes at 1.25x input; elsewhere a write costs what input does); 0 for
+    models without a known price."""
+    usage = Usage(
+        input_tokens=input_tokens, cache_write_tokens=input_tokens, output_tokens=output_tokens
+    )
+    return prices.cost(model, usage)

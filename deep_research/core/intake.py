@@ -17,6 +17,7 @@ async def take_result(
     node.notes, node.citations = notes, citations
     node.researched_by = result.researched_by
     node.skipped_pages = list(result.skipped)
+    node.consulted, node.dropped_citations = list(result.consulted), list(result.dropped)
     node.confidence = min(1.0, max(0.0, result.confidence))
     if sink is not None:  # kept before the session counts them
         texts = evidence.source_texts(citations, result.source_texts)

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, AliasChoices, BaseModel, Field, ValidationError
 
+from deep_research.core.scope import WebScope
+
 NodeStatus = Literal["pending", "running", "done", "failed", "blocked", "cancelled"]
 SourceHint = str
 """Where a node is researched: a source the run offers (``web``, ``internal`` or one
@@ -50,10 +52,16 @@ def utcnow() -> datetime:
 
 
 class Usage(BaseModel):
-    """Token counts of one or more model calls."""
+    """Token counts of one or more model calls.
+
+    ``cached_input_tokens`` (read from the prompt cache) and ``cache_write_tokens`` (written
+    to it, billed by GPT-6 at 1.25x input) are parts of ``input_tokens``;
+    ``reasoning_tokens`` is part of ``output_tokens``. Sessions saved before cache writes
+    were counted load with 0."""
 
     input_tokens: int = 0
     cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
     web_search_calls: int = 0
@@ -66,6 +74,7 @@ class Usage(BaseModel):
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             web_search_calls=self.web_search_calls + other.web_search_calls,
@@ -98,6 +107,10 @@ class Citation(BaseModel):
     tags: tuple[str, ...] = Field(default=(), description="KB: the file's front-matter tags")
     accessed_at: datetime | None = Field(
         default=None, description="when the page was read (search-and-read web branches)"
+    )
+    undated: bool = Field(
+        default=False,
+        description="read under the run's --since window with no publication date found",
     )
 
 
@@ -135,6 +148,12 @@ class ResearchNode(BaseModel):
     skipped_pages: list[str] = Field(default_factory=list)
     """Pages the search found and the branch could not read: "<url>: <reason>" (the report's
     limitations say how many, and why)."""
+    consulted: list[str] = Field(default_factory=list)
+    """Pages the branch's searches used and its findings do not cite (urls in the run's web
+    scope): the report lists them, collapsed, after its sources."""
+    dropped_citations: list[str] = Field(default_factory=list)
+    """Pages a research job cited outside the run's web scope, taken out of its findings
+    (OpenAI takes no excluded domains): the report's limitations count them."""
 
 
 # --- LLM-facing ---------------------------------------------------------------
@@ -305,6 +324,8 @@ class RunSpec(BaseModel):
     web_reasoning_effort: str = ""
     web_max_tool_calls: int = 0
     web_max_output_tokens: int = 0
+    web_tier: str = ""
+    """The research jobs' service tier (default, flex); "" for a session from before it."""
     models: dict[ChatRole, str] = Field(default_factory=dict)
     """The chat model of each role (planner, synthesizer, judge, branch, summarizer)."""
     efforts: dict[ChatRole, str | None] = Field(default_factory=dict)
@@ -318,6 +339,9 @@ class RunSpec(BaseModel):
     preset: str = ""
     """The run preset (quick, standard, deep) its settings started from; "" for a session
     from before presets (it ran on the defaults, which are ``standard``'s)."""
+    scope: WebScope = Field(default_factory=WebScope)
+    """Where and when the run reads the web (its ``since`` already a date): a resume reads
+    the same window, whatever the day or the environment says."""
     web_research: str = ""
     """How the web engine named itself ("search and read via duckduckgo"); "" when the run
     does not research the web. Set whenever a run starts or resumes."""

@@ -39,6 +39,7 @@ from deep_research.core.errors import (
     BudgetExhausted,
     JobCancelled,
     ProviderError,
+    SettingRefused,
     StructuredOutputError,
 )
 from deep_research.core.guard import BudgetGuard
@@ -353,6 +354,9 @@ class ResearchOrchestrator:
             self._on_event(
                 f"cancelled {node.id}" + (f" (blocked {', '.join(blocked)})" if blocked else "")
             )
+        except SettingRefused:  # every node would be refused alike: the run stops (``run``)
+            self.tree.requeue(node)
+            raise
         except (BranchError, ProviderError) as exc:
             blocked = self.tree.fail(node, str(exc))
             self._on_event(

@@ -40,7 +40,10 @@ class Meter(Protocol):
         *,
         cached: bool = False,
         usage_unknown: bool = False,
-    ) -> None: ...
+        tier: str = "default",
+    ) -> None:
+        """Book one call. ``tier``: the service tier its reply says it ran on ("flex")."""
+        ...
 
     def remaining_usd(self) -> float:
         """What the cost budget has left, net of work already in flight."""
@@ -123,6 +126,10 @@ class BranchResult:
     the evidence store only (``state.json`` keeps the quote); missing or "": the quote."""
     skipped: tuple[str, ...] = ()
     """Pages the search found and the branch could not read: "<url>: <the reader's reason>"."""
+    consulted: tuple[str, ...] = ()
+    """Pages its searches used that it does not cite (urls in the run's web scope)."""
+    dropped: tuple[str, ...] = ()
+    """Pages it was given as citations outside the run's web scope, left out of ``citations``."""
 
 
 RemoteJobHook = Callable[[str, str | None], Awaitable[None]]
@@ -294,4 +301,7 @@ class PriceBook(Protocol):
     """What a call costs, in USD (``adapters.prices`` reads genai-prices and the user's
     overrides)."""
 
-    def cost(self, model: str, usage: Usage) -> float: ...
+    def cost(self, model: str, usage: Usage, *, tier: str = "default") -> float:
+        """``tier``: the service tier the call ran on, as its reply names it ("flex" costs
+        half the tokens; web-search fees are the same on every tier)."""
+        ...

@@ -41,6 +41,7 @@ async def cancel_remote_jobs(
             outcome.usage or Usage(),
             node_id=node.id,
             usage_unknown=outcome.usage is None,
+            tier=state.run_spec.web_tier or "default",  # the tier it was sent to
         )
         node.remote_jobs.pop(name, None)
     await save()

@@ -46,6 +46,7 @@ from deep_research.core.models import (
     Writing,
 )
 from deep_research.core.ports import Meter, WriteJob
+from deep_research.core.scope import WebScope, page_key
 
 STOP_TEXT = {
     "complete": "complete: the judge found the answer complete",
@@ -103,6 +104,9 @@ class Report(BaseModel):
     removed_markers: int = 0
     """Citation markers that pointed to no source (removed from the body)."""
     sources: list[Citation] = Field(default_factory=list)
+    consulted: list[str] = Field(default_factory=list)
+    """Pages the research jobs' searches used that the report does not cite (in the run's
+    web scope, each once): listed after the sources, collapsed."""
     notes: list[ReportNote] = Field(default_factory=list)
     footer: str = ""
 
@@ -115,6 +119,8 @@ class Report(BaseModel):
     def markdown(self) -> str:
         listed = "\n".join(source_item(n, s) for n, s in enumerate(self.sources, start=1))
         sources = f"{SOURCES}\n\n" + (listed or "_No sources were cited._")
+        if self.consulted:
+            sources += "\n\n" + consulted_line(self.consulted)
         return (
             "\n\n".join(p for p in (self.before_sources(), sources, self.after_sources()) if p)
             + "\n"
@@ -350,6 +356,7 @@ def assemble(state: SessionState) -> Report:
         citation_check=_citation_check(checked),
         removed_markers=unknown,
         sources=sources,
+        consulted=_consulted(done, sources, state.run_spec.scope),
         notes=[
             ReportNote(
                 node_id=n.id, question=n.question, meta=_node_meta(n), section=home.get(n.id, 0)
@@ -463,6 +470,7 @@ def _limitations(state: SessionState, nodes: list[ResearchNode]) -> list[str]:
             )
             lines.append(f"- **Not researched:** {question} — {why}")
     lines += _skipped_pages([s for node in nodes for s in node.skipped_pages])
+    lines += _dropped(nodes)
     if (refused := _refused_verdict(state)) is not None:
         why = md.text(md.clip(refused.verdict_refused, 240))
         lines.append(
@@ -490,6 +498,52 @@ def _limitations(state: SessionState, nodes: list[ResearchNode]) -> list[str]:
         shown = dict.fromkeys(t for item in items if (t := md.text(item)))
         lines += [f"- **{label}:** {t}" for t in shown]
     return lines
+
+
+CONSULTED_TITLE = "Consulted, not cited"
+CONSULTED_SHOWN = 20
+"""Consulted pages the markdown names (the rest are counted; the HTML page lists them all)."""
+
+
+def consulted_link(url: str) -> str:
+    """A consulted page as a short link: its host and path."""
+    parts = url.split("://", 1)[-1].removeprefix("www.")
+    return md.link(md.clip(parts.rstrip("/"), 60), url)
+
+
+def consulted_line(urls: list[str]) -> str:
+    """The consulted pages in one paragraph after the sources (markdown has no collapsed
+    block without raw HTML, which the report's markdown never holds)."""
+    more = len(urls) - CONSULTED_SHOWN
+    shown = " · ".join(consulted_link(u) for u in urls[:CONSULTED_SHOWN])
+    rest = f" · and {more} more" if more > 0 else ""
+    return f"_{CONSULTED_TITLE} ({len(urls)}):_ {shown}{rest}"
+
+
+def _consulted(nodes: list[ResearchNode], sources: list[Citation], scope: WebScope) -> list[str]:
+    """The pages the nodes' searches used, in scope, that no source of the report is."""
+    cited = {page_key(s.url or "") for s in sources if s.kind == "web"}
+    found: dict[str, str] = {}
+    for url in (u for node in nodes for u in node.consulted):
+        if scope.allows(url) and page_key(url) not in cited:
+            found.setdefault(page_key(url), url)
+    return list(found.values())
+
+
+def _dropped(nodes: list[ResearchNode]) -> list[str]:
+    """A line counting the cited pages taken out for being outside the run's web scope (an
+    excluded domain, or none of the allowed ones), each page once however many nodes cited
+    it."""
+    count = len({page_key(url) for node in nodes for url in node.dropped_citations})
+    if not count:
+        return []
+    said = (
+        "1 cited page outside the web scope was dropped (its searches were still paid for)"
+        if count == 1
+        else f"{count} cited pages outside the web scope were dropped (their searches were "
+        "still paid for)"
+    )
+    return [f"- **Out of scope:** {said}."]
 
 
 SKIPPED_SHOWN = 5
@@ -566,6 +620,7 @@ def source_entry(source: Citation) -> str:
     for. Every string in it is the source's or a model's, so each is written as text."""
     if source.kind == "web":
         entry = md.link(source.title or source.url or "untitled", source.url or "")
+        entry += " _(undated)_" if source.undated else ""
     else:
         entry = md.code(source.locator) + (f" — {md.text(source.title)}" if source.title else "")
         entry += "".join(f" {md.code('#' + tag)}" for tag in source.tags)
@@ -592,11 +647,16 @@ def footer(state: SessionState) -> str:
         else ""
     )
     engine = state.run_spec.web_research
+    scope = state.run_spec.scope.describe()
+    engine += f"; web scope: {md.text(scope)}" if engine and scope else ""
+    writes = usage.cache_write_tokens
+    written = f", {writes:,} written to the cache" if writes else ""
     return (
         "---\n\n"
         + (f"_Web research: {engine}._\n\n" if engine else "")
         + f"_Spend: ${spend.cost_usd:.4f} · {usage.input_tokens:,} input tokens "
-        f"({usage.cached_input_tokens:,} cached) · {usage.output_tokens:,} output tokens · "
+        f"({usage.cached_input_tokens:,} cached{written}) · {usage.output_tokens:,} output "
+        "tokens · "
         f"{usage.web_search_calls} web searches"
         + (f" · by role: {roles}" if roles else "")
         + unknown_note

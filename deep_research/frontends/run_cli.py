@@ -105,7 +105,19 @@ def run(
     ] = None,
     web_effort: Annotated[
         str | None,
-        typer.Option("--web-effort", help="Its reasoning effort: low, medium, high, xhigh."),
+        typer.Option(
+            "--web-effort",
+            help="Its reasoning effort: none, minimal, low, medium, high, xhigh, max (the nearest "
+            "the model takes).",
+        ),
+    ] = None,
+    web_tier: Annotated[
+        str | None,
+        typer.Option(
+            "--web-tier",
+            help="Its service tier: default, or flex (half the price, may wait longer; "
+            "unverified with background web search).",
+        ),
     ] = None,
     web_engine: Annotated[
         str | None,
@@ -122,6 +134,30 @@ def run(
             "--search-provider",
             help=f"For --web-engine search: {', '.join(SEARCH_PROVIDERS)} (the first is the "
             "default).",
+        ),
+    ] = None,
+    domains: Annotated[
+        str | None,
+        typer.Option(
+            "--domains", help="Only these domains (comma-separated; subdomains included)."
+        ),
+    ] = None,
+    exclude_domains: Annotated[
+        str | None, typer.Option("--exclude-domains", help="Never these domains.")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="Pages published on or after: 2025-01-01, or 90d / 12w / 6m / 2y ago.",
+        ),
+    ] = None,
+    location: Annotated[
+        str | None,
+        typer.Option(
+            "--location",
+            help="Where you are, 'City, CC' (default: no place is sent; OpenAI would assume "
+            "the United States).",
         ),
     ] = None,
     kb_name: Annotated[str | None, typer.Option("--kb", help="Knowledge base name.")] = None,

@@ -42,7 +42,13 @@ from deep_research.adapters.web.openai_jobs import (
     SummaryRefused,
     Transient,
 )
-from deep_research.adapters.web.output import confidence, extract_report, usage_of
+from deep_research.adapters.web.output import (
+    confidence,
+    extract_report,
+    service_tier,
+    sources_used,
+    usage_of,
+)
 from deep_research.core.budget import web_job_worst_case, web_job_worst_usage
 from deep_research.core.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError
 from deep_research.core.models import Citation, Usage
@@ -56,6 +62,7 @@ from deep_research.core.ports import (
     PriceBook,
     RemoteJobHook,
 )
+from deep_research.core.scope import WebScope, page_key
 
 JOB_NAME = "deep_research"
 CACHE_TOOL = "openai_web_research"
@@ -80,11 +87,16 @@ class ReportCache(Protocol):
 
 
 class DeepResearchReport(BaseModel):
-    """The raw result of one job, as cached: report text with ``[n]`` markers inserted."""
+    """The result of one job, as cached: report text with ``[n]`` markers inserted, its
+    citations within the run's web scope (the scope is part of the cache key)."""
 
     text: str
     citations: list[Citation]
     usage: Usage
+    consulted: list[str] = []
+    """Pages its searches used, in scope, that it does not cite."""
+    dropped: list[str] = []
+    """Pages it cited outside the scope, left out of ``citations`` and ``text``."""
 
 
 class DeepResearchExecutor:
@@ -116,6 +128,8 @@ class DeepResearchExecutor:
         self._summary_refused = False  # once refused, not asked again in this run
 
     def worst_case_usd(self) -> float:
+        """At the default tier, whatever tier the job is sent to: a reply may name another
+        than the one asked for (it is booked at the one it names)."""
         return web_job_worst_case(
             self._prices,
             self.spec.model,
@@ -133,7 +147,7 @@ class DeepResearchExecutor:
         self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
     ) -> BranchResult:
         developer = load_instructions()
-        user = build_user_message(task)
+        user = build_user_message(task, self.spec.scope)
         kb = f"|kb={self.kb_tool.url}" if self.kb_tool else ""  # its answers differ
         key = f"{self.spec.cache_key()}{kb}\n{developer}\n\n{user}"
         report = await self._cached(key, meter)
@@ -168,6 +182,8 @@ class DeepResearchExecutor:
             citations=tuple(report.citations),
             confidence=confidence(report.citations),
             researched_by=self.spec.describe(),
+            consulted=tuple(report.consulted),
+            dropped=tuple(report.dropped),
         )
 
     async def _cached(self, key: str, meter: Meter) -> DeepResearchReport | None:
@@ -191,11 +207,11 @@ class DeepResearchExecutor:
             self.spec.model,
             usage,
             usage_unknown=getattr(response, "usage", None) is None,
+            tier=service_tier(response),
         )
         status = response.status
         if status == "completed":
-            text, citations = extract_report(response)
-            return DeepResearchReport(text=text, citations=citations, usage=usage)
+            return self._report(response, usage)
         if status == "failed":
             error = getattr(response.error, "message", None) or "no reason given"
             raise BranchError(f"the research job failed: {error}")
@@ -213,6 +229,27 @@ class DeepResearchExecutor:
                 "provider); `resume --retry-cancelled` researches it again"
             )
         raise BranchError(f"the research job ended with unexpected status {status!r}")
+
+    def _report(self, response: Response, usage: Usage) -> DeepResearchReport:
+        """A completed job's report within the run's web scope: OpenAI filters only the
+        allowed domains, so a citation of an excluded page is taken out here, with the
+        sentence it alone supports (the claim check never reads it); the pages its searches
+        used and it does not cite are kept apart."""
+        scope = self.spec.scope
+        text, citations, dropped = extract_report(response, scope)
+        seen = {page_key(c.url or "") for c in citations}
+        consulted = []
+        for url in sources_used(response):
+            if scope.allows(url) and page_key(url) not in seen:
+                seen.add(page_key(url))
+                consulted.append(url)
+        return DeepResearchReport(
+            text=text,
+            citations=citations,
+            usage=usage,
+            consulted=consulted,
+            dropped=dropped,
+        )
 
 
 class _Job:
@@ -271,7 +308,7 @@ class _Job:
         delay = self._ex._poll
         while True:
             try:
-                return await self._jobs.retrieve(self.job_id)
+                return await self._jobs.retrieve(self.job_id, include=self._ex.spec.include)
             except Transient as exc:
                 self._emit(None, 0, str(exc))
                 delay = await self._backoff(delay)
@@ -294,6 +331,7 @@ class _Job:
             # the request finish (bounded by the SDK's timeout) so its id is saved.
             with contextlib.suppress(Exception):
                 await asyncio.wait([create])
+                create.exception()  # read, or asyncio logs it as never retrieved
             raise
 
     async def _create_and_save(self, body: dict[str, object], where: str) -> Response:
@@ -333,7 +371,7 @@ class _Job:
             self._emit(str(response.status), polls)
             delay = await self._backoff(delay)
             try:
-                response = await self._jobs.retrieve(self.job_id)
+                response = await self._jobs.retrieve(self.job_id, include=self._ex.spec.include)
                 polls += 1
             except Transient as exc:
                 # The job runs on (and is paid for) whatever our connection does: keep
@@ -357,9 +395,20 @@ class _Job:
             self._ex.spec.model,
             outcome.usage or Usage(),
             usage_unknown=outcome.usage is None,
+            tier=self._ex.spec.service_tier,  # the tier it was sent to: a cancel names none
         )
         await self._save(JOB_NAME, None)
         return False
+
+
+def scope_limits(scope: WebScope) -> str:
+    """The sentences that ask for what OpenAI's ``web_search`` cannot be told; "" if none."""
+    said = []
+    if scope.since is not None:
+        said.append(f"Use only pages published on or after {scope.since.isoformat()}.")
+    if scope.exclude_domains:
+        said.append(f"Never use or cite pages on: {', '.join(scope.exclude_domains)}.")
+    return " ".join(said)
 
 
 def load_instructions() -> str:
@@ -383,12 +432,17 @@ def _render_finding(finding: Finding, limit: int) -> str:
     return _clip(f"{head}{notes}\nSources:\n{sources}", limit)
 
 
-def build_user_message(task: BranchTask) -> str:
+def build_user_message(task: BranchTask, scope: WebScope | None = None) -> str:
+    """The job's request. What of ``scope`` OpenAI has no field for (a date, excluded
+    domains: ``JobSpec``) is asked for in words; what the job cites outside it anyway is
+    dropped when its result is read."""
     parts = [
         f"Sub-question to research:\n{_clip(task.question, MAX_QUESTION_CHARS)}",
         "It is part of this larger question (context only):\n"
         + _clip(task.root_question, MAX_QUESTION_CHARS),
     ]
+    if scope is not None and (limits := scope_limits(scope)):
+        parts.append(limits)
     if task.dependencies:
         share = MAX_DEPENDENCY_CHARS // len(task.dependencies)
         findings = "\n\n".join(_render_finding(f, share) for f in task.dependencies)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Protocol
 
 from deep_research.core.models import BranchNotes
@@ -99,6 +99,10 @@ class Page:
     text: str
     """The page's main text, as markdown."""
     fetched_at: datetime
+    published: date | None = None
+    """When the page says it was published (its markup: meta tags, JSON-LD, its URL)."""
+    undated: bool = False
+    """Read under a ``since`` window with no publication date found: kept, and said so."""
 
 
 class Reader(Protocol):

@@ -226,6 +226,7 @@ def citation_of(passage: WebPassage, claim: str = "") -> Citation:
         quote=passage.text,
         claim=claim,
         accessed_at=page.fetched_at,
+        undated=page.undated,
     )
 
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from string import Template
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -29,7 +30,7 @@ from langchain_openai import ChatOpenAI
 from openai.types import CompletionUsage
 from pydantic import BaseModel, ValidationError
 
-from deep_research.adapters.llm.params import reasoning_room
+from deep_research.adapters.llm.params import is_reasoning_model, reasoning_room
 from deep_research.adapters.llm.replies import json_object_in
 from deep_research.adapters.llm.server import (
     CHARS_PER_TOKEN,
@@ -252,8 +253,10 @@ class ChatModel:
         cap = self.server.fit(self.model, what, chars, cap)
         chat = self.chat
         kwargs: dict[str, object] = {"max_completion_tokens": cap}
-        if not self.server.on_openai:
+        if not (self.server.on_openai or is_reasoning_model(self.model)):
             # LangChain renames max_tokens; the body's own name is the one every server knows.
+            # Reasoning models refuse it (HTTP 400 naming max_tokens) wherever OpenAI serves
+            # them, behind a gateway too.
             kwargs = {"extra_body": {"max_tokens": cap}}
             if chat.max_tokens is not None:
                 chat = chat.model_copy(update={"max_tokens": None})
@@ -264,8 +267,12 @@ class ChatModel:
         runnable = chat.bind(**kwargs)
 
         def timed_out() -> None:
-            # Nothing reported: bill what it may have generated, so the budget binds.
-            usage = Usage(input_tokens=int(chars / CHARS_PER_TOKEN), output_tokens=cap)
+            # Nothing reported: bill what it may have generated (and its prompt as written
+            # to the cache, where the model bills writes), so the budget binds.
+            sent_tokens = int(chars / CHARS_PER_TOKEN)
+            usage = Usage(
+                input_tokens=sent_tokens, cache_write_tokens=sent_tokens, output_tokens=cap
+            )
             meter.record(self.role, self.model, usage, usage_unknown=True)
 
         async def call() -> BaseMessage:
@@ -354,17 +361,29 @@ def validation_problem(exc: ValidationError) -> str:
     return f"{exc.error_count()} problem(s), first {what}"
 
 
+TIER_PREFIXES = ("", "flex_", "priority_")
+"""langchain-openai 1.7.4 names a reply's token details ``cache_read``, ``cache_creation``
+(cache writes) and ``reasoning``, prefixed with the service tier on the flex and priority
+tiers (``flex_cache_read``); checked 2026-11-26 in its ``_create_usage_metadata``."""
+
+
+def _detail(details: Mapping[str, Any], key: str) -> int:
+    """A token detail under any tier's prefix (a reply carries one of them)."""
+    return sum(int(details.get(prefix + key) or 0) for prefix in TIER_PREFIXES)
+
+
 def usage_of(message: AIMessage) -> Usage:
     meta = message.usage_metadata
     if not meta:
         return Usage()
-    details_in = meta.get("input_token_details") or {}
-    details_out = meta.get("output_token_details") or {}
+    details_in: Mapping[str, Any] = meta.get("input_token_details") or {}
+    details_out: Mapping[str, Any] = meta.get("output_token_details") or {}
     return Usage(
         input_tokens=meta.get("input_tokens", 0),
-        cached_input_tokens=details_in.get("cache_read", 0) or 0,
+        cached_input_tokens=_detail(details_in, "cache_read"),
+        cache_write_tokens=_detail(details_in, "cache_creation"),
         output_tokens=meta.get("output_tokens", 0),
-        reasoning_tokens=details_out.get("reasoning", 0) or 0,
+        reasoning_tokens=_detail(details_out, "reasoning"),
     )
 
 
@@ -372,13 +391,14 @@ def completion_usage(usage: CompletionUsage | None) -> Usage:
     """Usage of a raw chat completion (what a ``LengthFinishReasonError`` carries)."""
     if usage is None:
         return Usage()
-    cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else 0
+    prompt = usage.prompt_tokens_details
     reasoning = (
         usage.completion_tokens_details.reasoning_tokens if usage.completion_tokens_details else 0
     )
     return Usage(
         input_tokens=usage.prompt_tokens,
-        cached_input_tokens=cached or 0,
+        cached_input_tokens=(prompt.cached_tokens if prompt else 0) or 0,
+        cache_write_tokens=(prompt.cache_write_tokens if prompt else 0) or 0,
         output_tokens=usage.completion_tokens,
         reasoning_tokens=reasoning or 0,
     )

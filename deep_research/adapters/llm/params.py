@@ -1,14 +1,23 @@
 """Which request parameters a chat model takes, decided by its name (pure).
 
 Like prices, the rules follow the model's name wherever it is served: a gateway serving
-``openai/gpt-6-sol`` takes what OpenAI's ``gpt-6-sol`` takes. Checked 2026-11-23 against
-OpenAI's reasoning guide and the pinned SDK:
+``openai/gpt-6-sol`` takes what OpenAI's ``gpt-6-sol`` takes. ``FAMILIES`` is the rule book,
+one row per model family, first match wins. Checked 2026-11-26 against the pinned openai SDK
+3.57 (``types/shared/reasoning_effort.py``: ``none, minimal, low, medium, high, xhigh, max``;
+``types/shared/reasoning.py``: "not all reasoning models support every value"),
+langchain-openai 1.7.4's model profiles (``langchain_openai/data/_profiles.py``,
+``reasoning_effort_levels``) and OpenAI's model pages:
 - o-series, gpt-5.x and GPT-6 models are reasoning models: they refuse ``temperature``
-  (HTTP 400) unless their reasoning effort is ``none``, which only gpt-5.1+ and GPT-6 take;
-- o-series take efforts low/medium/high; gpt-5 (and -mini/-nano) add minimal; gpt-5.1 and
-  later, and GPT-6, take none … xhigh. An effort a model does not take is moved to the
-  nearest one it does, rather than sent to be refused.
+  (HTTP 400) unless their reasoning effort is ``none``, which only gpt-5.1+ and some GPT-6
+  take (never astra, 6.1-sol or 6.2: they take low … max, so never a temperature);
+- no model after gpt-5 (-mini/-nano) takes ``minimal``; ``xhigh`` came with gpt-5.2,
+  ``max`` with gpt-5.6 and GPT-6.
+- An effort a model does not take is moved to the nearest one it does (the higher of two
+  equally near), rather than sent to be refused.
 - Any other name (a local llama, qwen …) keeps a temperature and gets no effort.
+
+Not encoded: LiteLLM's docs (2026-09-03) report that gpt-6-astra refuses ``max`` on Chat
+Completions (Responses only), which the chat roles use; OpenAI's pages do not say so.
 """
 
 from __future__ import annotations
@@ -16,10 +25,52 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
-_O_SERIES = re.compile(r"^o\d")
-_GPT5_BASE = re.compile(r"^gpt-5(-mini|-nano|-pro)?(-\d{4}-\d{2}-\d{2})?$")
-_NEW_REASONING = re.compile(r"^gpt-(5\.\d+|6(\.\d+)?)(\b|-)")
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+"""Every reasoning effort, least to most (the SDK's ``ReasoningEffort``)."""
+
+_NONE_TO_MAX = ("none", "low", "medium", "high", "xhigh", "max")
+_LOW_TO_MAX = ("low", "medium", "high", "xhigh", "max")
+
+
+@dataclass(frozen=True)
+class Family:
+    """Models whose name starts with ``pattern`` (up to the end or a ``-``), and the
+    efforts they take."""
+
+    pattern: str
+    efforts: tuple[str, ...]
+
+    def matches(self, name: str) -> bool:
+        return re.match(rf"(?:{self.pattern})(?:$|-)", name) is not None
+
+
+FAMILIES: tuple[Family, ...] = (
+    # OpenAI's gpt-6-luna page (2026-11-26) and langchain-openai 1.7.4's profiles.
+    Family(r"gpt-6-(?:sol|luna)", _NONE_TO_MAX),
+    # OpenAI's gpt-6.1-terra page (2026-11-26): none, low, medium (default), high, xhigh, max.
+    Family(r"gpt-6\.1-terra", _NONE_TO_MAX),
+    # gpt-6-astra (langchain-openai profile), gpt-6.2-sol (OpenAI's page: "The API rejects
+    # requests that set reasoning effort to none"), gpt-6.1-sol and gpt-6.2-astra (issue 35's
+    # facts; gateways' model pages agree): low … max. Assumed (2026-11-26) for any other
+    # GPT-6 name too: the safe rule, since every GPT-6 takes low.
+    Family(r"gpt-6(?:\.\d+)?", _LOW_TO_MAX),
+    # gpt-5.6 sol/terra/luna: langchain-openai profiles (and OpenAI's 400 quoting them).
+    Family(r"gpt-5\.(?:[6-9]|\d{2,})", _NONE_TO_MAX),
+    # gpt-5.2 … 5.5 pro: assumed (2026-11-26) medium/high/xhigh, a subset safe whichever is
+    # true: langchain-openai's profiles say none … xhigh, but the same data says so of
+    # gpt-5-pro, which takes only high; OpenAI's pro pages were not found.
+    Family(r"gpt-5\.\d+-pro", ("medium", "high", "xhigh")),
+    # langchain-openai profiles; for gpt-5.1 also OpenAI's own 400 ("Supported values are:
+    # 'none', 'low', 'medium', and 'high'", quoted in sst/opencode#4451).
+    Family(r"gpt-5\.[2-5]", ("none", "low", "medium", "high", "xhigh")),
+    Family(r"gpt-5\.1", ("none", "low", "medium", "high")),
+    # gpt-5-pro "defaults to (and only supports) high": OpenAI's ReasoningEffort reference
+    # as Azure's SDK docs copy it (3.57's docstring no longer lists models).
+    Family(r"gpt-5-pro", ("high",)),
+    Family(r"gpt-5", ("minimal", "low", "medium", "high")),  # langchain-openai profiles
+    Family(r"o\d", ("low", "medium", "high")),  # OpenAI's reasoning guide
+)
+"""The efforts each model family takes, first match wins (checked 2026-11-26)."""
 
 
 @dataclass(frozen=True)
@@ -36,13 +87,7 @@ def base_name(model: str) -> str:
 def accepted_efforts(model: str) -> tuple[str, ...]:
     """The reasoning efforts ``model`` takes; empty for a model that is not a reasoning one."""
     name = base_name(model)
-    if _NEW_REASONING.match(name):
-        return EFFORTS
-    if _GPT5_BASE.match(name) or name.startswith("gpt-5-"):
-        return ("minimal", "low", "medium", "high")
-    if _O_SERIES.match(name):
-        return ("low", "medium", "high")
-    return ()
+    return next((f.efforts for f in FAMILIES if f.matches(name)), ())
 
 
 def is_reasoning_model(model: str) -> bool:

@@ -21,19 +21,20 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import httpx2
 import openai
-from openai.types.responses import Response
+from openai.types.responses import Response, ResponseIncludable
 from pydantic import SecretStr
 
 from deep_research.adapters.web.output import usage_of
 from deep_research.adapters.web.retry_after import retry_after_seconds
-from deep_research.core.errors import BranchError, ProviderError
+from deep_research.core.errors import BranchError, ProviderError, SettingRefused
 from deep_research.core.ports import CancelOutcome
+from deep_research.core.scope import WebScope
 
 PENDING = ("queued", "in_progress")
 CONNECT_RETRIES = 2
@@ -42,9 +43,29 @@ CANCEL_TIMEOUT_SECONDS = 10.0
 _LEGACY_DEEP_RESEARCH = re.compile(r"(^|/)o\d[\w.-]*-deep-research(-\d{4}-\d{2}-\d{2})?$")
 
 
+SOURCES_INCLUDE: ResponseIncludable = "web_search_call.action.sources"
+"""Asks for every source a search used, not only the cited ones (``ActionSearch.sources``)."""
+
+
 @dataclass(frozen=True)
 class JobSpec:
-    """What a web research job runs with; saved in the session's ``RunSpec``."""
+    """What a web research job runs with; saved in the session's ``RunSpec``.
+
+    The request (``body``), its field names checked 2026-11-26 against the openai SDK 3.57
+    types in ``openai/types/responses/``: ``web_search_tool_param.py`` (``filters.
+    allowed_domains``, subdomains included; ``user_location`` ``{type: "approximate", city,
+    country, region, timezone}``, which, left out or null, "defaults to the United States":
+    so it is always sent, with no fields when no place is known), ``response_includable.py``
+    (``web_search_call.action.sources``), ``response_create_params.py`` and
+    ``service_tier.py`` (``service_tier: "flex"``). The legacy ``web_search_preview`` tool
+    (``web_search_preview_tool_param.py``) takes ``user_location`` but no ``filters``.
+
+    Of the scope, OpenAI takes only the allowed domains and the location. It has no field
+    for excluded domains (``Filters`` holds ``allowed_domains`` alone) nor for a date: the
+    job's user message asks for both in words (``openai_research.scope_limits``), and a
+    citation of an excluded page is dropped when its result is read, with the sentence it
+    alone supports, its searches still paid for.
+    """
 
     model: str
     reasoning_effort: str = "high"
@@ -52,6 +73,12 @@ class JobSpec:
     max_output_tokens: int = 32_000
     reasoning_summary: str | None = None
     """``auto`` / ``concise`` / ``detailed``, or None (refused for unverified organisations)."""
+    scope: WebScope = field(default_factory=WebScope)
+    service_tier: Literal["default", "flex"] = "default"
+    """flex: half the price, may wait longer (``DEEP_RESEARCH_WEB_TIER``); unverified with
+    background ``web_search``; a refusal stops the run (``SettingRefused``). A job is
+    reserved (and estimated) at the default tier's price, booked at the tier its reply
+    names."""
 
     @property
     def legacy(self) -> bool:
@@ -60,13 +87,37 @@ class JobSpec:
         return bool(_LEGACY_DEEP_RESEARCH.search(self.model.lower()))
 
     def describe(self) -> str:
-        return self.model if self.legacy else f"{self.model} (effort {self.reasoning_effort})"
+        said = [] if self.legacy else [f"effort {self.reasoning_effort}"]
+        if self.service_tier == "flex":
+            said.append("flex tier")
+        return f"{self.model} ({', '.join(said)})" if said else self.model
 
     def cache_key(self) -> str:
+        """Whatever changes the job's answer: another scope or tier is another job."""
         return (
             f"{self.model}|effort={self.reasoning_effort}|tools={self.max_tool_calls}"
-            f"|out={self.max_output_tokens}"
+            f"|out={self.max_output_tokens}|tier={self.service_tier}"
+            f"|scope={self.scope.model_dump_json()}"
         )
+
+    @property
+    def include(self) -> list[ResponseIncludable]:
+        """What the create and every retrieve of the job ask to include. A reply holds only
+        what its own request asks for: a retrieve has its own ``include`` (openai SDK 3.57,
+        ``types/responses/response_retrieve_params.py``, checked 2026-11-26), and what the
+        create included is not carried to a later retrieve. The retired models' replies
+        predate the sources include."""
+        return [] if self.legacy else [SOURCES_INCLUDE]
+
+    def web_search(self) -> dict[str, Any]:
+        """The web search tool, with what of the scope it takes."""
+        if self.legacy:
+            return {"type": "web_search_preview", "user_location": self.scope.user_location()}
+        tool: dict[str, Any] = {"type": "web_search"}
+        if self.scope.domains:
+            tool["filters"] = {"allowed_domains": list(self.scope.domains)}
+        tool["user_location"] = self.scope.user_location()
+        return tool
 
     def body(
         self, developer: str, user: str, *, with_summary: bool, kb_tool: KbTool | None = None
@@ -84,13 +135,14 @@ class JobSpec:
             ],
             "background": True,
             "store": True,
-            "tools": [
-                {"type": "web_search_preview" if self.legacy else "web_search"},
-                *([kb_tool.param()] if kb_tool else []),
-            ],
+            "tools": [self.web_search(), *([kb_tool.param()] if kb_tool else [])],
             "max_tool_calls": self.max_tool_calls,
             "max_output_tokens": self.max_output_tokens,
         }
+        if self.include:
+            body["include"] = self.include
+        if self.service_tier == "flex":
+            body["service_tier"] = "flex"
         if reasoning:
             body["reasoning"] = reasoning
         return body
@@ -162,7 +214,8 @@ class ResponsesJobs:
                     rate_limited += 1  # refused before any work: nothing was created
                     await asyncio.sleep(_retry_after(exc, self._retry_base * 2**rate_limited))
                     continue
-                raise _create_error(exc, model, where) from None
+                flex = body.get("service_tier") == "flex"
+                raise _create_error(exc, model, where, flex=flex) from None
             except openai.APIConnectionError as exc:
                 never_sent = isinstance(exc.__cause__, httpx2.ConnectError) and not isinstance(
                     exc, openai.APITimeoutError
@@ -181,9 +234,15 @@ class ResponsesJobs:
                 raise _lost(where, "the reply was unreadable")
             return Created(job_id, raw.parse)
 
-    async def retrieve(self, job_id: str) -> Response:
+    async def retrieve(
+        self, job_id: str, *, include: Sequence[ResponseIncludable] = ()
+    ) -> Response:
+        """The job as it stands, with what ``include`` asks for (``JobSpec.include``: the
+        create's ``include`` is not remembered by the provider)."""
         try:
-            response = await self._client.responses.retrieve(job_id)
+            response = await self._client.responses.retrieve(
+                job_id, include=list(include) if include else openai.omit
+            )
         except openai.NotFoundError:
             raise JobGone(f"the provider no longer knows research job {job_id}") from None
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
@@ -244,11 +303,26 @@ def _retry_after(exc: openai.APIStatusError, default: float) -> float:
     return default if seconds is None else min(60.0, seconds)
 
 
-def _create_error(exc: openai.APIStatusError, model: str, where: str) -> Exception:
+def _create_error(
+    exc: openai.APIStatusError, model: str, where: str, *, flex: bool = False
+) -> Exception:
+    if flex and _refuses_flex(exc):
+        said = " ".join(exc.message.removeprefix(f"Error code: {exc.status_code} - ").split())
+        return SettingRefused(
+            f"the provider refused the flex service tier for {model} (HTTP {exc.status_code}: "
+            f"{said[:200]}): start the run again with DEEP_RESEARCH_WEB_TIER=default (or "
+            "without --web-tier flex)"
+        )
     if exc.status_code == 404:
+        trusted = (
+            " (Astra models are open only to organisations in OpenAI's trusted-access "
+            "programme: --web-model gpt-5.5 is open to all)"
+            if "astra" in model.lower()
+            else ""
+        )
         return ProviderError(
             f"model {model} not found or not available to this key (HTTP 404): "
-            "set DEEP_RESEARCH_WEB_MODEL to a current model"
+            f"set DEEP_RESEARCH_WEB_MODEL to a current model{trusted}"
         )
     if exc.status_code == 400 and exc.param == "reasoning.summary":
         return SummaryRefused(f"reasoning summaries refused: {exc.message[:200]}")
@@ -264,6 +338,14 @@ def _create_error(exc: openai.APIStatusError, model: str, where: str) -> Excepti
         # A server's or a proxy's failure may come after the job was created.
         return _lost(where, f"HTTP {exc.status_code}")
     return BranchError(f"the provider refused the research job: {_brief(exc)}")
+
+
+def _refuses_flex(exc: openai.APIStatusError) -> bool:
+    """A 400 on ``service_tier``, or one whose message names flex: how OpenAI refuses a
+    tier a model or mode does not offer (whether it offers flex with background web search
+    could not be checked, 2026-11-26)."""
+    said = f"{exc.param or ''} {exc.message}".lower()
+    return exc.status_code == 400 and ("service_tier" in said or "flex" in said)
 
 
 def _brief(exc: BaseException) -> str:

@@ -22,6 +22,7 @@ from openai.types.responses import Response
 from deep_research.core.citations import TRAILING, escape_literal, identity
 from deep_research.core.errors import BranchError
 from deep_research.core.models import Citation, Usage
+from deep_research.core.scope import WebScope
 
 MAX_CLAIM_CHARS = 500
 
@@ -30,6 +31,7 @@ _LINK = r"\[[^\]\n]*\]\([^)\s]*\)"
 _PAREN_LINKS = re.compile(rf"\(\s*{_LINK}(?:\s*[,;]?\s*{_LINK})*\s*\)")
 _BARE_LINK = re.compile(r"\[([^\]\n]*)\]\([^)\s]*\)")
 _ANY_LINK = re.compile(rf"{_PAREN_LINKS.pattern}|{_BARE_LINK.pattern}")
+_OPENING_LINKS = re.compile(rf"\s*{_PAREN_LINKS.pattern}(?:\s*{_PAREN_LINKS.pattern})*")
 # A sentence ends at . ! ? (closing quotes or brackets may follow) before a space, or at a
 # line break.
 _SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*(?=\s|$)|\n")
@@ -49,15 +51,23 @@ def _int(obj: object, attr: str) -> int | None:
 
 def usage_of(response: Response) -> Usage:
     usage = getattr(response, "usage", None)
+    details_in = getattr(usage, "input_tokens_details", None)
     return Usage(
         input_tokens=_int(usage, "input_tokens") or 0,
-        cached_input_tokens=_int(getattr(usage, "input_tokens_details", None), "cached_tokens")
-        or 0,
+        cached_input_tokens=_int(details_in, "cached_tokens") or 0,
+        cache_write_tokens=_int(details_in, "cache_write_tokens") or 0,
         output_tokens=_int(usage, "output_tokens") or 0,
         reasoning_tokens=_int(getattr(usage, "output_tokens_details", None), "reasoning_tokens")
         or 0,
         web_search_calls=web_searches(response),
     )
+
+
+def service_tier(response: Response) -> str:
+    """The tier the provider says it served the job on ("flex" costs half): the reply's
+    ``service_tier``, "default" when it names none."""
+    tier = getattr(response, "service_tier", None)
+    return tier if isinstance(tier, str) and tier not in ("", "auto") else "default"
 
 
 def web_searches(response: Response) -> int:
@@ -79,27 +89,46 @@ def web_searches(response: Response) -> int:
     return count
 
 
-def extract_report(response: Response) -> tuple[str, list[Citation]]:
-    """The final message's text with ``[n]`` markers and its citations, one per distinct
+def extract_report(
+    response: Response, scope: WebScope | None = None
+) -> tuple[str, list[Citation], list[str]]:
+    """The final message's text with ``[n]`` markers, its citations, one per distinct
     (url, claim): two claims citing one page are two citations, one claim cited twice by
-    a page is one. A marker goes where its annotated span ended; a span that is only an
-    inline link is replaced by the marker. Malformed annotations are skipped."""
+    a page is one; and the pages it cites outside ``scope``, each once, left out of both.
+
+    A marker goes where its annotated span ended; a span that is only an inline link is
+    replaced by the marker. Malformed annotations are skipped. A citation of a page outside
+    ``scope`` gets no marker, its link is taken out, and so is the sentence it supports
+    (``claim_of``'s sentence), unless that sentence also cites a page in scope: a claim
+    whose only source is out of scope never reaches the findings."""
     messages = [i for i in _list(response, "output") if getattr(i, "type", None) == "message"]
     content = _list(messages[-1], "content") if messages else []
     parts = [c for c in content if getattr(c, "type", None) == "output_text"]
     citations: dict[str, Citation] = {}
+    dropped: dict[str, None] = {}
     marked: list[str] = []
     for part in parts:
         text = part.text if isinstance(getattr(part, "text", None), str) else ""
+        masked = _masked(text)
         marks: dict[int, list[int]] = {}  # end_index -> citation numbers, in annotation order
         links: set[tuple[int, int]] = set()
+        kept: list[tuple[int, int]] = []  # the sentences citing a page in scope, and spans
+        outside: list[tuple[int, int]] = []  # the spans citing a page outside it
         for ann in _list(part, "annotations"):
             url, title = getattr(ann, "url", None), getattr(ann, "title", None)
             start, end = _int(ann, "start_index"), _int(ann, "end_index")
             if getattr(ann, "type", None) != "url_citation" or not isinstance(url, str) or not url:
                 continue
+            if scope is not None and not scope.allows(url):
+                dropped.setdefault(url)
             if start is None or end is None or not 0 <= start <= end <= len(text):
                 continue
+            if _ANY_LINK.fullmatch(text[start:end].strip()):
+                links.add((start, end))
+            if url in dropped:
+                outside.append((start, end))
+                continue
+            kept += [_sentence_of(text, masked, start, end)[:2], (start, max(end, start + 1))]
             citation = Citation(
                 kind="web",
                 url=url,
@@ -112,13 +141,32 @@ def extract_report(response: Response) -> tuple[str, list[Citation]]:
             number = list(citations).index(key) + 1
             if number not in marks.setdefault(end, []):
                 marks[end].append(number)
-            if _ANY_LINK.fullmatch(text[start:end].strip()):
-                links.add((start, end))
-        marked.append(_apply(text, marks, links))
+        unsupported = {_sentence_of(text, masked, start, end)[:2] for start, end in outside}
+        unsupported = {u for u in unsupported if not any(_overlap(u, k) for k in kept)}
+        cuts = {_cut(text, first, last) for first, last in _runs(text, unsupported)}
+        marked.append(_apply(text, marks, links, cuts))
     report = "\n\n".join(t for t in marked if t.strip())
     if not report:
         raise BranchError("deep research returned no report text")
-    return report, list(citations.values())
+    return report, list(citations.values()), list(dropped)
+
+
+def sources_used(response: Response) -> list[str]:
+    """Every url the job's searches used, each once, in order: the ``sources`` of its
+    ``web_search_call`` items' ``search`` actions (openai SDK 3.57, ``types/responses/
+    response_function_web_search.py``: ``ActionSearch.sources``, each ``{type: "url", url}``,
+    checked 2026-11-26). The API sends them only when the request's ``include`` asks for
+    ``web_search_call.action.sources``."""
+    urls: dict[str, None] = {}
+    for item in _list(response, "output"):
+        action = getattr(item, "action", None)
+        if getattr(item, "type", None) != "web_search_call":
+            continue
+        for source in _list(action, "sources"):
+            url = getattr(source, "url", None)
+            if getattr(source, "type", None) == "url" and isinstance(url, str) and url:
+                urls.setdefault(url)
+    return list(urls)
 
 
 def claim_of(text: str, start: int, end: int) -> str:
@@ -127,23 +175,75 @@ def claim_of(text: str, start: int, end: int) -> str:
     A span after the sentence's full stop (``claim. ([site](url))``) stands for the
     sentence before it. At most ~``MAX_CLAIM_CHARS``: of a longer sentence, the part that
     leads up to the span is kept."""
-    # Links are blanked out while looking for sentence ends: urls are full of dots.
-    masked = _ANY_LINK.sub(lambda m: "x" * len(m.group()), text)
-    while True:
-        first, last = _sentence_bounds(masked, start, end)
-        clipped = first < end - MAX_CLAIM_CHARS
-        if clipped:
-            # Start at a word, never inside a (masked) link.
-            space = masked.find(" ", end - MAX_CLAIM_CHARS, end)
-            first = space + 1 if space >= 0 else end - MAX_CLAIM_CHARS
-        claim = _plain(text[first:last])
-        previous = len(text[:first].rstrip())
-        if any(ch.isalnum() for ch in claim) or previous == 0:
-            break
-        start, end = previous - 1, previous
+    masked = _masked(text)
+    first, last, end = _sentence_of(text, masked, start, end)
+    clipped = first < end - MAX_CLAIM_CHARS
+    if clipped:
+        # Start at a word, never inside a (masked) link.
+        space = masked.find(" ", end - MAX_CLAIM_CHARS, end)
+        first = space + 1 if space >= 0 else end - MAX_CLAIM_CHARS
+    claim = _plain(text[first:last])
     if len(claim) > MAX_CLAIM_CHARS:
         claim = claim[:MAX_CLAIM_CHARS].rsplit(" ", 1)[0] + " …"
     return f"… {claim}" if clipped else claim
+
+
+def _masked(text: str) -> str:
+    """``text`` with its links blanked out, as long as it: urls are full of dots, which
+    must not end sentences."""
+    return _ANY_LINK.sub(lambda m: "x" * len(m.group()), text)
+
+
+def _sentence_of(text: str, masked: str, start: int, end: int) -> tuple[int, int, int]:
+    """The sentence the span ``[start, end)`` stands for: the one holding it or, when that
+    one says nothing but links or the span is links in parentheses opening it
+    (``claim. ([site](url)) Next claim.``), the one before. As its bounds in ``text`` and
+    where the span stands in it (the end of the sentence before, when moved)."""
+    while True:
+        first, last = _sentence_bounds(masked, start, end)
+        previous = len(text[:first].rstrip())
+        opens = not text[first:start].strip() and _PAREN_LINKS.fullmatch(text[start:end].strip())
+        if previous == 0 or (not opens and any(ch.isalnum() for ch in _plain(text[first:last]))):
+            closing = _OPENING_LINKS.match(text, first, last)  # they close the sentence before
+            if previous and closing and closing.end() <= start:
+                first = closing.end()
+            return first, last, end
+        start, end = previous - 1, previous
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def _runs(text: str, sentences: set[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``sentences`` (bounds), those of one line with nothing but links and spaces between
+    them joined."""
+    runs: list[tuple[int, int]] = []
+    for first, last in sorted(sentences):
+        gap = text[runs[-1][1] : first] if runs else "\n"
+        if "\n" not in gap and not any(ch.isalnum() for ch in _plain(gap)):
+            runs[-1] = (runs[-1][0], max(last, runs[-1][1]))
+        else:
+            runs.append((first, last))
+    return runs
+
+
+def _cut(text: str, first: int, last: int) -> tuple[int, int]:
+    """What to take out of ``text`` for the sentences ``[first, last)``: within a line,
+    them and the space before; the whole line when nothing but links follows them on it;
+    else, at a line's start, them after the line's markdown prefix (a bullet, a heading's
+    hashes) and the space after."""
+    if text[last - 1 : last] == "\n":
+        last -= 1
+    if first > 0 and text[first - 1] != "\n":
+        return first, last
+    line_end = text.find("\n", last)
+    line_end = len(text) if line_end < 0 else line_end
+    if not any(ch.isalnum() for ch in _plain(text[last:line_end])):
+        return (first, line_end + 1) if line_end < len(text) else (max(0, first - 1), line_end)
+    space = len(text[last:]) - len(text[last:].lstrip(" \t"))
+    prefix = _LINE_PREFIX.match(text[first:last])
+    return first + (prefix.end() if prefix else 0), last + space
 
 
 def _sentence_bounds(masked: str, start: int, end: int) -> tuple[int, int]:
@@ -163,11 +263,20 @@ def _plain(sentence: str) -> str:
     return re.sub(r"\s+([.,;:!?])", r"\1", sentence)
 
 
-def _apply(text: str, marks: dict[int, list[int]], links: set[tuple[int, int]]) -> str:
-    """``text`` with cited links replaced (a bare link by its words, parenthesised ones by
-    nothing) and each end's markers inserted where the span ended."""
+def _apply(
+    text: str,
+    marks: dict[int, list[int]],
+    links: set[tuple[int, int]],
+    cuts: set[tuple[int, int]] | None = None,
+) -> str:
+    """``text`` with ``cuts`` taken out (``_cut``), cited links replaced (a bare link by its
+    words, parenthesised ones by nothing) and each end's markers inserted where the span
+    ended. No marker ends inside a cut (``extract_report`` cuts no sentence citing a page)."""
+    cuts = cuts or set()
     edits: list[tuple[int, int, str]] = []
     for start, end in sorted(links):
+        if any(a <= start and end <= b for a, b in cuts):
+            continue  # taken out with its sentence
         if edits and start < edits[-1][1]:
             continue  # overlapping link spans: keep the first, leave the other as written
         span = text[start:end]
@@ -176,10 +285,15 @@ def _apply(text: str, marks: dict[int, list[int]], links: set[tuple[int, int]]) 
         if not replacement:
             # `vectors ([site](url)).` reads `vectors[1].`, not `vectors [1].`
             start = len(text[:start].rstrip(" \t"))
+            start = max([start, *(b for a, b in cuts if a < start < b)])
         edits.append((start, end, replacement))
     pieces: list[str] = []
     done = -1  # a zero-width span at 0 still gets its marker
-    for start, end, replacement in edits:
+    for start, end, replacement in sorted([*edits, *((a, b, "") for a, b in cuts)]):
+        if (start, end) in cuts:
+            pieces.append(_marked(text, done, start, marks))
+            done = end
+            continue
         pieces += [_marked(text, done, start, marks), replacement]
         # Two links citing one claim from one page, side by side, leave one marker.
         run = TRAILING.search("".join(pieces))

@@ -17,9 +17,16 @@ a slot and a turn at the host, one GET with connect/read timeouts and a deadline
 
 A page is read when it is HTML, XHTML or plain text (by Content-Type, or HTML sniffed when
 none is sent), no larger than ``max_bytes`` (the body is streamed and dropped at the cap).
-`extraction.main_text` keeps its main text (trafilatura: markdown, tables kept; it
-downloads nothing), in a worker thread. Pages are cached by URL for the reader's lifetime
-(a session), and so are the skips that would not change on a retry.
+`extraction.extract` keeps its main text (trafilatura: markdown, tables kept; it
+downloads nothing) and the publication date its markup states, in a worker thread. Pages
+are cached by URL for the reader's lifetime (a session), and so are the skips that would
+not change on a retry.
+
+A read may carry the run's web scope (``core.scope.WebScope``): a URL outside it is never
+requested, and a redirect that leaves it is refused at that hop, as the address guard
+refuses a private address; under its ``since`` a page dated before it is dropped and an
+undated page is kept, marked ``undated``. The caches hold what was read whatever the scope:
+each read judges the cached page by its own scope.
 
 Every page not read raises `PageSkipped` (a ``BranchError``); its message is a one-line
 reason and no httpx exception reaches a caller. ``kind`` says which:
@@ -37,6 +44,8 @@ reason and no httpx exception reaches a caller. ``kind`` says which:
                         again after waiting once (the wait pauses the whole host)
     too_many_redirects  more than ``max_redirects``
     no_text             under ``min_words`` words of main text: navigation and boilerplate
+    out_of_scope        outside the run's web scope: its host (or a redirect's), or dated
+                        before its ``since``
 """
 
 from __future__ import annotations
@@ -54,7 +63,7 @@ from urllib.robotparser import RobotFileParser
 import httpx
 
 from deep_research.adapters.branches.protocols import Page
-from deep_research.adapters.web.extraction import main_text
+from deep_research.adapters.web.extraction import extract
 from deep_research.adapters.web.fetch_guard import (
     AddressRefused,
     AllowList,
@@ -65,6 +74,7 @@ from deep_research.adapters.web.fetch_guard import (
 from deep_research.adapters.web.host_limits import HostLimits
 from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.core.errors import BranchError
+from deep_research.core.scope import WebScope, host_of
 
 __all__ = ["PageReader", "PageSkipped", "ReaderSettings", "SkipKind"]
 
@@ -80,6 +90,7 @@ SkipKind = Literal[
     "rate_limited",
     "too_many_redirects",
     "no_text",
+    "out_of_scope",
 ]
 _LASTING: frozenset[SkipKind] = frozenset(
     {"bad_url", "refused", "robots", "not_text", "too_large", "too_many_redirects", "no_text"}
@@ -185,8 +196,10 @@ class PageReader:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def read(self, url: str) -> Page:
-        """The page's main text; raises `PageSkipped` with the reason it was not read."""
+    async def read(self, url: str, scope: WebScope | None = None) -> Page:
+        """The page's main text; raises `PageSkipped` with the reason it was not read.
+        ``scope``: where the run may read (None: anywhere)."""
+        scope = scope or _ANYWHERE
         loop = asyncio.get_running_loop()
         if self._loop is None:
             self._loop = loop
@@ -198,18 +211,22 @@ class PageReader:
             raise PageSkipped(url, "bad_url", f"not a valid URL: {exc}") from None
         except _Skip as skip:
             raise PageSkipped(url, skip.kind, skip.reason) from None
+        if (outside := _outside(str(start), scope)) is not None:
+            raise PageSkipped(url, "out_of_scope", outside)
         key = str(start)
         async with self._page_locks[key]:
             outcome = self._pages.get(key)
             if outcome is None:
-                outcome = await self._outcome(url, start)
+                outcome = await self._outcome(url, start, scope)
         if isinstance(outcome, PageSkipped):
             raise PageSkipped(url, outcome.kind, outcome.reason)
-        return outcome
+        if (outside := _outside(outcome.url, scope)) is not None:  # read by an earlier run
+            raise PageSkipped(url, "out_of_scope", f"redirected out of scope: {outside}")
+        return _dated(url, outcome, scope)
 
-    async def _outcome(self, url: str, start: httpx.URL) -> Page | PageSkipped:
+    async def _outcome(self, url: str, start: httpx.URL, scope: WebScope) -> Page | PageSkipped:
         try:
-            page = await self._read(start)
+            page = await self._read(start, scope)
         except _Skip as skip:
             skipped = PageSkipped(url, skip.kind, skip.reason)
             if skip.kind in _LASTING:
@@ -219,8 +236,10 @@ class PageReader:
         self._pages.setdefault(page.url, page)
         return page
 
-    async def _read(self, url: httpx.URL) -> Page:
-        for _ in range(self.settings.max_redirects + 1):
+    async def _read(self, url: httpx.URL, scope: WebScope) -> Page:
+        for hop in range(self.settings.max_redirects + 1):
+            if hop and (outside := _outside(str(url), scope)) is not None:
+                raise _Skip("out_of_scope", f"redirected out of scope: {outside}")
             await self._obey_robots(url)
             reply = await self._get_page(url)
             if reply.status not in _REDIRECTS:
@@ -314,6 +333,34 @@ class PageReader:
         return self._hosts[name]
 
 
+_ANYWHERE = WebScope()
+
+
+def _outside(url: str, scope: WebScope) -> str | None:
+    """Why ``url`` is outside ``scope`` (None: it is inside)."""
+    if scope.allows(url):
+        return None
+    host = host_of(url)
+    said = scope.model_copy(update={"since": None, "location": ""}).describe()
+    return f"{host or 'the address'} is outside the run's web scope ({said})"
+
+
+def _dated(url: str, page: Page, scope: WebScope) -> Page:
+    """``page`` as this read may take it under ``scope``'s ``since``: dropped when dated
+    before it (`PageSkipped`), marked when undated."""
+    if scope.since is None:
+        return page
+    if page.published is None:
+        return replace(page, undated=True)
+    if not scope.dated_in(page.published):
+        reason = (
+            f"published {page.published.isoformat()}, before the run's since "
+            f"{scope.since.isoformat()}"
+        )
+        raise PageSkipped(url, "out_of_scope", reason)
+    return page
+
+
 def _robots_rules(reply: Reply) -> tuple[RobotFileParser, str]:
     """RFC 9309: 2xx is obeyed, 4xx allows everything, 5xx and 429 disallow everything."""
     if 200 <= reply.status < 300:
@@ -380,10 +427,16 @@ def _codec(name: str | None) -> str | None:
 
 
 async def _page_of(reply: Reply, min_words: int) -> Page:
-    title, text = await asyncio.to_thread(main_text, reply)
-    if len(text.split()) < min_words:
+    found = await asyncio.to_thread(extract, reply)
+    if len(found.text.split()) < min_words:
         raise _Skip("no_text", "no main text found (only navigation or boilerplate)")
-    return Page(url=str(reply.url), title=title, text=text, fetched_at=reply.at)
+    return Page(
+        url=str(reply.url),
+        title=found.title,
+        text=found.text,
+        fetched_at=reply.at,
+        published=found.published,
+    )
 
 
 def _timeout_reason(exc: Exception, settings: ReaderSettings) -> str:

@@ -22,6 +22,7 @@ from typing import Generic, TypeVar
 from deep_research.adapters.branches.protocols import Page
 from deep_research.adapters.web.reader import PageReader, ReaderSettings
 from deep_research.adapters.web.search import RateLimits, default_rate_limits
+from deep_research.core.scope import WebScope
 
 T = TypeVar("T")
 
@@ -64,9 +65,11 @@ LIMITS: _Registry[RateLimits] = _Registry()
 
 @dataclass
 class SharedReader:
-    """A ``Reader`` that reads through its event loop's shared `PageReader`."""
+    """A ``Reader`` that reads through its event loop's shared `PageReader`, within the
+    run's web ``scope`` (runs of other scopes share the reader and its politeness)."""
 
     settings: ReaderSettings
+    scope: WebScope = field(default_factory=WebScope)
     _key: Hashable = field(default=None, init=False)
     _reader: PageReader | None = field(default=None, init=False)
 
@@ -74,7 +77,7 @@ class SharedReader:
         if self._reader is None:
             self._key = (asyncio.get_running_loop(), self.settings)
             self._reader = READERS.acquire(self._key, lambda: PageReader(self.settings))
-        return await self._reader.read(url)
+        return await self._reader.read(url, self.scope)
 
     async def aclose(self) -> None:
         if self._reader is None:

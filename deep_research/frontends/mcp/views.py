@@ -31,6 +31,7 @@ class Started(BaseModel):
 class Spend(BaseModel):
     input_tokens: int
     cached_input_tokens: int
+    cache_write_tokens: int = 0
     output_tokens: int
     reasoning_tokens: int
     web_search_calls: int

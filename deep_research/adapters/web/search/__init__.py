@@ -46,6 +46,7 @@ from deep_research.adapters.web.search.duckduckgo import DdgsClient, DuckDuckGo
 from deep_research.adapters.web.search.http_api import HttpSearchApi
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import SEARCH_PROVIDERS
+from deep_research.core.scope import WebScope
 
 __all__ = [
     "DEFAULTS",
@@ -117,13 +118,15 @@ def make_provider(
     max_retry_after: float = 30.0,
     http_client: httpx.AsyncClient | None = None,
     ddgs_client: DdgsClient | None = None,
+    scope: WebScope | None = None,
 ) -> WebSearch:
     """The provider called ``name``; `ConfigError` when it cannot be built as configured.
 
     ``limits`` is the process's one `RateLimits`. ``http_client`` is used, not owned (else
     the provider opens its own and ``aclose()`` closes it); ``ddgs_client`` stands in for
     ``ddgs.DDGS()``. ``timeout`` bounds one request, ``max_retry_after`` the one wait a 429
-    may ask for.
+    may ask for. ``scope`` (the run's web scope; None: the whole web) is asked of the
+    provider in its own terms, and every hit outside it is dropped.
     """
     if name not in DEFAULTS:
         raise ConfigError(
@@ -151,5 +154,10 @@ def make_provider(
                 f"the {name} search provider's base URL is not an http(s) URL"
             ) from None
     return WebSearch(
-        api, limits=limits, cache=cache, price_usd=price, max_retry_after=max_retry_after
+        api,
+        limits=limits,
+        cache=cache,
+        price_usd=price,
+        max_retry_after=max_retry_after,
+        scope=scope,
     )

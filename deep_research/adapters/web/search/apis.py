@@ -17,17 +17,43 @@ Request and response shapes checked 2026-11-23 against each provider's documenta
   "type": "auto", "contents": {"highlights": true}}``; hits in ``results[]`` with ``url``,
   ``title`` and ``highlights[]`` (or ``text``/``summary``). 401 bad key, 402 no credit.
   The per-request price covers up to 10 results, so at most 10 are asked for.
+
+How each takes the run's web scope (checked 2026-11-26; where is said for each). What a
+provider cannot narrow is filtered afterwards (``base.WebSearch``), so these only save
+requests and results spent on pages the run may not read:
+
+- SearXNG (docs.searxng.org, "Search API"): no domain parameter; ``q`` is passed to its
+  engines, which read their own syntax (``site:`` for Google, Bing, DuckDuckGo), so the
+  domains go in the query as ``(site:a.com OR site:b.org) -site:x.com``. ``time_range`` is
+  ``day``, ``month`` or ``year`` (engines that support it): the smallest that covers
+  ``since`` (a week becomes a month).
+- Tavily (docs.tavily.com, API reference "Search"): ``include_domains``,
+  ``exclude_domains`` and ``start_date`` (``YYYY-MM-DD``, results published on or after).
+- Brave (api-dashboard.search.brave.com, "Web search" reference, and its search-operator
+  help): no domain parameter, ``site:`` / ``-site:`` / ``OR`` in ``q``, which takes at most
+  400 characters and 50 words (the operators are left out when they would not fit);
+  ``freshness`` takes a range ``YYYY-MM-DDtoYYYY-MM-DD`` (``since`` to today).
+- Exa (docs.exa.ai, "Search" reference): ``includeDomains``, ``excludeDomains`` and
+  ``startPublishedDate`` (ISO 8601). Older docs said only one domain list per request: with
+  allowed domains only they are sent, the excluded ones are then the filter's.
 """
 
 from __future__ import annotations
 
+from datetime import date
+from typing import Any
+
 import httpx
 
 from deep_research.adapters.branches.protocols import SearchHit
-from deep_research.adapters.web.search.base import SearchFailed
+from deep_research.adapters.web.search.base import SearchFailed, scoped_query, window
 from deep_research.adapters.web.search.http_api import HttpSearchApi, hit, rows
+from deep_research.core.scope import WebScope
 
 _BRAVE_KEY_CODES = frozenset({"SUBSCRIPTION_TOKEN_INVALID", "SUBSCRIPTION_TOKEN_MISSING"})
+_BRAVE_MAX_CHARS = 400
+_BRAVE_MAX_WORDS = 50
+_SEARXNG_RANGES = {"day": "day", "week": "month", "month": "month", "year": "year"}
 
 
 def _kept(found: list[SearchHit | None], max_results: int) -> list[SearchHit]:
@@ -37,8 +63,10 @@ def _kept(found: list[SearchHit | None], max_results: int) -> list[SearchHit]:
 class Searxng(HttpSearchApi):
     name = "searxng"
 
-    def request(self, query: str, max_results: int) -> httpx.Request:
-        params = {"q": query, "format": "json", "categories": "general"}
+    def request(self, query: str, max_results: int, scope: WebScope) -> httpx.Request:
+        params = {"q": scoped_query(query, scope), "format": "json", "categories": "general"}
+        if (past := window(scope.since, date.today())) is not None:
+            params["time_range"] = _SEARXNG_RANGES[past]
         return self._client.build_request("GET", self.url("/search"), params=params)
 
     def parse(self, body: object, max_results: int) -> list[SearchHit]:
@@ -58,8 +86,8 @@ class Searxng(HttpSearchApi):
 class Tavily(HttpSearchApi):
     name = "tavily"
 
-    def request(self, query: str, max_results: int) -> httpx.Request:
-        body = {
+    def request(self, query: str, max_results: int, scope: WebScope) -> httpx.Request:
+        body: dict[str, Any] = {
             "query": query,
             "max_results": max_results,
             "search_depth": "basic",  # 1 credit; "advanced" costs 2
@@ -67,6 +95,12 @@ class Tavily(HttpSearchApi):
             "include_raw_content": False,
             "include_images": False,
         }
+        if scope.domains:
+            body["include_domains"] = list(scope.domains)
+        if scope.exclude_domains:
+            body["exclude_domains"] = list(scope.exclude_domains)
+        if scope.since is not None:
+            body["start_date"] = scope.since.isoformat()
         headers = {"Authorization": f"Bearer {self.key()}"}
         return self._client.build_request("POST", self.url("/search"), json=body, headers=headers)
 
@@ -78,8 +112,13 @@ class Tavily(HttpSearchApi):
 class Brave(HttpSearchApi):
     name = "brave"
 
-    def request(self, query: str, max_results: int) -> httpx.Request:
-        params = {"q": query, "count": str(max_results)}
+    def request(self, query: str, max_results: int, scope: WebScope) -> httpx.Request:
+        narrowed = scoped_query(
+            query, scope, max_chars=_BRAVE_MAX_CHARS, max_words=_BRAVE_MAX_WORDS
+        )
+        params = {"q": narrowed, "count": str(max_results)}
+        if scope.since is not None:
+            params["freshness"] = f"{scope.since.isoformat()}to{date.today().isoformat()}"
         headers = {"Accept": "application/json", "X-Subscription-Token": self.key()}
         return self._client.build_request(
             "GET", self.url("/res/v1/web/search"), params=params, headers=headers
@@ -106,13 +145,19 @@ class Exa(HttpSearchApi):
     name = "exa"
     max_per_request = 10
 
-    def request(self, query: str, max_results: int) -> httpx.Request:
-        body = {
+    def request(self, query: str, max_results: int, scope: WebScope) -> httpx.Request:
+        body: dict[str, Any] = {
             "query": query,
             "numResults": max_results,
             "type": "auto",
             "contents": {"highlights": True},
         }
+        if scope.domains:
+            body["includeDomains"] = list(scope.domains)
+        elif scope.exclude_domains:
+            body["excludeDomains"] = list(scope.exclude_domains)
+        if scope.since is not None:
+            body["startPublishedDate"] = f"{scope.since.isoformat()}T00:00:00.000Z"
         headers = {"x-api-key": self.key()}
         return self._client.build_request("POST", self.url("/search"), json=body, headers=headers)
 

@@ -15,6 +15,12 @@ Invariants:
   DuckDuckGo may be its rate limiting in disguise.
 - A network search reports its provider's per-request fee; a cache hit and a failure cost 0
   (the paid APIs bill successful requests only).
+- The run's web scope (``core.scope.WebScope``) is asked of each provider in its own terms
+  (``site:`` filters, domain lists, date parameters: ``apis.py``, ``duckduckgo.py``) where
+  it takes them, to spend no request on pages the run may not read; every hit is then kept
+  only when ``scope.allows`` its url, whatever the provider did: that filter is the
+  guarantee. A scoped search is cached under its own key (the query and the scope's
+  domains and date), never under the unscoped query's.
 """
 
 from __future__ import annotations
@@ -24,12 +30,14 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date
 from typing import Literal, Protocol
 
 from aiolimiter import AsyncLimiter
 
 from deep_research.adapters.branches.protocols import SearchHit, SearchResults
 from deep_research.core.errors import BranchError
+from deep_research.core.scope import WebScope, under
 
 FailKind = Literal[
     "auth",  # the key was refused (401/403; Brave: 422 SUBSCRIPTION_TOKEN_INVALID)
@@ -78,8 +86,9 @@ class SearchApi(Protocol):
         """The most results one request may ask for."""
         ...
 
-    async def fetch(self, query: str, max_results: int) -> list[SearchHit]:
-        """Raises `SearchFailed`, or `RetryAfter` on a 429."""
+    async def fetch(self, query: str, max_results: int, scope: WebScope) -> list[SearchHit]:
+        """Raises `SearchFailed`, or `RetryAfter` on a 429. ``scope`` is asked for in the
+        provider's own terms where it takes them (its hits are filtered afterwards)."""
         ...
 
     async def aclose(self) -> None: ...
@@ -96,6 +105,52 @@ class ResultStore(Protocol):
 def normalize(query: str) -> str:
     """The cache's spelling of a query: casefolded, every run of whitespace one space."""
     return " ".join(query.casefold().split())
+
+
+# --- the scope in a provider's terms -------------------------------------------------------
+
+Window = Literal["day", "week", "month", "year"]
+
+
+def site_terms(scope: WebScope) -> str:
+    """The scope's domains as query operators: ``(site:a.com OR site:b.org) -site:x.a.com``.
+
+    An excluded domain is said only where it narrows: always when no domain is allowed, else
+    only under an allowed one. "" for a scope with no domains."""
+    allowed = [f"site:{d}" for d in scope.domains]
+    include = " OR ".join(allowed)
+    if len(allowed) > 1:
+        include = f"({include})"
+    excluded = [
+        f"-site:{d}" for d in scope.exclude_domains if not scope.domains or under(d, scope.domains)
+    ]
+    return " ".join(filter(None, [include, *excluded]))
+
+
+def scoped_query(
+    query: str, scope: WebScope, *, max_chars: int | None = None, max_words: int | None = None
+) -> str:
+    """``query`` with the scope's ``site_terms``, or ``query`` alone when they would take it
+    over the provider's length limits (the hits are filtered afterwards either way)."""
+    terms = site_terms(scope)
+    if not terms:
+        return query
+    narrowed = f"{query} {terms}"
+    if max_chars is not None and len(narrowed) > max_chars:
+        return query
+    if max_words is not None and len(narrowed.split()) > max_words:
+        return query
+    return narrowed
+
+
+def window(since: date | None, today: date) -> Window | None:
+    """The smallest of the coarse "past day/week/month/year" ranges that surely covers
+    ``since`` (a month counted as 28 days, a year as 365); None when none does."""
+    if since is None:
+        return None
+    days = (today - since).days
+    spans: tuple[tuple[Window, int], ...] = (("day", 1), ("week", 7), ("month", 28), ("year", 365))
+    return next((name for name, span in spans if days < span), None)
 
 
 class RateLimits:
@@ -160,6 +215,7 @@ class WebSearch:
         cache: ResultStore | None = None,
         price_usd: float = 0.0,
         max_retry_after: float = 30.0,
+        scope: WebScope | None = None,
     ) -> None:
         if price_usd < 0:
             raise ValueError(f"price_usd must be >= 0, got {price_usd}")
@@ -168,6 +224,8 @@ class WebSearch:
         self.cache = cache
         self.price_usd = price_usd
         self.max_retry_after = max_retry_after
+        self.scope = scope or WebScope()
+        """Where the run may read: asked of the provider, and every hit filtered by it."""
 
     @property
     def name(self) -> str:
@@ -192,7 +250,8 @@ class WebSearch:
         cached = await self._cached(query, max_results)
         if cached is not None:
             return SearchOutcome(hits=cached, cached=True, fee_usd=0.0)
-        hits = _dedupe(await self._fetch(query, max_results))[:max_results]
+        found = await self._fetch(query, max_results)
+        hits = [h for h in _dedupe(found) if self.scope.allows(h.url)][:max_results]
         if hits and self.cache is not None:
             await self.cache.set(*self._key(query), _dump(hits, max_results))
         return SearchOutcome(hits=hits, cached=False, fee_usd=self.price_usd)
@@ -202,7 +261,7 @@ class WebSearch:
         while True:
             await self.limits.acquire(self.name)
             try:
-                return await self.api.fetch(query, max_results)
+                return await self.api.fetch(query, max_results, self.scope)
             except RetryAfter as limited:
                 seconds = limited.seconds
             if waited is not None:
@@ -226,7 +285,14 @@ class WebSearch:
             waited = seconds
 
     def _key(self, query: str) -> tuple[str, str, str]:
-        return f"web_search@v{_CACHE_SCHEMA}", self.name, normalize(query)
+        key = normalize(query)
+        if self.scope.domains or self.scope.exclude_domains or self.scope.since:
+            # Scoped results are other results: never served to (or from) the unscoped query.
+            since = self.scope.since.isoformat() if self.scope.since else ""
+            domains = ",".join(self.scope.domains)
+            excluded = ",".join(self.scope.exclude_domains)
+            key += f"\x00scope:{domains};-{excluded};{since}"
+        return f"web_search@v{_CACHE_SCHEMA}", self.name, key
 
     async def _cached(self, query: str, max_results: int) -> list[SearchHit] | None:
         if self.cache is None:

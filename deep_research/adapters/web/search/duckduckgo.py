@@ -14,19 +14,28 @@ becomes here:
 asks DuckDuckGo's HTML endpoint alone. ddgs 9.16 cannot tell "nothing matched" from
 DuckDuckGo's rate-limit page (both give "No results found."), which is why empty results
 are never cached.
+
+The run's web scope, in DuckDuckGo's terms (checked 2026-11-26 in ddgs 9.16's
+``engines/duckduckgo.py``, which posts ``q`` and ``df`` to html.duckduckgo.com, and
+DuckDuckGo's search-syntax help page): domains as ``site:`` operators in the query,
+``(site:a.com OR site:b.org) -site:x.com``; ``timelimit`` ``d``/``w``/``m``/``y`` (past
+day, week, month, year): the smallest that covers ``since``. Hits are filtered afterwards
+(``base.WebSearch``) whatever DuckDuckGo made of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from datetime import date
 from typing import Any, Protocol
 
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
 from deep_research.adapters.branches.protocols import SearchHit
-from deep_research.adapters.web.search.base import SearchFailed
+from deep_research.adapters.web.search.base import SearchFailed, scoped_query, window
 from deep_research.adapters.web.search.http_api import hit
+from deep_research.core.scope import WebScope
 
 _NO_RESULTS = "No results found."
 _USERINFO = re.compile(r"//[^/@\s]*@")  # a proxy URL's credentials (DDGS_PROXY)
@@ -62,17 +71,19 @@ class DuckDuckGo:
     async def aclose(self) -> None:
         pass  # ddgs holds no connection between calls that needs closing
 
-    async def fetch(self, query: str, max_results: int) -> list[SearchHit]:
+    async def fetch(self, query: str, max_results: int, scope: WebScope) -> list[SearchHit]:
         client = self._client or self._default_client()
+        past = window(scope.since, date.today())
         try:
             # On expiry the worker thread runs on until ddgs' own timeout ends it: a thread
             # cannot be cancelled, only no longer waited for.
             async with asyncio.timeout(self.deadline):
                 found = await asyncio.to_thread(
                     client.text,
-                    query,
+                    scoped_query(query, scope),
                     region=self.region,
                     safesearch=self.safesearch,
+                    timelimit=past[0] if past else None,  # d, w, m, y
                     max_results=max_results,
                     backend="duckduckgo",
                 )

@@ -31,6 +31,7 @@ from pydantic import SecretStr
 from deep_research.adapters.branches.protocols import SearchHit
 from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.adapters.web.search.base import FailKind, RetryAfter, SearchFailed
+from deep_research.core.scope import WebScope
 
 _DETAIL_CHARS = 160
 _SNIPPET_CHARS = 500  # Exa may send a page's whole text where a snippet would do
@@ -123,7 +124,8 @@ class HttpSearchApi:
             await self._client.aclose()
 
     # --- what a subclass says --------------------------------------------------------
-    def request(self, query: str, max_results: int) -> httpx.Request:
+    def request(self, query: str, max_results: int, scope: WebScope) -> httpx.Request:
+        """The request for ``query``, asking for ``scope`` in the API's own terms."""
         raise NotImplementedError
 
     def parse(self, body: object, max_results: int) -> list[SearchHit]:
@@ -145,8 +147,8 @@ class HttpSearchApi:
     def failed(self, kind: FailKind, reason: str) -> SearchFailed:
         return SearchFailed(self.name, kind, self._scrub(reason))
 
-    async def fetch(self, query: str, max_results: int) -> list[SearchHit]:
-        request = self.request(query, max_results)
+    async def fetch(self, query: str, max_results: int, scope: WebScope) -> list[SearchHit]:
+        request = self.request(query, max_results, scope)
         try:
             async with asyncio.timeout(self.timeout):
                 response = await self._client.send(request)

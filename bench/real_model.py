@@ -787,7 +787,7 @@ def loopback_web() -> Iterator[dict[str, str]]:
         )
         yield {
             "DEEP_RESEARCH_SEARCH_PROVIDER": "searxng",
-            "DEEP_RESEARCH_SEARXNG_URL": search.url("searxng"),
+            "DEEP_RESEARCH_SEARXNG_URL": search.url(),
             "DEEP_RESEARCH_FETCH_ALLOW": web.netloc,
             "DEEP_RESEARCH_SEARCH_RATE_PER_SECOND": '{"searxng": 100}',
         }

@@ -11,6 +11,10 @@ Figures (targets from the resume/layout/startup issue), medians of --runs wall t
 - sessions_list_ratio `deep-research sessions list` / the same baseline              <= 4
 - sessions_show_ratio `deep-research sessions show ID` / the same baseline           <= 4
 - kb_search_ratio     `deep-research kb search ...` / `python -c "import chromadb"`  <= 1.5
+- kb_run_ratio        `deep-research QUESTION --kb-only` / `python -c "import langchain_openai,
+                      chromadb, openai"`                                            <= 1.6
+                      (a KB of one note, ingested before timing; every model call answered at
+                      once by the loopback fake OpenAI server of the tests, in this process)
 The CLI is the one installed next to this Python (the venv's), else the one on PATH.
 """
 
@@ -25,12 +29,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 NOTES = "# Budgets\n\nEvery web job reserves its worst-case cost before it starts.\n"
+QUESTION = "How are costs capped?"
 
 
 def wall(command: list[str], env: dict[str, str], cwd: Path) -> float:
@@ -47,6 +54,23 @@ def median_of(runs: int, command: list[str], env: dict[str, str], cwd: Path, war
     if warm:
         wall(command, env, cwd)  # warm the page cache once
     return statistics.median(wall(command, env, cwd) for _ in range(runs))
+
+
+@contextmanager
+def fake_openai(runs: int) -> Iterator[dict[str, str]]:
+    """The loopback fake OpenAI server (no latency) planning one KB sub-question per run, as
+    the environment a CLI child process needs to reach it."""
+    from tests.fake_openai import FakeOpenAI
+    from tests.world import ResearchWorld, plan_task
+
+    plan = [plan_task("k1", source="internal", question=QUESTION)]
+    with FakeOpenAI() as fake:
+        ResearchWorld(plans=[plan] * (4 * runs + 4)).install(fake)  # a replan gets one too
+        yield {
+            "OPENAI_BASE_URL": fake.base_url,
+            "OPENAI_API_KEY": "sk-bench",
+            "DEEP_RESEARCH_MAX_RETRIES": "1",
+        }
 
 
 def measure(cli: str, work: Path, runs: int, warm: bool) -> dict[str, float]:
@@ -73,7 +97,31 @@ def measure(cli: str, work: Path, runs: int, warm: bool) -> dict[str, float]:
         "sessions_show_s": [cli, "sessions", "show", session.session_id],
         "kb_search_s": [cli, "kb", "search", "worst-case cost", "-k", "3"],
     }
-    return {name: median_of(runs, cmd, env, work, warm) for name, cmd in times.items()}
+    figures = {name: median_of(runs, cmd, env, work, warm) for name, cmd in times.items()}
+    with fake_openai(runs) as model:
+        stack = [py, "-c", "import langchain_openai, chromadb, openai"]
+        run = [cli, QUESTION, "--kb-only"]
+        figures["openai_stack_s"], figures["kb_run_s"] = alternated(
+            runs, stack, env, run, env | model, work, warm
+        )
+    return figures
+
+
+def alternated(
+    runs: int,
+    first: list[str],
+    first_env: dict[str, str],
+    second: list[str],
+    second_env: dict[str, str],
+    cwd: Path,
+    warm: bool,
+) -> tuple[float, float]:
+    """Medians of two commands timed in turns, so a load that comes and goes moves both."""
+    if warm:
+        wall(first, first_env, cwd)
+        wall(second, second_env, cwd)
+    pairs = [(wall(first, first_env, cwd), wall(second, second_env, cwd)) for _ in range(runs)]
+    return statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs)
 
 
 def main() -> None:
@@ -99,6 +147,7 @@ def main() -> None:
         "sessions_list_ratio": figures["sessions_list_s"] / base,
         "sessions_show_ratio": figures["sessions_show_s"] / base,
         "kb_search_ratio": figures["kb_search_s"] / chroma,
+        "kb_run_ratio": figures["kb_run_s"] / figures["openai_stack_s"],
     }
     for name, value in figures.items():
         print(f"{name:>20}: {value:.3f}")

@@ -135,7 +135,7 @@ def loopback(scale: Scale) -> Iterator[tuple[list[FakeWeb], FakeSearch]]:
             web.page_delay = scale.page_delay_s
         search = stack.enter_context(FakeSearch())
         search.delay = scale.search_delay_s
-        search.limit("searxng", SERVER_SEARCH_LIMIT, 1.0)
+        search.limit(SERVER_SEARCH_LIMIT, 1.0)
         yield webs, search
         errors = [e for web in webs for e in web.errors] + search.errors
         if errors:
@@ -163,7 +163,7 @@ async def drive(
     searcher = make_provider(
         "searxng",
         limits=default_rate_limits({"searxng": CLIENT_SEARCH_RATE}),
-        base_url=search.url("searxng"),
+        base_url=search.url(),
     )
     reader = PageReader(
         ReaderSettings(

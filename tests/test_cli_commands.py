@@ -138,20 +138,14 @@ def test_doctor_says_when_the_server_cannot_be_reached(env: dict[str, str]) -> N
     assert "is the server reachable?" in failed[0]
 
 
-def test_the_data_dir_of_earlier_versions_is_kept_and_said_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_the_data_dir_is_the_platforms_unless_deep_research_home_names_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    new, legacy = tmp_path / "new" / "deep-research", tmp_path / "xdg" / "deep-research"
-    monkeypatch.setattr("platformdirs.user_data_dir", lambda *a, **k: str(new))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setattr("deep_research.app.home._said_legacy", False)
-    assert config.default_home() == new, "no earlier data: the platform's directory"
-    legacy.mkdir(parents=True)
-    assert config.default_home() == legacy
-    assert config.default_home() == legacy
-    assert capsys.readouterr().err.count("data directory of earlier versions") == 1
-    new.mkdir(parents=True)
-    assert config.default_home() == legacy, "the data stays where it is"
+    platform = tmp_path / "platform" / "deep-research"
+    monkeypatch.setattr("platformdirs.user_data_dir", lambda *a, **k: str(platform))
+    monkeypatch.delenv("DEEP_RESEARCH_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)  # no .env here
+    assert config.data_home() == platform
     monkeypatch.setenv("DEEP_RESEARCH_HOME", str(tmp_path / "mine"))
     assert config.data_home() == tmp_path / "mine"
 

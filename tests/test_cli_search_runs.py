@@ -71,7 +71,7 @@ def search(web: FakeWeb, outside: FakeWeb) -> Iterator[FakeSearch]:
 def search_env(env: dict[str, str], web: FakeWeb, search: FakeSearch) -> dict[str, str]:
     return env | {
         "DEEP_RESEARCH_SEARCH_PROVIDER": "searxng",
-        "DEEP_RESEARCH_SEARXNG_URL": search.url("searxng"),
+        "DEEP_RESEARCH_SEARXNG_URL": search.url(),
         "DEEP_RESEARCH_FETCH_ALLOW": web.netloc,  # this port only: not `outside`
         "DEEP_RESEARCH_EMBEDDING_PROVIDER": "local-fast",
         "DEEP_RESEARCH_SEARCH_RATE_PER_SECOND": '{"searxng": 100}',

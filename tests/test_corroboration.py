@@ -93,7 +93,7 @@ def test_a_kb_citation_is_its_root() -> None:
     )
 
 
-def test_kb_locators_from_before_roots_are_the_one_unnamed_root() -> None:
+def test_kb_locators_without_a_root_are_one_unnamed_root() -> None:
     assert kb_root("notes.md#I/O:1-4") == ""  # the "/" is in the heading
     assert source_key(kb("notes.md#Intro:1-4")) == source_key(kb("other.md:1-2")) == "kb:"
     assert kb_root("") is None

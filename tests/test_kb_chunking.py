@@ -297,9 +297,9 @@ def test_the_root_is_part_of_ids_and_locators() -> None:
     assert docs[0].id != notes[0].id
     assert docs[0].locator == "docs/README.md#Readme:1-3"
     assert notes[0].locator == "notes/README.md#Readme:1-3"
-    # Without a root: the ids and locators of KBs from before roots.
-    legacy = chunk_markdown(text, "README.md", max_tokens=400, overlap_tokens=40)
-    assert legacy[0].locator == "README.md#Readme:1-3"
+    # Without a root (a file chunked outside a KB): the bare path.
+    bare = chunk_markdown(text, "README.md", max_tokens=400, overlap_tokens=40)
+    assert bare[0].locator == "README.md#Readme:1-3"
 
 
 def test_indexed_text_carries_title_and_heading() -> None:

@@ -104,8 +104,9 @@ def test_locators_resolve_back_to_the_exact_text(store: KBStore) -> None:
     assert preamble.locator == "docs/preamble.md:1-1"  # the root folder's name comes first
     vehicles = next(h for h in hits if h.source == "guides/vehicles.md")
     assert vehicles.locator == "docs/guides/vehicles.md#Vehicles:4-6"  # front matter counted
-    # A locator without the root still resolves: only one file has that path.
-    assert resolve_locator(store, "guides/vehicles.md#Vehicles:4-6") == vehicles.text
+    # A locator names its root: without it, it names no file.
+    with pytest.raises(KnowledgeBaseError, match="is not in knowledge base"):
+        resolve_locator(store, "guides/vehicles.md#Vehicles:4-6")
 
 
 def test_unknown_and_malformed_locators(store: KBStore) -> None:

@@ -57,7 +57,7 @@ async def test_a_shut_down_model_names_the_setting(
         await check_models(openai_client(), [PLANNER, web], today=TODAY, cache=None)
     assert str(info.value) == (
         "model o4-mini-deep-research was shut down on 2026-07-23: "
-        "set DEEP_RESEARCH_WEB_MODEL to a current model (see README, Models)"
+        "set DEEP_RESEARCH_WEB_MODEL to a current model (see docs/models-and-prices.md)"
     )
     assert info.value.exit_code == 3
 
@@ -121,7 +121,7 @@ async def test_models_the_sdk_dates_are_named_shut_down_when_the_server_lacks_th
         await check_models(openai_client(), refs, today=TODAY, cache=None)
     assert str(info.value) == "; ".join(
         f"model {model} was shut down on {day}: set {setting} to a current model "
-        "(see README, Models)"
+        "(see docs/models-and-prices.md)"
         for model, day, setting in (
             ("gpt-5-chat-latest", "2026-07-23", "DEEP_RESEARCH_PLANNER_MODEL"),
             ("o1-pro", "2026-10-23", "DEEP_RESEARCH_JUDGE_MODEL"),

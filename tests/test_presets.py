@@ -6,7 +6,6 @@ replayed by ``resume``, whatever the environment says then."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from deep_research.app.config import Settings, load_settings
 from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.app.presets import PRESETS
 from deep_research.frontends.mcp.server import create_server
-from deep_research.persistence.sessions import STATE_FILE, SessionStore
+from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli, run_json, session_state
 from tests.fake_openai import FakeOpenAI
 
@@ -262,23 +261,3 @@ def test_the_cli_resumes_with_the_saved_preset_and_shows_it(offline: Settings) -
     code, out, err = cli(env, "sessions", "show", session_id)
     assert code == 0, err
     assert "preset:   quick" in out
-
-
-async def test_a_session_saved_before_presets_loads_and_resumes_on_the_defaults(
-    offline: Settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    session_id = await started_session(offline, RunOptions(kb_only=True))
-    store = SessionStore(offline.sessions_dir)
-    file = store.path(session_id) / STATE_FILE
-    data = json.loads(file.read_text())
-    del data["run_spec"]["preset"]  # as every session was written before presets
-    file.write_text(json.dumps(data))
-    loaded = store.load(session_id)
-    assert loaded.run_spec.preset == ""
-    assert loaded.run_spec.model_dump(mode="json", exclude={"preset"}) == data["run_spec"]
-    env = {"DEEP_RESEARCH_HOME": str(offline.home)}
-    assert run_json(env, "sessions", "show", session_id)["run_spec"]["preset"] == ""
-    monkeypatch.setenv("DEEP_RESEARCH_PRESET", "deep")
-    today = Settings(home=offline.home, kb_path=offline.kb_path, _env_file=None)  # type: ignore[call-arg]
-    resumed = reopened(today, session_id)
-    assert knobs(resumed) == PRESETS["standard"], "it ran on the defaults: standard's"

@@ -80,7 +80,7 @@ async def test_a_registered_web_engine_researches_a_run_end_to_end(
     assert "https://toy.example/" in report
     assert "_Web research: the toy engine._" in report
 
-    with pytest.raises(Exception, match="should be one of auto, openai, search, toy"):
+    with pytest.raises(Exception, match=r"should be one of auto, [^\n]*\btoy\b"):
         preparation.prepare(offline, "q?", RunOptions(web_engine="toy2"))
 
 
@@ -88,12 +88,17 @@ def test_the_settings_accept_the_registered_engines_without_loading_the_registry
     toy_engine: ToyExecutor,
 ) -> None:
     """The settings check a name against ``ENGINE_NAMES`` (plain data: the registry imports
-    the settings), which registering keeps equal to the registry's names."""
-    assert setting_types.ENGINE_NAMES == list(engines.ENGINES) == ["openai", "search", "toy"]
+    the settings), which registering keeps equal to the registry's names. Membership only:
+    what else is registered is not this test's business."""
+    assert list(engines.ENGINES) == setting_types.ENGINE_NAMES
+    assert "toy" in setting_types.ENGINE_NAMES
+    assert setting_types.known_engine("toy") == "toy"
     engines.unregister("toy")
-    assert setting_types.ENGINE_NAMES == list(engines.ENGINES) == ["openai", "search"]
-    with pytest.raises(ValueError, match=r"should be one of auto, openai, search$"):
+    assert list(engines.ENGINES) == setting_types.ENGINE_NAMES
+    assert "toy" not in setting_types.ENGINE_NAMES
+    with pytest.raises(ValueError, match="should be one of auto, ") as refused:
         setting_types.known_engine("toy")
+    assert "toy" not in str(refused.value)
 
 
 @pytest.fixture

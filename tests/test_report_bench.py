@@ -261,7 +261,7 @@ def test_retention_counts_only_the_body_citing_the_facts_own_page() -> None:
         limitations=[f"- {stated(true[3], f'[{true[3].index + 1}]')}"],  # not the body
         sources=pages,
         notes=[
-            ReportNote(node_id="t01", question="q", meta="", body=stated(true[3], "[1]")),
+            ReportNote(node_id="t01", question="q", meta=""),
         ],
     )
     assert retention(report, world) == 3 / 12

@@ -24,8 +24,9 @@ from openai.types.responses.service_tier import ServiceTier
 from deep_research.adapters.report_html import render_html
 from deep_research.adapters.web.openai_jobs import SOURCES_INCLUDE, JobSpec
 from deep_research.adapters.web.output import extract_report
+from deep_research.core.coverage import dropped
 from deep_research.core.models import ResearchNode
-from deep_research.core.report import Report, _dropped
+from deep_research.core.report import Report
 from deep_research.core.scope import WebScope
 from tests.clirun import cli, run_json, session_state
 from tests.fake_openai import Citation, FakeOpenAI, ResearchReport, ResearchRequest
@@ -337,15 +338,15 @@ def test_the_limitations_count_each_dropped_page_once_whatever_scope_it_left() -
         question="q",
         dropped_citations=["https://www.spam.example.com/p/?utm_source=openai"],
     )
-    assert _dropped([first, again]) == [
+    assert dropped([first, again]) == [
         "- **Out of scope:** 2 cited pages outside the web scope were dropped (their "
         "searches were still paid for)."
     ]
-    assert _dropped([again]) == [
+    assert dropped([again]) == [
         "- **Out of scope:** 1 cited page outside the web scope was dropped (its searches "
         "were still paid for)."
     ]
-    assert _dropped([ResearchNode(id="t3", question="q")]) == []
+    assert dropped([ResearchNode(id="t3", question="q")]) == []
 
 
 def test_the_html_report_lists_the_consulted_pages_collapsed() -> None:

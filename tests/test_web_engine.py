@@ -69,12 +69,6 @@ def test_a_run_saves_its_engine_and_a_resume_replays_it(settings: Settings) -> N
     assert (replayed.web_engine, replayed.search_provider) == ("search", "brave")
 
 
-def test_a_session_saved_before_the_choice_keeps_its_research_jobs(settings: Settings) -> None:
-    old = RunSpec(web_model="gpt-5.5", web_reasoning_effort="high")
-    today = with_(settings, openai_base_url="http://localhost:11434/v1")
-    assert run_spec.replay(today, old, max_parallel=None).web_engine == "openai"
-
-
 def test_the_flags_choose_engine_and_provider(settings: Settings) -> None:
     options = RunOptions(web_engine="search", search_provider="exa")
     prepared = preparation.prepare(with_(settings, openai_api_key="sk-x"), "q?", options)
@@ -193,7 +187,6 @@ async def test_a_chosen_engine_is_not_second_guessed(
 @pytest.mark.parametrize(
     ("saved", "engine"),
     [
-        (RunSpec(web_model="gpt-5.5"), "openai"),  # saved before the choice existed
         (RunSpec(), None),  # no web research
         (RunSpec(web_engine="search", search_provider="searxng"), "search"),
         (RunSpec(web_model="gpt-5.5", web_engine="openai"), "openai"),
@@ -202,10 +195,8 @@ async def test_a_chosen_engine_is_not_second_guessed(
 def test_a_resume_and_a_replay_read_the_saved_engine_alike(
     settings: Settings, saved: RunSpec, engine: str | None
 ) -> None:
-    """One rule (``RunSpec.engine_used``) for sessions saved before the choice existed."""
     from deep_research.persistence.sessions import SessionStore
 
-    assert saved.engine_used() == engine
     today = with_(
         settings, openai_api_key="sk-x", web_engine="search", searxng_url="http://search.lan"
     )

@@ -5,9 +5,7 @@ settings say."""
 
 from __future__ import annotations
 
-import json
 from datetime import date, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,30 +68,6 @@ def test_a_resume_reads_the_scope_the_run_started_with(
         "filters": {"allowed_domains": ["example.com", "docs.example.org"]},
         "user_location": BERLIN,
     }
-
-
-def test_a_session_saved_before_scopes_keeps_todays_settings(
-    env: dict[str, str], fake_openai: FakeOpenAI
-) -> None:
-    """Its run spec has no ``scope`` key: nothing to replay, so today's settings hold."""
-    ResearchWorld(
-        plans=[[plan_task("t1")], [plan_task("t2")]], verdicts=[verdict(False), verdict(True)]
-    ).install(fake_openai)
-    session_id = run_json(env, QUESTION, "--max-iterations", "1")["session_id"]
-    path = Path(env["DEEP_RESEARCH_HOME"]) / "sessions" / session_id / "state.json"
-    state = json.loads(path.read_text())
-    assert state["run_spec"].pop("scope") == {
-        "domains": [],
-        "exclude_domains": [],
-        "since": None,
-        "location": "",
-    }
-    path.write_text(json.dumps(state))
-    today = env | {"DEEP_RESEARCH_WEB_LOCATION": "Lyon, FR"}
-    run_json(today, "resume", session_id, "--max-iterations", "2")
-    nowhere, lyon = web_search_tools(fake_openai)
-    assert nowhere["user_location"] == {"type": "approximate"}, "no place: never the US"
-    assert lyon["user_location"] == {"type": "approximate", "city": "Lyon", "country": "FR"}
 
 
 @pytest.mark.parametrize(

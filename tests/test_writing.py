@@ -17,7 +17,7 @@ from deep_research.app.options import RunOptions
 from deep_research.core.authoring import OutlineRequest, PlannedSection, WriteCosts, WritingLimits
 from deep_research.core.errors import ProviderError
 from deep_research.core.memory import estimate_tokens
-from deep_research.core.models import Citation, IterationRecord, ResearchNode, SessionState
+from deep_research.core.models import Citation, ResearchNode, SessionState
 from deep_research.core.outline import repair
 from deep_research.core.packing import key_points
 from deep_research.core.ports import Meter, WriteJob
@@ -377,25 +377,33 @@ def test_the_report_reserve_fits_a_server_run_with_one_web_job() -> None:
     ).reserve_tokens(settings.section_max_tokens)
 
 
-# --- reports saved before this ---------------------------------------------------------
+# --- report.json of another version, or damaged ---------------------------------------------
 
 
-def test_a_report_saved_before_sections_is_rebuilt_from_its_session(tmp_path: Path) -> None:
+def test_a_report_json_of_another_version_is_rebuilt_from_its_session(tmp_path: Path) -> None:
     store = SessionStore(tmp_path)
     state = store.create("What is X?", status="complete")
     state.sources["S1"] = Citation(ref="S1", kind="web", url="https://x.example/1")
     state.nodes["a"] = ResearchNode(id="a", question="A?", status="done", notes="X is 1 [S1].")
-    state.iterations.append(
-        IterationRecord(number=1, draft="## Answer\n\nX is 1 [S1].\n\n## Detail\n\nMore [S1].")
-    )
     store.save(state)
     session = tmp_path / state.session_id
+    current = assemble(store.load(state.session_id))
     (session / "report.md").write_text("# old report\n")
-    (session / "report.json").write_text(json.dumps({"before": "x", "sources": [], "after": ""}))
-    report = saved.read_report_data(str(session / "report.md"))
-    assert not isinstance(report, str)
-    assert [s.title for s in report.sections] == ["Answer", "Detail"]
-    assert report.sources[0].url == "https://x.example/1"
+    data = json.loads(current.model_dump_json())
+    data["title"] = "Saved title"
+    (session / "report.json").write_text(json.dumps(data))
+    loaded = saved.read_report_data(str(session / "report.md"))
+    assert not isinstance(loaded, str)
+    assert loaded.title == "Saved title", "the current version's file is read as saved"
+    for other in (
+        {**data, "schema_version": 2},
+        {k: v for k, v in data.items() if k != "schema_version"},
+    ):
+        (session / "report.json").write_text(json.dumps(other))
+        rebuilt = saved.read_report_data(str(session / "report.md"))
+        assert not isinstance(rebuilt, str)
+        assert rebuilt.title == current.title != "Saved title"
+        assert rebuilt.sources[0].url == "https://x.example/1"
     (session / "state.json").write_text("{ damaged")
     assert saved.read_report_data(str(session / "report.md")) == "# old report\n"
 

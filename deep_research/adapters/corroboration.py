@@ -79,8 +79,7 @@ def site(url: str) -> str | None:
 
 def kb_root(locator: str) -> str | None:
     """The KB root a locator (``root/path#heading:start-end``, or its ``kb://`` URL) names:
-    "" for a locator from before roots whose file sits at the top (``notes.md#Intro:1-4``:
-    the KB had one root, unnamed); None for no locator."""
+    "" for one that names no root (``notes.md#Intro:1-4``); None for no locator."""
     where = unquote(locator.removeprefix(KB_SCHEME)) if locator.startswith(KB_SCHEME) else locator
     if not where.strip():
         return None

@@ -1,5 +1,5 @@
 """``deep-research check ID``: the claim check (``adapters.claim_check``) run on any saved
-session, older ones included. A run's own check is built by ``wiring.claim_checker``."""
+session. A run's own check is built by ``wiring.claim_checker``."""
 
 from __future__ import annotations
 

@@ -86,41 +86,65 @@ class Settings(BaseSettings):
     # Aliases are upper case only: pydantic-settings matches names in any case, so a
     # "web_model" choice would let a bare WEB_MODEL in the environment set web_model.
     openai_api_key: SecretStr | None = Field(default=None, validation_alias="OPENAI_API_KEY")
+    """API key (never written anywhere)."""
     openai_base_url: str | None = Field(default=None, validation_alias="OPENAI_BASE_URL")
+    """Any OpenAI-compatible server (Ollama, vLLM, llama.cpp, a gateway); unset: OpenAI's API."""
 
     # --- models per role (checked 2026-11-23 against the pinned openai SDK's model list and
-    # genai-prices 0.2.3: live, no announced shutdown, priced; see README "Models") ----------
+    # genai-prices 0.2.3: live, no announced shutdown, priced; docs/models-and-prices.md) ----
     planner_model: str = "gpt-6-sol"
+    """Plans and replans."""
     synthesizer_model: str = "gpt-6-sol"
+    """Writes the report: its outline, sections and lead."""
     judge_model: str = "gpt-6-sol"
+    """Judges the outline each iteration, and the claims the claim verifier is unsure of."""
     branch_model: str = "gpt-6-luna"
+    """Writes branch notes (knowledge base, and search-and-read queries and notes)."""
     summarizer_model: str = "gpt-6-luna"
+    """Folds the rolling summary; compresses web reports."""
     temperature: float = Field(default=0.2, ge=0.0, le=2.0)
     """Only for models that take one: reasoning models get none unless their effort is none."""
     planner_reasoning_effort: ReasoningEffort | None = "low"
+    """The planner's effort, for models that take one (moved to the nearest the model takes)."""
     synthesizer_reasoning_effort: ReasoningEffort | None = "medium"
+    """The synthesizer's effort: writing the report is worth more reasoning."""
     judge_reasoning_effort: ReasoningEffort | None = "low"
+    """The judge's effort."""
     branch_reasoning_effort: ReasoningEffort | None = "low"
+    """The branch model's effort."""
     summarizer_reasoning_effort: ReasoningEffort | None = "low"
+    """The summarizer's effort."""
 
     # --- guardrails -----------------------------------------------------------
     preset: Preset = DEFAULT_PRESET
     """quick, standard or deep: the defaults of the settings that shape how far a run goes
     (``app/presets.py``); a setting given explicitly wins. Applied as a run is prepared."""
     max_depth: int = Field(default=3, ge=1, le=10)
+    """Deepest sub-question level."""
     max_iterations: Iterations = 3
+    """Plan -> research -> judge rounds (a preset sets it)."""
     max_parallel_branches: ParallelBranches = 4
+    """Branches in flight at once (a preset sets it; --max-parallel)."""
     # Room for a reasoning model's hidden reasoning as well as the visible reply.
     max_tokens_per_call: int = Field(default=16_000, ge=256, le=200_000)
+    """Ceiling of any chat call's reply, reasoning included; a plan, verdict or key points is
+    capped nearer its size."""
     max_total_tokens: TokenBudget = 5_000_000
+    """Token budget of a session; a web job reserves its worst case (1.22M tokens at the
+    defaults) while it runs, so 4 fit in parallel."""
     max_runtime_seconds: RuntimeSeconds = 3600.0
+    """Time budget of one run (or resume)."""
     max_cost_usd: CostUSD = 20.0
+    """Cost budget of a session, in USD."""
     summary_max_tokens: int = Field(default=2000, ge=200, le=50_000)
+    """R: the cap of the rolling summary (a preset sets it)."""
     max_nodes_per_plan: int = Field(default=8, ge=1, le=50)
+    """Sub-questions one plan may add (a preset sets it)."""
     structured_output_retries: int = Field(default=2, ge=0, le=10)
     """Repairs of a structured reply that does not parse (each sends the reply back with
     what was wrong; the same request is never sent a third time)."""
     request_timeout_seconds: float = Field(default=120.0, gt=0)
+    """Per HTTP request (a model lookup's: 10 s); a chat call that times out is sent once more."""
     max_concurrent_calls: int | None = Field(default=None, ge=1, le=1000)
     """Chat calls in flight at once on the server. Unset: what llama-server says it serves
     (its slots, ``/props``), else no limit."""
@@ -130,12 +154,17 @@ class Settings(BaseSettings):
 
     # --- the report: an outline, its sections, the lead (``core/writing.py``) ---
     report_max_sections: int = Field(default=8, ge=1, le=30)
+    """Most sections of the report (a preset sets it)."""
     report_section_words: int = Field(default=900, ge=100, le=5000)
+    """Most words of a section (a preset sets it)."""
     section_max_tokens: int = Field(default=4000, ge=500, le=100_000)
     """Reply cap of each writing call, reasoning included (the final reserve counts it)."""
     write_allowance_seconds: float = Field(default=180.0, ge=0, le=86_400)
     """Research starts nothing once less than this is left of the run (at most a quarter)."""
     max_retries: int = Field(default=4, ge=0, le=20)
+    """HTTP retries of embeddings and polls (never of a job's create; a model lookup's: 1); for
+    chat calls, the waits on a 429 that says when to come back (a timeout or a 5xx is retried
+    once)."""
 
     # --- web research jobs (OpenAI deep research: a reasoning model + web_search, background) --
     web_model: str = Field(
@@ -144,8 +173,11 @@ class Settings(BaseSettings):
             "DEEP_RESEARCH_WEB_MODEL", "DEEP_RESEARCH_DEEP_RESEARCH_MODEL"
         ),
     )
+    """Runs the web research jobs."""
     web_reasoning_effort: ReasoningEffort = "high"
+    """The web model's effort (xhigh for harder questions, at a higher cost; a preset sets it)."""
     web_reasoning_summary: Literal["off", "auto", "concise", "detailed"] = "off"
+    """A research job's reasoning summary (needs a verified organisation)."""
     web_max_tool_calls: int = Field(
         default=16,
         ge=1,
@@ -155,7 +187,9 @@ class Settings(BaseSettings):
             "DEEP_RESEARCH_DEEP_RESEARCH_MAX_TOOL_CALLS",
         ),
     )
+    """Searches and page reads per job: bounds its cost and time (a preset sets it)."""
     web_max_output_tokens: int = Field(default=32_000, ge=1000, le=272_000)
+    """Output per job, reasoning included."""
     web_max_wait_seconds: float = Field(
         default=3600.0,
         gt=0,
@@ -164,6 +198,7 @@ class Settings(BaseSettings):
             "DEEP_RESEARCH_DEEP_RESEARCH_MAX_WAIT_SECONDS",
         ),
     )
+    """Maximum wait for one job (then it is cancelled)."""
     web_poll_seconds: float = Field(
         default=5.0,
         gt=0,
@@ -172,33 +207,50 @@ class Settings(BaseSettings):
             "DEEP_RESEARCH_DEEP_RESEARCH_POLL_SECONDS",
         ),
     )
+    """First poll interval (it backs off x1.5 to 60 s)."""
 
     # --- web research by search and read (any model, or none) --------------------
     web_engine: WebEngineChoice = "auto"
     """openai: research jobs; search: search-and-read with the branch model; auto: openai
-    where the server serves the web model, search elsewhere (README "Web research"); or
+    where the server serves the web model, search elsewhere (docs/web-research.md); or
     the name of an engine registered in ``app/engines.py``."""
     search_provider: SearchProvider = SEARCH_PROVIDERS[0]
+    """The search provider of search and read."""
     searxng_url: str | None = None
+    """Your SearXNG server (its JSON API: json in its search.formats)."""
     tavily_api_key: SecretStr | None = Field(default=None, validation_alias="TAVILY_API_KEY")
+    """Tavily's key (never written anywhere)."""
     brave_api_key: SecretStr | None = Field(default=None, validation_alias="BRAVE_API_KEY")
+    """Brave's key (never written anywhere)."""
     exa_api_key: SecretStr | None = Field(default=None, validation_alias="EXA_API_KEY")
+    """Exa's key (never written anywhere)."""
     search_prices: dict[str, float] = Field(default_factory=dict)
     """USD per search request by provider, over the list prices, e.g. '{"tavily": 0.005}'."""
     search_rate_per_second: dict[str, float] = Field(default_factory=dict)
-    """Searches a second by provider, over the defaults, e.g. '{"brave": 20}'."""
+    """Searches a second by provider, over the defaults (duckduckgo 1, searxng 2, tavily 1.5,
+    brave 1, exa 5), e.g. '{"brave": 20}'."""
     search_max_queries: int = Field(default=3, ge=1, le=10)
+    """Queries per round of a branch."""
     search_results_per_query: int = Field(default=5, ge=1, le=10)
+    """Results asked per query."""
     search_pages_per_round: int = Field(default=4, ge=1, le=20)
+    """Pages read per round."""
     search_passages: int = Field(default=8, ge=1, le=50)
+    """Ranked passages the notes are written from."""
     search_extra_rounds: int = Field(default=1, ge=0, le=5)
+    """More rounds when the evidence is thin."""
     search_timeout_seconds: float = Field(default=15.0, gt=0, le=300)
+    """One search request."""
     fetch_allow: str = ""
     """host[:port] list (comma-separated) the address check lets through: an intranet."""
     fetch_per_host_concurrency: int = Field(default=2, ge=1, le=32)
+    """Page requests in flight per host."""
     fetch_per_host_rate: float = Field(default=2.0, gt=0, le=100)
+    """Page requests a second per host."""
     fetch_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
+    """One page, request to last byte."""
     fetch_max_bytes: int = Field(default=2_000_000, ge=10_000, le=100_000_000)
+    """Larger pages are skipped."""
     check_fetch: bool = True
     """The claim check reads the pages research jobs cited (off: their claims are only
     compared with what the job wrote next to the citation)."""
@@ -215,7 +267,7 @@ class Settings(BaseSettings):
     """Where the user is, 'City, Region, CC' (parts optional): "" sends no place."""
     web_tier: Literal["default", "flex"] = "default"
     """The service tier of research jobs: flex costs half and may queue longer (unverified
-    with background web_search; README "Web research")."""
+    with background web_search; docs/models-and-prices.md)."""
 
     # --- prices and spending ----------------------------------------------------
     prices: dict[str, tuple[float, float, float]] = Field(default_factory=dict)
@@ -224,7 +276,8 @@ class Settings(BaseSettings):
     allow_unpriced: bool = False
     """Let a model with no known price run on OpenAI's own API (it then counts as $0)."""
     confirm_above_usd: float = Field(default=10.0, ge=0, le=MAX_COST_USD, allow_inf_nan=False)
-    """On a terminal, ask before a run whose worst case exceeds this (--yes skips)."""
+    """On a terminal, ask before a run whose likely spend exceeds this (--yes or --max-cost
+    skips the question)."""
     check_models: bool = True
     """Look each configured model up on the server before spending anything."""
 
@@ -234,7 +287,9 @@ class Settings(BaseSettings):
     server_max_cost_usd: CostUSD = 5.0
     """The most one run started through a server may cost."""
     server_daily_budget_usd: CostUSD = 50.0
-    """What all sessions may spend in one UTC day before a server refuses new runs."""
+    """What one UTC day may commit: every session's spend that day (CLI runs included),
+    verify_claim's judge calls, and the cost limits serve and mcp reserved for runs they
+    admitted; a run that does not fit is refused."""
     api_token: SecretStr | None = None
     """Bearer token the HTTP API and MCP server ask of every request; required off loopback.
     At least ``MIN_TOKEN_CHARS`` characters: it guards the user's money."""
@@ -247,18 +302,31 @@ class Settings(BaseSettings):
 
     # --- storage --------------------------------------------------------------
     home: Path = Field(default_factory=default_home)
+    """Sessions, cache and knowledge-base store (blank: the default directory)."""
 
     # --- knowledge base -------------------------------------------------------
     kb_name: str = "default"
+    """The knowledge base runs and kb commands use (a run with no model reads 'sample' until
+    this one exists)."""
     kb_path: Path = Path("kb")
+    """The folder kb ingest reads by default; a run with no model ingests it into KB 'sample'."""
     embedding_provider: EmbeddingProvider = "local"
+    """local (shipped MiniLM, ONNX), local-fast (model2vec) or openai."""
     openai_embedding_model: str = "text-embedding-3-small"
+    """The embedding model of openai."""
     chroma_host: str | None = None
+    """A Chroma server to use instead of the embedded store."""
     chroma_port: int = Field(default=8000, ge=1, le=65535)
+    """The Chroma server's port."""
     chunk_tokens: int = Field(default=400, ge=32, le=8000)
+    """Chunk size cap, counted with the embedding model's tokenizer and capped by its window
+    (254 tokens for the default model)."""
     chunk_overlap_tokens: int = Field(default=40, ge=0, le=2000)
+    """Overlap between chunks of one section."""
     max_file_bytes: int = Field(default=5_000_000, ge=1)
+    """Larger files are skipped."""
     retrieval_k: int = Field(default=8, ge=1, le=100)
+    """Passages per knowledge-base branch."""
 
     @field_validator("home", mode="before")
     @classmethod

@@ -9,7 +9,6 @@ working directory, else the platform's per-user directory; a blank value is unse
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -19,34 +18,12 @@ ENV_FILE = ".env"
 HOME_VARIABLE = "DEEP_RESEARCH_HOME"
 
 
-def _legacy_home() -> Path:
-    """Where versions before platformdirs kept their data, on every platform."""
-    xdg = os.environ.get("XDG_DATA_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "share"
-    return base / "deep-research"
-
-
-_said_legacy = False
-
-
 def default_home() -> Path:
     """The per-user data directory (``platformdirs``: XDG on Linux, ``~/Library/Application
-    Support`` on macOS, ``%LOCALAPPDATA%`` on Windows). A data directory left where earlier
-    versions put it keeps being used, and the run says so once."""
-    global _said_legacy
+    Support`` on macOS, ``%LOCALAPPDATA%`` on Windows)."""
     from platformdirs import user_data_dir
 
-    home = Path(user_data_dir("deep-research", appauthor=False))
-    legacy = _legacy_home()
-    if legacy != home and legacy.is_dir():
-        if not _said_legacy:
-            _said_legacy = True
-            sys.stderr.write(
-                f"note: using the data directory of earlier versions, {legacy} "
-                f"(move it to {home}, or set DEEP_RESEARCH_HOME)\n"
-            )
-        return legacy
-    return home
+    return Path(user_data_dir("deep-research", appauthor=False))
 
 
 def home_from(given: str | None) -> Path:

@@ -16,7 +16,6 @@ import openai
 
 from deep_research.adapters.llm.lifecycle import CacheLookups, ModelRef, check_models
 from deep_research.adapters.prices import PriceTable
-from deep_research.adapters.web.openai_jobs import JobSpec
 from deep_research.app import engines
 from deep_research.app.config import Settings
 from deep_research.app.reserves import chat_call_tokens, chat_prompt_tokens
@@ -27,6 +26,7 @@ from deep_research.core.models import WebEngine
 from deep_research.persistence.cache import ResultCache
 
 if TYPE_CHECKING:
+    from deep_research.adapters.web.openai_jobs import JobSpec
     from deep_research.app.sources import SourceKind
 
 CHAT_ROLES = ("planner", "synthesizer", "judge", "branch", "summarizer")

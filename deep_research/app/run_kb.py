@@ -12,16 +12,19 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from deep_research.adapters.branches.protocols import Evidence
-from deep_research.adapters.web.openai_jobs import KbTool
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError, KBMissing, KnowledgeBaseError
 from deep_research.core.models import SourcePolicy
 from deep_research.kb.catalog import list_kbs, missing_kb, open_kb
-from deep_research.kb.ingest import IngestProgress, ingest
 from deep_research.kb.search import search
 from deep_research.kb.store import KBStore
+
+if TYPE_CHECKING:
+    from deep_research.adapters.web.openai_jobs import KbTool
+    from deep_research.kb.ingest import IngestProgress
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +104,8 @@ def _ingest_sample(settings: Settings, on_info: Callable[[str], None]) -> KBStor
     root = settings.kb_path
     if not root.is_dir():
         return None
+    from deep_research.kb.ingest import ingest  # a run that finds its KB ingests nothing
+
     on_info(f"KB {SAMPLE_KB!r} is new: ingesting {root}/ first")
     store = open_kb(settings.kb, SAMPLE_KB, create=True)
     told = [0]
@@ -126,4 +131,6 @@ def kb_tool(settings: Settings) -> KbTool | None:
             "DEEP_RESEARCH_KB_MCP_URL exposes your knowledge base: set DEEP_RESEARCH_API_TOKEN "
             "too (the MCP server asks every request for it)"
         )
+    from deep_research.adapters.web.openai_jobs import KbTool  # research jobs: openai's types
+
     return KbTool(settings.kb_mcp_url, settings.api_token)

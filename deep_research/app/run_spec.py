@@ -57,16 +57,13 @@ def scope_settings(scope: WebScope) -> dict[str, str]:
 
 def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> Settings:
     """Today's settings with a session's saved choices on top (only the budget flags, given
-    separately, and ``--max-parallel`` override them). Sessions from before a choice was
-    saved keep today's setting for it.
+    separately, and ``--max-parallel`` override them).
 
-    The run's own preset first, never the one the environment names today: a session from
-    before presets ran on the defaults, ``standard``'s. Settings given explicitly today
-    still win over it, as they did when the run started. A saved web scope is replayed as
-    saved, an empty one too (its ``since`` a date: the window the run started with); a
-    session saved before scopes has none in its JSON and keeps today's settings."""
-    saved_preset = saved.preset if saved.preset in presets.PRESETS else presets.DEFAULT_PRESET
-    settings = presets.apply(settings, saved_preset)
+    The run's own preset first, never the one the environment names today; settings given
+    explicitly today still win over it, as they did when the run started. The saved web
+    scope is replayed as saved, an empty one too (its ``since`` a date: the window the run
+    started with)."""
+    settings = presets.apply(settings, saved.preset or presets.DEFAULT_PRESET)
     values: dict[str, object] = {
         f"{role}_model": model for role, model in saved.models.items() if model
     }
@@ -75,12 +72,11 @@ def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> S
         values["kb_name"] = saved.kb_name
     if saved.max_parallel:
         values["max_parallel_branches"] = saved.max_parallel
-    if (engine := saved.engine_used()) is not None:
-        values["web_engine"] = engine
+    if saved.web_engine is not None:
+        values["web_engine"] = saved.web_engine
     if saved.search_provider:
         values["search_provider"] = saved.search_provider
-    if "scope" in saved.model_fields_set:
-        values |= scope_settings(saved.scope)
+    values |= scope_settings(saved.scope)
     if saved.web_tier:
         values["web_tier"] = saved.web_tier
     if saved.web_model:

@@ -21,7 +21,7 @@ from deep_research.app.config import Settings
 from deep_research.core.errors import SessionError, UsageError
 from deep_research.core.events import TERMINAL
 from deep_research.core.models import EvidenceUnit, SessionState
-from deep_research.core.report import Report, assemble
+from deep_research.core.report import REPORT_VERSION, Report, assemble
 from deep_research.persistence.events import FILE_NAME, follow, follow_live, read_events
 from deep_research.persistence.evidence import (
     read_units_and_damage,
@@ -92,13 +92,16 @@ def read_report(path: str) -> str:
 
 def read_report_data(path: str) -> Report | str:
     """The report at ``path`` (from ``report_path``) as data, from the report.json written
-    with it. A report saved before this report model (or with that file damaged) is rebuilt
-    from its session; where that fails too, it is its markdown, shown as written."""
+    with it. Where that file is missing, damaged or of another ``schema_version``, the report
+    is rebuilt from its session; where that fails too, it is its markdown, shown as written."""
     report = Path(path)
     try:
-        return Report.model_validate_json(report.with_name(REPORT_DATA_FILE).read_bytes())
+        data = Report.model_validate_json(report.with_name(REPORT_DATA_FILE).read_bytes())
     except (OSError, ValidationError):
         pass
+    else:
+        if "schema_version" in data.model_fields_set and data.schema_version == REPORT_VERSION:
+            return data
     try:
         return assemble(SessionStore(report.parent.parent).load(report.parent.name))
     except (SessionError, OSError, ValidationError):

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import openai
 from langchain_openai import ChatOpenAI
@@ -40,7 +41,6 @@ from deep_research.adapters.llm.server import ChatServer
 from deep_research.adapters.llm.summary import LLMSummarizer
 from deep_research.adapters.llm.writing import LLMAuthor
 from deep_research.adapters.prices import PriceTable
-from deep_research.adapters.web.openai_jobs import JobSpec
 from deep_research.app import engines, reserves, run_spec, sources
 from deep_research.app.clients import api_key, client_settings, http_client
 from deep_research.app.config import Settings
@@ -75,6 +75,11 @@ from deep_research.persistence.claims import SessionClaims
 from deep_research.persistence.daily import DailyLedger
 from deep_research.persistence.evidence import SessionEvidence
 from deep_research.persistence.sessions import SessionStore
+
+if TYPE_CHECKING:
+    from deep_research.adapters.branches.protocols import Page
+    from deep_research.adapters.web.openai_jobs import JobSpec
+    from deep_research.adapters.web.shared import SharedReader
 
 log = logging.getLogger(__name__)
 Info = Callable[[str], None]
@@ -249,7 +254,7 @@ def reopen_run(
     if state.mode != "extractive":
         reserves.check_token_limit(settings, state.limits)
     policy = state.source_policy
-    engine = state.run_spec.engine_used() if policy != "kb_only" else None
+    engine = state.run_spec.web_engine if policy != "kb_only" else None
     spec = engines.spec_for(settings, engine)
     return build_run(settings, policy, spec=spec, engine=engine, on_info=on_info)
 
@@ -388,9 +393,7 @@ def claim_checker(
     out of what the run has left."""
     reader = None
     if settings.check_fetch:
-        from deep_research.adapters.web.shared import SharedReader  # trafilatura: when read
-
-        reader = SharedReader(engines.reader_settings(settings), settings.web_scope())
+        reader = FirstReadReader(settings)
         resources.push_async_callback(reader.aclose)
 
     def worst(claims: Sequence[ToJudge]) -> float:
@@ -409,6 +412,28 @@ def claim_checker(
         max_revisions=WritingLimits().max_revisions,
         scope=settings.web_scope(),
     )
+
+
+@dataclass
+class FirstReadReader:
+    """The process's shared page reader (``adapters/web/shared.py``), loaded on the first page
+    read: a run that cites no page (``--kb-only``) never imports trafilatura and its HTML
+    parsers (~0.25 s of start-up)."""
+
+    settings: Settings
+    _reader: SharedReader | None = field(default=None, init=False)
+
+    async def read(self, url: str) -> Page:
+        if self._reader is None:
+            from deep_research.adapters.web.shared import SharedReader  # trafilatura
+
+            made = engines.reader_settings(self.settings)
+            self._reader = SharedReader(made, self.settings.web_scope())
+        return await self._reader.read(url)
+
+    async def aclose(self) -> None:
+        if self._reader is not None:
+            await self._reader.aclose()
 
 
 def build_check(

@@ -7,12 +7,11 @@ descriptions are what the model reads.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from pydantic import AfterValidator, AliasChoices, BaseModel, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from deep_research.core.scope import WebScope
 
@@ -56,8 +55,7 @@ class Usage(BaseModel):
 
     ``cached_input_tokens`` (read from the prompt cache) and ``cache_write_tokens`` (written
     to it, billed by GPT-6 at 1.25x input) are parts of ``input_tokens``;
-    ``reasoning_tokens`` is part of ``output_tokens``. Sessions saved before cache writes
-    were counted load with 0."""
+    ``reasoning_tokens`` is part of ``output_tokens``."""
 
     input_tokens: int = 0
     cached_input_tokens: int = 0
@@ -96,11 +94,9 @@ class Citation(BaseModel):
     kind: Literal["web", "kb"]
     url: str | None = None
     title: str = ""
-    locator: str = Field(default="", description="KB: 'path#heading:start-end'; web: the url")
-    # Sessions saved before the split called the quote `snippet`.
+    locator: str = Field(default="", description="KB: 'root/path#heading:start-end'; web: the url")
     quote: str = Field(
         default="",
-        validation_alias=AliasChoices("quote", "snippet"),
         description="verbatim source text (a KB chunk); empty when the provider returns none",
     )
     claim: str = Field(default="", description="the report sentence this source is cited for")
@@ -253,9 +249,6 @@ class IterationRecord(BaseModel):
     """Why the judge's reply was refused (it never validated, e.g. a confidence outside
     0-1, even when asked again): the iteration has no verdict and the run went on as if the
     judge gave none. Empty otherwise."""
-    draft: str | None = None
-    draft_done: int = 0
-    """How many nodes were done when the draft was written (a later one makes it stale)."""
 
 
 # --- budgets: what a limit may be, on every surface (flags, settings, HTTP, MCP, sessions) --
@@ -292,26 +285,6 @@ class Limits(BaseModel):
             return str(exc.errors()[0]["msg"]).replace("Input should be", "must be")
         return None
 
-    @classmethod
-    def repaired(cls, saved: object) -> dict[str, Any]:
-        """Saved limits as this version accepts them. Earlier versions saved what no flag
-        accepts now (``--max-runtime inf`` as null, NaN, zero): such a value becomes the
-        default, and a finite figure past the maximum becomes the maximum."""
-        given = saved if isinstance(saved, dict) else {}
-        fixed: dict[str, Any] = {}
-        for name, field in cls.model_fields.items():
-            if name not in given:
-                continue
-            value = given[name]
-            if cls.problem(name, value) is None:
-                fixed[name] = value
-                continue
-            bound = next((m.le for m in field.metadata if getattr(m, "le", None) is not None), None)
-            number = isinstance(value, int | float) and not isinstance(value, bool)
-            too_big = number and math.isfinite(value) and bound is not None and value > bound
-            fixed[name] = bound if too_big else field.default
-        return fixed
-
 
 class RunSpec(BaseModel):
     """The run's choices that a resume must repeat (the web job's model, effort and limits).
@@ -325,7 +298,7 @@ class RunSpec(BaseModel):
     web_max_tool_calls: int = 0
     web_max_output_tokens: int = 0
     web_tier: str = ""
-    """The research jobs' service tier (default, flex); "" for a session from before it."""
+    """The research jobs' service tier (default, flex); "" when the run sends none."""
     models: dict[ChatRole, str] = Field(default_factory=dict)
     """The chat model of each role (planner, synthesizer, judge, branch, summarizer)."""
     efforts: dict[ChatRole, str | None] = Field(default_factory=dict)
@@ -333,26 +306,16 @@ class RunSpec(BaseModel):
     kb_name: str = ""
     max_parallel: int = 0
     web_engine: WebEngine | None = None
-    """None: a session from before the choice existed (its web branches were OpenAI jobs),
-    or a run with no web research. Read it through `engine_used`."""
+    """None: a run with no web research."""
     search_provider: str = ""
     preset: str = ""
-    """The run preset (quick, standard, deep) its settings started from; "" for a session
-    from before presets (it ran on the defaults, which are ``standard``'s)."""
+    """The run preset (quick, standard, deep) its settings started from."""
     scope: WebScope = Field(default_factory=WebScope)
     """Where and when the run reads the web (its ``since`` already a date): a resume reads
     the same window, whatever the day or the environment says."""
     web_research: str = ""
     """How the web engine named itself ("search and read via duckduckgo"); "" when the run
     does not research the web. Set whenever a run starts or resumes."""
-
-    def engine_used(self) -> WebEngine | None:
-        """The web engine the run researched with; None: no web research. The one home of
-        the rule for sessions saved before the choice existed: a saved web model means
-        OpenAI research jobs, the only engine there was."""
-        if self.web_engine is not None:
-            return self.web_engine
-        return "openai" if self.web_model else None
 
 
 class EvidenceSource(BaseModel):
@@ -464,7 +427,9 @@ class LedgerEntry(BaseModel):
 class SessionState(BaseModel):
     """Everything a session needs to resume; written atomically after every change."""
 
-    schema_version: int = 3
+    schema_version: int = 4
+    """The format of ``state.json``: written on every save; a session saved with another
+    is refused on load (``persistence.sessions``), never read as this one."""
     session_id: str
     question: str
     created_at: datetime = Field(default_factory=utcnow)

@@ -5,7 +5,7 @@ renumbered from session refs, and markers that point nowhere are dropped. No fin
 stated twice: after the sources, the sub-questions are an index (how each was researched,
 the section stating its findings), not their findings again. What was not researched,
 failed or was blocked is listed under "Coverage and limitations", with the reason the run
-stopped.
+stopped (``core.coverage``).
 
 What models and pages wrote cannot forge it (``core.markdown``): titles, quotes, questions
 and errors are written as text, a source is a link only to an http(s) address, and the
@@ -19,17 +19,16 @@ heading, which a synthesis may hold too.
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
 from pydantic import BaseModel, Field
 
+from deep_research.core import coverage
 from deep_research.core import markdown as md
 from deep_research.core.budget import totals
 from deep_research.core.citations import (
-    CheckResult,
     check,
     cited_refs,
     renumber_all,
@@ -37,28 +36,13 @@ from deep_research.core.citations import (
     untied_note,
 )
 from deep_research.core.models import (
-    COMPLETE_CONFIDENCE,
     Citation,
-    IterationRecord,
     ResearchNode,
     SessionState,
-    Verdict,
     Writing,
 )
 from deep_research.core.ports import Meter, WriteJob
 from deep_research.core.scope import WebScope, page_key
-
-STOP_TEXT = {
-    "complete": "complete: the judge found the answer complete",
-    "max_iterations": "stopped: the iteration limit was reached",
-    "time_limit": "stopped: the time limit was reached",
-    "token_limit": "stopped: the token budget was used up",
-    "cost_limit": "stopped: the cost limit was reached",
-    "nothing_to_do": "stopped: nothing left to research",
-    "interrupted": "interrupted by the user",
-    "error": "stopped by an error",
-}
-EXTRACTIVE_COMPLETE = "complete: every sub-question was answered from quoted passages"
 
 
 class ReportSection(BaseModel):
@@ -76,10 +60,12 @@ class ReportNote(BaseModel):
     node_id: str
     question: str
     meta: str
-    body: str = ""
-    """Its findings, in a report saved before the index (they repeated the body)."""
     section: int = 0
     """The section (1-based, of ``Report.sections``) that draws on it; 0: none."""
+
+
+REPORT_VERSION = 3
+"""The format of report.json: one of another version is rebuilt from its session."""
 
 
 class Report(BaseModel):
@@ -87,7 +73,7 @@ class Report(BaseModel):
     in ``adapters.report_html``) and it is saved as ``report.json`` beside ``report.md``.
     ``[N]`` anywhere in it is ``sources[N - 1]``."""
 
-    schema_version: int = 2
+    schema_version: int = REPORT_VERSION
     title: str
     status: str
     notice: str = ""
@@ -161,16 +147,13 @@ class Report(BaseModel):
     def note_parts(self, parts: list[Part] | None = None) -> list[tuple[str, str]]:
         """(heading, text) of each sub-question: the heading as markdown text, the text its
         meta line and a link to the section that states its findings (``parts``:
-        ``self.parts()``, when already made); a report saved before the index, its findings
-        (``md.demoted``)."""
+        ``self.parts()``, when already made)."""
         made = parts if parts is not None else self.parts()
         first = 1 if self.lead.strip() else 0
         out = []
         for n in self.notes:
             text = n.meta
-            if n.body:
-                text += "\n\n" + md.demoted(n.body, _BUILDER_IDS)
-            elif 1 <= n.section <= len(self.sections):
+            if 1 <= n.section <= len(self.sections):
                 part = made[first + n.section - 1]
                 text += f" · stated in [{part.title}](#{part.id})"
             out.append((f"{md.text(n.node_id)}: {md.text(n.question)}", text))
@@ -279,9 +262,8 @@ class AssembledReport:
 
 
 def assemble(state: SessionState) -> Report:
-    """The report, as one value, from the session: its written sections and lead; for a
-    session written before sections (one synthesis), that synthesis; for one not yet
-    written, each finished sub-question's findings. A finding is stated once: after the
+    """The report, as one value, from the session: its written sections and lead; for one
+    not yet written, each finished sub-question's findings. A finding is stated once: after the
     sources, a written report indexes its sub-questions (each with the section drawing on
     it), it does not repeat their findings."""
     nodes = sorted(state.nodes.values(), key=lambda n: (n.iteration, n.created_at))
@@ -308,8 +290,6 @@ def assemble(state: SessionState) -> Report:
                     note,
                 )
             )
-    elif (draft := _legacy_draft(state)) is not None:
-        parts = [(t, b, "") for t, b in _split_headings(draft)]
     elif done:
         note = "Not written yet: the findings of this sub-question so far."
         parts = [(n.question, n.notes.strip() or "_no notes_", note) for n in done]
@@ -344,7 +324,7 @@ def assemble(state: SessionState) -> Report:
         )
     return Report(
         title=state.question,
-        status=_status_line(state),
+        status=coverage.status_line(state),
         notice="\n\n".join(notice),
         lead=lead_text,
         lead_note=lead_note,
@@ -352,8 +332,8 @@ def assemble(state: SessionState) -> Report:
             ReportSection(title=title, body=body, note=note)
             for (title, _b, note), body in zip(parts, bodies, strict=True)
         ],
-        limitations=_limitations(state, nodes) + _untied(by_model),
-        citation_check=_citation_check(checked),
+        limitations=coverage.limitations(state, nodes) + _untied(by_model),
+        citation_check=coverage.citation_check(checked),
         removed_markers=unknown,
         sources=sources,
         consulted=_consulted(done, sources, state.run_spec.scope),
@@ -386,118 +366,9 @@ def _findings_of(state: SessionState, node_ids: list[str]) -> str:
     )
 
 
-def _legacy_draft(state: SessionState) -> str | None:
-    """The synthesis a session written before sections ended with (its last draft)."""
-    draft = state.iterations[-1].draft if state.iterations else None
-    return draft if draft and draft.strip() and state.status != "running" else None
-
-
-def _split_headings(text: str) -> list[tuple[str, str]]:
-    """A markdown text as (title, body) sections at its own ``##`` headings (not those in
-    a quote or a list item); what comes before the first is the answer."""
-    lines = text.split("\n")
-    cuts = [
-        (token.map, inline.content)
-        for token, inline in itertools.pairwise(md.parser().parse(text))
-        if token.type == "heading_open" and token.tag == "h2" and token.level == 0 and token.map
-    ]
-    starts = [m[0] for m, _ in cuts] + [len(lines)]
-    head = "\n".join(lines[: starts[0]]).strip()
-    out = [(ANSWER, head)] if head else []
-    for (span, title), following in zip(cuts, starts[1:], strict=True):
-        out.append((" ".join(title.split()), "\n".join(lines[span[1] : following]).strip()))
-    return out
-
-
-def last_verdict(state: SessionState) -> Verdict | None:
-    """The judge's latest verdict: a later iteration whose replan added nothing (or that
-    stopped before its review) has none of its own, and must not hide the gaps found."""
-    return next((it.verdict for it in reversed(state.iterations) if it.verdict), None)
-
-
-def _refused_verdict(state: SessionState) -> IterationRecord | None:
-    """The last iteration the judge was asked about, if its reply was refused (no verdict)."""
-    judged = [it for it in state.iterations if it.verdict is not None or it.verdict_refused]
-    return judged[-1] if judged and judged[-1].verdict is None else None
-
-
-def _status_line(state: SessionState) -> str:
-    done = sum(1 for n in state.nodes.values() if n.status == "done")
-    confidence = ""
-    verdict = last_verdict(state)
-    extractive = state.mode == "extractive"
-    if _refused_verdict(state) is not None:  # an earlier verdict is not the last word
-        confidence = " · no judge verdict (refused)"
-    elif verdict is not None:
-        # No model judges an extractive run: its score is how much of each sub-question's
-        # wording the quoted passages hold, and is called that.
-        label = "passage coverage" if extractive else "judge confidence"
-        confidence = f" · {label} {verdict.overall_confidence:.2f}"
-    stop = STOP_TEXT.get(state.stop_reason or "", state.status)
-    if extractive and state.stop_reason == "complete":
-        stop = EXTRACTIVE_COMPLETE
-    return (
-        f"> Session `{state.session_id}` · {stop} · iteration {state.iteration} · "
-        f"{done}/{len(state.nodes)} sub-questions researched{confidence}"
-    )
-
-
 def _node_meta(node: ResearchNode) -> str:
     by = f" · researched by {md.text(node.researched_by)}" if node.researched_by else ""
     return f"_{node.source_hint}{by} · confidence {node.confidence:.2f}_"
-
-
-def _limitations(state: SessionState, nodes: list[ResearchNode]) -> list[str]:
-    lines: list[str] = []
-    if state.stop_reason and state.stop_reason != "complete":
-        detail = f" ({md.text(state.stop_detail)})" if state.stop_detail else ""
-        lines.append(f"- The run {STOP_TEXT[state.stop_reason]}{detail}.")
-    for node in nodes:
-        question, error = md.text(node.question), md.text(node.error or "")
-        if node.status == "failed":
-            lines.append(f"- **Failed:** {question} — {error}")
-        elif node.status == "blocked":
-            lines.append(f"- **Blocked:** {question} — {error}")
-        elif node.status == "cancelled":
-            lines.append(f"- **Cancelled:** {question} — {error}")
-        elif node.status in ("pending", "running"):
-            why = (
-                "skipped: no model configured"
-                if state.mode == "extractive"
-                and node.source_hint == "web"
-                and not state.run_spec.web_research
-                else "not researched before the run stopped"
-            )
-            lines.append(f"- **Not researched:** {question} — {why}")
-    lines += _skipped_pages([s for node in nodes for s in node.skipped_pages])
-    lines += _dropped(nodes)
-    if (refused := _refused_verdict(state)) is not None:
-        why = md.text(md.clip(refused.verdict_refused, 240))
-        lines.append(
-            f"- **No verdict:** the judge's reply in iteration {refused.number} was refused "
-            f"({why}); the run went on as if it gave none."
-        )
-    verdict = last_verdict(state)
-    if verdict is None:
-        return lines
-    score = verdict.overall_confidence
-    called_complete = verdict.is_complete and not verdict.recommend_more_iterations
-    below = score < COMPLETE_CONFIDENCE and state.mode != "extractive"
-    # (a session from before the floor may have ended "complete" on such a verdict)
-    if called_complete and below and state.stop_reason != "complete":
-        lines.append(
-            f"- The judge called the research complete at confidence {score:.2f}, below "
-            f"the {COMPLETE_CONFIDENCE:.2f} needed to end it: not taken as complete."
-        )
-    # The judge's gaps, whatever it concluded: a "complete" beside a gap is the judge's
-    # doubt, and the reader's to weigh.
-    for label, items in (
-        ("Missing", verdict.missing_aspects),
-        ("Weak evidence", verdict.weak_evidence_areas),
-    ):
-        shown = dict.fromkeys(t for item in items if (t := md.text(item)))
-        lines += [f"- **{label}:** {t}" for t in shown]
-    return lines
 
 
 CONSULTED_TITLE = "Consulted, not cited"
@@ -528,73 +399,6 @@ def _consulted(nodes: list[ResearchNode], sources: list[Citation], scope: WebSco
         if scope.allows(url) and page_key(url) not in cited:
             found.setdefault(page_key(url), url)
     return list(found.values())
-
-
-def _dropped(nodes: list[ResearchNode]) -> list[str]:
-    """A line counting the cited pages taken out for being outside the run's web scope (an
-    excluded domain, or none of the allowed ones), each page once however many nodes cited
-    it."""
-    count = len({page_key(url) for node in nodes for url in node.dropped_citations})
-    if not count:
-        return []
-    said = (
-        "1 cited page outside the web scope was dropped (its searches were still paid for)"
-        if count == 1
-        else f"{count} cited pages outside the web scope were dropped (their searches were "
-        "still paid for)"
-    )
-    return [f"- **Out of scope:** {said}."]
-
-
-SKIPPED_SHOWN = 5
-"""Skipped pages the limitations name, each with its reason (the rest are counted)."""
-
-
-def _skipped_pages(skipped: list[str]) -> list[str]:
-    """A line saying how many pages the searches found were not read, then why, a line each
-    (the reader's reason, naming the setting that would change it)."""
-    if not skipped:
-        return []
-    more = len(skipped) - SKIPPED_SHOWN
-    return [
-        f"- **Pages not read:** {len(skipped)} page(s) the searches found were skipped:",
-        *(f"  - {md.text(md.clip(s, 240))}" for s in skipped[:SKIPPED_SHOWN]),
-        *([f"  - and {more} more"] if more > 0 else []),
-    ]
-
-
-def _citation_check(result: CheckResult) -> str:
-    unchecked = ""
-    if result.no_source_text:
-        unchecked = (
-            f"{result.no_source_text} of the {result.cited} citations could not be checked "
-            "against source text: the web research provider returns the page's address, "
-            "not its text"
-        )
-    if result.clean:
-        cites = f"{result.cited} citation" + ("s" if result.cited != 1 else "")
-        count = len(result.cited_sources)
-        sources = f"{count} source" + ("s" if count != 1 else "")
-        return (
-            f"_Citation check: the body cites {sources} ({cites}), each of them listed "
-            "below; no uncited factual sentence found"
-            + (f". {unchecked}" if unchecked else "")
-            + "._"
-        )
-    lines = ["## Citation check", ""]
-    if result.unknown:
-        lines.append(f"- {result.unknown} citation(s) pointed to no source and were removed.")
-    if result.uncited:
-        lines.append(f"- {len(result.uncited)} factual sentence(s) carry no citation:")
-        lines += [f"  - “{md.text(md.clip(s, 200))}”" for s in result.uncited[:5]]
-    if result.unsupported:
-        lines.append(
-            f"- {len(result.unsupported)} citation(s) share no content word with their source:"
-        )
-        lines += [f"  - [{n}] “{md.text(md.clip(s, 200))}”" for s, n in result.unsupported[:5]]
-    if unchecked:
-        lines.append(f"- {unchecked}.")
-    return "\n".join(lines)
 
 
 def read_by_check(sources: list[Citation], passages: Mapping[str, str]) -> list[Citation]:

@@ -187,7 +187,7 @@ app = typer.Typer(
         "  claude mcp add deep-research -- deep-research mcp\n"
         '  deep-research run "mcp"        (a question that is also a command name)\n\n'
         "With no OPENAI_API_KEY / OPENAI_BASE_URL, runs are extractive over the knowledge "
-        "base. Settings: DEEP_RESEARCH_* (see the README)."
+        "base. Settings: DEEP_RESEARCH_* (doctor --settings lists them)."
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,

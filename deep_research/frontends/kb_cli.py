@@ -25,7 +25,6 @@ if TYPE_CHECKING:  # imported inside the commands: Chroma and numpy load in seco
 
     from deep_research.app.config import Settings
     from deep_research.kb.ingest import IngestProgress, IngestReport
-    from deep_research.kb.store import KBStore
 
 SNIPPET_CHARS = 240
 
@@ -180,7 +179,6 @@ def search_command(
     settings = load_settings()
     store = open_kb(settings.kb, kb)
     hits = search(store, query, k=k, mode=mode, mmr=mmr, path_glob=path, tags=tag)
-    _warn_if_legacy(store)
     if as_json:
         from deep_research.frontends.common import hit_json
 
@@ -202,17 +200,6 @@ def search_command(
         if about:
             console.print(f"   {about}", markup=False, style="dim")
         console.print(f"   {md.clip(hit.text, SNIPPET_CHARS)}", markup=False)
-
-
-def _warn_if_legacy(store: KBStore) -> None:
-    legacy = store.lexical().legacy_chunks
-    if legacy:
-        _err().print(
-            f"note: {legacy} chunks of knowledge base {store.name!r} predate token-exact "
-            "sizing and folder names (some are cut short for the embedding model); "
-            "re-run `deep-research kb ingest <folder>` for each folder to upgrade them",
-            markup=False,
-        )
 
 
 def _escape(text: str) -> str:
@@ -238,8 +225,6 @@ def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     table.add_row("location", stats.location)
     table.add_row("files", str(stats.files))
     table.add_row("chunks", str(stats.chunks))
-    if stats.legacy_chunks:
-        table.add_row("from an older version", f"{stats.legacy_chunks} (re-ingest to upgrade)")
     for root in stats.roots:
         where = root.path or "(folder not recorded: re-ingest it)"
         table.add_row(f"root {root.name!r}", f"{where}  ({root.files} files)")

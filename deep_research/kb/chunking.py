@@ -71,7 +71,8 @@ class Chunk:
     meta: tuple[tuple[str, MetaValue], ...] = ()
     """Other front matter scalars (dates, author …), lists joined by ", "."""
     root: str = ""
-    """The name of the folder the file was ingested from ("" in KBs from before roots)."""
+    """The name of the folder the file was ingested from ("" for a file chunked outside a
+    KB)."""
     piece: bool = False
     """A word-aligned piece of one over-long line, not the whole line."""
     column: int = 0
@@ -101,7 +102,7 @@ def _own_title(title: str, heading: str) -> str:
 
 
 def document_key(root: str, source: str) -> str:
-    """``root/path``: one file of the KB (a bare ``path`` in KBs from before roots)."""
+    """``root/path``: one file of the KB (a bare ``path`` without a root)."""
     return f"{root}/{source}" if root else source
 
 
@@ -120,7 +121,6 @@ def content_hash(text: str) -> str:
 
 
 def chunk_id(root: str, source: str, heading: str, ordinal: int) -> str:
-    # Without a root, the ids of KBs from before roots (so tests and old KBs agree).
     key = f"{root}\x00{source}" if root else source
     return hashlib.sha256(f"{key}\x00{heading}\x00{ordinal}".encode()).hexdigest()[:32]
 

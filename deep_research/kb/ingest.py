@@ -163,15 +163,6 @@ def _bind_root(manifest: Manifest, kb: str, name: str, path: Path) -> tuple[Root
             f"give this folder another name: deep-research kb ingest {path} --as NAME"
         )
     entry.path = str(path)
-    # Chunks from before roots whose manifest was lost: adopted by the first root ingested,
-    # which re-reads the files it has and deletes the rest.
-    orphans = manifest.roots.pop("", None)
-    if orphans is not None:
-        changed = True
-        for source, orphan in orphans.files.items():
-            own = entry.files.get(source)
-            ids = [*(own.chunk_ids if own else []), *orphan.chunk_ids]
-            entry.files[source] = FileEntry(hash=None, chunk_ids=list(dict.fromkeys(ids)))
     return entry, changed
 
 
@@ -276,7 +267,7 @@ def find_root(manifest: Manifest, kb: str, root: str) -> str:
         if entry.path and entry.path == folder:
             return name
     have = ", ".join(
-        f"{name} ({entry.path or 'folder not recorded'})" if name else "(from before roots)"
+        f"{name} ({entry.path or 'folder not recorded'})"
         for name, entry in sorted(manifest.roots.items())
     )
     raise UsageError(

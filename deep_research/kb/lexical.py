@@ -8,7 +8,7 @@ another process sees the old index or the new one, never half of each. A missing
 or unreadable index is never an error, only a rebuild.
 
 A document is ``(root, source)``: the name of the folder it was ingested from and its
-path in that folder (root "" for chunks written before roots existed).
+path in that folder.
 """
 
 from __future__ import annotations
@@ -119,12 +119,6 @@ class LexicalIndex:
             document_tags,
             retriever,
         )
-
-    @property
-    def legacy_chunks(self) -> int:
-        """Chunks written before roots existed (their documents have no root)."""
-        legacy = [i for i, (root, _) in enumerate(self.documents) if not root]
-        return int(np.isin(self.chunk_document, legacy).sum()) if legacy else 0
 
     # --- persistence ------------------------------------------------------------------
 

@@ -9,9 +9,8 @@ Both files are written atomically (temp file + fsync + ``os.replace``). The gene
 changes before and after every write to the chunks, so anything derived from them (the
 BM25 index) can tell whether it is current.
 
-Version 1 manifests (one flat ``files`` map keyed by relative path, from before roots)
-are migrated on load: each file goes under the name of the folder it was ingested from,
-and is marked as chunked by an older chunker, so the next ingest of that root re-chunks it.
+The manifest's ``schema_version`` is the KB's format: a KB written with another one is
+refused (``KnowledgeBaseError``, naming ``kb rm`` and a re-ingest), never read as this one.
 
 A root is a folder and everything that resolves inside it: a file is read (and its chunks
 served) only while its path under the root, symlinks followed, stays inside the root's
@@ -29,7 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from deep_research.core.errors import KnowledgeBaseError
 
-MANIFEST_VERSION = 2
+MANIFEST_VERSION = 3
 MANIFEST_FILE = "manifest.json"
 GENERATION_FILE = "generation"
 
@@ -65,18 +64,6 @@ class Manifest(BaseModel):
         return sum(1 for root in self.roots.values() for entry in root.files.values() if entry.hash)
 
 
-class _V1File(BaseModel):
-    root: str
-    hash: str | None
-    chunk_ids: list[str] = Field(default_factory=list)
-
-
-class _V1Manifest(BaseModel):
-    schema_version: int
-    embedding_model: str = ""
-    files: dict[str, _V1File] = Field(default_factory=dict)
-
-
 def inside(path: str, folder: str) -> bool:
     """Whether ``path`` is ``folder`` or under it (both resolved)."""
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
@@ -85,23 +72,6 @@ def inside(path: str, folder: str) -> bool:
 def root_name(path: PurePath) -> str:
     """The default name of a root: its folder's name ("root" for ``/``)."""
     return path.name or "root"
-
-
-def _migrate_v1(old: _V1Manifest) -> Manifest:
-    manifest = Manifest(embedding_model=old.embedding_model)
-    names: dict[str, str] = {}  # folder -> name
-    for source, entry in old.files.items():
-        name = names.get(entry.root)
-        if name is None:
-            base = root_name(PurePath(entry.root))
-            name, n = base, 1
-            while name in manifest.roots:
-                n += 1
-                name = f"{base}-{n}"
-            names[entry.root] = name
-            manifest.roots[name] = RootEntry(path=entry.root)
-        manifest.roots[name].files[source] = FileEntry(hash=entry.hash, chunk_ids=entry.chunk_ids)
-    return manifest
 
 
 def atomic_write(path: Path, data: str | bytes) -> None:
@@ -118,7 +88,8 @@ def atomic_write(path: Path, data: str | bytes) -> None:
 
 
 def load_manifest(directory: Path) -> Manifest | None:
-    """The manifest; None when it is missing or unreadable (the caller reconciles)."""
+    """The manifest; None when it is missing or unreadable (the caller reconciles).
+    ``KnowledgeBaseError`` when another version of deep-research wrote it."""
     path = directory / MANIFEST_FILE
     try:
         text = path.read_text(encoding="utf-8")
@@ -128,19 +99,20 @@ def load_manifest(directory: Path) -> Manifest | None:
         raise KnowledgeBaseError(f"cannot read {path}: {exc}") from exc
     try:
         loaded = json.loads(text)
-        version = loaded.get("schema_version") if isinstance(loaded, dict) else None
-        if version == MANIFEST_VERSION:
-            return Manifest.model_validate(loaded)
-        if version == 1:
-            return _migrate_v1(_V1Manifest.model_validate(loaded))
-    except (ValueError, ValidationError):
+    except ValueError:
         return None  # torn or hand-edited: rebuilt from the chunks
-    if isinstance(version, int) and version > MANIFEST_VERSION:
+    version = loaded.get("schema_version") if isinstance(loaded, dict) else None
+    if type(version) is int and version != MANIFEST_VERSION:
+        name = directory.name
         raise KnowledgeBaseError(
-            f"{path} was written by a newer deep-research (manifest version {version}); "
-            "upgrade deep-research to change this knowledge base"
+            f"knowledge base {name!r} was saved by another version of deep-research "
+            f"(manifest {version}, this one reads {MANIFEST_VERSION}): remove it with "
+            f"`deep-research kb rm {name}` and ingest its folders again"
         )
-    return None
+    try:
+        return Manifest.model_validate(loaded) if version == MANIFEST_VERSION else None
+    except ValidationError:
+        return None  # hand-edited: rebuilt from the chunks
 
 
 def save_manifest(directory: Path, manifest: Manifest) -> None:

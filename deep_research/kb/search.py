@@ -15,15 +15,13 @@ weighted sum of both (1.0 when both rankers put the chunk first).
 
 A hit's locator, ``root/path#heading:start-end``, names the folder it was ingested from,
 the file in it, its heading path and its lines; `resolve_locator` turns one back into the
-exact text. Locators from before roots (``path#heading:start-end``) still resolve when
-exactly one file has that path, and any locator resolves by its lines even after the file
-was chunked differently (a new token cap), as long as the file itself did not change.
+exact text. A locator resolves by its lines even after the file was chunked differently (a
+new token cap), as long as the file itself did not change.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -76,7 +74,7 @@ class Hit:
     title: str = ""
     tags: tuple[str, ...] = ()
     root: str = ""
-    """The name of the root folder ("" for chunks from before roots)."""
+    """The name of the root folder."""
 
     @property
     def locator(self) -> str:
@@ -232,36 +230,30 @@ def resolve_locator(store: KBStore, locator: str) -> str:
     found = store.find(
         {
             "$and": [
-                {"$or": [{"doc": {"$in": keys}}, {"source": {"$in": keys}}]},
+                {"doc": {"$in": keys}},
                 {"start_line": {"$lte": end}},
                 {"end_line": {"$gte": start}},
             ]
         }
     )
 
-    def named(chunk: StoredChunk, *, with_root: bool) -> bool:
-        root = chunk.root if with_root else ""
-        return make_anchor(root, chunk.source, chunk.heading) == anchor
+    def named(chunk: StoredChunk) -> bool:
+        return make_anchor(chunk.root, chunk.source, chunk.heading) == anchor
 
-    with_root = any(named(c, with_root=True) for c in found)
-    documents = sorted({c.document for c in found if named(c, with_root=with_root)})
-    if len(documents) > 1:
+    documents = sorted({c.document for c in found if named(c)})
+    if len(documents) > 1:  # "a/b#c" is file b's heading c, and file "b#c" too
         choices = ", ".join(document_key(root, source) for root, source in documents)
         raise KnowledgeBaseError(
-            f"{locator!r} is ambiguous in knowledge base {store.name!r}: files of several "
-            f"roots have that path ({choices}); cite it with its root"
+            f"{locator!r} is ambiguous in knowledge base {store.name!r}: it names a heading "
+            f"of one file and another file ({choices})"
         )
     if documents:
         chunks = [c for c in found if c.document == documents[0]]
-        exact = [
-            c
-            for c in chunks
-            if (c.start_line, c.end_line) == (start, end) and named(c, with_root=with_root)
-        ]
+        exact = [c for c in chunks if (c.start_line, c.end_line) == (start, end) and named(c)]
         if exact:
             # Several chunks share a locator only when one over-long line was cut in pieces.
             return "\n".join(c.text for c in sorted(exact, key=lambda c: c.ordinal))
-        opening = any(c.start_line <= start and named(c, with_root=with_root) for c in chunks)
+        opening = any(c.start_line <= start and named(c) for c in chunks)
         text = _lines(chunks, start, end) if opening else None
         if text is not None:
             return text
@@ -274,19 +266,17 @@ def _lines(chunks: Sequence[StoredChunk], start: int, end: int) -> str | None:
     """Lines ``start..end`` of one file rebuilt from the chunks that hold them: a chunk's
     text is exactly its lines, the pieces of a cut line cover it, and a line no chunk
     holds is blank. None when the range does not start and end on text, or a cut line
-    cannot be joined back (pieces from before they recorded their column)."""
+    cannot be joined back."""
     lines: dict[int, str] = {}
     cut: dict[int, list[StoredChunk]] = {}
-    # Older chunks did not flag pieces: several one-line chunks on a line are pieces.
-    single = Counter(c.start_line for c in chunks if c.start_line == c.end_line)
     for chunk in chunks:
-        if chunk.piece or (chunk.start_line == chunk.end_line and single[chunk.start_line] > 1):
+        if chunk.piece:
             cut.setdefault(chunk.start_line, []).append(chunk)
             continue
         for offset, line in enumerate(chunk.text.split("\n")):
             lines[chunk.start_line + offset] = line
     for number, pieces in cut.items():
-        joined = _join_pieces(pieces) if all(p.piece for p in pieces) else None
+        joined = _join_pieces(pieces)
         if joined is not None:
             lines[number] = joined
     if start not in lines or end not in lines:

@@ -15,8 +15,7 @@ are embedded; reads (search, locators, the BM25 rebuild) go to the chromadb coll
 directly.
 A chunk's stored document is its ``indexed_text`` (title, heading path, text), which is
 what the embedding model and BM25 both see; ``text_start`` in its metadata marks where
-the chunk's own text begins. Chunks written before roots existed have no ``root`` and no
-``text_start`` (their document is the bare text); they read back with root "".
+the chunk's own text begins.
 
 Invariants: a chunk's text is served (`get_chunks`, `find`: every search, fetch, locator
 and citation reads through them) only while its file resolves inside its root's folder
@@ -31,7 +30,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -44,7 +42,7 @@ from chromadb.api import ClientAPI
 from chromadb.errors import ChromaError
 
 from deep_research.core.errors import KnowledgeBaseError
-from deep_research.kb.chunking import Chunk, document_key, indexed_text
+from deep_research.kb.chunking import Chunk, document_key
 from deep_research.kb.embeddings import Done, NamedEmbeddings
 from deep_research.kb.lexical import LexicalDoc, LexicalIndex
 from deep_research.kb.manifest import (
@@ -85,8 +83,6 @@ class KBStats:
     chunks: int
     embedding_model: str
     size_bytes: int
-    legacy_chunks: int = 0
-    """Chunks from before roots and token-exact sizes: a re-ingest upgrades them."""
     roots: tuple[KBRoot, ...] = ()
 
 
@@ -162,29 +158,18 @@ def _stored(chunk_id: str, document: str, meta: Mapping[str, Any]) -> StoredChun
     tags = meta.get("tags") or []
     return StoredChunk(
         id=chunk_id,
-        root=str(meta.get("root", "")),
+        root=str(meta["root"]),
         source=str(meta["source"]),
         heading=str(meta.get("heading", "")),
         start_line=int(meta["start_line"]),
         end_line=int(meta["end_line"]),
-        text=document[int(meta.get("text_start", 0)) :],
+        text=document[int(meta["text_start"]) :],
         title=str(meta.get("title", "")),
         tags=tuple(str(t) for t in tags) if isinstance(tags, list) else (),
         ordinal=int(meta.get("ordinal", 0)),
         piece=bool(meta.get("piece", False)),
         column=int(meta.get("column", 0)),
     )
-
-
-def _root_of(manifest: Manifest, chunk: StoredChunk) -> RootEntry | None:
-    """The root a chunk was read from; chunks from before roots are found by their id."""
-    if chunk.root:
-        return manifest.roots.get(chunk.root)
-    for root in manifest.roots.values():
-        entry = root.files.get(chunk.source)
-        if entry is not None and chunk.id in entry.chunk_ids:
-            return root
-    return None
 
 
 def _rows(got: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
@@ -263,8 +248,7 @@ class KBStore:
 
         The rebuilt entries have no hash, so the next ingest of each root re-reads its
         files and deletes the chunks of files that are gone: no chunk stays searchable
-        for ever just because the bookkeeping was lost. Chunks from before roots (no
-        ``root`` in their metadata) go under root "", which the next ingest adopts.
+        for ever just because the bookkeeping was lost.
         """
         manifest = load_manifest(self.directory)
         if manifest is not None:
@@ -275,7 +259,7 @@ class KBStore:
             with store_errors("reading chunks"):
                 got = self.collection.get(include=["metadatas"], limit=_PAGE, offset=offset)
             for cid, meta in zip(got["ids"], got["metadatas"], strict=True):
-                root = str((meta or {}).get("root", ""))
+                root = str((meta or {})["root"])
                 source = str((meta or {}).get("source", ""))
                 files = rebuilt.roots.setdefault(root, RootEntry()).files
                 files.setdefault(source, FileEntry(hash=None)).chunk_ids.append(cid)
@@ -355,7 +339,7 @@ class KBStore:
         verdicts: dict[tuple[str, str], bool] = {}
         for chunk in chunks:
             if chunk.document not in verdicts:
-                root = _root_of(manifest, chunk)
+                root = manifest.roots.get(chunk.root)
                 verdicts[chunk.document] = root is None or root.holds(chunk.source)
         return [chunk for chunk in chunks if verdicts[chunk.document]]
 
@@ -371,11 +355,7 @@ class KBStore:
         key = (info.st_ino, info.st_mtime_ns, info.st_size)
         with self._lock:
             if self._roots is None or self._roots[0] != key:
-                try:
-                    manifest = load_manifest(self.directory)
-                except KnowledgeBaseError:
-                    manifest = None  # a newer version's: still searchable, as before
-                self._roots = (key, manifest)
+                self._roots = (key, load_manifest(self.directory))
             return self._roots[1]
 
     def vectors(self, ids: Sequence[str]) -> dict[str, list[float]]:
@@ -412,10 +392,7 @@ class KBStore:
                 )
             for cid, doc, meta in _rows(got):
                 chunk = _stored(cid, doc, meta)
-                # New chunks store their indexed text; older ones only the bare text.
-                legacy = "text_start" not in meta
-                text = indexed_text(chunk.title, chunk.heading, doc) if legacy else doc
-                yield LexicalDoc(cid, chunk.root, chunk.source, chunk.tags, text)
+                yield LexicalDoc(cid, chunk.root, chunk.source, chunk.tags, doc)
             if len(got["ids"]) < _PAGE:
                 return
             offset += _PAGE
@@ -432,7 +409,6 @@ class KBStore:
                 index = LexicalIndex.build(generation, list(self.iter_lexical_docs()))
                 if self.generation == generation:  # else a writer moved on: don't publish
                     index.save(path)
-                shutil.rmtree(self.directory / "bm25", ignore_errors=True)  # pre-npz layout
             self._lexical = index
             return index
 
@@ -454,6 +430,5 @@ class KBStore:
             chunks=self.count(),
             embedding_model=self.embeddings.model_id,
             size_bytes=size,
-            legacy_chunks=self.lexical().legacy_chunks,
             roots=roots_of(manifest),
         )

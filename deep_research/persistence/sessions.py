@@ -14,13 +14,11 @@ Invariants:
 - ``state.json`` is only ever replaced whole: write a temp file in the same
   directory, fsync it, ``os.replace``. A reader sees the previous or the new
   state, never a torn one, and no temp file survives a successful save.
-- A corrupt, unreadable (nested past the parsers' depth, too) or future-version
-  ``state.json`` is reported as a ``SessionError`` naming the file and is never
-  overwritten by this module; ``list()`` shows such a session as ``corrupt`` instead of
-  skipping it, and lists the others.
-- Limits no flag accepts now (null, inf, NaN, out of range: earlier versions saved
-  ``--max-runtime inf`` as null) are repaired on load (``Limits.repaired``), so such a
-  session loads and resumes.
+- A corrupt or unreadable (nested past the parsers' depth, too) ``state.json`` is
+  reported as a ``SessionError`` naming the file and is never overwritten by this module;
+  ``list()`` shows such a session as ``corrupt`` instead of skipping it, and lists the
+  others. One saved with another ``schema_version`` than ``SCHEMA_VERSION`` (or none) is
+  refused the same way, in one line naming both versions: no other format is read.
 - At most one process drives a session: ``lock()`` holds an exclusive ``flock``
   that the kernel drops when the holder exits or dies, so a crash never leaves a
   stale lock behind.
@@ -39,7 +37,7 @@ import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -47,7 +45,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from deep_research.core.errors import SessionError, SessionLocked, StorageError
-from deep_research.core.models import Limits, RunStatus, SessionState, StopReason, utcnow
+from deep_research.core.models import RunStatus, SessionState, StopReason, utcnow
 
 SCHEMA_VERSION: int = SessionState.model_fields["schema_version"].default
 STATE_FILE = "state.json"
@@ -56,24 +54,6 @@ REPORT_DATA_FILE = "report.json"
 LOCK_FILE = "lock"
 
 _ID = re.compile(r"^[0-9a-f]{4,32}$")
-
-
-def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
-    """v2 adds the ``RunSpec``, node ``researched_by`` and the ``cancelled`` status. A v1
-    session ran the retired ``*-deep-research`` models: its run spec stays empty, so a resume
-    uses today's settings (and never re-attaches to a job of a model that no longer exists
-    under a different model's price)."""
-    return {**data, "schema_version": 2}
-
-
-def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
-    """v3 adds the writing phase (``writing``: the outline and its sections). A v2 session
-    has none: its report was written from one synthesis, and a resume writes it anew."""
-    return {**data, "schema_version": 3}
-
-
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
-"""One function per schema version that has landed: version N's data -> version N + 1."""
 
 
 def new_session_id() -> str:
@@ -263,16 +243,12 @@ class SessionStore:
         if not isinstance(data, dict):
             raise SessionError(f"session {session_id} is corrupt: {file} is not a JSON object")
         version = data.get("schema_version")
-        while isinstance(version, int) and version in MIGRATIONS:
-            data = MIGRATIONS[version](data)
-            version = data["schema_version"]
-        if version != SCHEMA_VERSION:
+        if type(version) is not int or version != SCHEMA_VERSION:
+            saved = "none" if version is None else repr(version)
             raise SessionError(
-                f"session {session_id}: {file} has schema_version {version!r}; "
-                f"this deep-research reads versions 1 to {SCHEMA_VERSION}"
+                f"session {session_id} was saved by another version of deep-research "
+                f"(schema {saved}, this one reads {SCHEMA_VERSION}): {file}"
             )
-        if "limits" in data:
-            data["limits"] = Limits.repaired(data["limits"])
         try:
             state = SessionState.model_validate(data)
         except RecursionError:

@@ -195,7 +195,7 @@ class DeepResearchExecutor:
         try:
             report = DeepResearchReport.model_validate_json(raw)
         except ValidationError:
-            return None  # an entry from an older format: redo the work
+            return None  # damaged, or another version's: redo the work
         meter.record("deep_research", self.spec.model, report.usage, cached=True)
         return report
 

@@ -258,7 +258,7 @@ def judge(
         if days <= 0:
             problems.append(
                 f"model {model} was shut down on {shutdown.isoformat()}: "
-                f"set {which} to a current model (see README, Models)"
+                f"set {which} to a current model (see docs/models-and-prices.md)"
             )
         elif days <= WARN_DAYS:
             warnings.append(

@@ -1,0 +1,70 @@
+"""A knowledge base written by another version of deep-research is refused in one line that
+says how to rebuild it (``kb rm``, then ingest again), and is never rewritten."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from deep_research.kb import catalog
+from deep_research.kb.embeddings import NamedEmbeddings
+from deep_research.kb.manifest import MANIFEST_VERSION
+from deep_research.kb.settings import KBSettings
+from tests.clirun import cli
+from tests.hash_embeddings import HashEmbeddings
+
+
+def kb(*args: str) -> tuple[int, str, str]:
+    """``deep-research kb …`` in-process, its errors mapped as the CLI maps them."""
+    return cli({}, "kb", *args)
+
+
+@pytest.fixture
+def kb_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DEEP_RESEARCH_HOME", str(tmp_path / "home"))
+    for name in ("DEEP_RESEARCH_CHROMA_HOST", "DEEP_RESEARCH_KB_NAME", "DEEP_RESEARCH_KB_PATH"):
+        monkeypatch.delenv(name, raising=False)
+
+    def make_embeddings(settings: KBSettings) -> NamedEmbeddings:
+        return HashEmbeddings()
+
+    monkeypatch.setattr(catalog, "make_embeddings", make_embeddings)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text("# Guide\n\nTurn the valve twice.\n", encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.parametrize("version", [MANIFEST_VERSION - 1, MANIFEST_VERSION + 1])
+def test_a_kb_of_another_version_is_refused_until_removed_and_ingested_again(
+    kb_home: Path, version: int
+) -> None:
+    docs = str(kb_home / "docs")
+    assert kb("ingest", docs)[0] == 0
+    manifest = kb_home / "home" / "kb" / "default" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    assert data["schema_version"] == MANIFEST_VERSION, "every save writes the version"
+    assert kb("search", "valve", "--json")[0] == 0
+
+    manifest.write_text(json.dumps({**data, "schema_version": version}), encoding="utf-8")
+    before = manifest.read_bytes()
+    expected = (
+        f"knowledge base 'default' was saved by another version of deep-research "
+        f"(manifest {version}, this one reads {MANIFEST_VERSION}): remove it with "
+        "`deep-research kb rm default` and ingest its folders again"
+    )
+    for command in (("search", "valve"), ("stats",), ("ingest", docs)):
+        code, _, err = kb(*command)
+        assert code == 7, (command, err)
+        assert expected in err
+        assert len(err.strip().splitlines()) == 1, err
+    assert manifest.read_bytes() == before, "never rewritten"
+
+    assert kb("rm", "default", "--yes")[0] == 0
+    assert kb("ingest", docs)[0] == 0
+    code, out, err = kb("search", "valve", "--json")
+    assert code == 0, err
+    assert json.loads(out)[0]["root"] == "docs"

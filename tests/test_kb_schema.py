@@ -68,3 +68,26 @@ def test_a_kb_of_another_version_is_refused_until_removed_and_ingested_again(
     code, out, err = kb("search", "valve", "--json")
     assert code == 0, err
     assert json.loads(out)[0]["root"] == "docs"
+
+
+def test_kb_list_lists_every_kb_and_says_which_cannot_be_read(kb_home: Path) -> None:
+    docs = str(kb_home / "docs")
+    assert kb("ingest", docs)[0] == 0
+    assert kb("ingest", docs, "--kb", "other")[0] == 0
+    manifest = kb_home / "home" / "kb" / "other" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**data, "schema_version": MANIFEST_VERSION + 1}))
+
+    code, out, err = kb("list", "--json")
+    assert code == 0, err
+    listed = {row["name"]: row for row in json.loads(out)}
+    assert listed["default"]["roots"][0]["name"] == "docs"
+    assert "error" not in listed["default"]
+    assert listed["other"]["roots"] == []
+    assert "kb rm other" in listed["other"]["error"]
+
+    code, out, err = kb("list")
+    assert code == 0, err
+    assert "docs" in out
+    assert "other" in out
+    assert "cannot be read: knowledge base 'other' was saved by another version" in out

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from deep_research.core import markdown as md
-from deep_research.core.errors import UsageError
+from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.frontends.common import JsonOpt, print_json
 from deep_research.kb.modes import SCORE_MEANING, Mode
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # imported inside the commands: Chroma and numpy load in seco
 
     from deep_research.app.config import Settings
     from deep_research.kb.ingest import IngestProgress, IngestReport
+    from deep_research.kb.store import KBRoot
 
 SNIPPET_CHARS = 240
 
@@ -241,7 +242,13 @@ def list_command(as_json: JsonOpt = False) -> None:
 
     settings = load_settings()
     names = list_kbs(settings.kb)
-    roots = {name: kb_roots(settings.kb, name) for name in names}
+    roots: dict[str, tuple[KBRoot, ...]] = {}
+    problems: dict[str, str] = {}  # a KB that cannot be read is listed, with why
+    for name in names:
+        try:
+            roots[name] = kb_roots(settings.kb, name)
+        except KnowledgeBaseError as exc:
+            roots[name], problems[name] = (), str(exc)
     if as_json:
         print_json(
             [
@@ -249,6 +256,7 @@ def list_command(as_json: JsonOpt = False) -> None:
                     "name": name,
                     "default": name == settings.kb_name,
                     "roots": [asdict(root) for root in roots[name]],
+                    **({"error": problems[name]} if name in problems else {}),
                 }
                 for name in names
             ]
@@ -258,6 +266,8 @@ def list_command(as_json: JsonOpt = False) -> None:
     for name in names:
         marker = "  (default)" if name == settings.kb_name else ""
         console.print(f"{name}{marker}", markup=False)
+        if name in problems:
+            console.print(f"  cannot be read: {problems[name]}", markup=False)
         for root in roots[name]:
             console.print(
                 f"  {root.name}  {root.path or '(folder not recorded)'}  ({root.files} files)",

@@ -87,6 +87,7 @@ from tests.fake_openai_payloads import (
     refused_max_tokens,
     refused_mcp_tool,
     refused_temperature,
+    refused_web_search,
     response_object,
     unsupported_temperature,
     unverified_summary,
@@ -408,7 +409,7 @@ class FakeOpenAI:
         if path == "/v1/responses" and reasoning.get("summary") and not self.org_verified:
             return unverified_summary()
         if path == "/v1/responses":
-            return refused_mcp_tool(body)
+            return refused_mcp_tool(body) or refused_web_search(body)
         return None
 
     def _model_list(self) -> dict[str, Any]:

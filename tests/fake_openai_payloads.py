@@ -239,6 +239,49 @@ def refused_mcp_tool(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
     return None
 
 
+WEB_SEARCH_FIELDS = {"type", "filters", "search_context_size", "user_location"}
+LOCATION_FIELDS = {"type", "city", "country", "region", "timezone"}
+"""What a `web_search` tool and its `user_location` may hold (openai SDK 3.57,
+`types/responses/web_search_tool_param.py`, checked 2026-11-26; `country` is a two-letter
+ISO code there); the API refuses anything else before creating a job."""
+
+
+def refused_web_search(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    """A `web_search` tool with a field the API does not know, a filter other than
+    `allowed_domains`, or a location whose country is not a two-letter code."""
+    for index, tool in enumerate(body.get("tools") or []):
+        if tool.get("type") != "web_search":
+            continue
+        where = f"tools[{index}]"
+        location = tool.get("user_location") or {}
+        unknown = (
+            [f"{where}.{k}" for k in tool if k not in WEB_SEARCH_FIELDS]
+            + [f"{where}.filters.{k}" for k in tool.get("filters") or {} if k != "allowed_domains"]
+            + [f"{where}.user_location.{k}" for k in location if k not in LOCATION_FIELDS]
+        )
+        if unknown:
+            return api_error(
+                400,
+                f"Unknown parameter: '{unknown[0]}'.",
+                "invalid_request_error",
+                "unknown_parameter",
+                unknown[0],
+            )
+        country = location.get("country")
+        if country is not None and not (
+            isinstance(country, str) and len(country) == 2 and country.isalpha()
+        ):
+            return api_error(
+                400,
+                f"Invalid value for '{where}.user_location.country': expected a two-letter "
+                "ISO country code.",
+                "invalid_request_error",
+                "invalid_value",
+                f"{where}.user_location.country",
+            )
+    return None
+
+
 SOURCES_INCLUDE = "web_search_call.action.sources"
 
 

@@ -189,6 +189,49 @@ async def test_the_fake_sends_search_sources_only_when_the_retrieve_asks(
     assert gets == [{}, {"include[]": [SOURCES_INCLUDE]}], "the SDK's encoding of a list"
 
 
+@pytest.mark.parametrize(
+    ("tool", "param"),
+    [
+        ({"type": "web_search", "exclude_domains": ["a.com"]}, "tools[0].exclude_domains"),
+        (
+            {"type": "web_search", "filters": {"blocked_domains": ["a.com"]}},
+            "tools[0].filters.blocked_domains",
+        ),
+        (
+            {"type": "web_search", "user_location": {"type": "approximate", "country": "Berlin"}},
+            "tools[0].user_location.country",
+        ),
+    ],
+)
+async def test_the_fake_refuses_a_web_search_tool_the_api_would(
+    fake_openai: FakeOpenAI, tool: dict[str, Any], param: str
+) -> None:
+    client = openai.AsyncOpenAI(base_url=fake_openai.base_url, api_key="test", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        await client.responses.create(
+            model="gpt-5.5",
+            input="q",
+            background=True,
+            tools=[tool],  # type: ignore[list-item]
+        )
+    await client.close()
+    assert refused.value.param == param
+    assert not [r for r in fake_openai.requests if r.method == "GET"], "nothing was created"
+
+
+async def test_every_scope_the_options_take_is_a_body_the_fake_accepts(
+    fake_openai: FakeOpenAI,
+) -> None:
+    fake_openai.polls_to_complete = 0
+    client = openai.AsyncOpenAI(base_url=fake_openai.base_url, api_key="test", max_retries=0)
+    for place in ("", "DE", "Berlin", "Berlin, DE", "Austin, Texas, US"):
+        spec = JobSpec(model="gpt-5.5", scope=WebScope(domains=("arxiv.org",), location=place))
+        body = spec.body("developer", "user", with_summary=False)
+        created = await client.responses.create(**body)
+        assert created.id
+    await client.close()
+
+
 def reply(report: ResearchReport) -> Response:
     stored = StoredResponse("resp_x", "gpt-5.5", {}, report, 0, False, "completed")
     stored.finish("completed")

@@ -18,7 +18,8 @@ from deep_research.adapters.branches.protocols import Evidence
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError, KBMissing, KnowledgeBaseError
 from deep_research.core.models import SourcePolicy
-from deep_research.kb.catalog import list_kbs, missing_kb, open_kb
+from deep_research.kb.catalog import list_kbs, missing_kb, open_kb, rebuild_kb
+from deep_research.kb.manifest import KBOutdated
 from deep_research.kb.search import search
 from deep_research.kb.store import KBStore
 
@@ -84,10 +85,15 @@ def knowledge_base(
 ) -> KBStore | None:
     """The KB for this run (``choose_kb``'s); None when there is none. ``sample``, the one KB a
     run may create, is ingested from ``settings.kb_path`` first when missing, and the run
-    says it answers from it."""
+    says it answers from it. A KB saved by an older version is rebuilt first (``rebuild_kb``:
+    only when every folder is there and the embedder is local; else refused, before any
+    spending)."""
     if policy == "web_only":
         return None
-    kb = open_default_kb(settings)
+    try:
+        kb = open_default_kb(settings)
+    except KBOutdated as old:  # an upgrade: rebuilt from its folders when that loses nothing
+        kb = rebuild_kb(settings.kb, old, on_info)
     if settings.kb_name != SAMPLE_KB:
         return kb
     if kb is None:

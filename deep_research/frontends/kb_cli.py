@@ -78,8 +78,9 @@ def ingest_command(
     `notes/README.md` are two files, and re-ingesting one folder never touches another.
     """
     from deep_research.app.config import load_settings
-    from deep_research.kb.catalog import open_kb
+    from deep_research.kb.catalog import open_kb, rebuild_kb
     from deep_research.kb.ingest import check_root_name, ingest
+    from deep_research.kb.manifest import KBOutdated
 
     settings = load_settings()
     root = path or settings.kb_path
@@ -87,7 +88,10 @@ def ingest_command(
         raise UsageError(f"not a directory: {root}")
     if root_name is not None:
         check_root_name(root_name)
-    store = open_kb(settings.kb, kb, create=True)
+    try:
+        store = open_kb(settings.kb, kb, create=True)
+    except KBOutdated as old:  # an upgrade: its folders first, then this one
+        store = rebuild_kb(settings.kb, old, lambda line: _err().print(line, markup=False))
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,

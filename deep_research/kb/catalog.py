@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,7 @@ from chromadb.errors import ChromaError, NotFoundError
 
 from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
 from deep_research.kb.embeddings import NamedEmbeddings, make_embeddings
-from deep_research.kb.manifest import load_manifest
+from deep_research.kb.manifest import KBOutdated, load_manifest
 from deep_research.kb.settings import KBSettings
 from deep_research.kb.store import (
     UNREACHABLE,
@@ -133,6 +134,7 @@ def open_kb(
         stored = (existing.metadata or {}).get(META_MODEL, "")
         if stored != model_id:
             raise _mismatch(name, str(stored), model_id)
+        load_manifest(directory)  # KBOutdated: another version's, refused before any read
     directory.mkdir(parents=True, exist_ok=True)
 
     def vectorstore() -> Chroma:
@@ -153,6 +155,36 @@ def open_kb(
         with store_errors("opening the knowledge base"):
             collection = client.get_collection(cname, embedding_function=None)
     return KBStore(settings, name, embeddings, client, vectorstore, collection)
+
+
+def outdated(settings: KBSettings, name: str) -> KBOutdated | None:
+    """Why KB ``name`` cannot be read as it is (another version saved it); None when it can."""
+    try:
+        load_manifest(settings.kb_dir / _check_name(name))
+    except KBOutdated as exc:
+        return exc
+    return None
+
+
+def rebuild_kb(settings: KBSettings, old: KBOutdated, say: Callable[[str], None]) -> KBStore:
+    """An older version's KB, rebuilt: removed, then each of its folders ingested again
+    under its own name. Only when that loses nothing and costs nothing: every folder is
+    still there and the embedder runs locally; otherwise ``old`` is raised as it is."""
+    if not old.rebuildable or settings.embedding_provider == "openai":
+        raise old
+    from deep_research.kb.ingest import ingest  # imports this module
+
+    folders = ", ".join(f"{folder}/" for _, folder in old.roots)
+    say(
+        f"KB {old.name!r} was saved by an older deep-research (manifest {old.version}): "
+        f"rebuilding it from {folders}"
+    )
+    remove_kb(settings, old.name)
+    store = open_kb(settings, old.name, create=True)
+    for root, folder in old.roots:
+        summary = ingest(store, Path(folder), name=root)
+        say(f"ingested {summary.chunks} chunks from {folder}/ in {summary.seconds:.1f}s")
+    return store
 
 
 def list_kbs(settings: KBSettings) -> list[str]:

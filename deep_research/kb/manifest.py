@@ -10,7 +10,8 @@ changes before and after every write to the chunks, so anything derived from the
 BM25 index) can tell whether it is current.
 
 The manifest's ``schema_version`` is the KB's format: a KB written with another one is
-refused (``KnowledgeBaseError``, naming ``kb rm`` and a re-ingest), never read as this one.
+never read as this one (``KBOutdated``: an older one is rebuilt from its folders by the next
+run or ingest, ``catalog.rebuild_kb``; a newer one is refused).
 
 A root is a folder and everything that resolves inside it: a file is read (and its chunks
 served) only while its path under the root, symlinks followed, stays inside the root's
@@ -64,6 +65,39 @@ class Manifest(BaseModel):
         return sum(1 for root in self.roots.values() for entry in root.files.values() if entry.hash)
 
 
+class KBOutdated(KnowledgeBaseError):
+    """The KB was saved by another version of deep-research: its format, and the roots its
+    manifest records (name, folder; ``""`` where none is), which an older KB is rebuilt from."""
+
+    def __init__(self, name: str, version: int, roots: tuple[tuple[str, str], ...]) -> None:
+        super().__init__(
+            f"knowledge base {name!r} was saved by another version of deep-research "
+            f"(manifest {version}, this one reads {MANIFEST_VERSION}): remove it with "
+            f"`deep-research kb rm {name}` and ingest its folders again"
+        )
+        self.name, self.version, self.roots = name, version, roots
+
+    @property
+    def rebuildable(self) -> bool:
+        """An older KB whose every folder is still there: ingesting them again loses nothing."""
+        return (
+            self.version < MANIFEST_VERSION
+            and bool(self.roots)
+            and all(name and folder and os.path.isdir(folder) for name, folder in self.roots)
+        )
+
+
+def _roots(loaded: dict[str, object]) -> tuple[tuple[str, str], ...]:
+    """The roots an older manifest records, read as loosely as its format allows."""
+    roots = loaded.get("roots")
+    if not isinstance(roots, dict):
+        return ()
+    return tuple(
+        (str(name), str(entry.get("path") or "") if isinstance(entry, dict) else "")
+        for name, entry in roots.items()
+    )
+
+
 def inside(path: str, folder: str) -> bool:
     """Whether ``path`` is ``folder`` or under it (both resolved)."""
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
@@ -89,7 +123,7 @@ def atomic_write(path: Path, data: str | bytes) -> None:
 
 def load_manifest(directory: Path) -> Manifest | None:
     """The manifest; None when it is missing or unreadable (the caller reconciles).
-    ``KnowledgeBaseError`` when another version of deep-research wrote it."""
+    ``KBOutdated`` when another version of deep-research wrote it."""
     path = directory / MANIFEST_FILE
     try:
         text = path.read_text(encoding="utf-8")
@@ -102,13 +136,8 @@ def load_manifest(directory: Path) -> Manifest | None:
     except ValueError:
         return None  # torn or hand-edited: rebuilt from the chunks
     version = loaded.get("schema_version") if isinstance(loaded, dict) else None
-    if type(version) is int and version != MANIFEST_VERSION:
-        name = directory.name
-        raise KnowledgeBaseError(
-            f"knowledge base {name!r} was saved by another version of deep-research "
-            f"(manifest {version}, this one reads {MANIFEST_VERSION}): remove it with "
-            f"`deep-research kb rm {name}` and ingest its folders again"
-        )
+    if isinstance(loaded, dict) and type(version) is int and version != MANIFEST_VERSION:
+        raise KBOutdated(directory.name, version, _roots(loaded))
     try:
         return Manifest.model_validate(loaded) if version == MANIFEST_VERSION else None
     except ValidationError:

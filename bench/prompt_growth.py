@@ -15,6 +15,7 @@ from typing import Any
 
 from deep_research.adapters.prices import PriceTable
 from deep_research.app.config import Settings
+from deep_research.app.sources import resolve
 from deep_research.app.wiring import build
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import Limits, SessionState
@@ -58,7 +59,7 @@ async def largest_prompt(n: int, home: Path) -> int:
         )
         # What is measured is the Deep Research executor's input: its research jobs, named
         # here as the CLI's engine choice would name them (build leaves the web off without).
-        built = build(settings, "web_only", None, extractive=False, engine="openai")
+        built = build(settings, resolve(settings, "web_only", kb=False, web="openai"), None)
         state = SessionState(
             session_id=f"{n:012d}",
             question="How do X and Y compare?",

@@ -143,6 +143,7 @@ from bench.planted import JUDGES, KINDS, Pages, side_path
 from bench.prompt_growth import prompt_chars
 from deep_research.adapters.claim_check import ClaimChecker
 from deep_research.app.config import Settings
+from deep_research.app.sources import resolve
 from deep_research.app.wiring import build
 from deep_research.core.ledger import Claim, ClaimLedger
 from deep_research.core.models import EvidenceUnit, Limits, SessionState, Writing
@@ -303,7 +304,7 @@ async def _run(
         fetch_per_host_concurrency=8,
         fetch_per_host_rate=100,
     )
-    built = build(settings, "web_only", None, extractive=False, engine="openai")
+    built = build(settings, resolve(settings, "web_only", kb=False, web="openai"), None)
     writer = TimedWriter(built.engine.writer)
     (inner,) = built.engine.checkers
     assert isinstance(inner, ClaimChecker)

@@ -18,8 +18,9 @@ as in ``verify``: a conflict caps the probability at the conflict rate, a quoted
 it to the quoted rate (both from the training part). ``overlap`` is ``cov_all`` alone with a
 threshold chosen the same way. The row's source dataset is used for folds and scoring only.
 
-Features are cached under /tmp (keyed by the data and ``verifier.py``'s text), so variants
-compare in seconds; every feature ``verifier.read`` returns is cached, variants pick theirs.
+Features are cached under /tmp (keyed by the data and the text of ``verifier.py`` and
+``claim_details.py``), so variants compare in seconds; every feature ``verifier.read``
+returns is cached, variants pick theirs.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ class Data:
 def load(path: Path) -> Data:
     raw = path.read_bytes()
     rows = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
-    code = (ROOT / "deep_research" / "adapters" / "verifier.py").read_bytes()
+    adapters = ROOT / "deep_research" / "adapters"
+    code = b"".join((adapters / n).read_bytes() for n in ("verifier.py", "claim_details.py"))
     key = hashlib.sha256(raw + code).hexdigest()[:16]
     cache = CACHE_DIR / f"verifier_features_{key}.npz"
     if not cache.exists():

@@ -715,3 +715,26 @@ def test_a_rewrite_keeps_to_the_claims_own_sources() -> None:
     assert rewrite_of("  The limit is 12 requests\n a second [2]. ", before, [2]) is None
     assert rewrite_of("[2].", before, [2]) is None
     assert rewrite_of("x" * 400, before, [2]) is None
+
+
+async def test_verdicts_the_judge_could_not_afford_are_not_carried_to_the_rewrites(
+    tmp_path: Path,
+) -> None:
+    """An uncertain claim the money left the judge unasked stands on the text verifier; a
+    contradicted one beside it is still rewritten and checked (the unasked verdict belonged
+    to the first drafts, and once crashed the check of the rewrites with an IndexError)."""
+    report = report_of(f"{UNSURE} {WRONG_VERSION}", KB_BISECT)
+    judge = ScriptedJudge("unsupported")
+    fixed = "The key parameter was added in Python 3.10 [1]."
+    checker = ClaimChecker(
+        judge=lambda _meter: judge,
+        judge_worst_usd=lambda claims: 0.01 * len(claims),
+        reviser=Rewriter({"The key parameter": fixed}),
+        revise_worst_usd=0.001,
+    )
+    out = await checker.check(job(report, Store(tmp_path, units_for(KB_BISECT)), money=0.005))
+    assert judge.asked == [], "never afforded"
+    ledger = SessionClaims(tmp_path).load()
+    assert ledger is not None
+    assert "the judge model was not asked" in " ".join(ledger.notes)
+    assert fixed in out.markdown, "the contradicted claim was rewritten all the same"

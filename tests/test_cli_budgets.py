@@ -13,7 +13,7 @@ import pytest
 
 from deep_research.app import preflight, presets, reserves
 from deep_research.app.config import Settings
-from deep_research.app.engines import job_spec
+from deep_research.app.sources import job_spec
 from deep_research.core.errors import EXIT_NO_FINDINGS, BudgetTooSmall
 from tests.clirun import cli, run_json, session_state
 from tests.fake_openai import FakeOpenAI, ResearchReport
@@ -105,7 +105,10 @@ def test_a_token_limit_below_the_floor_names_the_floor(
     code, _, err = cli(env, QUESTION, "--kb-only", "--max-tokens", str(floor - 1000))
     assert code == 11
     assert f"--max-tokens {floor} is the least that researches" in err
-    data = run_json(env, QUESTION, "--kb-only", "--max-tokens", str(floor), "--estimate")
+    # (search and read: its branches reserve no job's tokens, as a KB-only run's do not)
+    data = run_json(
+        env, QUESTION, "--web-engine", "search", "--max-tokens", str(floor), "--estimate"
+    )
     assert data["refused"] is None
     nothing_was_spent(env, fake_openai)
 

@@ -15,11 +15,10 @@ from openai.types.responses import Response
 
 from deep_research.adapters.branches.openai_research import (
     JOB_NAME,
-    MAX_DEPENDENCY_CHARS,
     DeepResearchExecutor,
     ReportCache,
-    build_user_message,
 )
+from deep_research.adapters.web.job_prompt import MAX_DEPENDENCY_CHARS, build_user_message
 from deep_research.adapters.web.openai_jobs import SOURCES_INCLUDE, JobSpec
 from deep_research.adapters.web.output import extract_report
 from deep_research.core.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError

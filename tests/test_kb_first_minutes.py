@@ -139,7 +139,7 @@ def test_with_a_model_and_no_kb_the_run_builds_none(
     ResearchWorld(plans=[[plan_task("w1")]]).install(fake_openai)
     code, _, err = cli(home, QUESTION)
     assert code == 0, err
-    assert "researching the web only" in err
+    assert "kb: off — no knowledge base 'default'" in err
     assert "sample" not in err
     assert kbs(home) == {}, "a run with a model ingests nothing"
 

@@ -15,7 +15,7 @@ from deep_research.adapters.llm.params import (
     model_params,
     nearest_effort,
 )
-from deep_research.app import engines
+from deep_research.app import sources
 from deep_research.app.config import Settings
 from tests.clirun import run_json
 from tests.fake_openai import FakeOpenAI
@@ -142,7 +142,7 @@ def _a_model_of(pattern: str) -> str:
 def test_the_web_job_gets_the_nearest_effort_its_model_takes() -> None:
     def sent(model: str, effort: str) -> str:
         settings = Settings.model_validate({"web_model": model, "web_reasoning_effort": effort})
-        return engines.job_spec(settings).reasoning_effort
+        return sources.job_spec(settings).reasoning_effort
 
     assert sent("gpt-6-astra", "minimal") == "low"
     assert sent("gpt-6-astra", "none") == "low"

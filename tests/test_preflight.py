@@ -9,9 +9,9 @@ import pytest
 from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.openai_jobs import JobSpec
 from deep_research.app.config import Settings
-from deep_research.app.engines import job_spec
 from deep_research.app.preflight import check_prices, configured_models, estimate
 from deep_research.app.reserves import price_book
+from deep_research.app.sources import job_spec
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import Usage
 

@@ -103,6 +103,8 @@ def test_quick_goes_less_far_and_deep_further() -> None:
 def test_the_environment_and_dotenv_win_over_the_preset(
     clean: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    (clean / "kb").mkdir()  # the sample docs a run with no model answers from
+    (clean / "kb" / "note.md").write_text("# Note\n\nA note.\n", encoding="utf-8")
     monkeypatch.setenv("DEEP_RESEARCH_PRESET", "deep")
     monkeypatch.setenv("DEEP_RESEARCH_MAX_NODES_PER_PLAN", "5")
     monkeypatch.setenv("DEEP_RESEARCH_MAX_PARALLEL_BRANCHES", "4")  # standard's, but given

@@ -33,12 +33,15 @@ from pydantic import SecretStr
 from deep_research.adapters.branches.protocols import Searcher, SearchHit
 from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.adapters.web.search import (
-    DEFAULTS,
     RateLimits,
     SearchFailed,
     WebSearch,
     default_rate_limits,
     make_provider,
+    providers,
+)
+from deep_research.adapters.web.search import (
+    provider as find_provider,
 )
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError
@@ -1000,7 +1003,7 @@ async def test_the_key_reaches_no_error_message_and_no_cache_file(
         messages.append(str(failed.value))
     await provider.search(QUERY, 5)
     await provider.search("another query", 5)
-    key_env = DEFAULTS[row.name].key_env
+    key_env = find_provider(row.name).key_env
     assert key_env is not None
     revoked = {key_env: f"{KEY}-revoked"}
     wrong = rig.provider(row, answering(row, "refused_key"), settings=revoked)
@@ -1034,17 +1037,17 @@ def test_make_provider_refuses_what_cannot_work(limits: RateLimits) -> None:
 
 async def test_make_provider_builds_every_provider_as_a_searcher(limits: RateLimits) -> None:
     for name in SEARCH_PROVIDERS:
-        provider: Searcher = make_provider(
+        made: Searcher = make_provider(
             name,
             limits=limits,
             api_key=SecretStr("k-123456"),
             base_url="http://search.lan" if name == "searxng" else None,
             price_usd=0.5 if name == "exa" else None,
         )
-        assert provider.name == name
-        assert isinstance(provider, WebSearch)
-        assert provider.price_usd == (0.5 if name == "exa" else DEFAULTS[name].price_usd)
-        await provider.aclose()
+        assert made.name == name
+        assert isinstance(made, WebSearch)
+        assert made.price_usd == (0.5 if name == "exa" else find_provider(name).price_usd)
+        await made.aclose()
 
 
 def test_importing_ddgs_and_the_providers_opens_no_connection() -> None:
@@ -1066,9 +1069,9 @@ def test_importing_ddgs_and_the_providers_opens_no_connection() -> None:
 
 
 def test_every_provider_has_its_defaults_and_the_settings_take_the_same_names() -> None:
-    """One list of providers (``core.models.SEARCH_PROVIDERS``) behind the settings, the
-    factory's defaults and the errors that name the choices."""
-    assert set(DEFAULTS) == set(SEARCH_PROVIDERS)
+    """The built-in providers (``core.models.SEARCH_PROVIDERS``) are the settings' names, the
+    factory's and the errors'."""
+    assert list(providers())[: len(SEARCH_PROVIDERS)] == list(SEARCH_PROVIDERS)
     assert Settings.model_fields["search_provider"].default == "duckduckgo" == SEARCH_PROVIDERS[0]
     for name in SEARCH_PROVIDERS:
         assert Settings(_env_file=None, search_provider=name).search_provider == name  # type: ignore[call-arg]

@@ -227,6 +227,8 @@ def test_the_question_from_stdin_or_a_file(
     from deep_research.frontends.cli import app
 
     no_model = {k: v for k, v in env.items() if not k.startswith("OPENAI_")}
+    (tmp_path / "kb").mkdir()  # the sample docs a run with no model answers from
+    (tmp_path / "kb" / "note.md").write_text("# Note\n\nA note.\n", encoding="utf-8")
     asked: list[str] = []
     real_prepare = preparation.prepare
 

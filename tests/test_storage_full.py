@@ -22,7 +22,8 @@ import pytest
 from deep_research.core.errors import SessionLocked
 from deep_research.frontends import crash
 from deep_research.persistence import sessions as sessions_module
-from deep_research.persistence.sessions import SessionStore, atomic_write_text
+from deep_research.persistence.atomic import atomic_write_text
+from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from deep_research.adapters.prices import PriceTable, search_model
-from deep_research.adapters.web.search import DEFAULTS
-from deep_research.app import lifecycle, preparation, reserves, run_spec, wiring
+from deep_research.adapters.web.search import provider
+from deep_research.app import lifecycle, preparation, reserves, run_spec, sources
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.core.errors import ConfigError
@@ -53,7 +53,7 @@ def with_(settings: Settings, **values: Any) -> Settings:
 def test_the_engine_follows_the_server_unless_chosen(
     settings: Settings, values: dict[str, Any], policy: Any, engine: str | None
 ) -> None:
-    assert wiring.web_engine(with_(settings, **values), policy) == engine
+    assert sources.default_web(with_(settings, **values), policy) == engine
 
 
 def test_a_run_saves_its_engine_and_a_resume_replays_it(settings: Settings) -> None:
@@ -76,13 +76,19 @@ def test_the_flags_choose_engine_and_provider(settings: Settings) -> None:
 
 
 def test_search_fees_are_list_prices_unless_overridden(settings: Settings) -> None:
-    book = reserves.price_book(with_(settings, search_prices={"tavily": 0.005}))
+    """A run's price book holds its provider's list price (the one provider it may use) and
+    the fees the user set."""
+    book = reserves.price_book(
+        with_(settings, search_provider="brave", search_prices={"tavily": 0.005})
+    )
     assert book.cost(search_model("tavily"), Usage(web_search_calls=4)) == pytest.approx(0.02)
     assert book.cost(search_model("brave"), Usage(web_search_calls=2)) == pytest.approx(
-        2 * DEFAULTS["brave"].price_usd
+        2 * provider("brave").price_usd
     )
-    assert book.cost(search_model("duckduckgo"), Usage(web_search_calls=9)) == 0
-    assert book.knows(search_model("exa"))
+    assert not book.knows(search_model("exa")), "a provider the run does not use"
+    free = reserves.price_book(settings)
+    assert free.cost(search_model("duckduckgo"), Usage(web_search_calls=9)) == 0
+    assert free.knows(search_model("duckduckgo"))
     assert not PriceTable().knows(search_model("exa")), "a fee is known only when given"
 
 
@@ -98,7 +104,7 @@ def test_the_estimate_prices_a_search_branch(settings: Settings) -> None:
     worst = preparation.estimate(prepared)
     assert worst.web_model == "search and read via tavily, up to 4 searches"
     # Four searches at Tavily's fee, and the branch model's calls (unpriced here: $0).
-    assert worst.per_job_usd >= 4 * DEFAULTS["tavily"].price_usd
+    assert worst.per_job_usd >= 4 * provider("tavily").price_usd
 
 
 @pytest.mark.parametrize(
@@ -187,7 +193,6 @@ async def test_a_chosen_engine_is_not_second_guessed(
 @pytest.mark.parametrize(
     ("saved", "engine"),
     [
-        (RunSpec(), None),  # no web research
         (RunSpec(web_engine="search", search_provider="searxng"), "search"),
         (RunSpec(web_model="gpt-5.5", web_engine="openai"), "openai"),
     ],
@@ -214,3 +219,28 @@ def test_a_resume_and_a_replay_read_the_saved_engine_alike(
         on_info=lambda _: None,
     ) as run:
         assert run.prepared.engine == engine
+
+
+def test_a_resume_with_nothing_to_research_is_refused_before_it_starts(
+    settings: Settings,
+) -> None:
+    """A session that searched no web and has no knowledge base today: one line, not a run
+    whose every node fails."""
+    from deep_research.persistence.sessions import SessionStore
+
+    today = with_(settings, openai_api_key="sk-x")
+    store = SessionStore(today.sessions_dir)
+    state = store.create("How does Raft elect a leader?", status="interrupted")
+    refused = pytest.raises(ConfigError, match=r"no source can research this run \(kb: no know")
+    with (
+        refused,
+        lifecycle.reopen(
+            today,
+            state.session_id,
+            BudgetOverrides(),
+            max_parallel=None,
+            retry_cancelled=False,
+            on_info=lambda _: None,
+        ),
+    ):
+        pass

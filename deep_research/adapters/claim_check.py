@@ -38,39 +38,27 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from deep_research.adapters.branches.protocols import Page, Reader
-from deep_research.adapters.claim_repair import (
-    ADOPTED,
-    REVISE,
-    refs_in,
-    revision_request,
-    rewrite_of,
-    rewritten,
-)
+from deep_research.adapters.claim_repair import adopt, afforded, due, refs_in, rewrite
 from deep_research.adapters.claims import SupportJudge, ToJudge, settle
 from deep_research.adapters.contradictions import contradictions
 from deep_research.adapters.corroboration import source_key
 from deep_research.adapters.unstated import all_stated
-from deep_research.adapters.verifier import (
-    SupportVerdict,
-    verify,
-)
-from deep_research.core.authoring import (
-    Reviser,
-)
+from deep_research.adapters.verifier import SupportVerdict, verify
+from deep_research.core.authoring import Reviser
 from deep_research.core.corroboration import Corroboration
-from deep_research.core.errors import BranchError, BudgetExhausted, ProviderError
+from deep_research.core.errors import BranchError
 from deep_research.core.ledger import (
     RANK,
     TIME_LIMIT,
     Claim,
     ClaimLedger,
     Draft,
-    Revision,
     SourceCheck,
     check_key,
     claims_of,
@@ -85,8 +73,6 @@ from deep_research.kb.embeddings import NamedEmbeddings
 
 CLAIMS_AT_ONCE = 8
 """Sources checked at once (the verifier's threads, the page reads under ``fetch_workers``)."""
-JudgeFactory = Callable[[Meter], SupportJudge]
-"""The judge model, billed to a run's meter."""
 OUT_OF_SCOPE = "outside the run's web scope ({scope}): not read, and it supports nothing"
 OUTSIDE = "outside the run's web scope"
 """What ``_Check.page`` says of a page the reader refused as out of scope (``PageSkipped``
@@ -121,8 +107,9 @@ def held_texts(units: Sequence[EvidenceUnit]) -> dict[str, Held]:
 class ClaimChecker:
     reader: Reader | None = None
     """Reads cited pages (None: ``DEEP_RESEARCH_CHECK_FETCH=off``, or no web access)."""
-    judge: JudgeFactory | None = None
-    """Settles uncertain verdicts (None: the text verifier decides alone)."""
+    judge: Callable[[Meter], SupportJudge] | None = None
+    """The judge model, billed to a run's meter: it settles uncertain verdicts (None: the text
+    verifier decides alone)."""
     judge_worst_usd: Callable[[Sequence[ToJudge]], float] = lambda _claims: 0.0
     """The most one judge call about these claims can cost."""
     embedder: NamedEmbeddings | None = None
@@ -177,34 +164,28 @@ class _Pending:
     verdict: SupportVerdict
 
 
+@dataclass
 class _Check:
     """One check of one report."""
 
-    def __init__(
-        self,
-        checker: ClaimChecker,
-        job: CheckJob,
-        held: dict[str, Held],
-        cache: dict[str, SourceCheck],
-    ) -> None:
-        self.checker = checker
-        self.job = job
-        self.held = held
-        self.cache = cache
-        self.fetching = asyncio.Semaphore(checker.fetch_workers)
+    checker: ClaimChecker
+    job: CheckJob
+    held: dict[str, Held]
+    cache: dict[str, SourceCheck]
+    notes: list[str] = field(default_factory=list)
+    pending: list[_Pending] = field(default_factory=list)
+    unread: int = 0
+    timed_out: int = 0
+    committed: float = 0.0
+    """The worst case of what the check has asked for so far (USD)."""
+
+    def __post_init__(self) -> None:
+        self.fetching = asyncio.Semaphore(self.checker.fetch_workers)
         self.checking = asyncio.Semaphore(CLAIMS_AT_ONCE)
         """Claims in check at once: one that starts after the deadline is not checked."""
-        self.notes: list[str] = []
-        self.pending: list[_Pending] = []
-        self.unread = 0
-        self.timed_out = 0
-        self.committed = 0.0
-        """The worst case of what the check has asked for so far (USD)."""
 
     async def ledger(self, drafts: Sequence[Draft]) -> ClaimLedger:
-        checks = await asyncio.gather(*(self.claim(i, d) for i, d in enumerate(drafts)))
-        sources = [list(c) for c in checks]
-        await self.settle(drafts, sources)
+        sources = await self.sources(drafts)
         claims = [
             self.claim_of(i, draft, found)
             for i, (draft, found) in enumerate(zip(drafts, sources, strict=True))
@@ -219,11 +200,7 @@ class _Check:
                 f"the time limit left {self.timed_out} citation(s) unchecked: "
                 "`deep-research check ID` checks them"
             )
-        deciders: dict[str, int] = {}
-        for claim in claims:
-            for source in claim.sources:
-                if source.verifier:
-                    deciders[source.verifier] = deciders.get(source.verifier, 0) + 1
+        deciders = dict(Counter(s.verifier for c in claims for s in c.sources if s.verifier))
         return ClaimLedger(
             session_id=self.job.state.session_id, claims=claims, notes=self.notes, deciders=deciders
         )
@@ -243,6 +220,12 @@ class _Check:
             corroboration=corroboration,
             sources=sources,
         )
+
+    async def sources(self, drafts: Sequence[Draft]) -> list[list[SourceCheck]]:
+        """Each draft's sources checked, the uncertain verdicts settled by the judge."""
+        sources = list(await asyncio.gather(*(self.claim(i, d) for i, d in enumerate(drafts))))
+        await self.settle(drafts, sources)
+        return sources
 
     async def claim(self, index: int, draft: Draft) -> list[SourceCheck]:
         if draft.quoted:
@@ -321,20 +304,19 @@ class _Check:
 
     async def verify(self, claim: str, text: str) -> SupportVerdict:
         """The verifier's verdict, made partial when the text leaves part of the claim
-        unstated (``_all_stated``): both in a worker thread, off the event loop."""
-
-        def verified() -> SupportVerdict:
-            found = verify(claim, text, embedder=self.checker.embedder)
-            return all_stated(claim, text, found)
-
-        return await asyncio.to_thread(verified)
+        unstated (``all_stated``): both in a worker thread, off the event loop."""
+        embedder = self.checker.embedder
+        return await asyncio.to_thread(
+            lambda: all_stated(claim, text, verify(claim, text, embedder=embedder))
+        )
 
     async def settle(self, drafts: Sequence[Draft], sources: list[list[SourceCheck]]) -> None:
-        """Hand the uncertain verdicts to the judge, as far as the money goes."""
-        make = self.checker.judge
-        if make is None or not self.pending:
+        """Hand the uncertain verdicts of ``drafts`` to the judge, as far as the money goes;
+        unasked, they stand (never carried over to another set of drafts)."""
+        make, pending, self.pending = self.checker.judge, self.pending, []
+        if make is None or not pending:
             return
-        asks = [ToJudge(drafts[p.claim].text, p.verdict.passages) for p in self.pending]
+        asks = [ToJudge(drafts[p.claim].text, p.verdict.passages) for p in pending]
         worst = self.checker.judge_worst_usd(asks)
         if worst > self.job.money - self.committed:
             self.notes.append(
@@ -343,7 +325,7 @@ class _Check:
             )
             return
         self.committed += worst
-        settled = await settle(asks, [p.verdict for p in self.pending], make(self.job.meter))
+        settled = await settle(asks, [p.verdict for p in pending], make(self.job.meter))
         if settled.problem:
             self.notes.append(settled.problem)
         if settled.unproven:
@@ -351,101 +333,43 @@ class _Check:
                 f"the judge model called {settled.unproven} verdict(s) supported without a "
                 "quote of its source that holds the claim: the text verifier's verdicts stand"
             )
-        for pending, verdict, why in zip(
-            self.pending, settled.verdicts, settled.overruled, strict=True
-        ):
-            row = sources[pending.claim]
-            row[pending.source] = _as_check(row[pending.source], verdict, note=why or None)
-        self.pending = []
-
-    # --- repair, once -------------------------------------------------------------------
+        for asked, verdict, why in zip(pending, settled.verdicts, settled.overruled, strict=True):
+            row = sources[asked.claim]
+            row[asked.source] = _as_check(row[asked.source], verdict, note=why or None)
 
     async def revise(self, report: Report, ledger: ClaimLedger) -> Report:
         """Send the claims their sources do not support back to their writer, once each;
         put in the report (and the session's written sections) the rewrites their sources
         then support. ``ledger`` is updated in place."""
-        reviser = self.checker.reviser
-        distinct = {
-            " ".join(c.text.split()): c for c in reversed(ledger.claims) if c.verdict in REVISE
-        }
-        due = [
-            c
-            for c in ledger.claims
-            if c.verdict in REVISE
-            and distinct[" ".join(c.text.split())] is c
-            and not ledger.revised(c.text)
-        ]
-        if reviser is None or not due:
+        reviser, checker = self.checker.reviser, self.checker
+        claims = due(ledger)
+        if reviser is None or not claims:
             return report
         if asyncio.get_running_loop().time() >= self.job.deadline:
             self.notes.append(
-                f"{len(due)} claim(s) not supported by their sources were not sent back to "
+                f"{len(claims)} claim(s) not supported by their sources were not sent back to "
                 "their writer: the time limit was reached"
             )
             return report
-        worst = self.checker.revise_worst_usd
-        left = self.job.money - self.committed
-        affordable = len(due) if worst <= 0 else max(0, int(left // worst))
-        taken = due[: min(affordable, self.checker.max_revisions)]
-        if len(taken) < len(due):
-            why = (
-                "the run's budget is spent"
-                if affordable < min(len(due), self.checker.max_revisions)
-                else f"at most {self.checker.max_revisions} a report"
-            )
+        worst = checker.revise_worst_usd
+        taken, why = afforded(claims, worst, self.job.money - self.committed, checker.max_revisions)
+        if why:
             self.notes.append(
-                f"{len(due) - len(taken)} claim(s) not supported by their sources were not "
+                f"{len(claims) - len(taken)} claim(s) not supported by their sources were not "
                 f"sent back to their writer: {why}"
             )
         self.committed += worst * len(taken)
-        rewrites = await asyncio.gather(*(self.rewrite(reviser, c) for c in taken))
+        question, meter = self.job.state.question, self.job.meter
+        rewrites = await asyncio.gather(*(rewrite(reviser, question, c, meter) for c in taken))
         drafts = [
             Draft(after, claim.section, refs_in(after, len(report.sources)), quoted=False)
             for claim, (after, _note) in zip(taken, rewrites, strict=True)
         ]
-        checks = await asyncio.gather(*(self.claim(i, d) for i, d in enumerate(drafts) if d.text))
-        found = iter(checks)
-        sources = [list(next(found)) if d.text else [] for d in drafts]
-        await self.settle(drafts, sources)
-        for i, (claim, draft, (after, note)) in enumerate(
-            zip(taken, drafts, rewrites, strict=True)
-        ):
-            revision = Revision(
-                section=claim.section,
-                before=claim.text,
-                verdict_before=claim.verdict,
-                after=after,
-                note=note,
-            )
-            if after:
-                better = self.claim_of(i, draft, sources[i])
-                revision.verdict_after = better.verdict
-                if better.verdict in ADOPTED and RANK[better.verdict] > RANK[claim.verdict]:
-                    moved = rewritten(report, self.job.state, claim, after)
-                    if moved is None:
-                        revision.note = "the sentence was not found where it stood"
-                    else:
-                        report = moved
-                        revision.adopted = True
-                        at = ledger.claims.index(claim)
-                        ledger.claims[at] = better.model_copy(
-                            update={"id": claim.id, "revised_from": claim.text}
-                        )
-            ledger.revisions.append(revision)
+        sources = await self.sources(drafts)  # a draft with no text cites nothing
+        for i, (claim, draft, written) in enumerate(zip(taken, drafts, rewrites, strict=True)):
+            checked = self.claim_of(i, draft, sources[i]) if draft.text else None
+            report = adopt(report, self.job.state, ledger, claim, written, checked)
         return report
-
-    async def rewrite(self, reviser: Reviser, claim: Claim) -> tuple[str, str]:
-        """The writer's rewrite of ``claim`` (its markers kept to the claim's own sources),
-        or '' and why there is none."""
-        request = revision_request(self.job.state.question, claim)
-        try:
-            raw = await reviser.revise(request, self.job.meter)
-        except (ProviderError, BudgetExhausted) as exc:
-            return "", f"the rewrite failed: {' '.join(str(exc).split())}"
-        after = rewrite_of(raw, claim.text, claim.refs)
-        if after is None:
-            return "", "the writer did not return one sentence"
-        return after, ""
 
 
 def _outside(base: SourceCheck, scope: WebScope) -> SourceCheck:

@@ -1,7 +1,7 @@
-"""Repair, once: what the writer is told of a claim its sources do not support, how its
-reply is taken as a rewrite, and how an adopted rewrite replaces the sentence in the report
-and in the session's written sections. ``claim_check`` decides which claims go back, pays
-for them and checks each rewrite again."""
+"""Repair, once: which claims go back to their writer and how many the money allows, what the
+writer is told of a claim its sources do not support, how its reply is taken as a rewrite,
+and how an adopted rewrite replaces the sentence in the report, in the session's written
+sections and in the ledger. ``claim_check`` pays for them and checks each rewrite again."""
 
 from __future__ import annotations
 
@@ -13,17 +13,42 @@ from deep_research.core import markdown as md
 from deep_research.core.authoring import (
     REVISION_PASSAGE_CHARS,
     REVISION_PASSAGES,
+    Reviser,
     RevisionRequest,
 )
 from deep_research.core.citations import LOCAL
-from deep_research.core.ledger import Claim, SourceCheck, replaced
+from deep_research.core.errors import BudgetExhausted, ProviderError
+from deep_research.core.ledger import RANK, Claim, ClaimLedger, Revision, SourceCheck, replaced
 from deep_research.core.models import SessionState
+from deep_research.core.ports import Meter
 from deep_research.core.report import ANSWER, Report
 
 REVISE = frozenset({"unsupported", "contradicted"})
 """Claims sent back to their writer once."""
 ADOPTED = frozenset({"supported"})
 """What a rewrite's sources must say of it for it to replace the sentence."""
+
+
+def due(ledger: ClaimLedger) -> list[Claim]:
+    """The ``REVISE`` claims neither sent back before nor a rewrite (``ClaimLedger.revised``);
+    of a sentence written twice, its first claim only."""
+    first = {" ".join(c.text.split()): c for c in reversed(ledger.claims) if c.verdict in REVISE}
+    return [
+        c
+        for c in ledger.claims
+        if first.get(" ".join(c.text.split())) is c and not ledger.revised(c.text)
+    ]
+
+
+def afforded(claims: list[Claim], worst: float, left: float, most: int) -> tuple[list[Claim], str]:
+    """The ``claims`` sent back: as many as ``left`` (USD) pays for at ``worst`` each, and at
+    most ``most``; and why the others are not ('' when none is left out)."""
+    affordable = len(claims) if worst <= 0 else max(0, int(left // worst))
+    taken = claims[: min(affordable, most)]
+    if len(taken) == len(claims):
+        return taken, ""
+    spent = affordable < min(len(claims), most)
+    return taken, "the run's budget is spent" if spent else f"at most {most} a report"
 
 
 def revision_request(question: str, claim: Claim) -> RevisionRequest:
@@ -41,6 +66,19 @@ def revision_request(question: str, claim: Claim) -> RevisionRequest:
         passages=tuple(passages),
         problems=tuple(problem(s) for s in claim.sources),
     )
+
+
+async def rewrite(reviser: Reviser, question: str, claim: Claim, meter: Meter) -> tuple[str, str]:
+    """The writer's rewrite of ``claim`` (its markers kept to the claim's own sources),
+    or '' and why there is none."""
+    try:
+        raw = await reviser.revise(revision_request(question, claim), meter)
+    except (ProviderError, BudgetExhausted) as exc:
+        return "", f"the rewrite failed: {' '.join(str(exc).split())}"
+    after = rewrite_of(raw, claim.text, claim.refs)
+    if after is None:
+        return "", "the writer did not return one sentence"
+    return after, ""
 
 
 def rewrite_of(raw: str, before: str, refs: Sequence[int]) -> str | None:
@@ -86,6 +124,42 @@ def problem(source: SourceCheck) -> str:
     if source.conflicts:
         said += ": differs in " + ", ".join(source.conflicts)
     return said + (f" ({source.note})" if source.note else "")
+
+
+def adopt(
+    report: Report,
+    state: SessionState,
+    ledger: ClaimLedger,
+    claim: Claim,
+    written: tuple[str, str],
+    checked: Claim | None,
+) -> Report:
+    """``report`` with the attempt to rewrite ``claim`` kept in ``ledger`` (``written``: the
+    rewrite, or '' and why there is none; ``checked``: the rewrite checked). The rewrite
+    replaces the claim where it stands (``rewritten``) and in ``ledger`` only when its
+    sources support it (``ADOPTED``) better than the claim's did."""
+    after, note = written
+    revision = Revision(
+        section=claim.section,
+        before=claim.text,
+        verdict_before=claim.verdict,
+        after=after,
+        note=note,
+    )
+    ledger.revisions.append(revision)
+    if checked is None:
+        return report
+    revision.verdict_after = checked.verdict
+    if checked.verdict not in ADOPTED or RANK[checked.verdict] <= RANK[claim.verdict]:
+        return report
+    moved = rewritten(report, state, claim, after)
+    if moved is None:
+        revision.note = "the sentence was not found where it stood"
+        return report
+    revision.adopted = True
+    at = ledger.claims.index(claim)
+    ledger.claims[at] = checked.model_copy(update={"id": claim.id, "revised_from": claim.text})
+    return moved
 
 
 def rewritten(report: Report, state: SessionState, claim: Claim, after: str) -> Report | None:

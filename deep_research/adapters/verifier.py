@@ -2,12 +2,6 @@
 tool (``verify``): the report's claim check (``adapters/claim_check.py``), MCP
 ``verify_claim`` and ``bench/verify.py`` call it.
 
-    verdict = verify("Raft elects a leader by majority vote [1].", page_text, question)
-    verdict.support     # "supported" | "partial" | "unsupported" | "contradicted" | "unverifiable"
-    verdict.score       # calibrated P(supported), 0-1
-    verdict.passages    # the source's best passage(s), verbatim
-    verdict.verifier    # who decided: TEXT_VERIFIER, or the judge model's name
-
 How it decides, with no model:
 - The claim loses its citation markers (``[1]``, ``[2, 3]``); the source is cut into
   sentences, and windows of neighbouring sentences (up to ``WINDOW_WORDS`` words) are
@@ -25,9 +19,9 @@ How it decides, with no model:
   ``partial_threshold`` when one window holds half the claim's words (``PARTIAL``), else
   ``unsupported``.
 - ``contradicted`` when the passage that states the claim (the claim's words nearly all in
-  one window) differs from it in a detail: a number, a negation, a code identifier. Its
-  score is the classifier's, capped at the share of dev rows with such a conflict that were
-  supported (``conflict_rate``).
+  one window) differs from it in a detail (``adapters.claim_details``): a number, a
+  negation, a code identifier. Its score is the classifier's, capped at the share of dev
+  rows with such a conflict that were supported (``conflict_rate``).
 - ``unsupported`` whatever the score when the claim is specific (a number, a name past its
   first word, a code identifier) and the source states none of its details
   (``specifics_unstated``: on AttributionBench dev it fires on 64 of 1,198 rows, 19 of them
@@ -48,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
+from deep_research.adapters.claim_details import POLARITY, flipped, identifiers_in, number_words
 from deep_research.adapters.verifier_model import model, shipped_embedder
 from deep_research.core.words import CLAIM_FUNCTION_WORDS
 from deep_research.kb.words import english_stemmer
@@ -83,25 +78,6 @@ _SENTENCE_END = re.compile(
     r"|\s*\n(?=\s*(?:[-*+>#|]|\d+[.)]\s|```))"  # a line that opens a list item, a heading...
 )
 """Where the source's sentences end: a wrapped line (a single line break) goes on."""
-_IDENTIFIER = re.compile(
-    r"`([^`\n]+)`"  # a code span
-    r"|\b([A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+(?:\(\))?"  # dotted: os.path.join, a.b()
-    r"|[A-Za-z]\w*_\w+"  # snake_case
-    r"|[a-z]{2,}[A-Z]\w*"  # camelCase (not iPad)
-    r"|[A-Z][a-z0-9]+[A-Z]\w*"  # PascalCase with a second capital
-    r"|\w+\(\))"  # a call: run()
-)
-_NEGATIONS = frozenset(
-    "not no never none nobody nothing neither nor cannot".split()  # noqa: SIM905
-)
-"""("without" is no negation of the statement: "sorted without sorting" is sorted.)"""
-_AFFIRMATIONS = frozenset({"always", "still"})
-"""The words a flipped negation leaves ("never" → "always", "no longer" → "still")."""
-_POLARITY = _NEGATIONS | _AFFIRMATIONS | {"alway"}  # "always", stemmed
-"""Not counted when a passage is matched to the claim: a flipped one must still match."""
-
-
-# --- the verdict ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -121,9 +97,6 @@ class SupportVerdict:
     def decided_by(self, support: Support, verifier: str) -> SupportVerdict:
         """This verdict, as a judge settled it."""
         return replace(self, support=support, verifier=verifier, uncertain=False)
-
-
-# --- the text -----------------------------------------------------------------------------
 
 
 def strip_markers(claim: str) -> str:
@@ -196,15 +169,10 @@ class _Window:
     end: int
     words: frozenset[str]
     """Its content stems."""
-    first: int
-    last: int
-    """Its first and last sentence (indices), for the tokens of the aligned sentence."""
 
 
 @dataclass(frozen=True)
 class _Read:
-    """What ``features`` found, for the verdict."""
-
     features: dict[str, float]
     windows: tuple[_Window, ...]
     """The candidates, best first (by the classifier's cosine, then coverage)."""
@@ -223,26 +191,8 @@ def _windows(
             count += lengths[j]
             held |= words[j]
             j += 1
-        out.append(_Window(spans[i][0], spans[j - 1][1], frozenset(held), i, j - 1))
+        out.append(_Window(spans[i][0], spans[j - 1][1], frozenset(held)))
     return out
-
-
-def _number_words(stems: set[str]) -> set[str]:
-    return {s for s in stems if s[0].isdigit()}
-
-
-def _identifiers(text: str) -> set[str]:
-    found = set()
-    for span, bare in _IDENTIFIER.findall(text):
-        name = (span or bare).strip().removesuffix("()")
-        if name:
-            found.add(name.lower())
-    return found
-
-
-def _negated(tokens: Sequence[tuple[str, str]]) -> bool:
-    """Odd negations: "not" flips, "not never" does not."""
-    return sum(stem in _NEGATIONS or raw.lower() in _NEGATIONS for stem, raw in tokens) % 2 == 1
 
 
 def read(claim: str, source: str, question: str, embedder: NamedEmbeddings) -> _Read:
@@ -253,30 +203,19 @@ def read(claim: str, source: str, question: str, embedder: NamedEmbeddings) -> _
     claim_words = set(words.content(claim_tokens))
     given = set(words.content(words.tokens(question)))
     novel = claim_words - given
-    numbers = _number_words(claim_words)
-    names = {
-        stem
-        for i, (stem, raw) in enumerate(claim_tokens)
-        if i > 0 and raw[:1].isupper() and not stem[0].isdigit()
-    }
-    ordered = words.content(claim_tokens)
-    pairs = set(itertools.pairwise(ordered))
+    numbers = number_words(claim_words)
+    names = {stem for stem, raw in claim_tokens[1:] if raw[:1].isupper() and not stem[0].isdigit()}
+    pairs = set(itertools.pairwise(words.content(claim_tokens)))
 
     spans = sentence_spans(source)
     sentence_tokens = [words.tokens(source[a:b]) for a, b in spans]
     sentence_words = [set(words.content(t)) for t in sentence_tokens]
     held: set[str] = set().union(*sentence_words) if sentence_words else set()
-    held_pairs: set[tuple[str, str]] = set()
-    for tokens in sentence_tokens:
-        content = words.content(tokens)
-        held_pairs.update(itertools.pairwise(content))
+    held_pairs = {p for t in sentence_tokens for p in itertools.pairwise(words.content(t))}
 
     n = len(claim_words) or 1
     windows = _windows(spans, sentence_words, source)
-    ranked = sorted(range(len(windows)), key=lambda i: (-len(claim_words & windows[i].words), i))[
-        :CANDIDATES
-    ]
-    candidates = [windows[i] for i in ranked]
+    candidates = sorted(windows, key=lambda w: -len(claim_words & w.words))[:CANDIDATES]
     best_sentence = max((len(claim_words & w) / n for w in sentence_words), default=0.0)
 
     f: dict[str, float] = {
@@ -296,13 +235,11 @@ def read(claim: str, source: str, question: str, embedder: NamedEmbeddings) -> _
         "given": len(claim_words & given) / n,
         "verbatim": _verbatim(claim, source),
     }
-    cosines = [0.0]
-    question_cosines = [0.0]
-    claim_question = 1.0
+    cosines, question_cosines, claim_question = [0.0], [0.0], 1.0
     if candidates:
         asked = [question] if question else []
         vectors = embedder.embed_many(
-            [claim, *asked] + [source[w.start : w.end] for w in candidates]
+            [claim, *asked, *(source[w.start : w.end] for w in candidates)]
         )
         passages = vectors[1 + len(asked) :]
         cosines = [float(v @ vectors[0]) for v in passages]
@@ -350,7 +287,7 @@ def _conflicts(
     the claim when it holds nearly all of its other words (``ALIGNED``): a number must be in
     one such window; the polarity (a "not", a "never") and the code identifiers must be as
     in one such sentence (in one such window, when no single sentence states it)."""
-    rest = claim_words - _number_words(claim_words) - _POLARITY
+    rest = claim_words - number_words(claim_words) - POLARITY
     if not rest:
         return ()
     need = ALIGNED * len(rest)
@@ -358,35 +295,22 @@ def _conflicts(
     if not aligned:
         return ()
     found: list[str] = []
-    numbers = _number_words(claim_words)
+    numbers = number_words(claim_words)
     missing = set.intersection(*(numbers - w.words for w in aligned)) if numbers else set()
     if missing:
         found.append("number " + ", ".join(sorted(missing)))
     stating = [i for i in range(len(spans)) if len(rest & sentence_words[i]) >= need]
-    if stating and all(
-        _negated(claim_tokens) != _negated(sentence_tokens[i])
-        or _affirmation_flip(claim_tokens, sentence_tokens[i])
-        for i in stating
-    ):
+    if stating and all(flipped(claim_tokens, sentence_tokens[i]) for i in stating):
         found.append("negation")
     passages = (
         [source[spans[i][0] : spans[i][1]].lower() for i in stating]
         if stating
         else [source[w.start : w.end].lower() for w in aligned]
     )
-    names = sorted(n for n in _identifiers(claim) if not any(n in p for p in passages))
+    names = sorted(n for n in identifiers_in(claim) if not any(n in p for p in passages))
     if names:
         found.append("identifier " + ", ".join(names))
     return tuple(found)
-
-
-def _affirmation_flip(
-    claim_tokens: Sequence[tuple[str, str]], window_tokens: Sequence[tuple[str, str]]
-) -> bool:
-    """ "always"/"still" in the claim where the passage negates ("never", "no longer")."""
-    claim_has = {raw.lower() for _, raw in claim_tokens} & _AFFIRMATIONS
-    window = {raw.lower() for _, raw in window_tokens}
-    return bool(claim_has - window) and bool(window & _NEGATIONS)
 
 
 def unheld_details(claim: str, text: str) -> list[str]:
@@ -397,19 +321,13 @@ def unheld_details(claim: str, text: str) -> list[str]:
     words = _Words()
     claim_tokens, text_tokens = words.tokens(strip_markers(claim)), words.tokens(text)
     held = set(words.content(text_tokens))
-    out = [f"number {n}" for n in sorted(_number_words(set(words.content(claim_tokens))) - held)]
+    out = [f"number {n}" for n in sorted(number_words(set(words.content(claim_tokens))) - held)]
     lowered = " ".join(text.lower().split())
-    out += [f"identifier {n}" for n in sorted(_identifiers(claim)) if n not in lowered]
-    spelled = {raw.lower() for _, raw in text_tokens}
+    out += [f"identifier {n}" for n in sorted(identifiers_in(claim)) if n not in lowered]
+    known = CLAIM_FUNCTION_WORDS | {raw.lower() for _, raw in text_tokens}
     names = {raw for _, raw in claim_tokens if raw[:1].isupper()}
-    out += [
-        f"name {n}"
-        for n in sorted(names)
-        if n.lower() not in CLAIM_FUNCTION_WORDS and n.lower() not in spelled
-    ]
-    if _negated(claim_tokens) != _negated(text_tokens) or _affirmation_flip(
-        claim_tokens, text_tokens
-    ):
+    out += [f"name {n}" for n in sorted(names) if n.lower() not in known]
+    if flipped(claim_tokens, text_tokens):
         out.append("negation")
     return out
 
@@ -420,28 +338,21 @@ def specifics_unstated(claim: str, text: str) -> list[str]:
     details is never supported by a text that states none (a general claim has none)."""
     words = _Words()
     tokens = words.tokens(strip_markers(claim))
-    numbers = sorted(_number_words(set(words.content(tokens))))
+    numbers = sorted(number_words(set(words.content(tokens))))
     names = sorted({raw for i, (_, raw) in enumerate(tokens) if i > 0 and raw[:1].isupper()})
-    identifiers = sorted(_identifiers(claim))
+    identifiers = sorted(identifiers_in(claim))
     if not (numbers or names or identifiers):
         return []
     held = set(words.content(words.tokens(text)))
     lowered = " ".join(text.lower().split())
-    if (
-        any(n in held for n in numbers)
-        or any(i in lowered for i in identifiers)
-        or any(n.lower() in lowered for n in names)
-    ):
+    stated = any(n in held for n in numbers) or any(i in lowered for i in identifiers)
+    if stated or any(n.lower() in lowered for n in names):
         return []
     return [*numbers, *identifiers, *names]
 
 
 def verify(
-    claim: str,
-    source: str,
-    question: str = "",
-    *,
-    embedder: NamedEmbeddings | None = None,
+    claim: str, source: str, question: str = "", *, embedder: NamedEmbeddings | None = None
 ) -> SupportVerdict:
     """Does ``source`` support ``claim``? (``question``: what the claim answers, if known.)
     Pure but for the embedder, which is the shipped MiniLM unless a test gives another."""
@@ -472,11 +383,4 @@ def verify(
     else:
         support = "unsupported"
     low, high = weights.uncertain_band
-    return SupportVerdict(
-        support,
-        score,
-        passages,
-        TEXT_VERIFIER,
-        conflicts,
-        uncertain=low <= score < high,
-    )
+    return SupportVerdict(support, score, passages, TEXT_VERIFIER, conflicts, low <= score < high)

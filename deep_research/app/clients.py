@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     import openai
 
+    from deep_research.adapters.web.reader import ReaderSettings
     from deep_research.app.config import Settings
 
 
@@ -125,3 +126,17 @@ def touch_apis(settings: Settings) -> None:
 
     with openai.OpenAI(api_key="warm-up", base_url=settings.openai_base_url) as client:
         _apis = (client.models, client.chat.completions, client.responses)
+
+
+def reader_settings(settings: Settings) -> ReaderSettings:
+    """The page reader's settings: every reader of a process is made with these, so that
+    they share one reader and its per-host politeness (``adapters/web/shared.py``)."""
+    from deep_research.adapters.web.reader import ReaderSettings  # lazy: trafilatura
+
+    return ReaderSettings(
+        allow=settings.fetch_allow_list,
+        page_timeout=settings.fetch_timeout_seconds,
+        max_bytes=settings.fetch_max_bytes,
+        per_host_concurrency=settings.fetch_per_host_concurrency,
+        per_host_rate=settings.fetch_per_host_rate,
+    )

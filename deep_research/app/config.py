@@ -45,22 +45,16 @@ from deep_research.app.setting_types import (
     Location,
     ParallelBranches,
     ReasoningEffort,
+    SearchProviderChoice,
     Since,
     WebEngineChoice,
     kb_name,
+    known_providers,
     model_name,
 )
 from deep_research.core import scope
+from deep_research.core.bounds import MAX_COST_USD, CostUSD, Iterations, RuntimeSeconds, TokenBudget
 from deep_research.core.errors import ConfigError, UsageError
-from deep_research.core.models import (
-    MAX_COST_USD,
-    SEARCH_PROVIDERS,
-    CostUSD,
-    Iterations,
-    RuntimeSeconds,
-    SearchProvider,
-    TokenBudget,
-)
 from deep_research.core.scope import WebScope
 from deep_research.kb.settings import EmbeddingProvider, KBSettings
 
@@ -214,7 +208,7 @@ class Settings(BaseSettings):
     """openai: research jobs; search: search-and-read with the branch model; auto: openai
     where the server serves the web model, search elsewhere (docs/web-research.md); or
     the name of an engine registered in ``app/engines.py``."""
-    search_provider: SearchProvider = SEARCH_PROVIDERS[0]
+    search_provider: SearchProviderChoice = "duckduckgo"
     """The search provider of search and read."""
     searxng_url: str | None = None
     """Your SearXNG server (its JSON API: json in its search.formats)."""
@@ -367,7 +361,7 @@ class Settings(BaseSettings):
     @field_validator("search_prices", "search_rate_per_second")
     @classmethod
     def _known_providers(cls, value: dict[str, float], info: ValidationInfo) -> dict[str, float]:
-        known = SEARCH_PROVIDERS
+        known = known_providers()
         rate = info.field_name == "search_rate_per_second"
         for name, figure in value.items():
             if name not in known:
@@ -427,14 +421,19 @@ class Settings(BaseSettings):
     def public_host_list(self) -> tuple[str, ...]:
         return tuple(filter(None, (e.strip().lower() for e in self.public_hosts.split(","))))
 
-    def search_key(self, provider: str) -> SecretStr | None:
+    def search_key(self, provider: str, env: str | None = None) -> SecretStr | None:
+        """The API key of ``provider``: its setting (``<provider>_api_key``), else, for a
+        plugin's provider, the variable its ``key_env`` names (``env``)."""
         key: SecretStr | None = getattr(self, f"{provider}_api_key", None)
+        if key is None and env and os.environ.get(env, "").strip():
+            key = SecretStr(os.environ[env])
         return key
 
-    def search_url(self, provider: str) -> str | None:
-        """The URL of the user's own server for ``provider`` (``<provider>_url``), if any."""
+    def search_url(self, provider: str, env: str | None = None) -> str | None:
+        """The URL of the user's own server for ``provider`` (``<provider>_url``; for a
+        plugin's provider, the variable ``env``), if any."""
         url: str | None = getattr(self, f"{provider}_url", None)
-        return url
+        return url or (os.environ.get(env, "").strip() or None if env else None)
 
     @property
     def sessions_dir(self) -> Path:

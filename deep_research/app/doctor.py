@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from deep_research.adapters.llm.lifecycle import lookup_models
-from deep_research.app import clients, engines, preflight, preparation, presets, reserves, wiring
+from deep_research.app import clients, preflight, preparation, presets, reserves, sources, wiring
 from deep_research.app.config import SECRETS, Settings, variables
 from deep_research.app.options import RunOptions
 from deep_research.app.preparation import Prepared
@@ -158,18 +158,32 @@ def web_research(settings: Settings, engine: WebEngine | None) -> Check:
         return Check(
             "web research", "note", "off: no model (--web-engine search quotes pages without one)"
         )
-    kind = engines.engine(engine)
-    shown = kind.describe(settings, engines.spec_for(settings, engine))
-    problem = kind.problem(settings)
+    kind = sources.source(engine)
+    shown = kind.shown(settings, sources.spec_for(settings, engine))
+    problem = kind.trouble(settings)
     if problem is not None:
         detail, fix = problem
         return Check("web research", "fail", f"{shown}: {detail}", fix)
     return Check("web research", "ok", shown)
 
 
+def check_sources(settings: Settings, web: WebEngine | None) -> Check:
+    """The sources a run would use with these settings (``sources.resolve``, as a run's), and
+    the ones it leaves out, and why."""
+    try:
+        prepared = preparation.prepare(settings, "doctor", RunOptions())
+        used = sources.resolve(prepared.settings, prepared.policy, kb=prepared.has_kb, web=web)
+    except DeepResearchError as exc:  # a step of the set-up still to take: its line says which
+        return Check("sources", "note", str(exc))
+    off = "; ".join(used.said())
+    return Check(
+        "sources", "ok", ", ".join(s.name for s in used.used) + (f" ({off})" if off else "")
+    )
+
+
 async def check_models(settings: Settings) -> tuple[list[Check], WebEngine | None, list[str]]:
     """The models a run would use: priced, served and not shut down (one lookup each)."""
-    engine = wiring.web_engine(settings, "auto")
+    engine = sources.default_web(settings, "auto")
     if not settings.has_model:
         return (
             [
@@ -332,6 +346,7 @@ async def doctor(settings: Settings) -> dict[str, Any]:
         *(c for c in model_checks if c.name == "models"),
         *([structured] if structured else []),
         web_research(settings, engine),
+        await asyncio.to_thread(check_sources, settings, engine),
         *(c for c in model_checks if c.name != "models"),  # why auto chose that engine
         *kb_checks,
         *surfaces,

@@ -85,7 +85,7 @@ def start(prepared: Prepared, on_info: Info) -> Iterator[Run]:
     state = store.create(
         prepared.question,
         mode="extractive" if prepared.extractive else "llm",
-        source_policy=prepared.policy,
+        source_policy=built.sources.policy,
         limits=prepared.limits,
         run_spec=built.run_spec,
     )
@@ -128,6 +128,7 @@ def reopen(
             built.spec,
             state.question,
             built.web_engine,
+            has_kb=any(s.needs_kb for s in built.sources.used),
         )
         if resubmit_lost and (lost := ResearchTree(state.nodes).retry_lost()):
             state.phase = "execute"

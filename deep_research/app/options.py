@@ -28,19 +28,14 @@ from deep_research.app.setting_types import (
     Location,
     ParallelBranches,
     ReasoningEffort,
+    SearchProviderChoice,
     Since,
     WebEngineChoice,
     kb_name,
     model_name,
 )
+from deep_research.core.bounds import CostUSD, Iterations, RuntimeSeconds, TokenBudget
 from deep_research.core.errors import UsageError
-from deep_research.core.models import (
-    CostUSD,
-    Iterations,
-    RuntimeSeconds,
-    SearchProvider,
-    TokenBudget,
-)
 
 MAX_QUESTION_CHARS = 4000
 """The longest question (spaces collapsed); a request may carry twice as many characters."""
@@ -195,7 +190,7 @@ class RunOptions(BudgetOverrides):
         Sets("web_engine"),
     ] = None
     search_provider: Annotated[
-        SearchProvider | None,
+        SearchProviderChoice | None,
         Field(description="The search provider of web_engine search."),
         Sets("search_provider"),
     ] = None

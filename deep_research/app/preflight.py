@@ -16,7 +16,7 @@ import openai
 
 from deep_research.adapters.llm.lifecycle import CacheLookups, ModelRef, check_models
 from deep_research.adapters.prices import PriceTable
-from deep_research.app import engines
+from deep_research.app import sources
 from deep_research.app.config import Settings
 from deep_research.app.reserves import chat_call_tokens, chat_prompt_tokens
 from deep_research.core.budget import web_job_worst_usage
@@ -27,7 +27,7 @@ from deep_research.persistence.cache import ResultCache
 
 if TYPE_CHECKING:
     from deep_research.adapters.web.openai_jobs import JobSpec
-    from deep_research.app.sources import SourceKind
+    from deep_research.app.sources import Source
 
 CHAT_ROLES = ("planner", "synthesizer", "judge", "branch", "summarizer")
 NODE_CHAT_CALLS = 3  # a KB branch's notes or a web report's compression, a summary fold, slack
@@ -107,7 +107,7 @@ class Estimate:
     web_unit: str = "web research job"
     """What one web branch is: an OpenAI research job, or a search-and-read branch."""
     source_branch_usd: float = 0.0
-    """The most a branch of a registered source (``app/sources.py``) may cost."""
+    """The most a branch of a source with a hint of its own (``app/sources.py``) may cost."""
     planned_nodes: int = 1
     """Sub-questions a plan proposes at most (``max_nodes_per_plan``): the first round's."""
     token_limit: int = 0
@@ -224,7 +224,7 @@ def estimate(
     final_reserve_usd: float,
     *,
     engine: WebEngine | None = None,
-    registered: Sequence[SourceKind] = (),
+    others: Sequence[Source] = (),
     final_reserve_tokens: int = 0,
 ) -> Estimate:
     """The run's worst case (and a guess of its likely spend) from prices alone.
@@ -241,10 +241,10 @@ def estimate(
     )
     per_job, web, unit = 0.0, None, "web branch"
     if engine is not None:
-        worst = engines.engine(engine).worst_case(settings, prices, chat, spec)
+        worst = sources.source(engine).worst_case(settings, prices, chat, spec)
         per_job, web, unit = worst.per_branch_usd, worst.description, worst.unit
     job_tokens = 0
-    if spec is not None and engine is not None and engines.engine(engine).runs_jobs:
+    if spec is not None and engine is not None and sources.source(engine).runs_jobs:
         usage = web_job_worst_usage(
             max_tool_calls=spec.max_tool_calls, max_output_tokens=spec.max_output_tokens
         )
@@ -263,7 +263,9 @@ def estimate(
         max_nodes=settings.max_nodes_per_plan * settings.max_iterations,
         iterations=settings.max_iterations,
         web_unit=unit,
-        source_branch_usd=max((k.worst_case_usd(settings, chat) for k in registered), default=0),
+        source_branch_usd=max(
+            (s.worst_case(settings, prices, chat, spec).per_branch_usd for s in others), default=0
+        ),
         planned_nodes=settings.max_nodes_per_plan,
         token_limit=settings.max_total_tokens if settings.has_model else 0,
         final_reserve_tokens=final_reserve_tokens if settings.has_model else 0,

@@ -1,11 +1,12 @@
 """Prepare a research run before anything is spent or saved: its settings (options over
 its preset over the user's), validated; its worst case (``estimate``); its models checked
-(``check_models``); and, for ``--web-engine auto``, the web engine chosen
-(``choose_engine``). ``lifecycle`` then starts, resumes and cancels the run.
+(``check_models``); the sources it uses (``app/sources.resolve``); and, for ``--web-engine
+auto``, the web source chosen (``choose_engine``). ``lifecycle`` then starts, resumes and
+cancels the run.
 
 Everything a user can get wrong is checked here before the engine's modules load, so a
 mistake fails at once: the modules that load LangChain or OpenAI (``wiring``, ``preflight``,
-``sources``, ``clients``, the model lookup) are imported inside the functions that need them
+``clients``, the model lookup) are imported inside the functions that need them
 (``test_startup``).
 """
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
 
-from deep_research.app import clients, engines, presets, reserves
+from deep_research.app import clients, presets, reserves, sources
 from deep_research.app.config import Settings
 from deep_research.app.options import (
     MAX_QUESTION_CHARS,
@@ -43,11 +44,14 @@ class Prepared:
 
     settings: Settings
     policy: SourcePolicy
+    """The user's (``--kb-only``, ``--web-only``, else ``auto``); ``sources()`` what it uses."""
     limits: Limits
     spec: JobSpec | None
     question: str = ""
     engine: WebEngine | None = None
-    """How web branches are researched; None: the run does not search the web."""
+    """The web source (``--web-engine``'s); None: the run does not search the web."""
+    has_kb: bool = False
+    """The run's knowledge base is there (or is the sample one, ingested first)."""
     notices: tuple[str, ...] = ()
     """Choices made for the user (``choose_engine``'s), for the session's event log."""
     engine_choice: str = ""
@@ -60,6 +64,10 @@ class Prepared:
     @property
     def extractive(self) -> bool:
         return not self.settings.has_model
+
+    def sources(self) -> sources.Resolution:
+        """The sources the run uses (``build_run`` resolves the same)."""
+        return sources.resolve(self.settings, self.policy, kb=self.has_kb, web=self.engine)
 
 
 def clean_question(question: str) -> str:
@@ -131,32 +139,25 @@ def prepare(
             if option in flags:
                 named[target] = flags[option]
     settings = dated(settings.with_flags(named, overrides), date.today())
-    from deep_research.app import run_kb, wiring  # load LangChain, Chroma: see above
+    from deep_research.app import run_kb  # load Chroma: see above
 
     policy: SourcePolicy = (
         "kb_only" if options.kb_only else "web_only" if options.web_only else "auto"
     )
-    # With no model only an engine chosen by name that needs none researches the web
-    # (search and read quotes pages).
-    chosen = None if settings.web_engine == "auto" else engines.engine(settings.web_engine)
-    if not settings.has_model and (chosen is None or chosen.needs_model):
-        if options.web_only:
-            raise ConfigError(
-                "web research needs a model (set OPENAI_API_KEY or OPENAI_BASE_URL), or "
-                "--web-engine search to quote web pages without one"
-            )
-        policy = "kb_only"
-    settings = run_kb.choose_kb(settings, policy, named=options.kb_name is not None)
     limits = limits_of(settings)
     if settings.has_model:
         reserves.check_token_limit(settings, limits)
-    engine = wiring.web_engine(settings, policy)
-    return Prepared(settings, policy, limits, engines.spec_for(settings, engine), question, engine)
+    settings = run_kb.choose_kb(settings, policy, named=options.kb_name is not None)
+    has_kb = policy != "web_only" and run_kb.kb_ready(settings)
+    web = sources.default_web(settings, policy)
+    used = sources.resolve(settings, policy, kb=has_kb, web=web)  # refuses a run with none
+    spec = sources.spec_for(settings, used.web)
+    return Prepared(settings, policy, limits, spec, question, used.web, has_kb=has_kb)
 
 
 def estimate(prepared: Prepared) -> Estimate:
     """The run's worst case, from prices alone: spends nothing, contacts nobody."""
-    from deep_research.app import preflight, sources  # load OpenAI, LangChain: see above
+    from deep_research.app import preflight  # load OpenAI, LangChain: see above
 
     settings = prepared.settings
     prices = reserves.price_book(settings)
@@ -168,14 +169,13 @@ def estimate(prepared: Prepared) -> Estimate:
     )
     limit = prepared.limits.max_total_tokens
     tokens = 0 if prepared.extractive else reserves.final_reserve_tokens(settings, limit)
-    registered = list(sources.SOURCES.values()) if prepared.policy == "auto" else []
     return preflight.estimate(
         settings,
         prepared.spec,
         prices,
         reserve,
         engine=prepared.engine,
-        registered=registered,
+        others=[s for s in prepared.sources().used if s.serves not in ("internal", "web")],
         final_reserve_tokens=tokens,
     )
 
@@ -198,8 +198,8 @@ def _variants(prepared: Prepared) -> list[tuple[str, Prepared]]:
     """The smaller runs a refusal may name, each with its flag."""
     settings = prepared.settings
     out: list[tuple[str, Prepared]] = []
-    if prepared.engine is not None and prepared.engine != engines.SEARCH.name:
-        out.append(("--web-engine search", _with(prepared, web_engine=engines.SEARCH.name)))
+    if prepared.engine is not None and prepared.engine != "search":
+        out.append(("--web-engine search", _with(prepared, web_engine="search")))
     if prepared.engine is not None:
         out.append(("--web-effort low", _with(prepared, web_reasoning_effort="low")))
     if settings.preset != "quick":
@@ -230,7 +230,7 @@ def _rebuilt(prepared: Prepared, settings: Settings, engine: WebEngine | None) -
         settings=settings,
         limits=limits_of(settings),
         engine=engine,
-        spec=engines.spec_for(settings, engine),
+        spec=sources.spec_for(settings, engine),
     )
 
 
@@ -292,11 +292,11 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
         return prepared
     server, model = mask_url(settings.openai_base_url or ""), settings.web_model
     if settings.on_openai:
-        return _chose(prepared, engines.OPENAI.name, "as OpenAI's own API runs research jobs")
+        return _chose(prepared, "openai", "as OpenAI's own API runs research jobs")
     if not settings.check_models:
         return _chose(
             prepared,
-            engines.SEARCH.name,
+            "search",
             f"as {server} was not asked whether it serves {model} (model checks are off; "
             "--web-engine openai runs research jobs anyway)",
         )
@@ -308,13 +308,13 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
             found = await lookup_models(client, [model], cache=CacheLookups(cache))
     except DeepResearchError as exc:  # a refused key: the model check that follows says so
         why = f"as {server} could not be asked about {model}: {exc}"
-        return _chose(prepared, engines.SEARCH.name, why)
+        return _chose(prepared, "search", why)
     finally:
         cache.close()
     status = found[model]
     shut_down = status.shutdown_date is not None and status.shutdown_date <= date.today()
     if status.known is True and not shut_down:
-        return _chose(prepared, engines.OPENAI.name, f"as {server} serves {model}")
+        return _chose(prepared, "openai", f"as {server} serves {model}")
     if status.known is None:
         why = f"{server} cannot say whether it serves {model}"
         force = "--web-engine openai runs research jobs anyway"
@@ -331,17 +331,17 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
     if on_info is not None:
         on_info(notice)
     switched = dataclasses.replace(prepared, notices=(*prepared.notices, notice))
-    return _chose(switched, engines.SEARCH.name, f"as {why} ({force})")
+    return _chose(switched, "search", f"as {why} ({force})")
 
 
 def _chose(prepared: Prepared, engine: WebEngine, why: str) -> Prepared:
     """``prepared`` with the engine ``auto`` chose, and the line that says so."""
     settings = prepared.settings
-    shown = engines.engine(engine).describe(settings, None)
+    shown = sources.source(engine).shown(settings)
     return dataclasses.replace(
         prepared,
         engine=engine,
-        spec=engines.spec_for(settings, engine),
+        spec=sources.spec_for(settings, engine),
         engine_choice=f"web engine auto: {engine} ({shown}), {why}",
-        engine_fallback=engine != engines.OPENAI.name,
+        engine_fallback=engine != "openai",
     )

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from deep_research.adapters.prices import Price, PriceTable
+from deep_research.adapters.web.search import provider
 from deep_research.app.config import Settings
 from deep_research.core.authoring import (
     REVISION_PROMPT_TOKENS,
@@ -27,10 +28,10 @@ if TYPE_CHECKING:
 
 
 def search_fees(settings: Settings) -> dict[str, float]:
-    """USD per request of every search provider: list prices, then the user's."""
-    from deep_research.adapters.web.search import DEFAULTS  # loads ddgs, httpx: not at start
-
-    return {name: d.price_usd for name, d in DEFAULTS.items()} | settings.search_prices
+    """USD per request of the run's search provider (the only one it may use; a resume
+    replays it): its list price, then what the user priced."""
+    name = settings.search_provider
+    return {name: provider(name).price_usd} | settings.search_prices
 
 
 def price_book(settings: Settings) -> PriceTable:

@@ -70,7 +70,7 @@ def choose_kb(settings: Settings, policy: SourcePolicy, *, named: bool) -> Setti
     A KB named for the run (``named``: ``--kb``, a server's ``kb_name``) must exist, or be
     ``sample`` with its docs at hand: anything else is ``KBMissing`` naming the KBs there are.
     With no model and no default KB, the run reads ``sample``. With a model and no default
-    KB, nothing changes: the run researches the web only and says so (``wiring.build``)."""
+    KB, nothing changes: the run researches the web only and says so (``sources.resolve``)."""
     name, sample = settings.kb_name, settings.kb_path.is_dir()
     fallback = policy != "web_only" and not settings.has_model and sample
     if not (named or fallback) or name in list_kbs(settings.kb):
@@ -78,6 +78,12 @@ def choose_kb(settings: Settings, policy: SourcePolicy, *, named: bool) -> Setti
     if named and not (name == SAMPLE_KB and sample):
         raise missing_kb(settings.kb, name)
     return settings.with_overrides(kb_name=SAMPLE_KB) if fallback else settings
+
+
+def kb_ready(settings: Settings) -> bool:
+    """The run's KB (``choose_kb``'s) is there, or is ``sample``, which a run ingests first."""
+    sample = settings.kb_name == SAMPLE_KB and settings.kb_path.is_dir()
+    return sample or settings.kb_name in list_kbs(settings.kb)
 
 
 def knowledge_base(

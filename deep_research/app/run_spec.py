@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from deep_research.app import engines, presets
+from deep_research.app import presets, sources
 from deep_research.app.config import Settings
 from deep_research.core.models import ChatRole, RunSpec, WebEngine
 from deep_research.core.scope import WebScope
@@ -30,10 +30,10 @@ def record(settings: Settings, spec: JobSpec | None, engine: WebEngine | None) -
         if spec is not None
         else {}
     )
-    kind = engines.engine(engine) if engine else None
+    kind = sources.source(engine) if engine else None
     return RunSpec(
         **web,
-        web_research=kind.describe(settings, spec) if kind else "",
+        web_research=kind.shown(settings, spec) if kind else "",
         models={role: getattr(settings, f"{role}_model") for role in CHAT_ROLES},
         efforts={role: getattr(settings, f"{role}_reasoning_effort") for role in CHAT_ROLES},
         kb_name=settings.kb_name,

@@ -44,7 +44,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from deep_research.app import engines, lifecycle, preparation, saved
+from deep_research.app import lifecycle, preparation, saved
 from deep_research.app.config import Settings
 from deep_research.app.options import ResumeRequest, RunOptions
 from deep_research.core.budget import totals
@@ -299,6 +299,7 @@ def daily_ledger(settings: Settings, budget_usd: float | None = None) -> DailyLe
 # imports; its web engine's build imports its own (``WebEngineKind.warm_modules``).
 # The prompts are read from a package; structured replies go through LangChain's fallbacks.
 RUN_MODULES = (
+    "deep_research.app.wiring",
     "deep_research.core.orchestrator",
     "deep_research.core.report",
     "deep_research.persistence.claims",
@@ -325,8 +326,8 @@ def warm_up(runs: RunManager) -> None:
         clients.tls_context()
         clients.touch_apis(settings)
         _touch_langchain()
-        web = engines.engine(prepared.engine).warm_modules if prepared.engine else ()
-        for module in RUN_MODULES + web:
+        used = prepared.sources().used
+        for module in RUN_MODULES + tuple(m for s in used for m in s.warm_modules):
             importlib.import_module(module)
         if prepared.policy == "web_only":
             return

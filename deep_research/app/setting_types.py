@@ -6,32 +6,57 @@ from __future__ import annotations
 
 import re
 from datetime import date
+from importlib.metadata import entry_points
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
 from deep_research.core import scope
+from deep_research.core.models import SEARCH_PROVIDERS
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 """The openai SDK's ``ReasoningEffort`` (3.57). A model that lacks the one chosen gets the
 nearest it takes (``adapters/llm/params.py``)."""
 
 
-ENGINE_NAMES: list[str] = ["openai", "search"]
-"""The web engines a setting or a run option may name besides ``auto``: the built-ins, and
-every engine registered since (``engines.register`` adds its name, ``engines.unregister``
-removes it). Plain data, so the settings check a name without loading the registry, which
-imports the settings."""
+BUILTIN_WEB = ("openai", "search")
+"""The built-in web sources (``deep_research/sources/``), known without loading any."""
+SOURCE_ENTRY_POINTS = "deep_research.sources"
+"""The entry point group of sources (``app/sources.py``); an entry point's name is its
+source's."""
 
 
 def known_engine(value: str) -> str:
-    """``auto`` or a registered web engine (``ENGINE_NAMES``)."""
-    if value != "auto" and value not in ENGINE_NAMES:
-        raise ValueError(f"should be one of auto, {', '.join(ENGINE_NAMES)}")
+    """``auto``, a built-in web source, or a plugin's source: its name is checked against
+    the entry points' names, none of them loaded (whether it researches the web is
+    ``sources.source``'s to say)."""
+    if value == "auto" or value in BUILTIN_WEB:
+        return value
+    names = [*BUILTIN_WEB, *(point.name for point in entry_points(group=SOURCE_ENTRY_POINTS))]
+    if value not in names:
+        raise ValueError(f"should be one of auto, {', '.join(names)}")
+    return value
+
+
+SEARCH_PROVIDER_ENTRY_POINTS = "deep_research.search_providers"
+"""The entry point group of search providers (``adapters/web/search``)."""
+
+
+def known_providers() -> list[str]:
+    """The built-in search providers, then the plugins' (their entry points' names, none
+    loaded)."""
+    plugins = (point.name for point in entry_points(group=SEARCH_PROVIDER_ENTRY_POINTS))
+    return list(dict.fromkeys([*SEARCH_PROVIDERS, *plugins]))
+
+
+def known_provider(value: str) -> str:
+    if value not in SEARCH_PROVIDERS and value not in (names := known_providers()):
+        raise ValueError(f"should be one of {', '.join(names)}")
     return value
 
 
 WebEngineChoice = Annotated[str, AfterValidator(known_engine)]
+SearchProviderChoice = Annotated[str, AfterValidator(known_provider)]
 ParallelBranches = Annotated[int, Field(ge=1, le=64)]
 MAX_MODEL_NAME = 200
 

@@ -49,9 +49,8 @@ from deep_research.adapters.claims import (
 )
 from deep_research.adapters.verifier import Support, verify
 from deep_research.app import reserves
-from deep_research.app.clients import http_client
+from deep_research.app.clients import http_client, reader_settings
 from deep_research.app.config import Settings
-from deep_research.app.engines import reader_settings
 from deep_research.app.knowledge import CHUNK_ID, KB_SCHEME, kb_fetch, kb_resolve
 from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.core.models import Role, Usage

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING
 import openai
 from langchain_openai import ChatOpenAI
 
-from deep_research.adapters.branches.kb import KBExecutor
-from deep_research.adapters.branches.router import Route, RoutingExecutor, Unavailable
+from deep_research.adapters.branches.router import Route, RoutingExecutor
 from deep_research.adapters.claim_check import ClaimChecker
 from deep_research.adapters.claims import JUDGE_BATCH, RunSupportJudge, ToJudge, claims_text, prompt
 from deep_research.adapters.extractive.roles import (
@@ -28,9 +27,7 @@ from deep_research.adapters.extractive.roles import (
     ExtractiveJudge,
     ExtractivePlanner,
     ExtractiveSummarizer,
-    ExtractiveWriter,
 )
-from deep_research.adapters.llm.branch import LLMEvidenceWriter
 from deep_research.adapters.llm.judge import LLMJudge
 from deep_research.adapters.llm.lifecycle import CacheLookups
 from deep_research.adapters.llm.llm import ChatModel
@@ -41,15 +38,15 @@ from deep_research.adapters.llm.server import ChatServer
 from deep_research.adapters.llm.summary import LLMSummarizer
 from deep_research.adapters.llm.writing import LLMAuthor
 from deep_research.adapters.prices import PriceTable
-from deep_research.app import engines, reserves, run_spec, sources
-from deep_research.app.clients import api_key, client_settings, http_client
+from deep_research.app import reserves, run_spec
+from deep_research.app.clients import api_key, client_settings, http_client, reader_settings
 from deep_research.app.config import Settings
-from deep_research.app.run_kb import StoreRetriever, kb_tool, knowledge_base
-from deep_research.app.sources import BUILTIN_TITLES, SourceKind
+from deep_research.app.run_kb import kb_tool, knowledge_base
+from deep_research.app.sources import Resolution, SourceRun, resolve, source, spec_for
 from deep_research.app.verify import LLMSupportJudge
 from deep_research.core.authoring import Reviser, WritingLimits
 from deep_research.core.engine import Engine, RunConfig
-from deep_research.core.errors import ConfigError, KBMissing, KnowledgeBaseError
+from deep_research.core.errors import ConfigError
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import (
     MIXED,
@@ -60,13 +57,7 @@ from deep_research.core.models import (
     SourcePolicy,
     WebEngine,
 )
-from deep_research.core.ports import (
-    BUILTIN_SOURCES,
-    BranchExecutor,
-    JobControl,
-    PriceBook,
-    ReportChecker,
-)
+from deep_research.core.ports import BranchExecutor, JobControl, PriceBook, ReportChecker
 from deep_research.core.writing import SectionedWriter
 from deep_research.kb.store import KBStore
 from deep_research.persistence.cache import ResultCache
@@ -85,12 +76,6 @@ log = logging.getLogger(__name__)
 Info = Callable[[str], None]
 OPENAI_URL = "https://api.openai.com/v1"
 
-ALLOWED: dict[SourcePolicy, tuple[SourceHint, ...]] = {
-    "auto": ("web", "internal", "mixed"),
-    "kb_only": ("internal",),
-    "web_only": ("web",),
-}
-
 
 @dataclass
 class Built:
@@ -107,6 +92,8 @@ class Built:
     web_engine: WebEngine | None
     run_spec: RunSpec
     """What the session records of the run's choices (``run_spec.record``)."""
+    sources: Resolution
+    """The sources it researches with (``sources.resolve``'s)."""
     notices: list[str] = field(default_factory=list)
     resources: AsyncExitStack = field(default_factory=AsyncExitStack)
     """Closed (inside the run's event loop) when the run ends."""
@@ -129,21 +116,15 @@ class Built:
         return SessionClaims(session_dir)
 
 
-def run_config(
-    settings: Settings, policy: SourcePolicy, registered: Sequence[SourceKind] = ()
-) -> RunConfig:
-    """The loop's limits and the sources the planner is offered: the policy's built-ins,
-    and under ``auto`` every registered source (before ``mixed``)."""
-    builtin = ALLOWED[policy]
-    extra = tuple(kind.name for kind in registered) if policy == "auto" else ()
-    allowed = tuple(s for s in builtin if s != MIXED) + extra + (MIXED,) * (MIXED in builtin)
+def run_config(settings: Settings, sources: Resolution) -> RunConfig:
+    """The loop's limits and the sources the planner is offered (``sources.hints``)."""
     return RunConfig(
         max_depth=settings.max_depth,
         max_parallel=settings.max_parallel_branches,
         max_nodes_per_plan=settings.max_nodes_per_plan,
         summary_cap_tokens=settings.summary_max_tokens,
-        allowed_sources=allowed,
-        source_descriptions={**BUILTIN_SOURCES, **{k.name: k.description for k in registered}},
+        allowed_sources=sources.hints,
+        source_descriptions=sources.descriptions,
         finish_grace_seconds=settings.request_timeout_seconds,
         write_allowance_seconds=settings.write_allowance_seconds,
     )
@@ -208,20 +189,6 @@ def chat_model(
     )
 
 
-def web_engine(settings: Settings, policy: SourcePolicy) -> WebEngine | None:
-    """How this run researches the web; None: it does not (``--kb-only``, or no model and no
-    explicit ``--web-engine search``). ``auto`` picks OpenAI research jobs on OpenAI's own
-    API and search-and-read on any other server, until ``preparation.choose_engine`` has asked
-    that server whether it serves the web model."""
-    if policy == "kb_only":
-        return None
-    if settings.web_engine != "auto":
-        return engines.engine(settings.web_engine).name
-    if not settings.has_model:
-        return None
-    return engines.OPENAI.name if settings.on_openai else engines.SEARCH.name
-
-
 def build_run(
     settings: Settings,
     policy: SourcePolicy,
@@ -232,9 +199,8 @@ def build_run(
 ) -> Built:
     """Everything a run needs: its knowledge base (the sample docs' ingested first when they
     are its KB and missing: ``run_kb.knowledge_base``) and its engine."""
-    extractive = not settings.has_model
     kb = knowledge_base(settings, policy, on_info=on_info)
-    return build(settings, policy, kb, extractive=extractive, spec=spec, engine=engine)
+    return build(settings, resolve(settings, policy, kb=kb is not None, web=engine), kb, spec=spec)
 
 
 def reopen_run(
@@ -255,40 +221,22 @@ def reopen_run(
         reserves.check_token_limit(settings, state.limits)
     policy = state.source_policy
     engine = state.run_spec.web_engine if policy != "kb_only" else None
-    spec = engines.spec_for(settings, engine)
+    spec = spec_for(settings, engine)
     return build_run(settings, policy, spec=spec, engine=engine, on_info=on_info)
-
-
-_ADD_KB = "add one with `deep-research kb ingest DIR`"
 
 
 def build(
     settings: Settings,
-    policy: SourcePolicy,
+    sources: Resolution,
     kb: KBStore | None,
     *,
-    extractive: bool,
     spec: JobSpec | None = None,
-    engine: WebEngine | None = None,
 ) -> Built:
     """The engine for one run: the LLM chains, or the extractive stand-ins (no model), with
-    the knowledge base and the web engine the run may use."""
-    kb_name = repr(settings.kb_name)
-    if kb is None and policy == "kb_only":
-        if extractive:
-            raise KnowledgeBaseError(
-                "no model is configured and there is no knowledge base: set OPENAI_API_KEY "
-                "or OPENAI_BASE_URL, run `deep-research kb ingest PATH`, or search the web "
-                "without a model: --web-engine search"
-            )
-        raise KBMissing(f"--kb-only, but there is no knowledge base {kb_name}: {_ADD_KB}")
-    notices: list[str] = ["extractive mode: no model configured"] if extractive else []
-    if kb is None and policy == "auto":
-        # Never offer the planner a source that would fail every node that used it.
-        policy = "web_only"
-        notices.append(f"no knowledge base {kb_name}: researching the web only ({_ADD_KB})")
-    registered = list(sources.SOURCES.values()) if policy == "auto" else []
-    config = run_config(settings, policy, registered)
+    the sources ``resolve`` chose, each built from what the run shares (``SourceRun``)."""
+    extractive = not settings.has_model
+    notices = ["extractive mode: no model configured"] if extractive else []
+    notices += sources.said()
     resources = AsyncExitStack()
     http: openai.DefaultAsyncHttpxClient | None = None
     if not extractive:
@@ -297,66 +245,40 @@ def build(
     cache = ResultCache(settings.cache_dir)
     resources.callback(cache.close)
     server = chat_server(settings, cache)
+    prices = reserves.price_book(settings)
 
     def chat(role: ChatRole) -> ChatModel:
         assert http is not None
         return chat_model(settings, role, http, server)
 
-    internal: BranchExecutor
-    if kb is None:
-        internal = Unavailable(
-            f"no knowledge base {kb_name}: run `deep-research kb ingest PATH` first"
-        )
-    elif policy == "web_only":
-        internal = Unavailable("knowledge-base research is off (--web-only)")
-    else:
-        writer = ExtractiveWriter() if extractive else LLMEvidenceWriter(chat("branch"))
-        internal = KBExecutor(StoreRetriever(kb), writer, settings.retrieval_k)
-
-    web: BranchExecutor
+    web = sources.web
+    tool = kb_tool(settings) if web is not None and not extractive else None
+    run = SourceRun(
+        settings, None if extractive else chat, http, cache, resources, prices, spec, kb, tool
+    )
+    routes: dict[SourceHint, Route] = {}
     jobs: JobControl | None = None
-    if engine is None:
-        web = Unavailable(
-            "web research is off (--kb-only)"
-            if policy == "kb_only"
-            else "web research needs a model, or --web-engine search"
-        )
-    else:
-        kind = engines.engine(engine)
-        prices = reserves.price_book(settings)
-        shared = engines.WebBuild(
-            settings,
-            None if extractive else chat,
-            http,
-            cache,
-            resources,
-            prices,
-            spec,
-            None if extractive else kb_tool(settings),
-        )
-        built_web = kind.build(shared)
-        web, jobs = built_web.executor, built_web.jobs
+    for found in sources.used:
+        made = found.build(run)
+        routes[found.serves] = Route(made.executor, found.title)
+        jobs = jobs or made.jobs
+    if web is not None:
         scope = settings.web_scope().describe()
-        notices.append(
-            f"web research: {kind.describe(settings, spec)}"
-            + (f"; scope: {scope}" if scope else "")
-        )
-
-    routes = {
-        "internal": Route(internal, BUILTIN_TITLES["internal"]),
-        "web": Route(web, BUILTIN_TITLES["web"]),
-    }
-    shared_source = sources.SourceBuild(settings, None if extractive else chat, cache, resources)
-    routes |= {kind.name: Route(kind.build(shared_source), kind.title) for kind in registered}
+        shown = source(web).shown(settings, spec)
+        notices.append(f"web research: {shown}" + (f"; scope: {scope}" if scope else ""))
     executor = RoutingExecutor(routes)
+    config = run_config(settings, sources)
     guard = functools.partial(reserves.guard_for, settings)
-    recorded = run_spec.record(settings, spec, engine)
+    recorded = run_spec.record(settings, spec, web)
     if extractive:
-        hint: SourceHint = "mixed" if policy == "auto" else "web" if engine else "internal"
+        hints = sources.hints
+        hint = MIXED if MIXED in hints else hints[0]
         limits = reserves.writing_limits(settings, PriceTable())
         checker = ClaimChecker()  # every claim is a quoted passage: nothing to verify
         engine_ = extractive_engine(executor, hint, limits, checkers=(checker,))
-        return Built(engine_, config, guard, settings, spec, engine, recorded, notices, resources)
+        return Built(
+            engine_, config, guard, settings, spec, web, recorded, sources, notices, resources
+        )
     author = LLMAuthor(
         chat("synthesizer").capped(settings.section_max_tokens, "DEEP_RESEARCH_SECTION_MAX_TOKENS")
     )
@@ -366,17 +288,11 @@ def build(
         summarizer=LLMSummarizer(chat("summarizer")),
         judge=LLMJudge(chat("judge")),
         jobs=jobs,
-        writer=SectionedWriter(
-            author, reserves.writing_limits(settings, reserves.price_book(settings))
-        ),
-        checkers=(
-            claim_checker(
-                settings, chat("judge"), reserves.price_book(settings), resources, reviser=author
-            ),
-        ),
+        writer=SectionedWriter(author, reserves.writing_limits(settings, prices)),
+        checkers=(claim_checker(settings, chat("judge"), prices, resources, reviser=author),),
     )
     return Built(
-        engine_, config, guard, settings, spec, engine, recorded, notices, resources, server
+        engine_, config, guard, settings, spec, web, recorded, sources, notices, resources, server
     )
 
 
@@ -427,7 +343,7 @@ class FirstReadReader:
         if self._reader is None:
             from deep_research.adapters.web.shared import SharedReader  # trafilatura
 
-            made = engines.reader_settings(self.settings)
+            made = reader_settings(self.settings)
             self._reader = SharedReader(made, self.settings.web_scope())
         return await self._reader.read(url)
 

@@ -60,9 +60,6 @@ TRAILING = re.compile(r"\s*(?:(?<!\\)\[S?\d{1,5}\])+\s*$")
 """Markers of either form at the end of a line."""
 
 
-# --- identity -----------------------------------------------------------------------
-
-
 def identity(citation: Citation) -> str:
     """What makes two citations one source (see the module docstring)."""
     where = citation.url or citation.locator
@@ -74,9 +71,6 @@ def identity(citation: Citation) -> str:
     if citation.claim:
         return f"web:{where}#{' '.join(citation.claim.lower().split())}"
     return f"web:{where}"
-
-
-# --- reading a model's markers ------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -206,9 +200,6 @@ def _renamed(text: str, name: Callable[[str], str]) -> str:
     return _rewrite(text, markers(text), write)
 
 
-# --- marker forms -------------------------------------------------------------------
-
-
 def escape_literal(text: str) -> str:
     """``text`` (not ours: a source's words) with every marker in it made literal."""
     return _rewrite(text, markers(text), lambda m: _literal(m.body))
@@ -257,9 +248,6 @@ def sentence_of(text: str, number: int) -> str:
             claim = " ".join(LOCAL.sub("", sentence).split()).lstrip("-*> ").strip()
             return re.sub(r"\s+([.,;:!?])", r"\1", claim)
     return ""
-
-
-# --- the session registry and the report --------------------------------------------
 
 
 def register(
@@ -318,8 +306,6 @@ def renumber_all(
 
     return [_renamed(text, name) for text in texts], [sources[r] for r in order]
 
-
-# --- checking -----------------------------------------------------------------------
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _COMPARISON = re.compile(

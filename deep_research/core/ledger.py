@@ -28,12 +28,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
 from deep_research.core import markdown as md
 from deep_research.core.citations import LOCAL, is_factual
+from deep_research.core.claim_totals import ClaimTotals
 from deep_research.core.corroboration import (
     Contradiction,
     Corroboration,
@@ -42,29 +43,16 @@ from deep_research.core.corroboration import (
     section_confidence,
 )
 from deep_research.core.evidence import findings
-from deep_research.core.models import Citation, ClaimTotals
-from deep_research.core.report import ANSWER, CONTRADICTIONS, Report, anchor, read_by_check
+from deep_research.core.models import Citation
+from deep_research.core.report import ANSWER, CONTRADICTIONS, Report, anchor
 
 Support = Literal["supported", "partial", "unsupported", "contradicted", "unverifiable"]
 Verdict = Literal[
-    "supported", "partial", "unsupported", "contradicted", "unverifiable", "uncited", "quoted"
+    "supported", "partial", "contradicted", "unsupported", "unverifiable", "uncited", "quoted"
 ]
-VERDICTS: tuple[Verdict, ...] = (
-    "supported",
-    "partial",
-    "contradicted",
-    "unsupported",
-    "unverifiable",
-    "uncited",
-    "quoted",
-)
-RANK: dict[str, int] = {
-    "supported": 4,
-    "partial": 3,
-    "contradicted": 2,
-    "unsupported": 1,
-    "unverifiable": 0,
-}
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
+"""In the order the totals count them."""
+RANK = {"supported": 4, "partial": 3, "contradicted": 2, "unsupported": 1, "unverifiable": 0}
 """Which source's verdict a claim takes: the highest."""
 MARKED: frozenset[str] = frozenset({"partial", "unsupported", "contradicted", "unverifiable"})
 """Verdicts that get a mark where the claim stands (and ``uncited``, said apart)."""
@@ -242,7 +230,7 @@ def marked(
     lead = report.lead
     sections = [s.model_copy() for s in report.sections]
     for claim in flagged:
-        mark = f" [⚠ {claim.id} {claim.verdict}](#{_ANCHOR})"
+        mark = f" [⚠ {claim.id} {claim.verdict}](#{anchor(CLAIM_CHECK)})"
         if claim.section == ANSWER and _find(lead, claim.text):
             lead = _after(lead, claim.text, mark)
             continue
@@ -272,6 +260,14 @@ def marked(
         for s in c.sources
         if s.passage and not s.note
     }
+    # Once the check has read a page, the report never says its text was not captured: a
+    # source that came without text (a research job gives the page's address) quotes it.
+    cited = [
+        s.model_copy(update={"quote": read[s.ref]})
+        if not s.quote.strip() and read.get(s.ref, "").strip()
+        else s
+        for s in cited
+    ]
     if conflicts and lead.strip():
         count = len(ledger.contradictions)
         lead += (
@@ -283,15 +279,12 @@ def marked(
             "status": status,
             "lead": lead,
             "sections": sections,
-            "sources": read_by_check(cited, read),
+            "sources": cited,
             "contradictions": conflicts,
             "citation_check": "",
             "claim_check": claim_check_text(report, ledger),
         }
     )
-
-
-_ANCHOR = "claim-check"
 
 
 def _pattern(sentence: str) -> re.Pattern[str]:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Annotated, Literal, get_args
+from typing import Literal
 
-from pydantic import AfterValidator, BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from deep_research.core.bounds import CostUSD, Iterations, RuntimeSeconds, TokenBudget, UnitInterval
+from deep_research.core.claim_totals import ClaimTotals
 from deep_research.core.scope import WebScope
 
 NodeStatus = Literal["pending", "running", "done", "failed", "blocked", "cancelled"]
@@ -38,12 +40,11 @@ StopReason = Literal[
 RunStatus = Literal["running", "complete", "stopped", "failed", "interrupted"]
 ChatRole = Literal["planner", "synthesizer", "judge", "branch", "summarizer"]
 WebEngine = str
-"""How web branches are researched: ``openai``, ``search`` or a registered engine's name
-(``app/engines.py``)."""
-SearchProvider = Literal["duckduckgo", "searxng", "tavily", "brave", "exa"]
-"""The search providers of search-and-read, the default first: the one list the settings,
-the provider factory (``adapters.web.search``) and ``doctor`` go by."""
-SEARCH_PROVIDERS: tuple[SearchProvider, ...] = get_args(SearchProvider)
+"""The web source a run researches the web with: ``openai``, ``search`` or a plugin's
+(``app/sources.py``)."""
+SEARCH_PROVIDERS = ("duckduckgo", "searxng", "tavily", "brave", "exa")
+"""The built-in search providers of search-and-read, the default first; a plugin adds
+others (``adapters/web/search``)."""
 
 
 def utcnow() -> datetime:
@@ -69,14 +70,7 @@ class Usage(BaseModel):
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
-            web_search_calls=self.web_search_calls + other.web_search_calls,
-        )
+        return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
 
 
 class Citation(BaseModel):
@@ -152,21 +146,6 @@ class ResearchNode(BaseModel):
     (OpenAI takes no excluded domains): the report's limitations count them."""
 
 
-# --- LLM-facing ---------------------------------------------------------------
-
-
-def _unit_interval(value: float) -> float:
-    if not 0.0 <= value <= 1.0:  # NaN too: it compares false with everything
-        raise ValueError(f"must be a number from 0 to 1, not {value:g}")
-    return value
-
-
-UnitInterval = Annotated[float, AfterValidator(_unit_interval)]
-"""A model's 0-1 number (a confidence): a reply outside 0-1 is refused, never clamped
-(1.6e10 is no confidence at all). Checked after parsing, not stated in the JSON schema:
-strict structured outputs do not take ``minimum``/``maximum`` on every model, so a refused
-reply goes through the structured path's repair instead (``adapters.llm.llm``)."""
-
 COMPLETE_CONFIDENCE = 0.5
 """The judge's ``overall_confidence`` from which its "complete" ends the research. Below
 it the run replans while its limits allow: a judge that is not confident the report
@@ -229,9 +208,6 @@ class BranchNotes(BaseModel):
     used_evidence: list[int] = Field(description="Numbers of the evidence passages cited.")
 
 
-# --- records ------------------------------------------------------------------
-
-
 class PlanIssue(BaseModel):
     """Something the plan validator repaired or rejected, and why."""
 
@@ -251,22 +227,6 @@ class IterationRecord(BaseModel):
     judge gave none. Empty otherwise."""
 
 
-# --- budgets: what a limit may be, on every surface (flags, settings, HTTP, MCP, sessions) --
-# Finite, positive and below a generous maximum: `inf` would be saved as JSON null (a session
-# no one can load again), NaN compares false with everything (no limit at all), and a figure
-# past these is a typo, not a budget.
-MAX_COST_USD = 100_000.0
-MAX_RUNTIME_SECONDS = 30 * 24 * 3600.0
-MAX_TOTAL_TOKENS = 10_000_000_000
-MAX_ITERATIONS = 50
-
-CostUSD = Annotated[float, Field(gt=0, le=MAX_COST_USD, allow_inf_nan=False)]
-"""A cost limit or budget in USD."""
-RuntimeSeconds = Annotated[float, Field(gt=0, le=MAX_RUNTIME_SECONDS, allow_inf_nan=False)]
-TokenBudget = Annotated[int, Field(ge=1000, le=MAX_TOTAL_TOKENS)]
-Iterations = Annotated[int, Field(ge=1, le=MAX_ITERATIONS)]
-
-
 class Limits(BaseModel):
     """The run's hard limits, saved with the session (a resume may raise them)."""
 
@@ -277,8 +237,7 @@ class Limits(BaseModel):
 
     @classmethod
     def problem(cls, name: str, value: object) -> str | None:
-        """Why ``value`` cannot be the limit ``name`` ("must be a finite number"); None when
-        it can."""
+        """Why ``value`` cannot be the limit ``name`` ("must be a finite number"), or None."""
         try:
             cls.model_validate({name: value})
         except ValidationError as exc:
@@ -378,36 +337,6 @@ class Writing(BaseModel):
     def stale(self, done: Iterable[str]) -> bool:
         """Whether nodes finished (or were undone) since the outline was made."""
         return set(self.covers) != set(done)
-
-
-class ClaimTotals(BaseModel):
-    """The claim check of the report, counted (the claims are in ``claims.json``)."""
-
-    claims: int = 0
-    by_verdict: dict[str, int] = Field(
-        default_factory=dict,
-        description="Claims per verdict: supported, partial, contradicted, unsupported, "
-        "unverifiable, uncited (a factual sentence citing nothing), quoted (not checked).",
-    )
-    corroborated: int = Field(
-        default=0, description="Supported claims that two or more independent sources state."
-    )
-    unchecked: int = Field(
-        default=0, description="Claims the time limit left unchecked: a resume checks them."
-    )
-    contradictions: int = Field(
-        default=0, description="Pairs of findings in the evidence that conflict."
-    )
-    revised: int = Field(
-        default=0,
-        description="Claims rewritten once by their writer after the check, and then supported.",
-    )
-    confidence: float | None = Field(
-        default=None,
-        description="Derived from the claims' verdicts and corroboration (0-1; None: nothing "
-        "was checked), beside the judge's.",
-    )
-    checked_at: datetime | None = None
 
 
 class LedgerEntry(BaseModel):

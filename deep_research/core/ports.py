@@ -95,7 +95,7 @@ BUILTIN_SOURCES: Mapping[SourceHint, str] = {
     "internal": "the user's own knowledge base (their documents, decisions, designs)",
     "mixed": "all of the sources above at once, when more than one matters",
 }
-"""The sources every run knows; others are registered by name (``app/sources.py``)."""
+"""The hints every run knows; a source may serve one of its own (``app/sources.py``)."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ heading, which a synthesis may hold too.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import NamedTuple
 
 from pydantic import BaseModel, Field
@@ -28,19 +27,8 @@ from pydantic import BaseModel, Field
 from deep_research.core import coverage
 from deep_research.core import markdown as md
 from deep_research.core.budget import totals
-from deep_research.core.citations import (
-    check,
-    cited_refs,
-    renumber_all,
-    untied,
-    untied_note,
-)
-from deep_research.core.models import (
-    Citation,
-    ResearchNode,
-    SessionState,
-    Writing,
-)
+from deep_research.core.citations import check, cited_refs, renumber_all, untied, untied_note
+from deep_research.core.models import Citation, ResearchNode, SessionState, Writing
 from deep_research.core.ports import Meter, WriteJob
 from deep_research.core.scope import WebScope, page_key
 
@@ -103,14 +91,16 @@ class Report(BaseModel):
 
     @property
     def markdown(self) -> str:
+        made = self.parts()
+        head = [f"# {md.text(self.title)}", self.status, self.notice, self.contents(made)]
+        body = [f"## {p.title}\n\n{p.body}" if p.title else p.body for p in made]
         listed = "\n".join(source_item(n, s) for n, s in enumerate(self.sources, start=1))
-        sources = f"{SOURCES}\n\n" + (listed or "_No sources were cited._")
+        sources = f"## {SOURCES_TITLE}\n\n" + (listed or "_No sources were cited._")
         if self.consulted:
             sources += "\n\n" + consulted_line(self.consulted)
-        return (
-            "\n\n".join(p for p in (self.before_sources(), sources, self.after_sources()) if p)
-            + "\n"
-        )
+        notes = "\n\n".join(f"### {title}\n\n{text}" for title, text in self.note_parts(made))
+        after = [f"## {FINDINGS}\n\n{notes}" if notes else "", self.footer]
+        return "\n\n".join(p for p in [*head, *body, sources, *after] if p) + "\n"
 
     def parts(self) -> list[Part]:
         """What stands between the title and the Sources, in order: the answer, the
@@ -119,7 +109,9 @@ class Report(BaseModel):
         titled = [*_body_parts(self)]
         if self.contradictions:
             titled.append((CONTRADICTIONS, md.demoted(self.contradictions, _BUILDER_IDS)))
-        for text in (_limitations_text(self.limitations), self.citation_check, self.claim_check):
+        if self.limitations:
+            titled.append((COVERAGE, md.demoted("\n".join(self.limitations).strip(), _BUILDER_IDS)))
+        for text in (self.citation_check, self.claim_check):
             # The builder's own text: a heading on its first line, or none (a clean check).
             head, _, rest = text.partition("\n")
             if head.startswith("## "):
@@ -159,17 +151,6 @@ class Report(BaseModel):
             out.append((f"{md.text(n.node_id)}: {md.text(n.question)}", text))
         return out
 
-    def before_sources(self) -> str:
-        made = self.parts()
-        head = [f"# {md.text(self.title)}", self.status, self.notice, self.contents(made)]
-        parts = [f"## {p.title}\n\n{p.body}" if p.title else p.body for p in made]
-        return "\n\n".join(p for p in [*head, *parts] if p)
-
-    def after_sources(self) -> str:
-        notes = "\n\n".join(f"### {title}\n\n{text}" for title, text in self.note_parts())
-        parts = [f"## {FINDINGS}\n\n" + notes if notes else "", self.footer]
-        return "\n\n".join(p for p in parts if p)
-
 
 class Part(NamedTuple):
     """A part of the report under its own heading."""
@@ -185,24 +166,23 @@ class Part(NamedTuple):
 CONTRADICTIONS = "Contradictions"
 SOURCES_TITLE = "Sources"
 SOURCES_ID = "sources"
-SOURCES = f"## {SOURCES_TITLE}"
 SOURCE_ID = "source-{}"
 """The id of the Sources entry N in the HTML page (``[N]`` links to it)."""
 FINDINGS = "Findings by sub-question"
 TOC_SECTIONS = 4
 """A report with this many sections or more opens with a table of contents."""
 ANSWER = "Answer"
+COVERAGE = "Coverage and limitations"
+
+
+def anchor(title: str) -> str:
+    """The id a heading gets (GitHub's rule, roughly: lower case, words joined by -)."""
+    return "-".join(re.findall(r"[\w]+", title.lower()))
+
+
 _BUILDER_IDS = frozenset(
-    [
-        "answer",
-        "contradictions",
-        "coverage-and-limitations",
-        "citation-check",
-        "claim-check",
-        SOURCES_ID,
-        "findings-by-sub-question",
-    ]
-)
+    map(anchor, [ANSWER, CONTRADICTIONS, COVERAGE, "Citation check", "Claim check", FINDINGS])
+) | {SOURCES_ID}
 """The ids of the builder's own headings: a section's heading never has one."""
 
 
@@ -219,11 +199,6 @@ def _body_parts(report: Report) -> list[tuple[str, str]]:
         body = md.demoted(section.body.strip(), _BUILDER_IDS)
         parts.append((md.text(section.title), note + body))
     return parts
-
-
-def anchor(title: str) -> str:
-    """The id a heading gets (GitHub's rule, roughly: lower case, words joined by -)."""
-    return "-".join(re.findall(r"[\w]+", title.lower()))
 
 
 def heading_ids(titles: list[str], sections: range) -> list[str]:
@@ -246,10 +221,6 @@ def heading_ids(titles: list[str], sections: range) -> list[str]:
     return ids
 
 
-def _limitations_text(lines: list[str]) -> str:
-    return "## Coverage and limitations\n\n" + "\n".join(lines) if lines else ""
-
-
 class AssembledReport:
     """A writer that writes nothing (``ReportWriter``): the report assembled from the session
     as it stands (its written sections, else its findings so far). No model call."""
@@ -263,45 +234,42 @@ class AssembledReport:
 
 def assemble(state: SessionState) -> Report:
     """The report, as one value, from the session: its written sections and lead; for one
-    not yet written, each finished sub-question's findings. A finding is stated once: after the
-    sources, a written report indexes its sub-questions (each with the section drawing on
-    it), it does not repeat their findings."""
+    not yet written, each finished sub-question's findings."""
     nodes = sorted(state.nodes.values(), key=lambda n: (n.iteration, n.created_at))
     done = [n for n in nodes if n.status == "done"]
     lead, lead_note, parts = "", "", []
-    written = True
     home: dict[str, int] = {}  # node id -> the section drawing on it (1-based)
     writing = state.writing
-    if writing is not None and not writing.stale(n.id for n in done):
+    written = writing is not None and not writing.stale(n.id for n in done)
+    if writing is not None and written:
+        lead = writing.lead if writing.lead_status != "pending" else ""
+        lead_note = _quoted_note(writing.lead_status, writing.lead_note)
         for k, s in enumerate(writing.sections, start=1):
             home.update((i, k) for i in s.node_ids if i not in home)
-        lead = writing.lead if writing.lead_status != "pending" else ""
-        lead_note = (
-            _QUOTED_NOTE.format(why=writing.lead_note) if writing.lead_status == "quoted" else ""
-        )
-        for s in writing.sections:
-            note = _QUOTED_NOTE.format(why=s.note) if s.status == "quoted" else ""
-            if s.status == "pending":
-                note = "Not written yet: the findings it draws on follow."
-            parts.append(
-                (
-                    s.title,
-                    s.text if s.status != "pending" else _findings_of(state, s.node_ids),
-                    note,
-                )
-            )
+            if s.status != "pending":
+                parts.append((s.title, s.text, _quoted_note(s.status, s.note)))
+                continue
+            found = [state.nodes[i].notes.strip() for i in s.node_ids if i in state.nodes]
+            note = "Not written yet: the findings it draws on follow."
+            parts.append((s.title, "\n\n".join(found) or "_no notes_", note))
     elif done:
         note = "Not written yet: the findings of this sub-question so far."
         parts = [(n.question, n.notes.strip() or "_no notes_", note) for n in done]
-        written = False
     else:
         parts = [(ANSWER, state.summary or "_No findings were produced._", "")]
-        written = False
-    unwritten = ""
+    notice: list[str] = []
     if (not written and done) or state.status == "running":
-        unwritten = (
+        notice.append(
             f"> _No report yet: the run is {state.status} ({len(done)} of {len(nodes)} "
             "sub-questions done). Below are the findings so far._"
+        )
+    if state.mode == "extractive":
+        passages = "of the knowledge base and of the web pages read, quoted with citations."
+        if not state.run_spec.web_research:  # only a model-free engine ran
+            passages = "of the knowledge base, quoted with citations. Web research was skipped."
+        notice.append(
+            "> **Extractive mode:** no language model was configured, so this report is built "
+            f"from the best passages {passages}"
         )
     texts = [lead] + [body for _t, body, _n in parts]
     clean = [md.demoted(md.no_definitions(md.no_forged_markers(t))) for t in texts]
@@ -309,19 +277,12 @@ def assemble(state: SessionState) -> Report:
     renumbered, sources = renumber_all(clean, state.sources)
     lead_text, bodies = renumbered[0], renumbered[1:]
     checked = check("\n\n".join([lead_text, *bodies]), sources, unknown=unknown)
+    # Why sentences cite nothing although a marker follows them, said once, of the parts a
+    # model wrote (a quoted part's ``\[12\]`` is its page's own footnote, written as text).
     by_model = ([] if lead_note else [lead]) + [body for _t, body, note in parts if not note]
-    notice = [unwritten] if unwritten else []
-    if state.mode == "extractive":
-        searched = bool(state.run_spec.web_research)  # only a model-free engine ran
-        notice.append(
-            "> **Extractive mode:** no language model was configured, so this report is built "
-            "from the best passages "
-            + (
-                "of the knowledge base and of the web pages read, quoted with citations."
-                if searched
-                else "of the knowledge base, quoted with citations. Web research was skipped."
-            )
-        )
+    limitations = coverage.limitations(state, nodes)
+    if untied_line := untied_note(untied(by_model)):
+        limitations.append(f"- {md.text(untied_line)}")
     return Report(
         title=state.question,
         status=coverage.status_line(state),
@@ -332,7 +293,7 @@ def assemble(state: SessionState) -> Report:
             ReportSection(title=title, body=body, note=note)
             for (title, _b, note), body in zip(parts, bodies, strict=True)
         ],
-        limitations=coverage.limitations(state, nodes) + _untied(by_model),
+        limitations=limitations,
         citation_check=coverage.citation_check(checked),
         removed_markers=unknown,
         sources=sources,
@@ -348,22 +309,8 @@ def assemble(state: SessionState) -> Report:
     )
 
 
-_QUOTED_NOTE = "Not written ({why}): its best evidence, quoted verbatim."
-
-
-def _untied(bodies: list[str]) -> list[str]:
-    """A line saying, once, why sentences of the body cite nothing although a marker follows
-    them (``citations.untied_note``); ``bodies``: the parts a model wrote (a quoted part's
-    ``\\[12\\]`` is its page's own footnote, written as text)."""
-    note = untied_note(untied(bodies))
-    return [f"- {md.text(note)}"] if note else []
-
-
-def _findings_of(state: SessionState, node_ids: list[str]) -> str:
-    return (
-        "\n\n".join(state.nodes[i].notes.strip() for i in node_ids if i in state.nodes)
-        or "_no notes_"
-    )
+def _quoted_note(status: str, why: str) -> str:
+    return f"Not written ({why}): its best evidence, quoted verbatim." if status == "quoted" else ""
 
 
 def _node_meta(node: ResearchNode) -> str:
@@ -401,18 +348,6 @@ def _consulted(nodes: list[ResearchNode], sources: list[Citation], scope: WebSco
     return list(found.values())
 
 
-def read_by_check(sources: list[Citation], passages: Mapping[str, str]) -> list[Citation]:
-    """``sources``, each that came without text (a research job gives the page's address)
-    quoting the passage the claim check then read on its page (``passages``: by session
-    ref): once the check has read a page, the report never says its text was not captured."""
-    return [
-        s.model_copy(update={"quote": passages[s.ref]})
-        if not s.quote.strip() and passages.get(s.ref, "").strip()
-        else s
-        for s in sources
-    ]
-
-
 def source_item(number: int, source: Citation) -> str:
     """Entry ``number`` of the Sources list (its continuation lines indented under it)."""
     prefix = f"{number}. "
@@ -443,26 +378,21 @@ def footer(state: SessionState) -> str:
     spend = totals(state.ledger)
     usage = spend.usage
     roles = ", ".join(f"{role} ${cost:.4f}" for role, cost in sorted(spend.by_role.items()))
-    unknown = sum(1 for entry in state.ledger if entry.usage_unknown)
-    unknown_note = (
-        f" · **{unknown} cancelled or failed research job(s) reported no usage: their spend "
-        "is unknown and not included** (see the provider's usage page)"
-        if unknown
-        else ""
+    writes = usage.cache_write_tokens
+    line = (
+        f"_Spend: ${spend.cost_usd:.4f} · {usage.input_tokens:,} input tokens "
+        f"({usage.cached_input_tokens:,} cached"
+        + (f", {writes:,} written to the cache" if writes else "")
+        + f") · {usage.output_tokens:,} output tokens · {usage.web_search_calls} web searches"
+        + (f" · by role: {roles}" if roles else "")
     )
+    if unknown := sum(1 for entry in state.ledger if entry.usage_unknown):
+        line += (
+            f" · **{unknown} cancelled or failed research job(s) reported no usage: their spend "
+            "is unknown and not included** (see the provider's usage page)"
+        )
     engine = state.run_spec.web_research
     scope = state.run_spec.scope.describe()
     engine += f"; web scope: {md.text(scope)}" if engine and scope else ""
-    writes = usage.cache_write_tokens
-    written = f", {writes:,} written to the cache" if writes else ""
-    return (
-        "---\n\n"
-        + (f"_Web research: {engine}._\n\n" if engine else "")
-        + f"_Spend: ${spend.cost_usd:.4f} · {usage.input_tokens:,} input tokens "
-        f"({usage.cached_input_tokens:,} cached{written}) · {usage.output_tokens:,} output "
-        "tokens · "
-        f"{usage.web_search_calls} web searches"
-        + (f" · by role: {roles}" if roles else "")
-        + unknown_note
-        + "_"
-    )
+    web = f"_Web research: {engine}._\n\n" if engine else ""
+    return f"---\n\n{web}{line}_"

@@ -11,14 +11,13 @@ deep-research mcp                   the MCP server (a question named like a comm
 The commands only parse, call the use-cases in ``app/`` and print: the MCP server and the
 HTTP API run research through the same ones. This module is the root command, the small
 commands and the one place errors are mapped; ``run`` and ``resume`` live in ``run_cli``,
-the ``sessions`` and ``kb`` groups in ``sessions_cli`` and ``kb_cli``. Each command imports
-what it uses in its body, so `--help`, `--version` and `sessions list` never load pydantic
-models, Chroma or LangChain.
+``serve`` and ``mcp`` in ``serve_cli``, the ``sessions`` and ``kb`` groups in ``sessions_cli``
+and ``kb_cli``. Each command imports what it uses in its body, so `--help`, `--version` and
+`sessions list` never load pydantic models, Chroma or LangChain.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import sys
@@ -39,6 +38,7 @@ from deep_research.core.errors import (
 from deep_research.frontends.common import JsonOpt, error_code, error_json, print_json
 from deep_research.frontends.kb_cli import kb_app
 from deep_research.frontends.run_cli import resume, run
+from deep_research.frontends.serve_cli import mcp, serve
 from deep_research.frontends.sessions_cli import sessions_app
 
 _debug = False
@@ -279,100 +279,8 @@ def cache_clear(as_json: JsonOpt = False) -> None:
         render.info(f"cache cleared ({freed / 1_000_000:.1f} MB)")
 
 
-@app.command()
-def serve(
-    host: Annotated[
-        str,
-        typer.Option(help="Address to bind; off loopback DEEP_RESEARCH_API_TOKEN is required."),
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
-) -> None:
-    """Serve the HTTP API: start, follow (Server-Sent Events), resume and cancel runs; API
-    docs at /docs. Ctrl-C saves every run as interrupted."""
-    try:
-        import uvicorn
-
-        from deep_research.app.config import load_settings
-        from deep_research.frontends import render
-        from deep_research.frontends.http.app import create_app, log_to_stderr
-
-        settings = load_settings()
-        api = create_app(settings, host=host, port=port)
-        log_to_stderr()
-        where = f"[{host}]" if ":" in host else host
-        render.info(f"serving on http://{where}:{port} (API docs at /docs); Ctrl-C stops")
-        config = uvicorn.Config(api, host=host, port=port, log_level="warning", server_header=False)
-        server = _server_class()(config)
-        server.run()  # on Ctrl-C it saves the runs, then may raise it again here
-    except KeyboardInterrupt:
-        _end_process(EXIT_INTERRUPTED, "error: interrupted\n")
-    except SystemExit as exc:  # uvicorn's, for a port it cannot bind: it has said why
-        _end_process(exc.code if isinstance(exc.code, int) else _STARTUP_FAILURE)
-    if server.signalled:
-        _end_process(EXIT_INTERRUPTED, "error: interrupted\n")
-    _end_process(0 if server.started else _STARTUP_FAILURE)  # uvicorn has said why
-
-
-_STARTUP_FAILURE = 3
-"""uvicorn's exit code for a server that could not start (a port in use, say)."""
-
-
-def _server_class() -> type[Any]:
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        """uvicorn's server, remembering whether a signal (Ctrl-C) stopped it."""
-
-        signalled = False
-
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            self.signalled = True
-            super().handle_exit(sig, frame)
-
-    return Server
-
-
-def _end_process(exit_code: int, last_words: str = "") -> NoReturn:
-    """End a server's process now, with every run saved: its daemon threads (the warm-up,
-    importing the engines; a thread logging to stderr) must not meet the interpreter's
-    shutdown, which then aborts (exit 134), nor a second Ctrl-C its clean-up (a traceback)."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sys.stderr.write(last_words)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe has nothing to flush
-            stream.flush()
-    os._exit(exit_code)
-
-
-@app.command()
-def mcp(
-    http: Annotated[
-        int | None,
-        typer.Option(
-            "--http",
-            metavar="PORT",
-            min=1,
-            max=65535,
-            help="Serve streamable HTTP on 127.0.0.1:PORT (at /mcp) instead of stdio.",
-        ),
-    ] = None,
-) -> None:
-    """Serve the MCP server: research, the knowledge base and claim checks as tools for an
-    MCP client (Claude Code, Claude Desktop, …); stdio unless --http. Every run is saved as
-    interrupted when the client goes away."""
-    from deep_research.app.config import load_settings
-    from deep_research.frontends.mcp import server as mcp_server
-
-    settings = load_settings()
-    if http is None:
-        mcp_server.serve_stdio(settings)
-        return
-    from deep_research.frontends import render
-
-    render.info(f"serving MCP on http://127.0.0.1:{http}/mcp; Ctrl-C stops")
-    mcp_server.serve_http(settings, http)
+app.command()(serve)
+app.command()(mcp)
 
 
 @app.command()

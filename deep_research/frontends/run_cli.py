@@ -8,28 +8,20 @@ maps their errors to one stderr line and an exit code.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from deep_research.core.errors import (
-    EXIT_DECLINED,
-    EXIT_INTERRUPTED,
-    BudgetTooSmall,
-    UsageError,
-)
+from deep_research.core.errors import EXIT_DECLINED, EXIT_INTERRUPTED, BudgetTooSmall
 from deep_research.core.models import SEARCH_PROVIDERS
 from deep_research.frontends.common import JsonOpt, error_json, print_json, print_report
+from deep_research.frontends.question import read_question
 
 if TYPE_CHECKING:
     from deep_research.app import lifecycle, preparation
     from deep_research.core.ports import JobEvent
-
-MAX_QUESTION_BYTES = 64_000
-
 
 # --- shared options -------------------------------------------------------------
 
@@ -182,7 +174,7 @@ def run(
     from deep_research.app.options import RunOptions
     from deep_research.frontends import render
 
-    question = _read_question(question, question_file)
+    question = read_question(question, question_file)
     values, flags = _given(ctx)
     options = RunOptions.parse(values, flags)
     # Every check a user can fail (question, flags, settings) runs before the engine loads.
@@ -262,34 +254,6 @@ def resume(
         _drive(run, as_json=as_json, full=full)
 
 
-def _read_question(question: str | None, question_file: Path | None) -> str:
-    """The question as given: an argument, ``-`` for stdin, or ``--question-file``."""
-    if (question is None) == (question_file is None):
-        raise UsageError("give the question as an argument, as - (stdin), or --question-file")
-    if question_file is not None:
-        try:
-            with question_file.open(encoding="utf-8") as file:
-                return _bounded(file.read(MAX_QUESTION_BYTES + 1))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read the question from {question_file}: {exc}") from None
-    if question == "-":
-        try:
-            text = sys.stdin.read(MAX_QUESTION_BYTES + 1)
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"the question on stdin is not UTF-8 text: {exc}") from None
-        return _bounded(text)
-    return question or ""
-
-
-def _bounded(text: str) -> str:
-    """Never read a huge input whole: past this it is no question (options says the limit)."""
-    if len(text) > MAX_QUESTION_BYTES:
-        raise UsageError(
-            "the question is over 64 KB; put background material in the knowledge base instead"
-        )
-    return text
-
-
 def _preflight(
     prepared: preparation.Prepared,
     *,
@@ -353,6 +317,7 @@ def _drive(run: lifecycle.Run, *, as_json: bool, full: bool = False) -> None:
     import asyncio
 
     from deep_research.app import lifecycle
+    from deep_research.core.budget import totals
     from deep_research.frontends import render
     from deep_research.frontends.common import run_summary
 
@@ -371,7 +336,13 @@ def _drive(run: lifecycle.Run, *, as_json: bool, full: bool = False) -> None:
         print_json(run_summary(state) | {"exit_code": lifecycle.exit_code(state)})
         raise typer.Exit(lifecycle.exit_code(state))
     _show_report(run.report_markdown or "", state.report_path, state.session_id, full=full)
-    _spend_line(run)
+    # Read back after everything booked: the claim check pays its judge after the first draft.
+    saved = run.store.load(state.session_id)
+    spend = totals(saved.ledger)
+    render.info(
+        f"session {saved.session_id}: {saved.status} ({saved.stop_reason}) · "
+        f"${spend.cost_usd:.4f} · {spend.usage.total_tokens:,} tokens"
+    )
     raise typer.Exit(lifecycle.exit_code(state))  # not 0 when nothing was found
 
 
@@ -410,20 +381,6 @@ def _show_report(markdown: str, path: str | None, session_id: str, *, full: bool
     if path is not None:
         more = f" (all of it: deep-research sessions report {session_id} --full)" if brief else ""
         render.info(f"report: {path}{more}")
-
-
-def _spend_line(run: lifecycle.Run) -> None:
-    """The run's status and spend as its session was saved, after everything booked (the
-    claim check pays its judge after the report's first draft)."""
-    from deep_research.core.budget import totals
-    from deep_research.frontends import render
-
-    saved = run.store.load(run.state.session_id)
-    spend = totals(saved.ledger)
-    render.info(
-        f"session {saved.session_id}: {saved.status} ({saved.stop_reason}) · "
-        f"${spend.cost_usd:.4f} · {spend.usage.total_tokens:,} tokens"
-    )
 
 
 def _info(as_json: bool) -> preparation.Info:

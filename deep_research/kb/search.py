@@ -32,7 +32,8 @@ from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.kb.chunking import document_key, make_anchor, make_locator
 from deep_research.kb.embeddings import normalize_rows
 from deep_research.kb.modes import MODES, Mode
-from deep_research.kb.store import KBStore, StoredChunk
+from deep_research.kb.store import KBStore
+from deep_research.kb.stored import StoredChunk
 
 FusionMethod = Literal["rrf", "weighted"]
 Normalization = Literal["zscore", "minmax"]

@@ -12,10 +12,7 @@ Layout of ``settings.kb_dir / <name>``::
 Chunks are written through langchain-chroma's public API (``add_texts``, ``delete``), a
 slice of the embedder's ``progress_step`` chunks at a time, so an ingest can say how many
 are embedded; reads (search, locators, the BM25 rebuild) go to the chromadb collection
-directly.
-A chunk's stored document is its ``indexed_text`` (title, heading path, text), which is
-what the embedding model and BM25 both see; ``text_start`` in its metadata marks where
-the chunk's own text begins.
+directly; what a chunk is stored as is ``stored.py``'s.
 
 Invariants: a chunk's text is served (`get_chunks`, `find`: every search, fetch, locator
 and citation reads through them) only while its file resolves inside its root's folder
@@ -31,7 +28,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +39,7 @@ from chromadb.api import ClientAPI
 from chromadb.errors import ChromaError
 
 from deep_research.core.errors import KnowledgeBaseError
-from deep_research.kb.chunking import Chunk, document_key
+from deep_research.kb.chunking import Chunk
 from deep_research.kb.embeddings import Done, NamedEmbeddings
 from deep_research.kb.lexical import LexicalDoc, LexicalIndex
 from deep_research.kb.manifest import (
@@ -56,6 +53,7 @@ from deep_research.kb.manifest import (
     save_manifest,
 )
 from deep_research.kb.settings import KBSettings
+from deep_research.kb.stored import StoredChunk, chroma_metadata, rows, stored_chunk
 
 if TYPE_CHECKING:
     from langchain_chroma import Chroma
@@ -93,26 +91,6 @@ def roots_of(manifest: Manifest) -> tuple[KBRoot, ...]:
     )
 
 
-@dataclass(frozen=True)
-class StoredChunk:
-    id: str
-    root: str
-    source: str
-    heading: str
-    start_line: int
-    end_line: int
-    text: str
-    title: str
-    tags: tuple[str, ...]
-    ordinal: int
-    piece: bool = False
-    column: int = 0
-
-    @property
-    def document(self) -> tuple[str, str]:
-        return (self.root, self.source)
-
-
 @contextmanager
 def store_errors(action: str) -> Iterator[None]:
     try:
@@ -129,52 +107,6 @@ def store_errors(action: str) -> Iterator[None]:
         raise KnowledgeBaseError(f"{action} failed: {exc}") from exc
     except UNREACHABLE as exc:
         raise KnowledgeBaseError(f"{action} failed: {exc or type(exc).__name__}") from exc
-
-
-def _chroma_metadata(chunk: Chunk) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "root": chunk.root,
-        "source": chunk.source,
-        "doc": document_key(chunk.root, chunk.source),
-        "heading": chunk.heading,
-        "start_line": chunk.start_line,
-        "end_line": chunk.end_line,
-        "content_hash": chunk.content_hash,
-        "title": chunk.title,
-        "ordinal": chunk.ordinal,
-        "text_start": len(chunk.indexed_text) - len(chunk.text),
-    }
-    if chunk.piece:
-        meta["piece"] = True
-        meta["column"] = chunk.column
-    if chunk.tags:  # Chroma rejects empty lists
-        meta["tags"] = list(chunk.tags)
-    for key, value in chunk.meta:
-        meta[f"fm_{key}"] = value
-    return meta
-
-
-def _stored(chunk_id: str, document: str, meta: Mapping[str, Any]) -> StoredChunk:
-    tags = meta.get("tags") or []
-    return StoredChunk(
-        id=chunk_id,
-        root=str(meta["root"]),
-        source=str(meta["source"]),
-        heading=str(meta.get("heading", "")),
-        start_line=int(meta["start_line"]),
-        end_line=int(meta["end_line"]),
-        text=document[int(meta["text_start"]) :],
-        title=str(meta.get("title", "")),
-        tags=tuple(str(t) for t in tags) if isinstance(tags, list) else (),
-        ordinal=int(meta.get("ordinal", 0)),
-        piece=bool(meta.get("piece", False)),
-        column=int(meta.get("column", 0)),
-    )
-
-
-def _rows(got: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
-    for cid, doc, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
-        yield cid, doc or "", meta or {}
 
 
 @contextmanager
@@ -254,18 +186,13 @@ class KBStore:
         if manifest is not None:
             return manifest
         rebuilt = Manifest(embedding_model=self.embeddings.model_id)
-        offset = 0
-        while True:
-            with store_errors("reading chunks"):
-                got = self.collection.get(include=["metadatas"], limit=_PAGE, offset=offset)
+        for got in self._pages(["metadatas"]):
             for cid, meta in zip(got["ids"], got["metadatas"], strict=True):
                 root = str((meta or {})["root"])
                 source = str((meta or {}).get("source", ""))
                 files = rebuilt.roots.setdefault(root, RootEntry()).files
                 files.setdefault(source, FileEntry(hash=None)).chunk_ids.append(cid)
-            if len(got["ids"]) < _PAGE:
-                return rebuilt
-            offset += _PAGE
+        return rebuilt
 
     def save_manifest(self, manifest: Manifest) -> None:
         save_manifest(self.directory, manifest)
@@ -275,6 +202,17 @@ class KBStore:
         return read_generation(self.directory)
 
     # --- chunks -------------------------------------------------------------------------
+
+    def _pages(self, include: list[str]) -> Iterator[Any]:
+        """Every chunk, ``_PAGE`` at a time: what the collection's ``get`` returns."""
+        offset = 0
+        while True:
+            with store_errors("reading chunks"):
+                got = self.collection.get(include=include, limit=_PAGE, offset=offset)
+            yield got
+            if len(got["ids"]) < _PAGE:
+                return
+            offset += _PAGE
 
     def _step(self) -> int:
         return max(1, self.client.get_max_batch_size())
@@ -300,7 +238,7 @@ class KBStore:
                 batch = chunks[start : start + step]
                 self.vectorstore.add_texts(
                     texts=[c.indexed_text for c in batch],
-                    metadatas=[_chroma_metadata(c) for c in batch],
+                    metadatas=[chroma_metadata(c) for c in batch],
                     ids=[c.id for c in batch],
                 )
                 if progress:
@@ -323,12 +261,12 @@ class KBStore:
             return {}
         with store_errors("reading chunks"):
             got = self.collection.get(ids=list(ids), include=["documents", "metadatas"])
-        return {c.id: c for c in self._served(_stored(*row) for row in _rows(got))}
+        return {c.id: c for c in self._served(stored_chunk(*row) for row in rows(got))}
 
     def find(self, where: dict[str, Any]) -> list[StoredChunk]:
         with store_errors("reading chunks"):
             got = self.collection.get(where=where, include=["documents", "metadatas"])
-        return self._served(_stored(*row) for row in _rows(got))
+        return self._served(stored_chunk(*row) for row in rows(got))
 
     def _served(self, chunks: Iterable[StoredChunk]) -> list[StoredChunk]:
         """The chunks whose files still resolve inside their roots (one check per file)."""
@@ -384,18 +322,10 @@ class KBStore:
         ]
 
     def iter_lexical_docs(self) -> Iterator[LexicalDoc]:
-        offset = 0
-        while True:
-            with store_errors("reading chunks"):
-                got = self.collection.get(
-                    include=["documents", "metadatas"], limit=_PAGE, offset=offset
-                )
-            for cid, doc, meta in _rows(got):
-                chunk = _stored(cid, doc, meta)
+        for got in self._pages(["documents", "metadatas"]):
+            for cid, doc, meta in rows(got):
+                chunk = stored_chunk(cid, doc, meta)
                 yield LexicalDoc(cid, chunk.root, chunk.source, chunk.tags, doc)
-            if len(got["ids"]) < _PAGE:
-                return
-            offset += _PAGE
 
     def lexical(self) -> LexicalIndex:
         """The BM25 index for the current generation: cached, loaded or rebuilt."""

@@ -18,8 +18,8 @@ from pydantic import ValidationError
 
 from deep_research.core.ledger import ClaimLedger
 from deep_research.core.models import EvidenceUnit
+from deep_research.persistence.atomic import atomic_write_text
 from deep_research.persistence.evidence import read_units
-from deep_research.persistence.sessions import atomic_write_text
 
 log = logging.getLogger(__name__)
 

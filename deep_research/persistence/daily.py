@@ -48,7 +48,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from deep_research.core.errors import DeepResearchError, SessionError, StorageError, UsageError
 from deep_research.core.models import utcnow
-from deep_research.persistence.sessions import SessionStore, atomic_write_text
+from deep_research.persistence.atomic import atomic_write_text
+from deep_research.persistence.sessions import SessionStore
 
 DIR = "daily"
 FILE = "ledger.json"

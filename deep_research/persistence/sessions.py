@@ -35,7 +35,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -46,6 +45,7 @@ from pydantic import BaseModel, ValidationError
 
 from deep_research.core.errors import SessionError, SessionLocked, StorageError
 from deep_research.core.models import RunStatus, SessionState, StopReason, utcnow
+from deep_research.persistence.atomic import atomic_write_text
 
 SCHEMA_VERSION: int = SessionState.model_fields["schema_version"].default
 STATE_FILE = "state.json"
@@ -68,32 +68,6 @@ def _check_id(session_id: str) -> str:
             f"invalid session id {session_id!r}: expected 4-32 lowercase hex characters"
         )
     return session_id
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` all at once.
-
-    The temp file lives in the same directory so ``os.replace`` is a rename within
-    one file system (atomic). ``os.replace`` alone survives a process crash; the
-    fsync before it also survives a power loss or kernel crash, where the rename
-    could otherwise reach the disk before the data and leave an empty state.json
-    — the one failure a resumable run cannot recover from. It costs a few ms,
-    paid off the event loop (see ``checkpoints.Checkpointer``). The directory itself is not
-    fsync'ed: losing the rename just means resuming from the previous checkpoint.
-    """
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as tmp:
-            tmp.write(text)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.replace(tmp_name, path)
-    except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        if isinstance(exc, OSError) and exc.filename is None:  # a write to a full disk
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
-        raise
 
 
 class SessionSummary(BaseModel):
@@ -219,11 +193,8 @@ class SessionStore:
             raise SessionError(f"session {session_id}: cannot read {file}: {exc}") from None
         # Fast path: parse and validate straight from bytes (list() reads every session).
         # Only a failure takes the slow path below, whose job is a precise message.
-        try:
+        with contextlib.suppress(ValidationError):
             state = SessionState.model_validate_json(raw)
-        except ValidationError:
-            pass
-        else:
             if (
                 "schema_version" in state.model_fields_set  # not the default: we always write it
                 and state.schema_version == SCHEMA_VERSION
@@ -387,8 +358,7 @@ class SessionStore:
     def list(self) -> builtins.list[SessionSummary]:
         """Every session, newest first; unreadable ones as status ``corrupt``."""
         rows = [self._summary(session_id) for session_id in self._ids()]
-        rows.sort(key=lambda row: row.created_at, reverse=True)
-        return rows
+        return sorted(rows, key=lambda row: row.created_at, reverse=True)
 
     def _summary(self, session_id: str) -> SessionSummary:
         try:

@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from importlib.resources import files
 from typing import Protocol
 
 import openai
@@ -32,6 +31,7 @@ from openai.types.responses import Response
 from pydantic import BaseModel, ValidationError
 
 from deep_research.adapters.prices import PriceTable
+from deep_research.adapters.web.job_prompt import build_user_message, load_instructions
 from deep_research.adapters.web.openai_jobs import (
     PENDING,
     JobGone,
@@ -56,20 +56,15 @@ from deep_research.core.ports import (
     CREATE_INTENT,
     BranchResult,
     BranchTask,
-    Finding,
     JobEvent,
     Meter,
     PriceBook,
     RemoteJobHook,
 )
-from deep_research.core.scope import WebScope, page_key
+from deep_research.core.scope import page_key
 
 JOB_NAME = "deep_research"
 CACHE_TOOL = "openai_web_research"
-MAX_DEPENDENCY_CHARS = 10_000
-"""Room for all dependencies' findings together, split evenly: the prompt never grows
-with the number of nodes."""
-MAX_QUESTION_CHARS = 2_000
 
 
 class ReportCompressor(Protocol):
@@ -139,8 +134,7 @@ class DeepResearchExecutor:
 
     def worst_case_tokens(self) -> int:
         return web_job_worst_usage(
-            max_tool_calls=self.spec.max_tool_calls,
-            max_output_tokens=self.spec.max_output_tokens,
+            max_tool_calls=self.spec.max_tool_calls, max_output_tokens=self.spec.max_output_tokens
         ).total_tokens
 
     async def run(
@@ -244,11 +238,7 @@ class DeepResearchExecutor:
                 seen.add(page_key(url))
                 consulted.append(url)
         return DeepResearchReport(
-            text=text,
-            citations=citations,
-            usage=usage,
-            consulted=consulted,
-            dropped=dropped,
+            text=text, citations=citations, usage=usage, consulted=consulted, dropped=dropped
         )
 
 
@@ -356,12 +346,8 @@ class _Job:
         self.job_id = created.job_id
         await self._save(JOB_NAME, created.job_id)  # on disk when this returns
         if refused:
-            self._emit(
-                "queued",
-                0,
-                "reasoning summaries were refused (organisation not verified): "
-                "submitted without them",
-            )
+            note = "reasoning summaries were refused (organisation not verified)"
+            self._emit("queued", 0, f"{note}: submitted without them")
         return created.parse()
 
     async def _poll(self, response: Response) -> Response:
@@ -399,52 +385,3 @@ class _Job:
         )
         await self._save(JOB_NAME, None)
         return False
-
-
-def scope_limits(scope: WebScope) -> str:
-    """The sentences that ask for what OpenAI's ``web_search`` cannot be told; "" if none."""
-    said = []
-    if scope.since is not None:
-        said.append(f"Use only pages published on or after {scope.since.isoformat()}.")
-    if scope.exclude_domains:
-        said.append(f"Never use or cite pages on: {', '.join(scope.exclude_domains)}.")
-    return " ".join(said)
-
-
-def load_instructions() -> str:
-    path = files("deep_research").joinpath("prompts/deep_research.md")
-    return path.read_text(encoding="utf-8").strip()
-
-
-def _clip(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: max(0, limit - 14)].rstrip() + " …[truncated]"
-
-
-def _render_finding(finding: Finding, limit: int) -> str:
-    head = f"### {_clip(finding.question, 300)}\n"
-    lines = [
-        _clip(f"[{c.ref or i}] {c.title or c.locator} — {c.url or c.locator}", 200)
-        for i, c in enumerate(finding.citations, 1)
-    ]
-    sources = _clip("\n".join(lines), limit // 3) if lines else "(none)"
-    notes = _clip(finding.notes, max(0, limit - len(head) - len(sources) - 14))
-    return _clip(f"{head}{notes}\nSources:\n{sources}", limit)
-
-
-def build_user_message(task: BranchTask, scope: WebScope | None = None) -> str:
-    """The job's request. What of ``scope`` OpenAI has no field for (a date, excluded
-    domains: ``JobSpec``) is asked for in words; what the job cites outside it anyway is
-    dropped when its result is read."""
-    parts = [
-        f"Sub-question to research:\n{_clip(task.question, MAX_QUESTION_CHARS)}",
-        "It is part of this larger question (context only):\n"
-        + _clip(task.root_question, MAX_QUESTION_CHARS),
-    ]
-    if scope is not None and (limits := scope_limits(scope)):
-        parts.append(limits)
-    if task.dependencies:
-        share = MAX_DEPENDENCY_CHARS // len(task.dependencies)
-        findings = "\n\n".join(_render_finding(f, share) for f in task.dependencies)
-        parts.append(f"Findings of earlier research this builds on:\n\n{findings}")
-    return "\n\n".join(parts)

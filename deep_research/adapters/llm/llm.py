@@ -31,6 +31,7 @@ from openai.types import CompletionUsage
 from pydantic import BaseModel, ValidationError
 
 from deep_research.adapters.llm.params import is_reasoning_model, reasoning_room
+from deep_research.adapters.llm.provider_errors import provider_error
 from deep_research.adapters.llm.replies import json_object_in
 from deep_research.adapters.llm.server import (
     CHARS_PER_TOKEN,
@@ -110,8 +111,7 @@ class ChatModel:
     cap_setting: str = "DEEP_RESEARCH_MAX_TOKENS_PER_CALL"
 
     def capped(self, max_tokens: int, setting: str | None = None) -> ChatModel:
-        """The same model with its replies capped at ``max_tokens`` (reasoning included),
-        ``setting`` the one that chose it."""
+        """The same model, its replies capped at ``max_tokens`` that ``setting`` chose."""
         return replace(self, max_tokens=max_tokens, cap_setting=setting or self.cap_setting)
 
     @property
@@ -158,9 +158,7 @@ class ChatModel:
         reply_tokens: int | None = None,
     ) -> T:
         """A reply parsed into ``schema``, in the most enforced shape the server takes
-        (``server.SHAPES``: a strict JSON schema, a JSON object with the schema in the
-        prompt, plain text with the schema in the prompt). A refused shape moves to the
-        next one at once (and is remembered); a reply that does not parse is repaired."""
+        (``server.SHAPES``). A refused shape moves to the next one at once (remembered)."""
         shape = await self.server.shape(self.model)
         while True:
             try:
@@ -203,15 +201,9 @@ class ChatModel:
                 )
             except SentTwice:
                 break  # the model gave the same wrong reply again: asking again would too
-            except openai.LengthFinishReasonError as exc:
-                # Cut off at the cap (a reasoning model may spend it all thinking): billed,
-                # so recorded; then one try with twice the room.
+            except openai.LengthFinishReasonError as exc:  # cut off, and billed: recorded
                 meter.record(self.role, self.model, completion_usage(exc.completion.usage))
-                if enlarged or cap >= MAX_CAP_TOKENS:
-                    raise StructuredOutputError(self._cut_off(name, cap)) from None
-                enlarged, attempts = True, attempts - 1  # a bigger cap is not a repair
-                cap = min(2 * cap, MAX_CAP_TOKENS)
-                continue
+                parsed, cut_off = None, True
             except (ValidationError, ValueError) as exc:
                 # The SDK's own parse step (a strict schema) raises, its reply lost with it.
                 if isinstance(exc, ValidationError):  # say which field, and why
@@ -220,13 +212,17 @@ class ChatModel:
                     problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 asked = [*base, HumanMessage(REPAIR.substitute(name=name, problem=problem))]
                 continue
-            parsed, problem, content = read_reply(reply, schema)
+            else:
+                parsed, problem, content = read_reply(reply, schema)
+                cut_off = reply.response_metadata.get("finish_reason") == "length"
             if parsed is not None:
                 return parsed
-            if reply.response_metadata.get("finish_reason") == "length":
+            if cut_off:
+                # Cut off at the cap (a reasoning model may spend it all thinking): one more
+                # try with twice the room.
                 if enlarged or cap >= MAX_CAP_TOKENS:
                     raise StructuredOutputError(self._cut_off(name, cap))
-                enlarged, attempts = True, attempts - 1
+                enlarged, attempts = True, attempts - 1  # a bigger cap is not a repair
                 cap = min(2 * cap, MAX_CAP_TOKENS)
                 continue
             echo = [AIMessage(content[:REPLY_ECHO_CHARS])] if content.strip() else []
@@ -269,18 +265,13 @@ class ChatModel:
         def timed_out() -> None:
             # Nothing reported: bill what it may have generated (and its prompt as written
             # to the cache, where the model bills writes), so the budget binds.
-            sent_tokens = int(chars / CHARS_PER_TOKEN)
-            usage = Usage(
-                input_tokens=sent_tokens, cache_write_tokens=sent_tokens, output_tokens=cap
-            )
+            tokens = int(chars / CHARS_PER_TOKEN)
+            usage = Usage(input_tokens=tokens, cache_write_tokens=tokens, output_tokens=cap)
             meter.record(self.role, self.model, usage, usage_unknown=True)
-
-        async def call() -> BaseMessage:
-            return await runnable.ainvoke(messages)
 
         try:
             reply, seconds = await self.server.send(
-                call,
+                lambda: runnable.ainvoke(messages),
                 model=self.model,
                 what=what,
                 sent=sent,
@@ -391,38 +382,11 @@ def completion_usage(usage: CompletionUsage | None) -> Usage:
     """Usage of a raw chat completion (what a ``LengthFinishReasonError`` carries)."""
     if usage is None:
         return Usage()
-    prompt = usage.prompt_tokens_details
-    reasoning = (
-        usage.completion_tokens_details.reasoning_tokens if usage.completion_tokens_details else 0
-    )
+    prompt, done = usage.prompt_tokens_details, usage.completion_tokens_details
     return Usage(
         input_tokens=usage.prompt_tokens,
         cached_input_tokens=(prompt.cached_tokens if prompt else 0) or 0,
         cache_write_tokens=(prompt.cache_write_tokens if prompt else 0) or 0,
         output_tokens=usage.completion_tokens,
-        reasoning_tokens=reasoning or 0,
+        reasoning_tokens=(done.reasoning_tokens if done else 0) or 0,
     )
-
-
-_HINTS: list[tuple[type[openai.OpenAIError], str]] = [
-    (openai.AuthenticationError, "authentication failed: check OPENAI_API_KEY"),
-    (openai.PermissionDeniedError, "permission denied for this model or key"),
-    (
-        openai.NotFoundError,
-        "model or endpoint not found: check the model names and OPENAI_BASE_URL",
-    ),
-    (openai.RateLimitError, "rate limited or out of quota (HTTP 429), even after retries"),
-    (openai.APITimeoutError, "the provider timed out"),
-    (openai.APIConnectionError, "cannot reach the provider: check OPENAI_BASE_URL and the network"),
-    (openai.BadRequestError, "the provider rejected the request"),
-    (openai.InternalServerError, "the provider failed (HTTP 5xx), even after retries"),
-]
-
-
-def provider_error(exc: openai.OpenAIError, model: str) -> ProviderError:
-    """Map an openai exception to a one-line ``ProviderError`` (the one table of hints)."""
-    for kind, hint in _HINTS:
-        if isinstance(exc, kind):
-            detail = getattr(exc, "message", "") or str(exc)
-            return ProviderError(f"{model}: {hint} ({detail[:160]})")
-    return ProviderError(f"{model}: {type(exc).__name__}: {str(exc)[:160]}")

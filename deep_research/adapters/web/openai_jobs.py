@@ -62,7 +62,7 @@ class JobSpec:
 
     Of the scope, OpenAI takes only the allowed domains and the location. It has no field
     for excluded domains (``Filters`` holds ``allowed_domains`` alone) nor for a date: the
-    job's user message asks for both in words (``openai_research.scope_limits``), and a
+    job's user message asks for both in words (``job_prompt.scope_limits``), and a
     citation of an excluded page is dropped when its result is read, with the sentence it
     alone supports, its searches still paid for.
     """

@@ -1,26 +1,21 @@
 """The page reader: fetch a web page safely and politely, keep its main text as markdown.
 
-One `PageReader` per process, shared by every run in it: it holds the per-host limits (at
-most ``per_host_concurrency`` requests in flight and ``per_host_rate`` requests a second to
-one host — ``aiolimiter``'s leaky bucket, with no burst: no one-second window holds more), the
-robots.txt cache and the page cache. It belongs to the event loop that first uses it; using
-it from another loop is a bug and raises ``RuntimeError``.
+One `PageReader` per process, shared by every run in it: it holds the per-host limits
+(``per_host_concurrency``, ``per_host_rate``: `host_limits.py`), the robots.txt cache and the
+page cache. It belongs to the event loop that first uses it; using it from another loop is a
+bug and raises ``RuntimeError``.
 
 HTTP goes through its own ``httpx.AsyncClient`` (encode's httpx; the openai SDK has its own
 client, ``DefaultAsyncHttpxClient`` on httpx2, and nothing is shared with it) over
-`fetch_guard.GuardedTransport`, the SSRF guard, which also applies ``HTTPS_PROXY`` /
-``NO_PROXY`` and ``SSL_CERT_FILE`` when ``trust_env`` is on. Per hop: the origin's
-robots.txt (fetched once per scheme, host and port, and kept; its Crawl-delay is not read),
-a slot and a turn at the host, one GET with connect/read timeouts and a deadline
-(``page_timeout``) from request to last byte. Redirects are followed by hand, at most
+`fetch_guard.GuardedTransport`, the SSRF guard, which applies ``trust_env``. Per hop: the
+origin's robots.txt (fetched once per scheme, host and port, and kept), a slot and a turn at
+the host, one GET within the timeouts. Redirects are followed by hand, at most
 ``max_redirects``, every hop checked like the first.
 
 A page is read when it is HTML, XHTML or plain text (by Content-Type, or HTML sniffed when
-none is sent), no larger than ``max_bytes`` (the body is streamed and dropped at the cap).
-`extraction.extract` keeps its main text (trafilatura: markdown, tables kept; it
-downloads nothing) and the publication date its markup states, in a worker thread. Pages
-are cached by URL for the reader's lifetime (a session), and so are the skips that would
-not change on a retry.
+none is sent), no larger than ``max_bytes`` (the body is streamed and dropped at the cap);
+`extraction.py` keeps its main text and date. Pages are cached by URL for the reader's
+lifetime (a session), and so are the skips that would not change on a retry.
 
 A read may carry the run's web scope (``core.scope.WebScope``): a URL outside it is never
 requested, and a redirect that leaves it is refused at that hop, as the address guard
@@ -33,8 +28,7 @@ reason and no httpx exception reaches a caller. ``kind`` says which:
 
     bad_url             not a URL
     refused             not http(s), or an address the guard refuses (fetch_guard.py)
-    robots              robots.txt disallows it; or it answered 5xx or 429, or a redirect of
-                        it failed, which RFC 9309 reads as "disallow all" (a 4xx allows all)
+    robots              robots.txt disallows it, or RFC 9309 reads its answer as "disallow all"
     not_text            a PDF, an image, any other binary
     too_large           over ``max_bytes``
     timeout             connect, read or the page deadline
@@ -44,8 +38,7 @@ reason and no httpx exception reaches a caller. ``kind`` says which:
                         again after waiting once (the wait pauses the whole host)
     too_many_redirects  more than ``max_redirects``
     no_text             under ``min_words`` words of main text: navigation and boilerplate
-    out_of_scope        outside the run's web scope: its host (or a redirect's), or dated
-                        before its ``since``
+    out_of_scope        outside the web scope: its host, a redirect's, or dated before ``since``
 """
 
 from __future__ import annotations
@@ -57,12 +50,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib import metadata
-from typing import Literal
-from urllib.robotparser import RobotFileParser
+from typing import Literal, get_args
 
 import httpx
 
 from deep_research.adapters.branches.protocols import Page
+from deep_research.adapters.web import robots
 from deep_research.adapters.web.extraction import extract
 from deep_research.adapters.web.fetch_guard import (
     AddressRefused,
@@ -78,32 +71,13 @@ from deep_research.core.scope import WebScope, host_of
 
 __all__ = ["PageReader", "PageSkipped", "ReaderSettings", "SkipKind"]
 
-SkipKind = Literal[
-    "bad_url",
-    "refused",
-    "robots",
-    "not_text",
-    "too_large",
-    "timeout",
-    "network",
-    "http_status",
-    "rate_limited",
-    "too_many_redirects",
-    "no_text",
-    "out_of_scope",
+_Lasting = Literal[  # the skips a retry would meet again: kept in the page cache
+    "bad_url", "refused", "robots", "not_text", "too_large", "too_many_redirects", "no_text"
 ]
-_LASTING: frozenset[SkipKind] = frozenset(
-    {"bad_url", "refused", "robots", "not_text", "too_large", "too_many_redirects", "no_text"}
-)
+SkipKind = Literal[_Lasting, "timeout", "network", "http_status", "rate_limited", "out_of_scope"]
+_LASTING = frozenset(get_args(_Lasting))
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_KINDS: dict[str, Literal["html", "text"]] = {
-    "text/html": "html",
-    "application/xhtml+xml": "html",
-    "text/plain": "text",
-}
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8"
-_ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309: parse at least the first 500 KiB
-_DISALLOW_ALL = ["User-agent: *", "Disallow: /"]
 
 
 def default_user_agent() -> str:
@@ -118,9 +92,7 @@ class PageSkipped(BranchError):
 
     def __init__(self, url: str, kind: SkipKind, reason: str) -> None:
         super().__init__(reason)
-        self.url = url
-        self.kind = kind
-        self.reason = reason
+        self.url, self.kind, self.reason = url, kind, reason
 
 
 @dataclass(frozen=True)
@@ -135,9 +107,7 @@ class ReaderSettings:
     max_redirects: int = 5
     per_host_concurrency: int = 2
     per_host_rate: float = 2.0
-    """Requests a second to one host (robots.txt and redirect hops count): requests leave
-    at least ``1 / per_host_rate`` seconds (+ ``SPACING_MARGIN``) apart, so no one-second
-    window holds more than this many."""
+    """Requests to one host in any one-second window, robots.txt and redirect hops counted."""
     max_retry_after: float = 30.0
     min_words: int = 20
     """Less main text than this is not a page worth reading (a cookie notice, a menu)."""
@@ -149,8 +119,7 @@ class ReaderSettings:
 class _Skip(Exception):
     def __init__(self, kind: SkipKind, reason: str) -> None:
         super().__init__(reason)
-        self.kind = kind
-        self.reason = reason
+        self.kind, self.reason = kind, reason
 
 
 @dataclass(frozen=True)
@@ -180,8 +149,10 @@ class PageReader:
             follow_redirects=False,
             trust_env=False,  # the transport applies the environment
         )
-        self._hosts: dict[str, HostLimits] = {}
-        self._robots: dict[str, tuple[RobotFileParser, str]] = {}
+        self._hosts: defaultdict[str, HostLimits] = defaultdict(
+            lambda: HostLimits(s.per_host_concurrency, s.per_host_rate)
+        )
+        self._robots: dict[str, robots.Rules] = {}
         self._robots_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._pages: dict[str, Page | PageSkipped] = {}
         self._page_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -199,12 +170,11 @@ class PageReader:
     async def read(self, url: str, scope: WebScope | None = None) -> Page:
         """The page's main text; raises `PageSkipped` with the reason it was not read.
         ``scope``: where the run may read (None: anywhere)."""
-        scope = scope or _ANYWHERE
+        scope = scope or WebScope()
         loop = asyncio.get_running_loop()
-        if self._loop is None:
-            self._loop = loop
-        elif self._loop is not loop:
+        if self._loop not in (None, loop):
             raise RuntimeError("a PageReader is used from the event loop that first used it")
+        self._loop = loop
         try:
             start = _checked_url(httpx.URL(url.strip()))
         except httpx.InvalidURL as exc:
@@ -258,7 +228,7 @@ class PageReader:
                 raise _Skip(
                     "rate_limited", f"HTTP 429: Retry-After {delay:.0f} s is over {cap:.0f} s"
                 )
-            host = self._host(url)
+            host = self._hosts[url.host.lower()]
             host.not_before = max(host.not_before, asyncio.get_running_loop().time() + delay)
             reply = await self._request(url, page=True)
             if reply.status == 429:
@@ -277,24 +247,24 @@ class PageReader:
         if not rules.can_fetch(self.settings.user_agent, str(url)):
             raise _Skip("robots", unreadable or f"robots.txt of {url.netloc.decode()} disallows it")
 
-    async def _fetch_robots(self, origin: httpx.URL) -> tuple[RobotFileParser, str]:
+    async def _fetch_robots(self, origin: httpx.URL) -> robots.Rules:
         url, answered = origin, False
         try:
             for _ in range(self.settings.max_redirects + 1):
                 reply = await self._request(url, page=False)
                 answered = True
                 if reply.status not in _REDIRECTS:
-                    return _robots_rules(reply)
+                    return robots.rules_of(reply.status, reply.body)
                 url = _next_hop(reply)
             problem = "too many redirects"
         except _Skip as skip:
             if not answered:
                 raise  # the host itself is refused, down or silent: say that, not "robots"
             problem = skip.reason
-        return _rules(_DISALLOW_ALL), f"robots.txt unreadable ({problem}): the host is off limits"
+        return robots.off_limits(f"robots.txt unreadable ({problem})")
 
     async def _request(self, url: httpx.URL, *, page: bool) -> Reply:
-        async with self._host(url).turn():
+        async with self._hosts[url.host.lower()].turn():
             try:
                 async with asyncio.timeout(self.settings.page_timeout):
                     async with self._client.stream("GET", url) as response:
@@ -311,7 +281,7 @@ class PageReader:
         if not 200 <= reply.status < 300:
             return reply
         if not page:
-            return replace(reply, body=await _body(response, _ROBOTS_MAX_BYTES, truncate=True))
+            return replace(reply, body=await _body(response, robots.MAX_BYTES, truncate=True))
         kind = _text_kind(response.headers.get("content-type", ""))
         declared = response.headers.get("content-length", "")
         cap = self.settings.max_bytes
@@ -324,16 +294,6 @@ class PageReader:
             kind = "html"
         encoding = _codec(response.charset_encoding)
         return replace(reply, body=body, kind=kind, encoding=encoding, at=datetime.now(UTC))
-
-    def _host(self, url: httpx.URL) -> HostLimits:
-        name = url.host.lower()
-        if name not in self._hosts:
-            s = self.settings
-            self._hosts[name] = HostLimits(s.per_host_concurrency, s.per_host_rate)
-        return self._hosts[name]
-
-
-_ANYWHERE = WebScope()
 
 
 def _outside(url: str, scope: WebScope) -> str | None:
@@ -353,27 +313,10 @@ def _dated(url: str, page: Page, scope: WebScope) -> Page:
     if page.published is None:
         return replace(page, undated=True)
     if not scope.dated_in(page.published):
-        reason = (
-            f"published {page.published.isoformat()}, before the run's since "
-            f"{scope.since.isoformat()}"
-        )
+        since = scope.since.isoformat()
+        reason = f"published {page.published.isoformat()}, before the run's since {since}"
         raise PageSkipped(url, "out_of_scope", reason)
     return page
-
-
-def _robots_rules(reply: Reply) -> tuple[RobotFileParser, str]:
-    """RFC 9309: 2xx is obeyed, 4xx allows everything, 5xx and 429 disallow everything."""
-    if 200 <= reply.status < 300:
-        return _rules(reply.body.decode("utf-8", errors="replace").splitlines()), ""
-    if 400 <= reply.status < 500 and reply.status != 429:
-        return _rules([]), ""
-    return _rules(_DISALLOW_ALL), f"robots.txt answered HTTP {reply.status}: the host is off limits"
-
-
-def _rules(lines: list[str]) -> RobotFileParser:
-    rules = RobotFileParser()
-    rules.parse(lines)
-    return rules
 
 
 def _checked_url(url: httpx.URL) -> httpx.URL:
@@ -400,9 +343,11 @@ def _text_kind(content_type: str) -> Literal["html", "text"] | None:
     media = content_type.partition(";")[0].strip().lower()
     if not media:
         return None  # sniffed from the body
-    if media not in _KINDS:
-        raise _Skip("not_text", f"{media} is not HTML or text")
-    return _KINDS[media]
+    if media in ("text/html", "application/xhtml+xml"):
+        return "html"
+    if media == "text/plain":
+        return "text"
+    raise _Skip("not_text", f"{media} is not HTML or text")
 
 
 async def _body(response: httpx.Response, cap: int, *, truncate: bool) -> bytes:

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from deep_research.core.claim_totals import ClaimTotals
 from deep_research.core.models import (
-    ClaimTotals,
     EvidenceUnit,
     NodeStatus,
     RunSpec,

@@ -13,8 +13,8 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from deep_research.app import knowledge, verify
+from deep_research.app.clients import reader_settings
 from deep_research.app.config import Settings
-from deep_research.app.engines import reader_settings
 from deep_research.app.verify import Verification
 from deep_research.frontends.mcp.context import ToolContext, one_line_errors
 from deep_research.frontends.mcp.kb_tools import _title, kb_url

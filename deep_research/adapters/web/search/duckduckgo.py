@@ -30,9 +30,12 @@ import re
 from datetime import date
 from typing import Any, Protocol
 
+import httpx
 from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
+from pydantic import SecretStr
 
 from deep_research.adapters.branches.protocols import SearchHit
+from deep_research.adapters.web.search import Provider
 from deep_research.adapters.web.search.base import SearchFailed, scoped_query, window
 from deep_research.adapters.web.search.http_api import hit
 from deep_research.core.scope import WebScope
@@ -121,3 +124,14 @@ def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     text = _USERINFO.sub("//", text)
     return text if len(text) <= 120 else text[:119] + "…"
+
+
+def _api(
+    base_url: str, /, *, api_key: SecretStr | None, client: httpx.AsyncClient | None, timeout: float
+) -> DuckDuckGo:
+    # ddgs' own timeout is one request's; the deadline the whole search's.
+    return DuckDuckGo(timeout=min(timeout, 10.0), deadline=timeout)
+
+
+PROVIDER = Provider("duckduckgo", price_usd=0.0, per_second=1.0, api=_api)
+"""Free; no rate is published and it blocks bursts, so one a second."""

@@ -66,6 +66,11 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def kept(found: list[SearchHit | None], max_results: int) -> list[SearchHit]:
+    """The hits read (None: a row that was no hit), at most ``max_results``."""
+    return [h for h in found if h is not None][:max_results]
+
+
 def rows(body: object, *path: str) -> list[dict[str, Any]]:
     """``body[path...]`` as a list of objects; `_BadShape` when it is not one."""
     node = body

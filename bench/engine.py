@@ -84,7 +84,7 @@ def dag(n: int, seed: int) -> tuple[list[PlannedTask], dict[str, float]]:
 def _task(tid: str, deps: list[str]) -> PlannedTask:
     return PlannedTask(
         id=tid,
-        question=f"sub-question {tid}?",
+        question=f"What does part {tid} of the system do?",  # a question the plan keeps
         depends_on=deps,
         parallelizable=True,
         priority=5,
@@ -126,6 +126,7 @@ async def run_once(
     start = time.perf_counter()
     await orch.run()
     wall = time.perf_counter() - start
+    assert len(state.nodes) == len(tasks), "the plan was not kept as planned"
     assert all(n.status == "done" for n in state.nodes.values()), "bench run did not finish"
     return wall
 

@@ -45,7 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from deep_research.app.config import load_settings
+from deep_research.app.loading import load_settings
 from deep_research.kb.catalog import open_kb
 from deep_research.kb.ingest import ingest
 from deep_research.kb.search import Fusion, Mode, search

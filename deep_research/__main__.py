@@ -29,7 +29,7 @@ def _run() -> None:
     try:
         from deep_research.frontends.cli import main as cli_main
     except UnicodeDecodeError as exc:
-        from deep_research.app.config import unreadable_dotenv
+        from deep_research.app.home import unreadable_dotenv
 
         error = unreadable_dotenv(exc)
         sys.stderr.write(f"error: {error}\n")

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 
-from deep_research.app import config, preparation
+from deep_research.app import preparation
+from deep_research.app.home import data_home
 from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli, run_json
 from tests.fake_openai import FakeOpenAI
@@ -145,9 +146,9 @@ def test_the_data_dir_is_the_platforms_unless_deep_research_home_names_one(
     monkeypatch.setattr("platformdirs.user_data_dir", lambda *a, **k: str(platform))
     monkeypatch.delenv("DEEP_RESEARCH_HOME", raising=False)
     monkeypatch.chdir(tmp_path)  # no .env here
-    assert config.data_home() == platform
+    assert data_home() == platform
     monkeypatch.setenv("DEEP_RESEARCH_HOME", str(tmp_path / "mine"))
-    assert config.data_home() == tmp_path / "mine"
+    assert data_home() == tmp_path / "mine"
 
 
 @pytest.mark.parametrize("name", ["mcp", "serve", "sessions"])

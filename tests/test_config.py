@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.app.config import load_settings
 from deep_research.app.home import settings_home
+from deep_research.app.loading import load_settings
 from deep_research.core.errors import ConfigError
 from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli

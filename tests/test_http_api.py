@@ -326,7 +326,7 @@ async def test_the_page_loads_without_the_token_and_no_data_does(
 FIRST_START = """
 import asyncio, json, sys
 import httpx
-from deep_research.app.config import load_settings
+from deep_research.app.loading import load_settings
 from deep_research.frontends.http.app import create_app
 
 HEAVY = ("deep_research.app.wiring", "openai", "langchain_openai", "genai_prices", "chromadb")

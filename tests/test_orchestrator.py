@@ -559,86 +559,31 @@ async def test_a_writer_and_checkers_plug_in_after_the_loop_as_phases() -> None:
     assert orch.report.footer == "\n\n_checked_\n\n_checked_"
 
 
-@dataclass
-class HeldSummarizer:
-    """A summarizer whose merges wait until ``release`` is set (a slow model)."""
+async def test_the_judge_reads_every_finding_folded_in_and_the_writer_starts_after_the_stop() -> (
+    None
+):
+    """One step after the other: a wave's findings are folded into the summary before the
+    judge reads it (beside the outline, which reads the nodes), and the report is written
+    once the run has stopped, with what it left unanswered."""
 
-    release: asyncio.Event = field(default_factory=asyncio.Event)
-    calls: list[list[str]] = field(default_factory=list)
-
-    async def merge(self, question, summary, digests, cap_tokens, meter):  # type: ignore[no-untyped-def]
-        self.calls.append([d.node_id for d in digests])
-        await self.release.wait()
-        return "\n".join([summary, *(d.notes for d in digests)]).strip()
-
-
-async def test_at_the_last_iteration_the_judge_does_not_wait_for_the_last_fold() -> None:
-    """No verdict can add research after the last iteration: the judge reads the outline
-    (every done node) while the last findings are folded in; the run ends with all of them
-    in the summary. Before the last iteration, the judge reads the summary whole."""
-    summarizer = HeldSummarizer()
-
-    class ReleasingJudge(FakeJudge):
-        async def judge(self, request, meter):  # type: ignore[no-untyped-def]
-            summarizer.release.set()  # the fold was still waiting when the judge was asked
-            return await super().judge(request, meter)
-
-    rig = Rig(
-        planner=FakePlanner([plan(task("a"), task("b"))]),
-        executor=FakeExecutor(),
-        judge=ReleasingJudge([verdict(True)]),
-        summarizer=summarizer,  # type: ignore[arg-type]
-    )
-    state = new_state(max_iterations=1)
-    await asyncio.wait_for(rig.orchestrator(state).run(), timeout=10)
-    assert state.stop_reason == "complete"
-    drawn = re.findall(r"Draws on: (.+)", rig.judge.requests[0].outline)
-    assert sorted(i for line in drawn for i in line.split(", ")) == ["a", "b"]
-    # What the summary did not hold yet, the judge read beside it: no node looks missing.
-    asked = rig.judge.requests[0]
-    assert all(f"[S{i}]" in asked.summary + asked.unmerged for i in (1, 2))
-    assert asked.unmerged, "the fold was held: the judge read the notes themselves"
-    assert sorted(state.summarized) == ["a", "b"], "every node folded in before the end"
-    assert all(f"[S{i}]" in state.summary for i in (1, 2))
-
-    # Not the last iteration: the judge waits for every node to be folded in.
-    summarizer = HeldSummarizer()
-    summarizer.release.set()
-    rig = Rig(
-        planner=FakePlanner([plan(task("a"), task("b"))]),
-        executor=FakeExecutor(),
-        judge=FakeJudge([verdict(True)]),
-        summarizer=summarizer,  # type: ignore[arg-type]
-    )
-    state = new_state(max_iterations=2)
-    await rig.orchestrator(state).run()
-    assert all(f"[S{i}]" in rig.judge.requests[0].summary for i in (1, 2))
-    assert rig.judge.requests[0].unmerged == ""
-
-
-async def test_the_report_is_written_while_the_last_findings_are_folded_in() -> None:
-    """The writer never reads the summary: its phase starts when the run stops, beside the
-    last fold, and the run ends with every finding in the summary and the report written."""
-    summarizer = HeldSummarizer()
-
-    class ReleasingWriter(OneLineWriter):
+    class StoppedWriter(OneLineWriter):
         async def write(self, job: WriteJob) -> Report:
             assert job.state.status == "complete", "the stop is recorded before writing"
-            assert await job.gaps() == ()
-            summarizer.release.set()  # the fold was still waiting when the writer began
+            assert job.gaps == ()
             return await super().write(job)
 
     rig = Rig(
         planner=FakePlanner([plan(task("a"), task("b"))]),
         executor=FakeExecutor(),
         judge=FakeJudge([verdict(True)]),
-        summarizer=summarizer,  # type: ignore[arg-type]
     )
     state = new_state(max_iterations=1)
     orch = rig.orchestrator(state)
-    orch.engine = replace(orch.engine, writer=ReleasingWriter())
+    orch.engine = replace(orch.engine, writer=StoppedWriter())
     await asyncio.wait_for(orch.run(), timeout=10)
+    asked = rig.judge.requests[0]
+    assert all(f"[S{i}]" in asked.summary for i in (1, 2))
+    assert asked.unmerged == ""
     assert orch.report is not None
     assert orch.report.lead == "2 node"
-    assert sorted(state.summarized) == ["a", "b"], "every node folded in before the end"
-    assert all(f"[S{i}]" in state.summary for i in (1, 2))
+    assert sorted(state.summarized) == ["a", "b"]

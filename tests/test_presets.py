@@ -14,7 +14,8 @@ import pytest
 from mcp import Client
 
 from deep_research.app import lifecycle, preparation, presets
-from deep_research.app.config import Settings, load_settings
+from deep_research.app.config import Settings
+from deep_research.app.loading import load_settings
 from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.app.presets import PRESETS
 from deep_research.frontends.mcp.server import create_server

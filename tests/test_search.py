@@ -44,8 +44,8 @@ from deep_research.adapters.web.search import (
     provider as find_provider,
 )
 from deep_research.app.config import Settings
+from deep_research.app.setting_types import SEARCH_PROVIDERS
 from deep_research.core.errors import ConfigError
-from deep_research.core.models import SEARCH_PROVIDERS
 from deep_research.persistence.cache import ResultCache
 from tests.search_wire import Answer, Wire, recorded, replay
 
@@ -1069,7 +1069,7 @@ def test_importing_ddgs_and_the_providers_opens_no_connection() -> None:
 
 
 def test_every_provider_has_its_defaults_and_the_settings_take_the_same_names() -> None:
-    """The built-in providers (``core.models.SEARCH_PROVIDERS``) are the settings' names, the
+    """The built-in providers (``setting_types.SEARCH_PROVIDERS``) are the settings' names, the
     factory's and the errors'."""
     assert list(providers())[: len(SEARCH_PROVIDERS)] == list(SEARCH_PROVIDERS)
     assert Settings.model_fields["search_provider"].default == "duckduckgo" == SEARCH_PROVIDERS[0]

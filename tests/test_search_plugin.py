@@ -89,3 +89,14 @@ def test_the_search_package_loads_no_provider_until_one_is_asked_for() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
     )
     assert json.loads(done.stdout) == [False, False, False]
+
+
+def test_the_run_help_names_every_built_in_provider() -> None:
+    from deep_research.app.setting_types import SEARCH_PROVIDERS
+    from tests.clirun import cli
+
+    code, out, _ = cli({}, "run", "--help")
+    assert code == 0
+    words = " ".join(out.split())
+    said = words[words.index("--search-provider") : words.index("--domains")]
+    assert all(name in said for name in SEARCH_PROVIDERS), said

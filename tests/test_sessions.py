@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from deep_research.adapters.prices import PriceTable
-from deep_research.app.config import load_settings
+from deep_research.app.loading import load_settings
 from deep_research.core.budget import make_entry
 from deep_research.core.errors import SessionError, SessionLocked, StorageError
 from deep_research.core.models import (

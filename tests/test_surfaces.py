@@ -20,7 +20,7 @@ SURFACES = textwrap.dedent(
     import asyncio, json, sys
     from starlette.testclient import TestClient
 
-    from deep_research.app.config import load_settings
+    from deep_research.app.loading import load_settings
 
     settings = load_settings()
     seen = {}

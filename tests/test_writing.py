@@ -77,13 +77,10 @@ async def write(
     async def save() -> None:
         saves.append(state.model_dump_json())
 
-    async def no_gaps() -> tuple[str, ...]:
-        return ()
-
     loop = asyncio.get_running_loop()
     spare_usd, spare_tokens = spare
     job = WriteJob(
-        state, NoMeter(), save, loop.time() + seconds, money, no_gaps, spare_usd, spare_tokens
+        state, NoMeter(), save, loop.time() + seconds, money, (), spare_usd, spare_tokens
     )
     await SectionedWriter(author, limits).write(job)
     return saves

@@ -1,71 +1,69 @@
-"""Settings: every setting, read from the environment and `.env` with pydantic-settings.
-(``home.py`` reads the variables that locate the data directory, before Settings exist.)
-
-Every setting is read from the environment (``DEEP_RESEARCH_<NAME>``, plus the
-standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``) or from a `.env` file in the
-working directory (the environment wins), names matched case-insensitively and
-JSON-decoded for the settings that are mappings. Per-run CLI flags override them with
-``Settings.with_flags`` (a bad value names its flag: exit 2); a bad value in the environment
-or `.env` names its variable, and the file it is in (exit 3): where a value came from is
-worked out only then. Secrets are ``SecretStr`` and are never written to sessions, logs or
-caches.
-
-The data directory alone is found without this module (``home``): ``sessions list|show``
-need nothing else, and start faster without pydantic-settings and the asyncio it imports.
+"""Settings: every setting, read with pydantic-settings from the environment
+(``DEEP_RESEARCH_<NAME>``, plus the standard ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``) or from
+a `.env` file in the working directory (the environment wins), names matched case-insensitively
+and JSON-decoded for the settings that are mappings (``loading``, which names a bad value's
+variable and file). Per-run CLI flags override them with ``Settings.with_flags``. Secrets are
+``SecretStr`` and are never written to sessions, logs or caches. The data directory alone is
+found without this module (``home``): ``sessions list|show`` need nothing else, and start
+faster without pydantic-settings and the asyncio it imports.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
-import re
 from collections.abc import Mapping
+from dataclasses import fields
 from datetime import date
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import (
-    AliasChoices,
-    Field,
-    SecretStr,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-)
-from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+from pydantic import AfterValidator, AliasChoices, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from deep_research.app.clients import client_settings
-from deep_research.app.home import ENV_FILE, default_home, home_from, read_dotenv
-from deep_research.app.home import data_home as data_home  # crash logs', from here before
-from deep_research.app.home import unreadable_dotenv as unreadable_dotenv  # and __main__'s
+from deep_research.app.home import ENV_FILE, default_home
 from deep_research.app.presets import DEFAULT_PRESET, Preset
+from deep_research.app.refusals import refused
 from deep_research.app.setting_types import (
     Domains,
+    Home,
+    HostList,
     Location,
+    ModelPrices,
+    OptionalSecret,
+    OptionalText,
     ParallelBranches,
     ReasoningEffort,
+    SearchPrices,
     SearchProviderChoice,
+    SearchRates,
     Since,
     WebEngineChoice,
     kb_name,
-    known_providers,
     model_name,
 )
 from deep_research.core import scope
 from deep_research.core.bounds import MAX_COST_USD, CostUSD, Iterations, RuntimeSeconds, TokenBudget
-from deep_research.core.errors import ConfigError, UsageError
-from deep_research.core.scope import WebScope
+from deep_research.core.errors import ConfigError
 from deep_research.kb.settings import EmbeddingProvider, KBSettings
 
 MIN_TOKEN_CHARS = 32
 """An API token shorter than this is refused: it guards the user's money."""
 ENV_PREFIX = "DEEP_RESEARCH_"
+ModelName = Annotated[str, AfterValidator(model_name)]
+KbName = Annotated[str, AfterValidator(kb_name)]
+
+
+def _was(name: str) -> AliasChoices:
+    """A web research job setting's variables: ``DEEP_RESEARCH_WEB_<name>``, then its old
+    ``DEEP_RESEARCH_DEEP_RESEARCH_<name>``. Aliases are upper case only: pydantic-settings
+    matches names in any case, so a "web_model" choice would let a bare WEB_MODEL set it."""
+    return AliasChoices(f"{ENV_PREFIX}WEB_{name}", f"{ENV_PREFIX}DEEP_RESEARCH_{name}")
 
 
 class Settings(BaseSettings):
     """Every setting. ``Settings(_env_file=None, **values)``: without `.env` (tests);
-    ``load_settings`` also names a bad value's variable."""
+    ``loading.load_settings`` also names a bad value's variable."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -76,25 +74,22 @@ class Settings(BaseSettings):
         populate_by_name=True,
     )
 
-    # --- provider -------------------------------------------------------------
-    # Aliases are upper case only: pydantic-settings matches names in any case, so a
-    # "web_model" choice would let a bare WEB_MODEL in the environment set web_model.
+    # --- the server; the models per role (checked 2026-11-23 against the pinned openai SDK's
+    # model list and genai-prices 0.2.3: live, no announced shutdown, priced;
+    # docs/models-and-prices.md) ---------------------------------------------------------
     openai_api_key: SecretStr | None = Field(default=None, validation_alias="OPENAI_API_KEY")
     """API key (never written anywhere)."""
-    openai_base_url: str | None = Field(default=None, validation_alias="OPENAI_BASE_URL")
+    openai_base_url: OptionalText = Field(default=None, validation_alias="OPENAI_BASE_URL")
     """Any OpenAI-compatible server (Ollama, vLLM, llama.cpp, a gateway); unset: OpenAI's API."""
-
-    # --- models per role (checked 2026-11-23 against the pinned openai SDK's model list and
-    # genai-prices 0.2.3: live, no announced shutdown, priced; docs/models-and-prices.md) ----
-    planner_model: str = "gpt-6-sol"
+    planner_model: ModelName = "gpt-6-sol"
     """Plans and replans."""
-    synthesizer_model: str = "gpt-6-sol"
+    synthesizer_model: ModelName = "gpt-6-sol"
     """Writes the report: its outline, sections and lead."""
-    judge_model: str = "gpt-6-sol"
+    judge_model: ModelName = "gpt-6-sol"
     """Judges the outline each iteration, and the claims the claim verifier is unsure of."""
-    branch_model: str = "gpt-6-luna"
+    branch_model: ModelName = "gpt-6-luna"
     """Writes branch notes (knowledge base, and search-and-read queries and notes)."""
-    summarizer_model: str = "gpt-6-luna"
+    summarizer_model: ModelName = "gpt-6-luna"
     """Folds the rolling summary; compresses web reports."""
     temperature: float = Field(default=0.2, ge=0.0, le=2.0)
     """Only for models that take one: reasoning models get none unless their effort is none."""
@@ -161,56 +156,29 @@ class Settings(BaseSettings):
     once)."""
 
     # --- web research jobs (OpenAI deep research: a reasoning model + web_search, background) --
-    web_model: str = Field(
-        default="gpt-5.5",
-        validation_alias=AliasChoices(
-            "DEEP_RESEARCH_WEB_MODEL", "DEEP_RESEARCH_DEEP_RESEARCH_MODEL"
-        ),
-    )
+    web_model: ModelName = Field(default="gpt-5.5", validation_alias=_was("MODEL"))
     """Runs the web research jobs."""
     web_reasoning_effort: ReasoningEffort = "high"
     """The web model's effort (xhigh for harder questions, at a higher cost; a preset sets it)."""
     web_reasoning_summary: Literal["off", "auto", "concise", "detailed"] = "off"
     """A research job's reasoning summary (needs a verified organisation)."""
-    web_max_tool_calls: int = Field(
-        default=16,
-        ge=1,
-        le=500,
-        validation_alias=AliasChoices(
-            "DEEP_RESEARCH_WEB_MAX_TOOL_CALLS",
-            "DEEP_RESEARCH_DEEP_RESEARCH_MAX_TOOL_CALLS",
-        ),
-    )
+    web_max_tool_calls: int = Field(16, ge=1, le=500, validation_alias=_was("MAX_TOOL_CALLS"))
     """Searches and page reads per job: bounds its cost and time (a preset sets it)."""
     web_max_output_tokens: int = Field(default=32_000, ge=1000, le=272_000)
     """Output per job, reasoning included."""
-    web_max_wait_seconds: float = Field(
-        default=3600.0,
-        gt=0,
-        validation_alias=AliasChoices(
-            "DEEP_RESEARCH_WEB_MAX_WAIT_SECONDS",
-            "DEEP_RESEARCH_DEEP_RESEARCH_MAX_WAIT_SECONDS",
-        ),
-    )
+    web_max_wait_seconds: float = Field(3600.0, gt=0, validation_alias=_was("MAX_WAIT_SECONDS"))
     """Maximum wait for one job (then it is cancelled)."""
-    web_poll_seconds: float = Field(
-        default=5.0,
-        gt=0,
-        validation_alias=AliasChoices(
-            "DEEP_RESEARCH_WEB_POLL_SECONDS",
-            "DEEP_RESEARCH_DEEP_RESEARCH_POLL_SECONDS",
-        ),
-    )
+    web_poll_seconds: float = Field(default=5.0, gt=0, validation_alias=_was("POLL_SECONDS"))
     """First poll interval (it backs off x1.5 to 60 s)."""
 
     # --- web research by search and read (any model, or none) --------------------
     web_engine: WebEngineChoice = "auto"
     """openai: research jobs; search: search-and-read with the branch model; auto: openai
-    where the server serves the web model, search elsewhere (docs/web-research.md); or
-    the name of an engine registered in ``app/engines.py``."""
+    where the server serves the web model, search elsewhere (docs/web-research.md); or a
+    plugin's web source (docs/contributing.md)."""
     search_provider: SearchProviderChoice = "duckduckgo"
     """The search provider of search and read."""
-    searxng_url: str | None = None
+    searxng_url: OptionalText = None
     """Your SearXNG server (its JSON API: json in its search.formats)."""
     tavily_api_key: SecretStr | None = Field(default=None, validation_alias="TAVILY_API_KEY")
     """Tavily's key (never written anywhere)."""
@@ -218,9 +186,9 @@ class Settings(BaseSettings):
     """Brave's key (never written anywhere)."""
     exa_api_key: SecretStr | None = Field(default=None, validation_alias="EXA_API_KEY")
     """Exa's key (never written anywhere)."""
-    search_prices: dict[str, float] = Field(default_factory=dict)
+    search_prices: SearchPrices = Field(default_factory=dict)
     """USD per search request by provider, over the list prices, e.g. '{"tavily": 0.005}'."""
-    search_rate_per_second: dict[str, float] = Field(default_factory=dict)
+    search_rate_per_second: SearchRates = Field(default_factory=dict)
     """Searches a second by provider, over the defaults (duckduckgo 1, searxng 2, tavily 1.5,
     brave 1, exa 5), e.g. '{"brave": 20}'."""
     search_max_queries: int = Field(default=3, ge=1, le=10)
@@ -235,7 +203,7 @@ class Settings(BaseSettings):
     """More rounds when the evidence is thin."""
     search_timeout_seconds: float = Field(default=15.0, gt=0, le=300)
     """One search request."""
-    fetch_allow: str = ""
+    fetch_allow: HostList = ""
     """host[:port] list (comma-separated) the address check lets through: an intranet."""
     fetch_per_host_concurrency: int = Field(default=2, ge=1, le=32)
     """Page requests in flight per host."""
@@ -264,7 +232,7 @@ class Settings(BaseSettings):
     with background web_search; docs/models-and-prices.md)."""
 
     # --- prices and spending ----------------------------------------------------
-    prices: dict[str, tuple[float, float, float]] = Field(default_factory=dict)
+    prices: ModelPrices = Field(default_factory=dict)
     """USD per 1M tokens (input, cached input, output) by model: adds or overrides
     genai-prices, e.g. DEEP_RESEARCH_PRICES='{"my-model": [1.0, 0.1, 4.0]}'."""
     allow_unpriced: bool = False
@@ -284,29 +252,27 @@ class Settings(BaseSettings):
     """What one UTC day may commit: every session's spend that day (CLI runs included),
     verify_claim's judge calls, and the cost limits serve and mcp reserved for runs they
     admitted; a run that does not fit is refused."""
-    api_token: SecretStr | None = None
+    api_token: OptionalSecret = None
     """Bearer token the HTTP API and MCP server ask of every request; required off loopback.
     At least ``MIN_TOKEN_CHARS`` characters: it guards the user's money."""
-    public_hosts: str = ""
+    public_hosts: HostList = ""
     """More ``host[:port]`` names the HTTP API answers to, comma-separated (a reverse proxy's
     name); a public bind already answers to the machine's own names and addresses."""
-    kb_mcp_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    kb_mcp_url: OptionalText = Field(default=None, pattern=r"^https?://\S+$")
     """The public URL of this tool's MCP server (``deep-research mcp --http``): web research
     jobs then search the knowledge base through it too."""
 
-    # --- storage --------------------------------------------------------------
-    home: Path = Field(default_factory=default_home)
+    # --- storage and the knowledge base -----------------------------------------
+    home: Home = Field(default_factory=default_home)
     """Sessions, cache and knowledge-base store (blank: the default directory)."""
-
-    # --- knowledge base -------------------------------------------------------
-    kb_name: str = "default"
+    kb_name: KbName = "default"
     """The knowledge base runs and kb commands use (a run with no model reads 'sample' until
     this one exists)."""
     kb_path: Path = Path("kb")
     """The folder kb ingest reads by default; a run with no model ingests it into KB 'sample'."""
     embedding_provider: EmbeddingProvider = "local"
     """local (shipped MiniLM, ONNX), local-fast (model2vec) or openai."""
-    openai_embedding_model: str = "text-embedding-3-small"
+    openai_embedding_model: ModelName = "text-embedding-3-small"
     """The embedding model of openai."""
     chroma_host: str | None = None
     """A Chroma server to use instead of the embedded store."""
@@ -322,91 +288,20 @@ class Settings(BaseSettings):
     retrieval_k: int = Field(default=8, ge=1, le=100)
     """Passages per knowledge-base branch."""
 
-    @field_validator("home", mode="before")
-    @classmethod
-    def _home(cls, value: object) -> object:
-        """As ``sessions list`` finds it (``home``): `~` expanded, blank is the default."""
-        return home_from(value) if isinstance(value, str) else value
-
-    @field_validator("home")
-    @classmethod
-    def _expand_user(cls, value: Path) -> Path:
-        return value.expanduser()
-
-    @field_validator("openai_base_url", "searxng_url", "kb_mcp_url", "api_token", mode="before")
-    @classmethod
-    def _blank_is_none(cls, value: object) -> object:
-        """Set but blank is unset: `DEEP_RESEARCH_API_TOKEN=` must not be an empty token
-        that an empty `Authorization: Bearer` header matches."""
-        return None if isinstance(value, str) and not value.strip() else value
-
-    @field_validator(
-        "planner_model",
-        "synthesizer_model",
-        "judge_model",
-        "branch_model",
-        "summarizer_model",
-        "web_model",
-        "openai_embedding_model",
-    )
-    @classmethod
-    def _model_name(cls, value: str) -> str:
-        return model_name(value)
-
-    @field_validator("kb_name")
-    @classmethod
-    def _kb_name(cls, value: str) -> str:
-        return kb_name(value)
-
-    @field_validator("search_prices", "search_rate_per_second")
-    @classmethod
-    def _known_providers(cls, value: dict[str, float], info: ValidationInfo) -> dict[str, float]:
-        known = known_providers()
-        rate = info.field_name == "search_rate_per_second"
-        for name, figure in value.items():
-            if name not in known:
-                raise ValueError(f"unknown search provider {name!r}: one of {', '.join(known)}")
-            if not math.isfinite(figure) or figure < 0 or (rate and figure == 0):
-                raise ValueError(
-                    f"the figure for {name!r} must be a finite number {'>' if rate else '>='} 0"
-                )
-        return value
-
-    @field_validator("fetch_allow", "public_hosts")
-    @classmethod
-    def _host_list(cls, value: str) -> str:
-        for entry in filter(None, (e.strip() for e in value.split(","))):
-            host, _, port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
-            if not host or (port and not port.isdigit()) or "/" in entry:
-                raise ValueError(f"{entry!r} is not host or host:port")
-        return value
-
-    @field_validator("prices")
-    @classmethod
-    def _positive_prices(
-        cls, value: dict[str, tuple[float, float, float]]
-    ) -> dict[str, tuple[float, float, float]]:
-        for model, figures in value.items():
-            if any(f < 0 for f in figures):
-                raise ValueError(f"prices of {model!r} must not be negative")
-        return value
-
     @property
     def on_openai(self) -> bool:
         """True when requests go to OpenAI's own API (no base URL, or api.openai.com)."""
-        url = self.openai_base_url or ""
-        return not url or "://api.openai.com" in url
+        return not self.openai_base_url or "://api.openai.com" in self.openai_base_url
 
     @property
     def has_model(self) -> bool:
-        """True when some model endpoint is configured (a key, a base URL, or both)."""
-        key = self.openai_api_key.get_secret_value() if self.openai_api_key else ""
-        return bool(key or self.openai_base_url)
+        """True when some model endpoint is configured (a non-empty key, a base URL, or both)."""
+        return bool(self.openai_base_url or self.openai_api_key)  # SecretStr("") is falsy
 
-    def web_scope(self, today: date | None = None) -> WebScope:
+    def web_scope(self, today: date | None = None) -> scope.WebScope:
         """The run's web scope, ``web_since`` resolved against ``today`` (the run's start)."""
         since = scope.parse_since(self.web_since, today or date.today()) if self.web_since else None
-        return WebScope(
+        return scope.WebScope(
             domains=scope.domains(self.web_domains),
             exclude_domains=scope.domains(self.web_exclude_domains),
             since=since,
@@ -449,19 +344,10 @@ class Settings(BaseSettings):
 
     @property
     def kb(self) -> KBSettings:
-        """What the knowledge base reads of these settings."""
-        return KBSettings(
-            kb_dir=self.kb_dir,
-            kb_name=self.kb_name,
-            chroma_host=self.chroma_host,
-            chroma_port=self.chroma_port,
-            chunk_tokens=self.chunk_tokens,
-            chunk_overlap_tokens=self.chunk_overlap_tokens,
-            max_file_bytes=self.max_file_bytes,
-            embedding_provider=self.embedding_provider,
-            openai_embedding_model=self.openai_embedding_model,
-            embeddings_client=client_settings(self, "embed") if self.has_model else None,
-        )
+        """What the knowledge base reads of these settings: the fields of the same names."""
+        same = self.model_dump(include={field.name for field in fields(KBSettings)})
+        client = client_settings(self, "embed") if self.has_model else None
+        return KBSettings(kb_dir=self.kb_dir, embeddings_client=client, **same)
 
     def token(self) -> str | None:
         """The API token, checked where it guards something (``serve``, ``mcp --http``, a
@@ -496,9 +382,7 @@ class Settings(BaseSettings):
                 # Validated on assignment; not re-reading the environment and .env (~10 ms).
                 setattr(copy, name, value)
             except ValidationError as exc:
-                if name in flags:
-                    raise UsageError(f"{flags[name]} {_reason(exc)} (got {value!r})") from None
-                raise ConfigError(describe_validation_error(exc)) from None
+                raise refused(exc, flags.get(name), value, secret=name in SECRETS) from None
         return copy
 
 
@@ -507,86 +391,9 @@ SECRETS = frozenset(
 )
 
 
-def describe_validation_error(exc: ValidationError, origin: Mapping[str, str] | None = None) -> str:
-    """One line naming the first bad setting: its variable, when ``origin`` (setting ->
-    where it was read) says where it came from, else the setting."""
-    origin = origin or {}
-    first = exc.errors()[0]
-    parts = [str(part) for part in first["loc"]]
-    field = _field_named(parts[0]) if parts else ""
-    where = origin.get(field, f"setting {'.'.join(parts) or 'settings'}")
-    inner = ".".join(parts[1:]) + ": " if field in origin and len(parts) > 1 else ""
-    if field in SECRETS:  # a bad secret is still a secret: never echoed
-        return f"invalid {where}: {inner}{_reason(exc)}"
-    return f"invalid {where}: {inner}{_reason(exc)} (got {first.get('input')!r})"
-
-
-def _reason(exc: ValidationError) -> str:
-    """Why the first value is refused, in the words the CLI uses (``must be …``)."""
-    why = exc.errors()[0]["msg"].removeprefix("Value error, ")  # our validators' own words
-    return why.replace("Input should be", "must be")
-
-
-def _field_named(name: str) -> str:
-    """The setting ``name`` is, or is an alias of (an error's location may be either)."""
-    if name in Settings.model_fields:
-        return name
-    for field in Settings.model_fields:
-        if name.upper() in variables(field):
-            return field
-    return name
-
-
 def variables(field: str) -> tuple[str, ...]:
     """The environment variables that set ``field``, the preferred first."""
     alias = Settings.model_fields[field].validation_alias
     if isinstance(alias, AliasChoices):
         return tuple(c for c in alias.choices if isinstance(c, str))
     return (alias if isinstance(alias, str) else ENV_PREFIX + field.upper(),)
-
-
-def _origin(field: str) -> dict[str, str]:
-    """Where pydantic-settings read ``field``, looked for once it has refused the value:
-    ``{field: "VARIABLE"}``, ``{field: "VARIABLE in /path/.env"}``, or nothing (not from
-    either). Its order: the environment over `.env`, a field's preferred name over an old
-    one, names in any case."""
-    if field not in Settings.model_fields:
-        return {}
-    environ = {name.upper() for name in os.environ}
-    dotenv = read_dotenv()
-    for name in variables(field):
-        if name in environ:
-            return {field: name}
-    for name in variables(field):
-        if name in dotenv:
-            return {field: f"{name} in {Path(ENV_FILE).resolve()}"}
-    return {}
-
-
-def _unparsable(exc: SettingsError) -> ConfigError:
-    """pydantic-settings' error for a value it could not decode (JSON, for the mappings),
-    naming the variable instead of the field and its source class."""
-    named = re.search(r'field "(\w+)"', str(exc))
-    if named is None or named.group(1) not in Settings.model_fields:
-        return ConfigError(f"invalid settings: {exc}")
-    field = named.group(1)
-    where = _origin(field).get(field, f"setting {field}")
-    cause = exc.__cause__
-    if isinstance(cause, json.JSONDecodeError):
-        return ConfigError(f"invalid {where}: not JSON ({cause.msg}, character {cause.pos})")
-    return ConfigError(f"invalid {where}: {cause or exc}")
-
-
-def load_settings(**overrides: Any) -> Settings:
-    """Read the environment and `.env`, then apply per-run overrides."""
-    try:
-        settings = Settings()
-    except ValidationError as exc:
-        loc = exc.errors()[0]["loc"]
-        origin = _origin(_field_named(str(loc[0]))) if loc else {}
-        raise ConfigError(describe_validation_error(exc, origin)) from None
-    except SettingsError as exc:
-        raise _unparsable(exc) from None
-    except UnicodeDecodeError as exc:
-        raise unreadable_dotenv(exc) from None
-    return settings.with_overrides(**overrides)

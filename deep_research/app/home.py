@@ -48,7 +48,7 @@ def read_dotenv(env_file: str | Path = ENV_FILE) -> dict[str, str]:
 
 
 def settings_home(dotenv: Mapping[str, str] | None = None) -> Path:
-    """The data directory ``load_settings().home`` would be: the environment wins over
+    """The data directory ``loading.load_settings().home`` would be: the environment wins over
     `.env` (``dotenv``, read here when not given). A `.env` that is not UTF-8 is the same
     one-line error (exit 3) as for the commands that read every setting."""
     dotenv = read_dotenv() if dotenv is None else dotenv

@@ -1,18 +1,21 @@
 """The values a setting or a run option may take, shared by ``Settings`` (``config.py``) and
 the run options (``options.py``): model and knowledge-base names, reasoning efforts, web
-engines, parallel branches, the web scope."""
+engines, parallel branches, the web scope; and the settings' own: host lists, prices, the
+data directory, text that is unset when blank."""
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import date
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field, SecretStr
 
+from deep_research.app.home import home_from
 from deep_research.core import scope
-from deep_research.core.models import SEARCH_PROVIDERS
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 """The openai SDK's ``ReasoningEffort`` (3.57). A model that lacks the one chosen gets the
@@ -38,6 +41,9 @@ def known_engine(value: str) -> str:
     return value
 
 
+SEARCH_PROVIDERS = ("duckduckgo", "searxng", "tavily", "brave", "exa")
+"""The built-in search providers of search-and-read (``adapters/web/search``), the default
+first; a plugin adds others."""
 SEARCH_PROVIDER_ENTRY_POINTS = "deep_research.search_providers"
 """The entry point group of search providers (``adapters/web/search``)."""
 
@@ -103,3 +109,59 @@ Domains = Annotated[str, AfterValidator(_domain_list)]
 """Comma-separated domains, normalised (``https://www.Example.com/x`` -> ``example.com``)."""
 Since = Annotated[str, AfterValidator(_since)]
 Location = Annotated[str, AfterValidator(_location)]
+
+
+def _blank_is_none(value: object) -> object:
+    """Set but blank is unset: `DEEP_RESEARCH_API_TOKEN=` must not be an empty token
+    that an empty `Authorization: Bearer` header matches."""
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+def _home(value: object) -> object:
+    """As ``sessions list`` finds it (``home``): `~` expanded, blank is the default."""
+    return home_from(str(value)) if isinstance(value, str | Path) else value
+
+
+def _host_list(value: str) -> str:
+    for entry in filter(None, (e.strip() for e in value.split(","))):
+        host, _, port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+        if not host or (port and not port.isdigit()) or "/" in entry:
+            raise ValueError(f"{entry!r} is not host or host:port")
+    return value
+
+
+def _by_provider(rate: bool) -> AfterValidator:
+    """A figure per search provider: a price (>= 0), or a rate (> 0)."""
+
+    def check(value: dict[str, float]) -> dict[str, float]:
+        known = known_providers()
+        for name, figure in value.items():
+            if name not in known:
+                raise ValueError(f"unknown search provider {name!r}: one of {', '.join(known)}")
+            if not math.isfinite(figure) or figure < 0 or (rate and figure == 0):
+                raise ValueError(
+                    f"the figure for {name!r} must be a finite number {'>' if rate else '>='} 0"
+                )
+        return value
+
+    return AfterValidator(check)
+
+
+def _non_negative(
+    value: dict[str, tuple[float, float, float]],
+) -> dict[str, tuple[float, float, float]]:
+    for model, figures in value.items():
+        if any(f < 0 for f in figures):
+            raise ValueError(f"prices of {model!r} must not be negative")
+    return value
+
+
+OptionalText = Annotated[str | None, BeforeValidator(_blank_is_none)]
+OptionalSecret = Annotated[SecretStr | None, BeforeValidator(_blank_is_none)]
+Home = Annotated[Path, BeforeValidator(_home)]
+HostList = Annotated[str, AfterValidator(_host_list)]
+"""Comma-separated ``host`` or ``host:port``."""
+SearchPrices = Annotated[dict[str, float], _by_provider(rate=False)]
+SearchRates = Annotated[dict[str, float], _by_provider(rate=True)]
+ModelPrices = Annotated[dict[str, tuple[float, float, float]], AfterValidator(_non_negative)]
+"""USD per 1M tokens (input, cached input, output) by model."""

@@ -1,10 +1,7 @@
-"""Builds a run's concrete adapters from ``Settings``, everything a run needs in one call
-(``build_run``; ``reopen_run`` for a resume), and ``verify_claim``'s judge (``support_judge``);
-``doctor`` builds the few clients it uses itself.
-
-The orchestrator sees ports; here they become LangChain chains, the OpenAI Deep Research
-executor, the knowledge base, or the extractive (no model) stand-ins.
-"""
+"""Builds everything a run needs from ``Settings`` in one call (``build_run``; ``reopen_run``
+for a resume): the ports the orchestrator sees become LangChain chains (or the extractive
+stand-ins, with no model) and the sources ``app/sources.resolve`` chose; and
+``verify_claim``'s judge (``support_judge``)."""
 
 from __future__ import annotations
 

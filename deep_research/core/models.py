@@ -42,9 +42,6 @@ ChatRole = Literal["planner", "synthesizer", "judge", "branch", "summarizer"]
 WebEngine = str
 """The web source a run researches the web with: ``openai``, ``search`` or a plugin's
 (``app/sources.py``)."""
-SEARCH_PROVIDERS = ("duckduckgo", "searxng", "tavily", "brave", "exa")
-"""The built-in search providers of search-and-read, the default first; a plugin adds
-others (``adapters/web/search``)."""
 
 
 def utcnow() -> datetime:

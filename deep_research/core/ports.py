@@ -196,9 +196,8 @@ class WriteJob:
     """Loop time by which every part must be written; one not written by then is quoted."""
     money: float
     """USD the phase may spend: the final reserve and whatever research left."""
-    gaps: Callable[[], Awaitable[tuple[str, ...]]]
-    """What the research did not cover, for the lead to say: known once the run has
-    stopped (the sections may be written before)."""
+    gaps: tuple[str, ...]
+    """What the research did not cover, for the lead to say."""
     spare_usd: float = 0.0
     spare_tokens: int = 0
     """What research left beyond the final reserve: optional calls (condensing a section's

@@ -311,7 +311,7 @@ class SectionedWriter:
         points = tuple(
             (s.title, tuple(key_points(s.text))) for s in writing.sections if s.text.strip()
         )
-        gaps = await job.gaps()
+        gaps = job.gaps
         request = LeadRequest(job.state.question, points, gaps, self.limits.lead_words)
         try:
             async with asyncio.timeout_at(job.deadline):

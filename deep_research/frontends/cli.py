@@ -243,7 +243,7 @@ def check(
     import asyncio
 
     from deep_research.app.checking import check_session
-    from deep_research.app.config import load_settings
+    from deep_research.app.loading import load_settings
     from deep_research.frontends import render
 
     checked = asyncio.run(check_session(load_settings(), session_id))
@@ -269,7 +269,7 @@ def check(
 def cache_clear(as_json: JsonOpt = False) -> None:
     """Empty the cache: repeated questions are researched (and paid for) again."""
     from deep_research.app import maintenance
-    from deep_research.app.config import load_settings
+    from deep_research.app.loading import load_settings
     from deep_research.frontends import render
 
     freed = maintenance.clear_cache(load_settings())
@@ -299,8 +299,8 @@ def doctor(
     the command that fixes it; no model configured is fine (runs answer extractively)."""
     import asyncio
 
-    from deep_research.app.config import load_settings
     from deep_research.app.doctor import doctor as run_doctor
+    from deep_research.app.loading import load_settings
     from deep_research.frontends import render
 
     report = asyncio.run(run_doctor(load_settings()))

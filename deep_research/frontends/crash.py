@@ -88,7 +88,7 @@ def _secrets() -> dict[str, str]:
     try:
         from pydantic import SecretStr
 
-        from deep_research.app.config import load_settings
+        from deep_research.app.loading import load_settings
 
         settings = load_settings()
         for field in type(settings).model_fields:
@@ -102,10 +102,10 @@ def _secrets() -> dict[str, str]:
 
 def _home() -> Path:
     try:
-        from deep_research.app.config import load_settings
+        from deep_research.app.loading import load_settings
 
         return load_settings().home
     except Exception:  # the settings may be what crashed: fall back to the environment
-        from deep_research.app.config import data_home
+        from deep_research.app.home import data_home
 
         return data_home()

@@ -77,7 +77,7 @@ def ingest_command(
     A KB can hold several folders; each is known by its name, so `docs/README.md` and
     `notes/README.md` are two files, and re-ingesting one folder never touches another.
     """
-    from deep_research.app.config import load_settings
+    from deep_research.app.loading import load_settings
     from deep_research.kb.catalog import open_kb, rebuild_kb
     from deep_research.kb.ingest import check_root_name, ingest
     from deep_research.kb.manifest import KBOutdated
@@ -176,7 +176,7 @@ def search_command(
 ) -> None:
     """Search the knowledge base; prints ranked chunks with their source, lines and score,
     and the file's front-matter title and tags."""
-    from deep_research.app.config import load_settings
+    from deep_research.app.loading import load_settings
     from deep_research.kb.catalog import open_kb
     from deep_research.kb.chunking import make_anchor
     from deep_research.kb.search import search
@@ -216,7 +216,7 @@ def _escape(text: str) -> str:
 @kb_app.command("stats")
 def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """Files, chunks, embedding model and size on disk of a knowledge base."""
-    from deep_research.app.config import load_settings
+    from deep_research.app.loading import load_settings
     from deep_research.kb.catalog import open_kb
 
     settings = load_settings()
@@ -241,7 +241,7 @@ def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
 @kb_app.command("list")
 def list_command(as_json: JsonOpt = False) -> None:
     """The named knowledge bases and the folders ingested into each."""
-    from deep_research.app.config import load_settings
+    from deep_research.app.loading import load_settings
     from deep_research.kb.catalog import kb_roots, list_kbs
 
     settings = load_settings()
@@ -297,7 +297,7 @@ def rm_command(
 ) -> None:
     """Delete a knowledge base, or with --root one folder of it (the index only; your markdown
     files are not touched). Refused while another process is ingesting into it."""
-    from deep_research.app.config import load_settings
+    from deep_research.app.loading import load_settings
     from deep_research.kb.catalog import list_kbs, missing_kb, remove_kb
 
     settings = load_settings()

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from deep_research.core.errors import EXIT_DECLINED, EXIT_INTERRUPTED, BudgetTooSmall
-from deep_research.core.models import SEARCH_PROVIDERS
 from deep_research.frontends.common import JsonOpt, error_json, print_json, print_report
 from deep_research.frontends.question import read_question
 
@@ -124,8 +123,9 @@ def run(
         str | None,
         typer.Option(
             "--search-provider",
-            help=f"For --web-engine search: {', '.join(SEARCH_PROVIDERS)} (the first is the "
-            "default).",
+            # Written out: the settings' list (``setting_types``) loads pydantic, --help need not.
+            help="For --web-engine search: duckduckgo (the default), searxng, tavily, brave, "
+            "exa, or a plugin's.",
         ),
     ] = None,
     domains: Annotated[
@@ -170,7 +170,7 @@ def run(
     """Research QUESTION and write a cited report (the default command). On a terminal it
     prints the answer and the report's contents (--full: all of it); piped, the report."""
     from deep_research.app import lifecycle, preparation
-    from deep_research.app.config import load_settings
+    from deep_research.app.loading import load_settings
     from deep_research.app.options import RunOptions
     from deep_research.frontends import render
 
@@ -230,7 +230,7 @@ def resume(
     re-attached by their saved ids, never submitted again; one whose id was lost (the process
     died just after its create) is submitted again only with --resubmit-lost."""
     from deep_research.app import lifecycle
-    from deep_research.app.config import load_settings
+    from deep_research.app.loading import load_settings
     from deep_research.app.options import ResumeRequest, option_settings
 
     values, flags = _given(ctx)

@@ -31,7 +31,7 @@ def serve(
     try:
         import uvicorn
 
-        from deep_research.app.config import load_settings
+        from deep_research.app.loading import load_settings
         from deep_research.frontends import render
         from deep_research.frontends.http.app import create_app, log_to_stderr
 
@@ -96,7 +96,7 @@ def mcp(
     """Serve the MCP server: research, the knowledge base and claim checks as tools for an
     MCP client (Claude Code, Claude Desktop, …); stdio unless --http. Every run is saved as
     interrupted when the client goes away."""
-    from deep_research.app.config import load_settings
+    from deep_research.app.loading import load_settings
     from deep_research.frontends.mcp import server as mcp_server
 
     settings = load_settings()

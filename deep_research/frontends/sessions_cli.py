@@ -56,7 +56,7 @@ def sessions_watch(
     import asyncio
 
     from deep_research.app import saved
-    from deep_research.app.config import load_settings
+    from deep_research.app.loading import load_settings
     from deep_research.frontends import render
 
     async def follow() -> None:
@@ -132,7 +132,7 @@ def sessions_cancel(
     import asyncio
 
     from deep_research.app import lifecycle
-    from deep_research.app.config import load_settings
+    from deep_research.app.loading import load_settings
     from deep_research.core.errors import ProviderError
     from deep_research.frontends import render
 
@@ -166,7 +166,7 @@ def sessions_rm(
 ) -> None:
     """Delete a session and its report. Refused while a process runs it."""
     from deep_research.app import maintenance, saved
-    from deep_research.app.config import load_settings
+    from deep_research.app.loading import load_settings
     from deep_research.core.errors import UsageError
     from deep_research.frontends import render
 
@@ -193,7 +193,7 @@ def sessions_prune(
 ) -> None:
     """Delete the sessions not changed for longer than --older-than (never a running one)."""
     from deep_research.app import maintenance
-    from deep_research.app.config import load_settings
+    from deep_research.app.loading import load_settings
     from deep_research.frontends import render
 
     removed, running = maintenance.prune_sessions(

@@ -71,6 +71,22 @@ def test_the_settings_page_lists_every_settings_variable(site: Path) -> None:
         )
 
 
+def test_the_command_line_page_lists_every_run_option_with_its_one_text(site: Path) -> None:
+    from deep_research.app.flags import FLAGS
+
+    page = (site / "cli" / "index.html").read_text()
+    rows = [
+        html.unescape(re.sub(r"<[^>]+>", "", row))
+        for row in re.findall(r"<tr>(.*?)</tr>", page, re.S)
+    ]
+    for found in FLAGS.values():
+        row = next((row for row in rows if row.split()[0] == found.flag), None)
+        assert row is not None, f"{found.flag} is not on the command line page"
+        assert " ".join(found.help.split()[:4]) in " ".join(row.split()), found.flag
+    max_parallel = next(row for row in rows if row.split()[0] == "--max-parallel")
+    assert "DEEP_RESEARCH_MAX_PARALLEL_BRANCHES" in max_parallel, "the setting it overrides"
+
+
 def test_secrets_show_no_default_on_the_settings_page(site: Path) -> None:
     page = (site / "settings" / "index.html").read_text()
     row = re.search(r"<tr>\s*<td><code>OPENAI_API_KEY</code></td>\s*<td>(.*?)</td>", page, re.S)

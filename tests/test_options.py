@@ -84,7 +84,8 @@ def test_every_option_is_a_flag_of_the_cli_and_every_flag_an_option(
             assert param.default is False, name
         else:
             assert param.default is None, name  # not given: as configured (or as saved)
-        assert param.help, name
+        # One text an option, one name: the flag says what the API and the tools say.
+        assert param.help == model.model_fields[name].description, name
         assert param.opts[0].startswith("--"), name
 
 

@@ -166,3 +166,21 @@ async def test_a_bug_in_one_node_cancels_the_others_and_propagates() -> None:
     with pytest.raises(RuntimeError, match="a bug"):
         await run_dag(tree, execute, limit=2, may_start=lambda n: True)
     assert cancelled.is_set()
+
+
+async def test_after_hook_runs_once_per_node_after_its_slot_is_free() -> None:
+    tree = make_tree([("a", []), ("b", [])], a={"priority": 9})
+    work = GatedWork(tree, open_=list(tree.nodes))
+    after: list[tuple[str, str]] = []
+
+    async def hook(node: ResearchNode) -> None:
+        after.append((node.id, node.status))
+        if node.id == "a":
+            # With one slot, b can only start once a has given its slot back.
+            async with asyncio.timeout(10):
+                await work.started["b"].wait()
+
+    await run_dag(tree, work, limit=1, may_start=lambda n: True, after=hook)
+    assert after == [("a", "done"), ("b", "done")]
+    assert work.order == ["a", "b"]
+    assert work.peak == 1

@@ -460,7 +460,11 @@ async def test_checkpointer_snapshots_at_call_time_and_newest_wins(gated: GatedS
     assert gated.load(state.session_id).summary == "C"
 
 
-async def test_checkpoint_is_the_state_at_call_time(gated: GatedStore) -> None:
+async def test_a_waiting_checkpoint_writes_the_state_as_its_turn_finds_it(
+    gated: GatedStore,
+) -> None:
+    """A save waits for the write in progress, then serializes the state as it is then: the
+    saves asked for meanwhile are covered by that one snapshot and return at once."""
     state = gated.create_armed("q")
     cp = Checkpointer(gated)
 
@@ -468,13 +472,13 @@ async def test_checkpoint_is_the_state_at_call_time(gated: GatedStore) -> None:
     first = asyncio.create_task(cp.save(state))
     await asyncio.to_thread(gated.writing.wait, 10)
     state.summary = "B"
-    queued = asyncio.create_task(cp.save(state))
-    await asyncio.sleep(0)  # a yield, not a wait: lets `queued` take its snapshot and block
-    state.summary = "mutated, never saved"
+    queued = [asyncio.create_task(cp.save(state)) for _ in range(5)]
+    await asyncio.sleep(0)
+    state.summary = "C"
     gated.gate.set()
-    await asyncio.gather(first, queued)
-    assert gated.writes == ["A", "B"]
-    assert gated.load(state.session_id).summary == "B"
+    await asyncio.gather(first, *queued)
+    assert gated.writes == ["A", "C"], "one snapshot for the five saves that waited"
+    assert gated.load(state.session_id).summary == "C"
 
 
 async def test_cancelled_checkpoint_never_rolls_back(gated: GatedStore) -> None:
@@ -512,7 +516,9 @@ async def test_save_now_waits_for_an_inflight_write_and_wins(gated: GatedStore) 
     assert gated.load(state.session_id).summary == "shutdown"
 
 
-async def test_queued_async_save_older_than_save_now_is_skipped(gated: GatedStore) -> None:
+async def test_a_waiting_save_never_writes_a_state_older_than_save_now_did(
+    gated: GatedStore,
+) -> None:
     state = gated.create_armed("q")
     cp = Checkpointer(gated)
 
@@ -520,14 +526,14 @@ async def test_queued_async_save_older_than_save_now_is_skipped(gated: GatedStor
     inflight = asyncio.create_task(cp.save(state))
     await asyncio.to_thread(gated.writing.wait, 10)
     state.summary = "y"
-    queued = asyncio.create_task(cp.save(state))  # snapshots "y", waits behind "x"
-    final = state.model_copy(deep=True)
-    final.summary = "z"
-    shutdown = asyncio.create_task(asyncio.to_thread(cp.save_now, final))
+    queued = asyncio.create_task(cp.save(state))  # serializes only when its turn comes
+    await asyncio.sleep(0)
+    state.summary = "z"  # a shutdown path then saves the state as it is
+    shutdown = asyncio.create_task(asyncio.to_thread(cp.save_now, state))
     gated.gate.set()
     await asyncio.gather(inflight, queued, shutdown)
-    # Whichever of "y"/"z" reaches the writer first, "y" is older and never lands.
-    assert gated.writes == ["x", "z"]
+    assert gated.writes[0] == "x"
+    assert "y" not in gated.writes, "no save wrote the state as it was before save_now's"
     assert gated.load(state.session_id).summary == "z"
 
 

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from deep_research.app.flags import described
 from deep_research.app.presets import Preset
 from deep_research.app.setting_types import (
     KB_NAME_PATTERN,
@@ -63,7 +64,7 @@ KbName = Annotated[
 
 MaxParallel = Annotated[
     ParallelBranches | None,
-    Field(description="Branches researched at once (default: as configured)."),
+    Field(description=described("max_parallel")),
     Sets("max_parallel_branches"),
 ]
 
@@ -102,25 +103,22 @@ class BudgetOverrides(Options):
 
     max_cost_usd: Annotated[
         CostUSD | None,
-        Field(
-            description="Cost limit in USD for the whole session (default: as configured; a "
-            "server caps what a run may spend, DEEP_RESEARCH_SERVER_MAX_COST_USD)."
-        ),
+        Field(description=described("max_cost_usd")),
         Sets("max_cost_usd"),
     ] = None
     max_iterations: Annotated[
         Iterations | None,
-        Field(description="Plan -> research -> judge rounds (default: as configured)."),
+        Field(description=described("max_iterations")),
         Sets("max_iterations"),
     ] = None
     max_total_tokens: Annotated[
         TokenBudget | None,
-        Field(description="Total token limit (default: as configured)."),
+        Field(description=described("max_total_tokens")),
         Sets("max_total_tokens"),
     ] = None
     max_runtime_seconds: Annotated[
         RuntimeSeconds | None,
-        Field(description="Time limit in seconds (default: as configured)."),
+        Field(description=described("max_runtime_seconds")),
         Sets("max_runtime_seconds"),
     ] = None
 
@@ -139,90 +137,72 @@ class RunOptions(BudgetOverrides):
     max_parallel: MaxParallel = None
     preset: Annotated[
         Preset | None,
-        Field(
-            description="quick, standard or deep: the defaults of the run's iterations, "
-            "sub-questions per plan, parallel branches, web job effort and tool calls, and "
-            "summary size; any of them given explicitly wins (default: as configured, "
-            "DEEP_RESEARCH_PRESET, else standard)."
-        ),
+        Field(description=described("preset")),
         Sets("preset"),
     ] = None
     chat_model: Annotated[
         ModelName | None,
-        Field(description="One model for every chat role; the role options below win."),
+        Field(description=described("chat_model")),
         Sets(
             "planner_model", "branch_model", "summarizer_model", "synthesizer_model", "judge_model"
         ),
     ] = None
     planner_model: Annotated[
-        ModelName | None, Field(description="Model for planning."), Sets("planner_model")
+        ModelName | None, Field(description=described("planner_model")), Sets("planner_model")
     ] = None
     branch_model: Annotated[
         ModelName | None,
-        Field(description="Model for branch notes (knowledge base and search-and-read)."),
+        Field(description=described("branch_model")),
         Sets("branch_model"),
     ] = None
     web_model: Annotated[
         ModelName | None,
-        Field(description="Reasoning model that runs web research jobs."),
+        Field(description=described("web_model")),
         Sets("web_model"),
     ] = None
     web_effort: Annotated[
         ReasoningEffort | None,
-        Field(description="The web model's reasoning effort."),
+        Field(description=described("web_effort")),
         Sets("web_reasoning_effort"),
     ] = None
     web_tier: Annotated[
         Literal["default", "flex"] | None,
-        Field(
-            description="The research jobs' service tier: flex costs half and may wait longer "
-            "(unverified with background web search; a refusal stops the run)."
-        ),
+        Field(description=described("web_tier")),
         Sets("web_tier"),
     ] = None
     web_engine: Annotated[
         WebEngineChoice | None,
-        Field(
-            description="How the web is researched: openai (research jobs), search (search "
-            "and read pages with any model, or none), auto (openai where the server serves "
-            "the web model, else search)."
-        ),
+        Field(description=described("web_engine")),
         Sets("web_engine"),
     ] = None
     search_provider: Annotated[
         SearchProviderChoice | None,
-        Field(description="The search provider of web_engine search."),
+        Field(description=described("search_provider")),
         Sets("search_provider"),
     ] = None
     domains: Annotated[
         Domains | None,
-        Field(description="Only these domains (comma-separated; subdomains included)."),
+        Field(description=described("domains")),
         Sets("web_domains"),
     ] = None
     exclude_domains: Annotated[
-        Domains | None, Field(description="Never these domains."), Sets("web_exclude_domains")
+        Domains | None, Field(description=described("exclude_domains")), Sets("web_exclude_domains")
     ] = None
     since: Annotated[
         Since | None,
-        Field(
-            description="Pages published on or after: 2025-01-01, or 90d / 12w / 6m / 2y back "
-            "from today."
-        ),
+        Field(description=described("since")),
         Sets("web_since"),
     ] = None
     location: Annotated[
         Location | None,
-        Field(
-            description="Where you are, 'City, CC' (default: no place is sent; OpenAI would "
-            "assume the United States)."
-        ),
+        Field(description=described("location")),
         Sets("web_location"),
     ] = None
-    kb_name: Annotated[
-        KbName | None, Field(description="The knowledge base to research."), Sets("kb_name")
-    ] = None
-    kb_only: Annotated[bool, Field(description="Research only the knowledge base.")] = False
-    web_only: Annotated[bool, Field(description="Research only the web.")] = False
+    kb_name: Annotated[KbName | None, Field(description=described("kb_name")), Sets("kb_name")] = (
+        None
+    )
+    kb_only: Annotated[bool, Field(description=described("kb_only"))] = False
+    web_only: Annotated[bool, Field(description=described("web_only"))] = False
 
 
 def option_settings(model: type[BaseModel] = RunOptions) -> dict[str, tuple[str, ...]]:
@@ -264,13 +244,8 @@ class ResumeRequest(BudgetOverrides):
     session's own)."""
 
     max_parallel: MaxParallel = None
-    retry_cancelled: Annotated[
-        bool, Field(description="Research the cancelled sub-questions again too.")
-    ] = False
+    retry_cancelled: Annotated[bool, Field(description=described("retry_cancelled"))] = False
     resubmit_lost: Annotated[
         bool,
-        Field(
-            description="Submit again the research jobs whose create was sent but whose id "
-            "was lost (the process died first): the first may be running and billing too."
-        ),
+        Field(description=described("resubmit_lost")),
     ] = False

@@ -66,6 +66,7 @@ class ResearchOrchestrator(Phases):
             async with asyncio.timeout_at(self._loop_deadline()):
                 stop = await self._loop(previous)
         except ProviderError as exc:
+            self._drop_fold()
             state.status, state.stop_reason, state.stop_detail = "failed", "error", str(exc)
             self.saver.save_now(state)
             raise
@@ -75,6 +76,7 @@ class ResearchOrchestrator(Phases):
                 self.state, self.engine.jobs, self.guard, self._on_event, self._save
             )
         except asyncio.CancelledError:
+            self._drop_fold()
             self._announce(Stop("interrupted", "interrupted by the user"))
             for node in self.tree.with_status("running"):
                 self.tree.requeue(node)
@@ -148,7 +150,7 @@ class ResearchOrchestrator(Phases):
         a grace period past any limit; a resume folds in whatever this could not."""
         try:
             async with asyncio.timeout(self.config.finish_grace_seconds):
-                await self._fold_summary()
+                await self._folded()
         except (ProviderError, TimeoutError) as exc:
             self._on_event(f"the last summary merge failed ({exc or 'timed out'})")
         await self._save()

@@ -130,8 +130,13 @@ async def run_dag(
     *,
     limit: int,
     may_start: Callable[[ResearchNode], bool],
+    after: Callable[[ResearchNode], Awaitable[None]] | None = None,
 ) -> None:
-    """Run every pending node whose dependencies can complete; return when none can start."""
+    """Run every pending node whose dependencies can complete; return when none can start.
+
+    ``after`` runs once a node's slot is released (folding its notes into the rolling
+    summary) so bookkeeping never delays the next node.
+    """
     slots = Slots(limit)
     chain = chain_lengths(tree)
 
@@ -164,5 +169,7 @@ async def run_dag(
                     finished[node.id].set()  # before the slot is freed (see Slots._give_back)
         finally:
             finished[node.id].set()
+        if after is not None:
+            await after(node)
 
     await gather_owned([drive(node) for node in pending])

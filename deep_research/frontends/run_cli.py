@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from deep_research.app.flags import FLAGS
 from deep_research.core.errors import EXIT_DECLINED, EXIT_INTERRUPTED, BudgetTooSmall
 from deep_research.frontends.common import JsonOpt, error_json, print_json, print_report
 from deep_research.frontends.question import read_question
@@ -24,15 +25,19 @@ if TYPE_CHECKING:
 
 # --- shared options -------------------------------------------------------------
 
-ParallelOpt = Annotated[
-    int | None, typer.Option("--max-parallel", help="Branches in flight at once.")
-]
-IterOpt = Annotated[
-    int | None, typer.Option("--max-iterations", help="Plan/research/judge rounds.")
-]
-CostOpt = Annotated[float | None, typer.Option("--max-cost", help="Cost limit in USD.")]
-TokensOpt = Annotated[int | None, typer.Option("--max-tokens", help="Total token limit.")]
-TimeOpt = Annotated[float | None, typer.Option("--max-runtime", help="Time limit in seconds.")]
+
+def flag(name: str) -> Any:
+    """Run option ``name`` as a typer option: its flag and help (``app/flags.py``, the words
+    its HTTP and MCP descriptions use too)."""
+    found = FLAGS[name]
+    return typer.Option(found.flag, *found.aliases, help=found.help)
+
+
+ParallelOpt = Annotated[int | None, flag("max_parallel")]
+IterOpt = Annotated[int | None, flag("max_iterations")]
+CostOpt = Annotated[float | None, flag("max_cost_usd")]
+TokensOpt = Annotated[int | None, flag("max_total_tokens")]
+TimeOpt = Annotated[float | None, flag("max_runtime_seconds")]
 FullOpt = Annotated[
     bool,
     typer.Option(
@@ -70,93 +75,22 @@ def run(
     max_cost_usd: CostOpt = None,
     max_total_tokens: TokensOpt = None,
     max_runtime_seconds: TimeOpt = None,
-    preset: Annotated[
-        str | None,
-        typer.Option(
-            "--preset",
-            help="quick, standard (the default) or deep: how far the run goes (iterations, "
-            "sub-questions per plan, parallel branches, web job effort and tool calls, "
-            "summary size); a flag or setting given for one of them wins.",
-        ),
-    ] = None,
-    chat_model: Annotated[
-        str | None, typer.Option(help="One model for every chat role (planner, branch, …).")
-    ] = None,
-    planner_model: Annotated[str | None, typer.Option(help="Model for planning.")] = None,
-    branch_model: Annotated[
-        str | None, typer.Option(help="Model for branch notes (KB and search).")
-    ] = None,
-    web_model: Annotated[
-        str | None,
-        typer.Option(
-            "--web-model",
-            "--deep-research-model",
-            help="Reasoning model that runs web research jobs (default gpt-5.5).",
-        ),
-    ] = None,
-    web_effort: Annotated[
-        str | None,
-        typer.Option(
-            "--web-effort",
-            help="Its reasoning effort: none, minimal, low, medium, high, xhigh, max (the nearest "
-            "the model takes).",
-        ),
-    ] = None,
-    web_tier: Annotated[
-        str | None,
-        typer.Option(
-            "--web-tier",
-            help="Its service tier: default, or flex (half the price, may wait longer; "
-            "unverified with background web search).",
-        ),
-    ] = None,
-    web_engine: Annotated[
-        str | None,
-        typer.Option(
-            "--web-engine",
-            help="How the web is researched: openai (research jobs), search (search and read "
-            "pages with any model, or none), another registered engine by name, or auto "
-            "(openai where the server serves the web model, else search).",
-        ),
-    ] = None,
-    search_provider: Annotated[
-        str | None,
-        typer.Option(
-            "--search-provider",
-            # Written out: the settings' list (``setting_types``) loads pydantic, --help need not.
-            help="For --web-engine search: duckduckgo (the default), searxng, tavily, brave, "
-            "exa, or a plugin's.",
-        ),
-    ] = None,
-    domains: Annotated[
-        str | None,
-        typer.Option(
-            "--domains", help="Only these domains (comma-separated; subdomains included)."
-        ),
-    ] = None,
-    exclude_domains: Annotated[
-        str | None, typer.Option("--exclude-domains", help="Never these domains.")
-    ] = None,
-    since: Annotated[
-        str | None,
-        typer.Option(
-            "--since",
-            help="Pages published on or after: 2025-01-01, or 90d / 12w / 6m / 2y ago.",
-        ),
-    ] = None,
-    location: Annotated[
-        str | None,
-        typer.Option(
-            "--location",
-            help="Where you are, 'City, CC' (default: no place is sent; OpenAI would assume "
-            "the United States).",
-        ),
-    ] = None,
-    kb_name: Annotated[str | None, typer.Option("--kb", help="Knowledge base name.")] = None,
-    kb_only: Annotated[
-        bool, typer.Option("--kb-only", help="Research only the knowledge base.")
-    ] = False,
-    web_only: Annotated[bool, typer.Option("--web-only", help="Research only the web.")] = False,
+    preset: Annotated[str | None, flag("preset")] = None,
+    chat_model: Annotated[str | None, flag("chat_model")] = None,
+    planner_model: Annotated[str | None, flag("planner_model")] = None,
+    branch_model: Annotated[str | None, flag("branch_model")] = None,
+    web_model: Annotated[str | None, flag("web_model")] = None,
+    web_effort: Annotated[str | None, flag("web_effort")] = None,
+    web_tier: Annotated[str | None, flag("web_tier")] = None,
+    web_engine: Annotated[str | None, flag("web_engine")] = None,
+    search_provider: Annotated[str | None, flag("search_provider")] = None,
+    domains: Annotated[str | None, flag("domains")] = None,
+    exclude_domains: Annotated[str | None, flag("exclude_domains")] = None,
+    since: Annotated[str | None, flag("since")] = None,
+    location: Annotated[str | None, flag("location")] = None,
+    kb_name: Annotated[str | None, flag("kb_name")] = None,
+    kb_only: Annotated[bool, flag("kb_only")] = False,
+    web_only: Annotated[bool, flag("web_only")] = False,
     estimate_only: Annotated[
         bool,
         typer.Option("--estimate", help="Print the run's worst-case cost and exit; spend nothing."),
@@ -206,20 +140,8 @@ def resume(
     max_cost_usd: CostOpt = None,
     max_total_tokens: TokensOpt = None,
     max_runtime_seconds: TimeOpt = None,
-    retry_cancelled: Annotated[
-        bool,
-        typer.Option(
-            "--retry-cancelled", help="Research again the nodes whose jobs were cancelled."
-        ),
-    ] = False,
-    resubmit_lost: Annotated[
-        bool,
-        typer.Option(
-            "--resubmit-lost",
-            help="Submit again the research jobs whose id was lost when the process died "
-            "just after their create: the first job may be running (and billing) too.",
-        ),
-    ] = False,
+    retry_cancelled: Annotated[bool, flag("retry_cancelled")] = False,
+    resubmit_lost: Annotated[bool, flag("resubmit_lost")] = False,
     full: FullOpt = False,
     as_json: JsonOpt = False,
 ) -> None:

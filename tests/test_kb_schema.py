@@ -155,3 +155,16 @@ def test_kb_list_lists_every_kb_and_says_which_cannot_be_read(kb_home: Path) -> 
     assert "docs" in out
     assert "other" in out
     assert "cannot be read: knowledge base 'other' was saved by another version" in out
+
+
+def test_an_older_kb_a_rebuild_could_not_finish_is_kept_as_it_was(kb_home: Path) -> None:
+    """A root name this version refuses is found before anything is removed."""
+    assert kb("ingest", str(kb_home / "docs"))[0] == 0
+    manifest = saved_as(kb_home, MANIFEST_VERSION - 1)
+    data = json.loads(manifest.read_text())
+    data["roots"] = {"bad name/..": data["roots"]["docs"]}
+    manifest.write_text(json.dumps(data), encoding="utf-8")
+    before = manifest.read_bytes()
+    code, _, err = kb("ingest", str(kb_home / "docs"))
+    assert code != 0, err
+    assert manifest.read_bytes() == before, "nothing removed"

@@ -587,3 +587,33 @@ async def test_the_judge_reads_every_finding_folded_in_and_the_writer_starts_aft
     assert orch.report is not None
     assert orch.report.lead == "2 node"
     assert sorted(state.summarized) == ["a", "b"]
+
+
+@dataclass
+class StuckSummarizer:
+    """A summarizer whose merges never answer (a hung model)."""
+
+    calls: int = 0
+
+    async def merge(self, question, summary, digests, cap_tokens, meter):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        await asyncio.Event().wait()
+
+
+async def test_a_time_limit_while_the_review_waits_for_the_fold_still_writes_the_report() -> None:
+    """The fold beside research hangs; the time limit cancels the wait for it (and it), the
+    report is written from what was researched, and the last fold gives up within its grace:
+    no cancellation escapes the run (it once crashed the run after its report was paid for)."""
+    rig = Rig(
+        planner=FakePlanner([plan(task("a"), task("b"))]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([]),  # never reached: the limit comes while the fold hangs
+        summarizer=StuckSummarizer(),  # type: ignore[arg-type]
+    )
+    state = new_state(max_iterations=1, max_runtime_seconds=2.0)
+    config = RunConfig(write_allowance_seconds=0.5, finish_grace_seconds=0.4)
+    orch = rig.orchestrator(state, config=config)
+    await asyncio.wait_for(orch.run(), timeout=30)
+    assert state.stop_reason == "time_limit"
+    assert orch.report is not None, "written"
+    assert orch._folding is None or orch._folding.done(), "no fold outlives the run"

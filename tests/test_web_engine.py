@@ -57,7 +57,12 @@ def test_the_engine_follows_the_server_unless_chosen(
 
 
 def test_a_run_saves_its_engine_and_a_resume_replays_it(settings: Settings) -> None:
-    local = with_(settings, openai_base_url="http://localhost:11434/v1", search_provider="brave")
+    local = with_(
+        settings,
+        openai_base_url="http://localhost:11434/v1",
+        search_provider="brave",
+        brave_api_key="k-brave",
+    )
     prepared = preparation.prepare(local, "How does Raft elect a leader?", RunOptions())
     assert prepared.engine == "search"
     assert prepared.spec is None, "no research job is specified"
@@ -71,7 +76,8 @@ def test_a_run_saves_its_engine_and_a_resume_replays_it(settings: Settings) -> N
 
 def test_the_flags_choose_engine_and_provider(settings: Settings) -> None:
     options = RunOptions(web_engine="search", search_provider="exa")
-    prepared = preparation.prepare(with_(settings, openai_api_key="sk-x"), "q?", options)
+    keyed = with_(settings, openai_api_key="sk-x", exa_api_key="k-exa")
+    prepared = preparation.prepare(keyed, "q?", options)
     assert (prepared.engine, prepared.settings.search_provider) == ("search", "exa")
 
 
@@ -97,6 +103,7 @@ def test_the_estimate_prices_a_search_branch(settings: Settings) -> None:
         settings,
         openai_base_url="http://localhost:11434/v1",
         search_provider="tavily",
+        tavily_api_key="k-tavily",
         search_max_queries=2,
         search_extra_rounds=1,
     )
@@ -244,3 +251,11 @@ def test_a_resume_with_nothing_to_research_is_refused_before_it_starts(
         ),
     ):
         pass
+
+
+def test_a_web_source_that_cannot_work_is_refused_before_the_run(settings: Settings) -> None:
+    """``--web-engine search`` with a provider whose key is missing: one line with the fix,
+    before anything is spent or saved (it once failed only when the run was built)."""
+    local = with_(settings, openai_base_url="http://localhost:11434/v1", search_provider="brave")
+    with pytest.raises(ConfigError, match="the brave search provider needs BRAVE_API_KEY: set"):
+        preparation.prepare(local, "How does Raft elect a leader?", RunOptions())

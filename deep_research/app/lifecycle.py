@@ -85,7 +85,7 @@ def start(prepared: Prepared, on_info: Info) -> Iterator[Run]:
     state = store.create(
         prepared.question,
         mode="extractive" if prepared.extractive else "llm",
-        source_policy=built.sources.policy,
+        source_policy=prepared.policy,  # the user's: a resume resolves its sources again
         limits=prepared.limits,
         run_spec=built.run_spec,
     )

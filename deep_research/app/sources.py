@@ -154,6 +154,11 @@ def available() -> Mapping[str, Source]:
         if source.serves in BUILTIN_SOURCES and source.serves != "web":
             log.warning("source %s: %r is a built-in hint; left out", source.name, source.serves)
             continue
+        if source.name != point.name:  # the settings check --web-engine by the entry's name
+            log.warning(
+                "source %s is named %r by its entry point; left out", source.name, point.name
+            )
+            continue
         found.setdefault(source.name, source)
     return found
 
@@ -270,6 +275,8 @@ def resolve(settings: Settings, policy: SourcePolicy, *, kb: bool, web: str | No
     which never asks whether there is a KB). A run nothing can research is refused here,
     before anything is spent."""
     chosen = source(web) if web is not None else None
+    if chosen is not None and (trouble := chosen.trouble(settings)):
+        raise ConfigError(f"{trouble[0]}: {trouble[1]}")  # the web source asked for cannot work
     candidates = [s for s in available().values() if s.serves != "web"]
     candidates += [chosen] if chosen else []
     candidates.sort(key=lambda s: _ORDER.get(s.serves, len(_ORDER)))

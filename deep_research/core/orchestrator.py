@@ -66,7 +66,6 @@ class ResearchOrchestrator(Phases):
             async with asyncio.timeout_at(self._loop_deadline()):
                 stop = await self._loop(previous)
         except ProviderError as exc:
-            self._drop_fold()
             state.status, state.stop_reason, state.stop_detail = "failed", "error", str(exc)
             self.saver.save_now(state)
             raise
@@ -76,7 +75,6 @@ class ResearchOrchestrator(Phases):
                 self.state, self.engine.jobs, self.guard, self._on_event, self._save
             )
         except asyncio.CancelledError:
-            self._drop_fold()
             self._announce(Stop("interrupted", "interrupted by the user"))
             for node in self.tree.with_status("running"):
                 self.tree.requeue(node)
@@ -84,6 +82,8 @@ class ResearchOrchestrator(Phases):
             state.stop_reason = "interrupted"
             self.saver.save_now(state)
             raise
+        finally:
+            self._drop_fold()  # what it had not folded is folded after the report
         await self._record(stop)
         self.report = await self._write_report()
         await self._fold_last()

@@ -261,17 +261,27 @@ class Phases:
         """Fold finished nodes into the summary beside research, as they finish: a wave of
         48 branches left the review 19 one-call latencies to wait when folded after it, 6.6
         with this (``bench/report.py``'s write wall, 2026-11-27)."""
-        if self._folding is None or self._folding.done():
-            self._folding = asyncio.create_task(self._fold_summary())
+        task = self._folding
+        if task is not None and (not task.done() or _failed(task)):
+            return  # one at a time; a failed fold's error is the review's (``_folded``)
+        self._folding = asyncio.create_task(self._fold_summary())
 
     async def _folded(self) -> None:
-        """The summary with every done node folded in: the fold beside research, then the
-        rest."""
-        if self._folding is not None:
-            await self._folding
+        """The summary with every done node folded in: the fold beside research (its error
+        raised here), then the rest. A fold cancelled by ``_drop_fold`` is no error; this
+        call's own cancellation is."""
+        task, self._folding = self._folding, None
+        if task is not None:
+            try:
+                await task
+            except asyncio.CancelledError:
+                if (current := asyncio.current_task()) is not None and current.cancelling():
+                    raise
         await self._fold_summary()
 
     def _drop_fold(self) -> None:
+        """Stop the fold beside research: it never outlives the research loop (the writer is
+        given the money left when it starts; what is left is folded after the report)."""
         if self._folding is not None:
             self._folding.cancel()
 
@@ -369,3 +379,7 @@ class Phases:
             f"{COMPLETE_CONFIDENCE:.2f}: not taken as complete"
         )
         return False
+
+
+def _failed(task: asyncio.Task[None]) -> bool:
+    return not task.cancelled() and task.exception() is not None

@@ -10,6 +10,7 @@ collection's name is a sanitised form of it.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import threading
@@ -172,8 +173,10 @@ def rebuild_kb(settings: KBSettings, old: KBOutdated, say: Callable[[str], None]
     still there and the embedder runs locally; otherwise ``old`` is raised as it is."""
     if not old.rebuildable or settings.embedding_provider == "openai":
         raise old
-    from deep_research.kb.ingest import ingest  # imports this module
+    from deep_research.kb.ingest import check_root_name, ingest  # imports this module
 
+    for root, _ in old.roots:
+        check_root_name(root)  # before anything is removed
     folders = ", ".join(f"{folder}/" for _, folder in old.roots)
     say(
         f"KB {old.name!r} was saved by an older deep-research (manifest {old.version}): "
@@ -181,9 +184,15 @@ def rebuild_kb(settings: KBSettings, old: KBOutdated, say: Callable[[str], None]
     )
     remove_kb(settings, old.name)
     store = open_kb(settings, old.name, create=True)
-    for root, folder in old.roots:
-        summary = ingest(store, Path(folder), name=root)
-        say(f"ingested {summary.chunks} chunks from {folder}/ in {summary.seconds:.1f}s")
+    try:
+        for root, folder in old.roots:
+            summary = ingest(store, Path(folder), name=root)
+            say(f"ingested {summary.chunks} chunks from {folder}/ in {summary.seconds:.1f}s")
+    except BaseException:
+        # Never a KB that reads as current with a folder missing: none, which says how.
+        with contextlib.suppress(Exception):
+            remove_kb(settings, old.name)
+        raise
     return store
 
 

@@ -13,13 +13,10 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from deep_research.adapters.web.search import (
-    ENTRY_POINTS,
-    default_rate_limits,
-    make_provider,
-    providers,
-)
+from deep_research.adapters.web import search
+from deep_research.adapters.web.search import ENTRY_POINTS, default_rate_limits, make_provider
 from deep_research.app.config import Settings
+from deep_research.core.errors import ConfigError
 from deep_research.core.scope import WebScope
 
 
@@ -30,11 +27,12 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-search\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
         f"[{ENTRY_POINTS}]\nechosearch = tests.echo_search:PROVIDER\n"
+        "gone = tests.no_such_module:PROVIDER\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    providers.cache_clear()
+    search._catalog.cache_clear()
     yield
-    providers.cache_clear()
+    search._catalog.cache_clear()
 
 
 async def test_a_plugin_provider_is_chosen_keyed_and_asked_like_a_built_in(
@@ -68,6 +66,11 @@ async def test_a_plugin_provider_is_chosen_keyed_and_asked_like_a_built_in(
     [request] = asked
     assert request.url.host == "echo-search.example"
     assert request.headers["X-Key"] == "k-echo-1234"
+
+
+def test_a_plugin_provider_that_cannot_load_is_named_when_asked_for(installed: None) -> None:
+    with pytest.raises(ConfigError, match=r"'gone': tests.no_such_module:PROVIDER could not"):
+        make_provider("gone", limits=default_rate_limits())
 
 
 def test_the_settings_name_the_plugins_among_the_providers(installed: None) -> None:

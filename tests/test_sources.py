@@ -39,12 +39,12 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install
         lines = "".join(f"{name} = {target}\n" for name, target in points.items())
         (info / "entry_points.txt").write_text(f"[{sources.ENTRY_POINTS}]\n{lines}")
         monkeypatch.syspath_prepend(str(site))
-        sources.available.cache_clear()
+        sources._catalog.cache_clear()
 
     echo_source.ASKED.clear()
-    sources.available.cache_clear()
+    sources._catalog.cache_clear()
     yield installer
-    sources.available.cache_clear()
+    sources._catalog.cache_clear()
 
 
 @pytest.fixture
@@ -186,13 +186,16 @@ async def test_a_plugin_web_source_researches_a_run_end_to_end(
         preparation.prepare(offline, "q?", RunOptions(web_engine="toy2"))
 
 
-def test_a_plugin_that_fails_to_load_is_left_out_and_logged(
+def test_a_plugin_that_fails_to_load_is_left_out_and_said(
     offline: Settings, install: Install, caplog: pytest.LogCaptureFixture
 ) -> None:
     install(broken="tests.no_such_module:SOURCE", echo="tests.echo_source:ECHO")
     assert "echo" in sources.available()
     assert "broken" not in sources.available()
-    assert "source broken (tests.no_such_module:SOURCE) could not be loaded" in caplog.text
+    why = "tests.no_such_module:SOURCE could not be loaded (ModuleNotFoundError: No module"
+    assert f"source broken left out: {why}" in caplog.text
+    said = sources.resolve(offline, "auto", kb=True, web=None).said()
+    assert any(line.startswith(f"broken: off — {why}") for line in said), said
 
 
 def test_a_sources_worst_case_is_counted_in_the_estimate(

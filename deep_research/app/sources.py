@@ -22,8 +22,6 @@ import logging
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from importlib import import_module
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from deep_research.adapters.llm.params import nearest_effort
@@ -31,6 +29,7 @@ from deep_research.app.config import Settings
 from deep_research.app.setting_types import SOURCE_ENTRY_POINTS
 from deep_research.core.errors import ConfigError, KBMissing, KnowledgeBaseError
 from deep_research.core.models import MIXED, ChatRole, SourceHint, SourcePolicy
+from deep_research.core.plugins import installed, load
 from deep_research.core.ports import BUILTIN_SOURCES, BranchExecutor, JobControl
 
 if TYPE_CHECKING:  # what a source builds loads when a run builds it, never with a server
@@ -130,37 +129,28 @@ class Source:
         return self.problem(settings) if self.problem else None
 
 
-def _load(target: str) -> Source:
-    module, _, attribute = target.partition(":")
-    found = getattr(import_module(module), attribute)
-    if not isinstance(found, Source):
-        raise TypeError(f"{target} is a {type(found).__name__}, not a Source")
-    return found
-
-
 @functools.cache
+def _catalog() -> tuple[dict[str, Source], dict[str, str]]:
+    """The sources there are, by name (the built-ins first), and the plugins left out, with
+    why (``resolve`` says it on the run's first lines)."""
+    found = {source.name: source for source in (load(t, Source) for t in DEFAULT)}
+    plugins, broken = installed(ENTRY_POINTS, Source)
+    for name, source in plugins.items():
+        if source.serves in BUILTIN_SOURCES and source.serves != "web":
+            broken[name] = f"it would research {source.serves!r}, a built-in hint"
+        elif source.name != name:  # the settings check --web-engine by the entry's name
+            broken[name] = f"its entry point names it {name!r}, the source {source.name!r}"
+        else:
+            found.setdefault(name, source)
+    for name, why in broken.items():
+        log.warning("source %s left out: %s", name, why)
+    return found, broken
+
+
 def available() -> Mapping[str, Source]:
     """Every source there is: the built-ins, then each entry point of ``ENTRY_POINTS`` (a
-    plugin that fails to load is logged and left out; it never stops a run)."""
-    found = {source.name: source for source in map(_load, DEFAULT)}
-    for point in entry_points(group=ENTRY_POINTS):
-        try:
-            source = _load(point.value)
-        except Exception:
-            log.warning(
-                "source %s (%s) could not be loaded", point.name, point.value, exc_info=True
-            )
-            continue
-        if source.serves in BUILTIN_SOURCES and source.serves != "web":
-            log.warning("source %s: %r is a built-in hint; left out", source.name, source.serves)
-            continue
-        if source.name != point.name:  # the settings check --web-engine by the entry's name
-            log.warning(
-                "source %s is named %r by its entry point; left out", source.name, point.name
-            )
-            continue
-        found.setdefault(source.name, source)
-    return found
+    plugin that cannot be used is left out and said; it never stops a run)."""
+    return _catalog()[0]
 
 
 def source(name: str) -> Source:
@@ -290,6 +280,7 @@ def resolve(settings: Settings, policy: SourcePolicy, *, kb: bool, web: str | No
             used.append(found)
         else:
             left_out.append((found.name, why))
+    left_out += _catalog()[1].items()
     if chosen is None:
         why = (
             f"no model configured ({_QUOTES_PAGES})"

@@ -20,8 +20,6 @@ import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import import_module
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Protocol
 
 import httpx
@@ -39,6 +37,7 @@ from deep_research.adapters.web.search.base import (
     normalize,
 )
 from deep_research.core.errors import ConfigError
+from deep_research.core.plugins import installed, load
 from deep_research.core.scope import WebScope
 
 if TYPE_CHECKING:
@@ -105,34 +104,36 @@ class Provider:
 
 @functools.cache
 def _load(target: str) -> Provider:
-    module, _, attribute = target.partition(":")
-    found = getattr(import_module(module), attribute)
-    if not isinstance(found, Provider):
-        raise TypeError(f"{target} is a {type(found).__name__}, not a Provider")
-    return found
+    return load(target, Provider)
 
 
 @functools.cache
+def _catalog() -> tuple[dict[str, Provider], dict[str, str]]:
+    found = {p.name: p for p in map(_load, DEFAULT)}
+    plugins, broken = installed(ENTRY_POINTS, Provider)
+    for name, why in broken.items():
+        log.warning("search provider %s left out: %s", name, why)
+    return found | {n: p for n, p in plugins.items() if n not in found}, broken
+
+
 def providers() -> Mapping[str, Provider]:
     """Every provider there is: the built-ins, then each entry point of ``ENTRY_POINTS`` (one
-    that fails to load is logged and left out)."""
-    found = {p.name: p for p in map(_load, DEFAULT)}
-    for point in entry_points(group=ENTRY_POINTS):
-        try:
-            found.setdefault(point.name, _load(point.value))
-        except Exception:
-            log.warning("search provider %s (%s) could not be loaded", point.name, point.value)
-    return found
+    that fails to load is left out, and named when it is asked for)."""
+    return _catalog()[0]
 
 
 def provider(name: str) -> Provider:
     """The provider ``name``; a built-in one is loaded alone (its library with it)."""
     builtin = f"deep_research.adapters.web.search.{name}:PROVIDER"
-    try:
-        return _load(builtin) if builtin in DEFAULT else providers()[name]
-    except KeyError:
-        known = ", ".join(providers())
-        raise ConfigError(f"unknown search provider {name!r}: choose one of {known}") from None
+    if builtin in DEFAULT:
+        return _load(builtin)
+    found, broken = _catalog()
+    if name in broken:
+        raise ConfigError(f"the search provider {name!r}: {broken[name]}")
+    if name not in found:
+        known = ", ".join(found)
+        raise ConfigError(f"unknown search provider {name!r}: choose one of {known}")
+    return found[name]
 
 
 def default_rate_limits(per_second: Mapping[str, float] | None = None) -> RateLimits:

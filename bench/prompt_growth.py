@@ -15,11 +15,13 @@ from typing import Any
 
 from deep_research.adapters.prices import PriceTable
 from deep_research.app.config import Settings
+from deep_research.app.preparation import Prepared
 from deep_research.app.sources import resolve
 from deep_research.app.wiring import build
 from deep_research.core.guard import BudgetGuard
-from deep_research.core.models import Limits, SessionState
+from deep_research.core.models import Limits
 from deep_research.core.orchestrator import ResearchOrchestrator
+from deep_research.persistence.sessions import SessionStore
 from tests.fake_openai import FakeOpenAI
 from tests.fake_openai_payloads import input_text, text_of
 from tests.fakes import MemorySaver
@@ -59,20 +61,19 @@ async def largest_prompt(n: int, home: Path) -> int:
         )
         # What is measured is the Deep Research executor's input: its research jobs, named
         # here as the CLI's engine choice would name them (build leaves the web off without).
-        built = build(settings, resolve(settings, "web_only", kb=False, web="openai"), None)
-        state = SessionState(
-            session_id=f"{n:012d}",
-            question="How do X and Y compare?",
-            limits=Limits(max_iterations=1, max_cost_usd=1000),
-        )
+        limits = Limits(max_iterations=1, max_cost_usd=1000)
+        prepared = Prepared(settings, "web_only", limits, None, "How do X and Y compare?", "openai")
+        web = resolve(settings, "web_only", kb=False, web="openai")
+        runtime = build(prepared, web, None, SessionStore(settings.sessions_dir))
+        state = runtime.state
         orch = ResearchOrchestrator(
             state,
-            built.engine,
+            runtime.engine,
             MemorySaver(),
             BudgetGuard(state, state.limits, prices=PriceTable()),
-            built.config,
+            runtime.config,
         )
-        async with built.resources:
+        async with runtime.resources:
             await orch.run()
         done = sum(1 for node in state.nodes.values() if node.status == "done")
         assert done == n, f"only {done}/{n} nodes finished: {state.stop_reason} {state.stop_detail}"

@@ -26,12 +26,14 @@ after another, each under a wall-clock bound (`--timeout`):
 
 For each: exit code, wall seconds, calls through the proxy (and the seconds spent in them),
 the most times one identical request body was sent (a scenario over 2 is FLAGGED: no request
-may be sent more than twice unchanged; so is one that hit its wall bound), 4xx/5xx answers
-and calls the client gave up on, the response_format types the calls asked for, the outcome
-(the JSON's status/stop_reason, or its error line), and for runs the report's size (words,
-sections, `[N]` citations) and the opening of its Answer. Poor prose from a 135M model, or a
-scenario ending in a clear one-line error, is an outcome, not a failure: the bench exits
-non-zero only when it cannot run (no build, no model, a server that never gets healthy).
+may be sent more than twice unchanged; so is one that hit its wall bound, and a run that
+ended with no findings and no error: exit 12), 4xx/5xx answers and calls the client gave up
+on, the response_format types the calls asked for, the outcome (the JSON's status/stop_reason
+and why it stopped, from the session's state.json; or its error line), and for runs the
+report's size (words, sections, `[N]` citations) and the opening of its Answer. Poor prose
+from a 135M model, or a scenario ending in a clear one-line error, is an outcome, not a
+failure: the bench exits non-zero only when it cannot run (no build, no model, a server that
+never gets healthy), or with `--check` when a scenario is flagged.
 
 One-time costs, kept in the cache (`--cache`, default platformdirs' user cache dir
 `deep-research-bench`: `src/`, `build/`, `wheels/`, `model/`):
@@ -48,7 +50,7 @@ of 4096 tokens; ~30 tokens/s), and three times that on one busy with other jobs:
 threads slow down badly when they share the cores.
 
 --smoke (the test suite runs it) runs the same scenarios, through the same proxy, against
-tests/fake_openai.py's FakeOpenAI (its llama-cpp-python flavour where it has one: json_schema
+tests/fake_openai.py's FakeOpenAI (its llama-cpp-python flavour: json_schema
 refused with a 500, json_object honoured, no /models/{id}) answering with tests/world.py's
 ResearchWorld, a fake a scenario and all of them at once after the ingest: no build, no
 model, well under a minute.
@@ -62,7 +64,6 @@ import contextlib
 import fcntl
 import hashlib
 import http.client
-import inspect
 import json
 import os
 import re
@@ -116,6 +117,7 @@ STRIPPED = ("OPENAI_", "DEEP_RESEARCH_", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY
 ROLES = ("PLANNER", "SYNTHESIZER", "JUDGE", "BRANCH", "SUMMARIZER")
 MOST_IDENTICAL = 2  # a request body sent more often than this is flagged
 EXIT_BUG = 70  # the CLI's exit code for an exception that is not one of ours
+EXIT_NO_FINDINGS = 12  # a run that stopped with nothing found (its stop detail says why)
 KB_QUESTION = (
     "How does deep-research plan, schedule and budget a research run, and how does it keep "
     "every claim traceable to a source?"
@@ -712,25 +714,15 @@ def stop(process: subprocess.Popen[Any]) -> None:
 # --- the fake server (--smoke) --------------------------------------------------------------------
 
 
-def fake_flavour() -> str:
-    from tests.fake_openai import FakeOpenAI
-
-    if "flavor" in inspect.signature(FakeOpenAI).parameters:
-        return "FakeOpenAI(flavor='llama-cpp-python')"
-    return "FakeOpenAI() (it has no llama-cpp-python flavour yet)"
+FAKE_FLAVOUR = "FakeOpenAI(flavor='llama-cpp-python')"
 
 
 @contextlib.contextmanager
 def fake_server() -> Iterator[tuple[str, Any]]:
-    """A FakeOpenAI serving smollm2 (as llama-cpp-python's server where it can): (its root
-    URL, the fake)."""
+    """A FakeOpenAI serving smollm2 as llama-cpp-python's server: (its root URL, the fake)."""
     from tests.fake_openai import FakeOpenAI
 
-    if "flavor" in inspect.signature(FakeOpenAI).parameters:
-        fake = FakeOpenAI(flavor="llama-cpp-python")  # type: ignore[call-arg, unused-ignore]
-    else:
-        fake = FakeOpenAI()
-    with fake:
+    with FakeOpenAI(flavor="llama-cpp-python") as fake:
         fake.add_model(MODEL_ALIAS)
         yield fake.base_url.removesuffix("/v1"), fake
 
@@ -828,6 +820,9 @@ class Outcome:
             flags.append("hit its wall bound")
         if self.exit_code == EXIT_BUG:
             flags.append("crashed (exit 70: a bug, its crash log in the data dir)")
+        if self.exit_code == EXIT_NO_FINDINGS:  # neither a report with findings nor an error
+            why = self.extra.get("stop_detail") or "no stop detail saved"
+            flags.append(f"no findings (exit 12: {why})")
         return flags
 
 
@@ -940,6 +935,21 @@ def describe(data: Any, outcome: Outcome) -> str:
     if outcome.stderr_tail:
         return outcome.stderr_tail[-1]
     return f"exit {outcome.exit_code}, no JSON on stdout"
+
+
+def stop_detail(home: Path, session_id: str) -> str:
+    """Why a run stopped, as its saved session says (``state.json``): its stop detail, and
+    the error of its first failed node when that detail does not already give it."""
+    try:
+        state = json.loads((home / "sessions" / session_id / "state.json").read_text())
+    except (OSError, ValueError) as exc:
+        return f"session not readable: {exc}"
+    detail = str(state.get("stop_detail") or "")
+    nodes = state.get("nodes") or {}
+    errors = [str(n.get("error")) for n in nodes.values() if n.get("status") == "failed"]
+    if errors and errors[0] not in detail:
+        detail += f"{'; ' if detail else ''}{len(errors)} failed, first: {errors[0]}"
+    return " ".join(detail.split())[:400]
 
 
 _MARKER = re.compile(r"\[(\d{1,4})\]")
@@ -1080,6 +1090,11 @@ def run_one(
             outcome.extra["fake_errors"] = len(fake.errors)
     outcome.name, outcome.label = scenario.name, scenario.label
     data = outcome.extra.get("json")
+    if isinstance(data, dict) and isinstance(data.get("session_id"), str):
+        stopped = stop_detail(Path(env["DEEP_RESEARCH_HOME"]), data["session_id"])
+        if stopped:
+            outcome.extra["stop_detail"] = stopped
+            outcome.outcome += f" ({stopped})"
     if isinstance(data, dict) and isinstance(data.get("report_path"), str):
         outcome.report = read_report(data["report_path"])
     if isinstance(data, dict) and isinstance(data.get("usage"), dict):
@@ -1265,7 +1280,7 @@ def main() -> None:
         "--check",
         action="store_true",
         help="exit 1 when a scenario is flagged (a body sent more than twice, a crash, its "
-        "wall bound hit): what CI runs",
+        "wall bound hit, a run that ended with no findings): what CI runs",
     )
     parser.add_argument(
         "--build-wait",
@@ -1295,7 +1310,7 @@ def bench(
     setup: dict[str, Any] = {"mode": "smoke" if smoke else "llama-server", "cli": cli_command()}
     with contextlib.ExitStack() as stack:
         if smoke:
-            setup["server"] = fake_flavour()
+            setup["server"] = FAKE_FLAVOUR
             upstream: Upstream = fake_server
             print(f"{'server':>16}: {setup['server']}, one a scenario", flush=True)
         else:

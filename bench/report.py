@@ -95,6 +95,8 @@ Figures (targets from the issue; measured from outside before this work in brack
                              ``bench/claims.py`` times it), per claim
 - check_ms_per_claim_in_run  the run's own check (first page reads, judge, repair) per claim
 - check_share_of_wall        the run's own check over the run's wall time (median of runs)
+- judged                     48 branches: claims the run's claim check asked its judge about
+                             (those its text verifier left uncertain), summed over its calls
 - contradictions_found       48 branches: share of the 10 planted pairs the run's own
                              contradiction finder reports: a contradiction of the session's
                              ``claims.json`` (the claim check's, over the evidence store; the
@@ -143,6 +145,7 @@ from bench.planted import JUDGES, KINDS, Pages, side_path
 from bench.prompt_growth import prompt_chars
 from deep_research.adapters.claim_check import ClaimChecker
 from deep_research.app.config import Settings
+from deep_research.app.preparation import Prepared
 from deep_research.app.sources import resolve
 from deep_research.app.wiring import build
 from deep_research.core.ledger import Claim, ClaimLedger
@@ -158,13 +161,15 @@ from deep_research.core.ports import (
 )
 from deep_research.core.report import Report
 from deep_research.persistence.claims import SessionClaims
-from deep_research.persistence.evidence import SessionEvidence
-from tests.fake_openai import FakeOpenAI
+from deep_research.persistence.sessions import SessionStore
+from tests.fake_openai import ChatHandler, ChatRequest, ChatResult, FakeOpenAI
 from tests.fakes import MemorySaver, RecordingMeter
 
 BOOKKEEPING = ("Coverage and limitations", "Citation check", "Claim check", "Contradictions")
 """Sections the report adds itself, whatever was found: not counted as the report's own."""
 _NUMBER = re.compile(r"\[(\d+)\]")
+_CLAIM = re.compile(r"^Claim \d+: ", re.MULTILINE)
+"""A claim the judge is asked about, as its prompt lists it (``adapters.claims.claims_text``)."""
 TRUE_KINDS = ("true", "reworded")
 
 
@@ -187,6 +192,21 @@ class Run:
     calls: dict[str, int]
     prompts: dict[str, int]
     """Each chat role's largest prompt (characters): which call is the largest, and why."""
+    judged: int = 0
+    """Claims the run's claim check asked its judge about."""
+
+
+@dataclass
+class CountedJudge:
+    """The world's chat (``inner``), counting the claims each claim-judge prompt lists."""
+
+    inner: ChatHandler
+    asked: int = 0
+
+    def __call__(self, req: ChatRequest) -> ChatResult | None:
+        if req.schema_name == "Judgements":
+            self.asked += len(_CLAIM.findall(req.text))
+        return self.inner(req)
 
 
 class TimedWriter:
@@ -283,8 +303,10 @@ async def run_once(
     try:
         with FakeOpenAI(polls_to_complete=1) as fake:
             world.install(fake)
+            counted = fake.chat_handler = CountedJudge(world.chat)
             fake.latency = latency
-            return await _run(world, fake, pages, branches, parallel, home)
+            run = await _run(world, fake, pages, branches, parallel, home)
+            return dataclasses.replace(run, judged=counted.asked)
     finally:
         pages.close()
 
@@ -304,19 +326,18 @@ async def _run(
         fetch_per_host_concurrency=8,
         fetch_per_host_rate=100,
     )
-    built = build(settings, resolve(settings, "web_only", kb=False, web="openai"), None)
-    writer = TimedWriter(built.engine.writer)
-    (inner,) = built.engine.checkers
+    limits = Limits(max_iterations=1, max_cost_usd=1000)
+    question = "What is known about every aspect of X?"
+    prepared = Prepared(settings, "web_only", limits, None, question, "openai")
+    web = resolve(settings, "web_only", kb=False, web="openai")
+    runtime = build(prepared, web, None, SessionStore(settings.sessions_dir))
+    writer = TimedWriter(runtime.engine.writer)
+    (inner,) = runtime.engine.checkers
     assert isinstance(inner, ClaimChecker)
     checker = TimedChecker(inner)
-    engine = dataclasses.replace(built.engine, writer=writer, checkers=(checker,))
-    state = SessionState(
-        session_id=f"{branches:012d}",
-        question="What is known about every aspect of X?",
-        limits=Limits(max_iterations=1, max_cost_usd=1000),
-    )
-    session = home / "sessions" / state.session_id
-    session.mkdir(parents=True)
+    engine = dataclasses.replace(runtime.engine, writer=writer, checkers=(checker,))
+    state = runtime.state
+    session = runtime.store.path(state.session_id)
     done_at: list[float] = []
 
     def on_event(event: str | JobEvent) -> None:
@@ -327,13 +348,13 @@ async def _run(
         state,
         engine,
         MemorySaver(),
-        built.guard(state),
-        built.config,
+        runtime.guard,
+        runtime.config,
         on_event,
-        evidence=SessionEvidence(session),
-        claims=SessionClaims(session),
+        evidence=runtime.evidence,
+        claims=runtime.claims,
     )
-    async with built.resources:
+    async with runtime.resources:
         started = time.perf_counter()
         await orch.run()
         run_wall = time.perf_counter() - started
@@ -434,6 +455,7 @@ def claim_figures(run: Run) -> dict[str, float]:
     claims = len(run.ledger.claims)
     return {
         "claims": claims,
+        "judged": run.judged,
         "fabricated_claims": len(fabricated),
         "fabrications_flagged": share(fabricated),
         **{f"fabrications_flagged_{kind}": share(by_kind[kind]) for kind in KINDS},
@@ -553,6 +575,7 @@ KEYS = (
     "write_wall_48_seconds",
     "write_wall_over_one_call",
     "claims",
+    "judged",
     "fabricated_claims",
     "fabrications_flagged",
     *(f"fabrications_flagged_{kind}" for kind in KINDS),

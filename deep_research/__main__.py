@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import Callable
 
 YOUNG_OBJECTS = 20_000
 """Objects made between two collections of the youngest generation (Python's default: 700).
@@ -26,6 +27,16 @@ def main() -> None:
 
 
 def _run() -> None:
+    # Ctrl-C while the CLI loads, or while typer builds its commands before `cli` could map
+    # it (`serve` at 0.2 s): as `cli` maps it, one line and exit 130, no traceback.
+    try:
+        _load()()
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        raise SystemExit(130) from None
+
+
+def _load() -> Callable[[], None]:
     try:
         from deep_research.frontends.cli import main as cli_main
     except UnicodeDecodeError as exc:
@@ -34,10 +45,7 @@ def _run() -> None:
         error = unreadable_dotenv(exc)
         sys.stderr.write(f"error: {error}\n")
         raise SystemExit(error.exit_code) from None
-    except KeyboardInterrupt:  # Ctrl-C while the CLI loads: as `cli` maps it, no traceback
-        sys.stderr.write("error: interrupted\n")
-        raise SystemExit(130) from None
-    cli_main()
+    return cli_main
 
 
 if __name__ == "__main__":

@@ -98,12 +98,66 @@ async def test_a_reply_off_the_schema_is_asked_again(
     assert fake_openai.count("/v1/chat/completions") == 2
 
 
+async def test_a_strict_reply_that_does_not_validate_is_billed_and_shown_back(
+    fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
+) -> None:
+    """A server that enforces the schema's shape but not every check of ours (a grammar
+    without number bounds) sends a reply the schema refuses: it was generated, so billed,
+    and the repair shows it to the model with what was wrong."""
+    off = ChatReply({"rationale": "r"}, prompt_tokens=30, completion_tokens=5)
+    fake_openai.script("Plan", [off, ChatReply(PLAN, prompt_tokens=40, completion_tokens=9)])
+    chat = ChatModel(model(chat_openai).chat, "gpt-6-sol", "planner", structured_retries=1)
+    meter = RecordingMeter()
+    plan = await chat.structured(Plan, [HumanMessage("plan")], meter)
+    assert plan == Plan.model_validate(PLAN)
+    assert [(r[2].input_tokens, r[2].output_tokens) for r in meter.records] == [(30, 5), (40, 9)]
+    first, second = (r.body for r in fake_openai.requests)
+    assert first["response_format"] == second["response_format"], "still the strict schema"
+    assert first["response_format"]["json_schema"]["strict"] is True
+    echoed, repair = second["messages"][-2:]
+    assert echoed["role"] == "assistant"
+    assert '"rationale"' in echoed["content"], "the reply is shown back"
+    assert "tasks" in repair["content"], "the repair names the missing field"
+
+
 async def test_a_plain_text_reply_cut_off_is_flagged(
     fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
 ) -> None:
     fake_openai.script(None, [ChatReply("Half a rep", finish_reason="length")])
     text = await model(chat_openai).text([HumanMessage("write")], RecordingMeter())
     assert text == "Half a rep" + CUT_OFF_NOTE.format(setting="DEEP_RESEARCH_MAX_TOKENS_PER_CALL")
+
+
+async def test_a_section_cut_off_below_the_ceiling_names_the_setting_that_sized_it(
+    fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
+) -> None:
+    """A section is capped from its word count, far below the writer's ceiling: raising
+    the ceiling's setting would not lengthen it; the section words would."""
+    from deep_research.adapters.llm.writing import LLMAuthor
+    from deep_research.core.authoring import SectionRequest
+    from deep_research.core.models import SectionPlan
+
+    fake_openai.script(None, [ChatReply("Raft elects a lea", finish_reason="length")] * 2)
+    chat = chat_openai(model="gpt-6-sol", max_tokens=16_000, reasoning_effort="low", max_retries=0)
+    writer = ChatModel(chat, "gpt-6-sol", "synthesizer", structured_retries=0)
+    author = LLMAuthor(writer.capped(16_000, "DEEP_RESEARCH_SECTION_MAX_TOKENS"))
+    request = SectionRequest(
+        question="How do Raft and Paxos elect a leader?",
+        section=SectionPlan(id="s1", title="Raft", question="How does Raft elect?", node_ids=[]),
+        others=(),
+        evidence=("Raft elects a leader by randomized timeouts [S1].",),
+        related=(),
+        max_words=200,
+    )
+    text = await author.section(request, RecordingMeter())
+    assert fake_openai.requests[-1].body["max_completion_tokens"] < 16_000, "capped lower"
+    assert text == "Raft elects a lea" + CUT_OFF_NOTE.format(
+        setting="DEEP_RESEARCH_REPORT_SECTION_WORDS"
+    )
+    # The lead is sized by no setting: its note says the model ran on, naming none.
+    lead = await writer.text([HumanMessage("lead")], RecordingMeter(), reply_tokens=400)
+    assert "DEEP_RESEARCH" not in lead
+    assert lead.endswith("far more than it was asked for: the model may be repeating itself.]_")
 
 
 async def test_a_malformed_text_reply_is_asked_again(

@@ -83,6 +83,25 @@ async def test_a_timeout_is_sent_once_more_then_named_with_the_speed_and_the_set
     assert billed == ["timed out"] * 2, "each timed-out send counts against the budget"
 
 
+async def test_a_timeout_before_any_reply_points_at_doctor_to_measure_the_speed() -> None:
+    server = ChatServer(url="http://local/v1", on_openai=False, timeout_seconds=120)
+    call = Calls(openai.APITimeoutError(REQUEST), openai.APITimeoutError(REQUEST))
+    with pytest.raises(ProviderError, match="timed out twice") as caught:
+        await send(server, call)
+    message = str(caught.value)
+    assert "tokens/s here" not in message, "no speed measured: none is claimed"
+    assert "deep-research doctor" in message
+    assert "DEEP_RESEARCH_REQUEST_TIMEOUT_SECONDS" in message
+
+
+async def test_the_retry_after_a_timeout_is_announced() -> None:
+    heard: list[str] = []
+    server = ChatServer(on_openai=False, timeout_seconds=120, on_slow=heard.append)
+    reply = await send(server, Calls(openai.APITimeoutError(REQUEST), "ok"))
+    assert reply == "ok"
+    assert heard == ["smollm2: the planner (Plan) call timed out after 120 s; sending it once more"]
+
+
 async def test_a_timeout_then_a_reply_is_the_reply() -> None:
     call = Calls(openai.APITimeoutError(REQUEST), "ok")
     billed: list[str] = []
@@ -121,6 +140,21 @@ async def test_a_plain_server_error_is_sent_once_more_and_no_further() -> None:
     with pytest.raises(openai.InternalServerError):
         await send(ChatServer(), call)
     assert call.sends == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # FastAPI's validation error of another field, as llama-cpp-python sends it (500).
+        {"detail": [{"loc": ["body", "temperature"], "msg": "Input should be a valid number"}]},
+        {"error": {"message": "unknown parameter max_completion_tokens", "code": 500}},
+    ],
+)
+async def test_a_server_error_naming_a_request_parameter_is_not_sent_again(body: object) -> None:
+    call = Calls(status_error(500, "Internal Server Error", body), "never sent")
+    with pytest.raises(ProviderError, match="refused the planner"):
+        await send(ChatServer(), call, sensitive=False)
+    assert call.sends == 1, "the same request would be refused the same way"
 
 
 async def test_a_refusal_of_the_model_is_not_a_shape_answer() -> None:

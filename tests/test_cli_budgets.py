@@ -229,7 +229,10 @@ def test_the_question_compares_the_likely_spend_and_shows_both(
 ) -> None:
     code, said = ask({**env, "DEEP_RESEARCH_CONFIRM_ABOVE_USD": "12"}, monkeypatch)
     assert code == 10
-    assert "This run will likely spend about $13.07 (a guess from the plan), at most $20.00" in said
+    assert (
+        "This run will likely spend about $13.07 (a guess for up to 8 sub-questions; at most "
+        "$20.00), above your $12.00 confirmation limit, DEEP_RESEARCH_CONFIRM_ABOVE_USD. Go on?"
+    ) in said
     nothing_was_spent(env, fake_openai)
 
 

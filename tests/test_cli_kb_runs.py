@@ -127,7 +127,7 @@ def test_without_a_knowledge_base_the_planner_is_offered_the_web_only(
 
 
 def test_kb_search_json_lists_ranked_chunks(kb_env: dict[str, str]) -> None:
-    assert cli(kb_env, "kb", "ingest")[0] == 0
+    assert cli(kb_env, "kb", "ingest", "kb")[0] == 0
     code, out, _ = cli(kb_env, "kb", "search", "worst-case cost reserved", "-k", "2", "--json")
     assert code == 0
     hits = json.loads(out)

@@ -164,6 +164,39 @@ def test_a_one_word_question_one_typo_from_a_command_is_refused(
 
 
 @pytest.mark.parametrize(
+    "args",
+    [
+        ["--yes", "doctr"],
+        ["--estimate", "doctr"],
+        ["--max-cost", "3", "doctr"],
+        ["--preset=quick", "-y", "doctr", "--json"],
+    ],
+)
+def test_a_typo_after_leading_options_is_refused_too(
+    env: dict[str, str], args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+    monkeypatch.setattr(preparation, "prepare", lambda *a, **k: asked.append(a[1]))
+    code, _, err = cli(env, *args)
+    assert code == 2
+    assert "'doctr' is no command: did you mean `doctor`?" in err
+    assert asked == [], "refused before any run was prepared"
+
+
+@pytest.mark.parametrize("args", [["--json", "doctor"], ["--yes", "Sessions"]])
+def test_a_command_after_leading_options_is_named_a_command(
+    env: dict[str, str], args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+    monkeypatch.setattr(preparation, "prepare", lambda *a, **k: asked.append(a[1]))
+    code, _, err = cli(env, *args)
+    assert code == 2
+    assert f"{args[1]!r} is a command: its options go after it" in err
+    assert "did you mean" not in err
+    assert asked == []
+
+
+@pytest.mark.parametrize(
     ("args", "question"),
     [
         (["--estimate", "--", "doctr"], "doctr"),
@@ -315,6 +348,18 @@ def test_sessions_show_prints_the_path_whole_and_the_resume_hint(env: dict[str, 
     assert f"deep-research resume {state.session_id}" in out
 
 
+def test_sessions_show_of_a_report_with_no_claims_says_none(env: dict[str, str]) -> None:
+    from deep_research.core.claim_totals import ClaimTotals
+
+    sessions = store(env)
+    state = sessions.create("Checked?")
+    state.claims = ClaimTotals()
+    sessions.save(state)
+    code, out, _ = cli(env, "sessions", "show", state.session_id)
+    assert code == 0
+    assert "claims:   none\n" in ANSI.sub("", out)
+
+
 # --- 7. help without internals --------------------------------------------------------------
 
 
@@ -422,3 +467,31 @@ def test_ctrl_c_at_any_moment_of_serve_exits_130(
     assert child.returncode == 130, err[-3000:]
     assert "Traceback" not in err
     assert "Fatal Python error" not in err
+
+
+def test_ctrl_c_after_the_cli_loaded_but_before_it_maps_errors_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Typer builds its commands before `cli` catches anything (`serve` at 0.18 s)."""
+    import gc
+
+    from deep_research import __main__ as entry
+    from deep_research.frontends import cli as cli_module
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    def run_entry() -> None:
+        try:
+            entry.main()
+        except KeyboardInterrupt:  # not let through: pytest would take it as the user's
+            pytest.fail("the interrupt escaped: Python prints its traceback")
+
+    monkeypatch.setattr(cli_module, "main", interrupted)
+    try:
+        with pytest.raises(SystemExit) as exited:
+            run_entry()
+    finally:
+        gc.unfreeze()  # main() freezes the objects of a process about to end
+    assert exited.value.code == 130
+    assert capsys.readouterr().err == "error: interrupted\n"

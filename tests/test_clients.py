@@ -11,8 +11,8 @@ from pydantic import SecretStr
 from deep_research.adapters.llm.lifecycle import LOOKUP_TIMEOUT
 from deep_research.adapters.web.openai_jobs import ResponsesJobs
 from deep_research.app import clients
+from deep_research.app.chat import chat_model
 from deep_research.app.config import Settings
-from deep_research.app.wiring import chat_model
 from deep_research.kb.embeddings import make_embeddings
 from deep_research.kb.openai_embeddings import OpenAIEmbeddingsNamed
 

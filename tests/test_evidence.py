@@ -4,6 +4,7 @@ source text its citations rest on; read back a page at a time, ranked for a quer
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -311,3 +312,80 @@ def test_findings_are_the_oracles_in_every_shape_a_model_writes(
 def test_findings_never_raise_and_hold_only_the_texts_words(text: str) -> None:
     for finding in findings(text):
         assert all(word in text for word in finding.split()), finding
+
+
+async def test_ranked_reads_queue_a_few_and_one_whose_client_left_never_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over HTTP: one read runs (held at a gate), three wait; a fifth is 503 with
+    ``Retry-After``; a client that leaves frees its place, and its read never runs."""
+    import asyncio
+    import threading
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    import httpx
+
+    from deep_research.frontends.http.app import create_app
+    from tests.serving import free_port, serving
+
+    settings, session_id, _ = _store_of_three(tmp_path)
+    loop = asyncio.get_running_loop()
+    changed = asyncio.Event()
+    gate = threading.Event()
+    started: list[str] = []
+    queued: dict[str, Future[saved.EvidencePage]] = {}
+    read = saved.read_evidence
+
+    def gated(*args: object, **kwargs: object) -> saved.EvidencePage:
+        started.append(str(kwargs["query"]))
+        loop.call_soon_threadsafe(changed.set)
+        gate.wait(60)
+        return read(*args, **kwargs)  # type: ignore[arg-type]
+
+    class Watched(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+            job = super().submit(fn, *args, **kwargs)
+            queued[fn.keywords["query"]] = job
+            job.add_done_callback(lambda _: loop.call_soon_threadsafe(changed.set))
+            changed.set()
+            return job
+
+    async def until(condition: Callable[[], bool]) -> None:
+        while not condition():
+            await changed.wait()
+            changed.clear()
+
+    queries = Watched(max_workers=1)
+    monkeypatch.setattr(saved, "read_evidence", gated)
+    monkeypatch.setattr(saved, "_QUERIES", queries)
+    port = free_port()
+    url = f"/research/{session_id}/evidence"
+    try:
+        async with (
+            asyncio.timeout(60),
+            serving(create_app(settings, host="127.0.0.1", port=port), port) as base,
+            httpx.AsyncClient(base_url=base, timeout=60) as client,
+        ):
+            first = asyncio.create_task(client.get(url, params={"query": "first"}))
+            await until(lambda: started == ["first"])
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            host = f"Host: 127.0.0.1:{port}"
+            writer.write(f"GET {url}?query=gone HTTP/1.1\r\n{host}\r\n\r\n".encode())
+            await until(lambda: "gone" in queued)
+            waiting = [asyncio.create_task(client.get(url, params={"query": q})) for q in "ab"]
+            await until(lambda: len(queued) == saved.MAX_QUEUED_QUERIES)
+            refused = await client.get(url, params={"query": "fifth"})
+            assert refused.status_code == 503, refused.text
+            assert refused.json()["error"]["code"] == "busy"
+            assert int(refused.headers["retry-after"]) > 0
+            writer.close()  # the client goes away while its read waits
+            await until(lambda: queued["gone"].cancelled())
+            later = asyncio.create_task(client.get(url, params={"query": "later"}))
+            await until(lambda: "later" in queued)
+            gate.set()
+            replies = await asyncio.gather(first, *waiting, later)
+    finally:
+        gate.set()
+        queries.shutdown()
+    assert [reply.status_code for reply in replies] == [200] * 4
+    assert sorted(started) == ["a", "b", "first", "later"], "the read nobody waits for never ran"

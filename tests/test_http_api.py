@@ -190,6 +190,34 @@ async def test_a_preset_over_http_sets_the_defaults_and_explicit_options_win(
     assert (job["max_tool_calls"], job["reasoning"]["effort"]) == (32, "medium")
 
 
+async def test_a_scope_posted_with_lists_of_domains_reaches_the_run(
+    llm_settings: Settings, fake_openai: FakeOpenAI, serve: Serve
+) -> None:
+    """A JSON body may give domains as a list (as it would any list), or as the flags'
+    comma-separated text; either is read as the flags are, saved in the run spec and sent."""
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    client = await serve(llm_settings, max_cost_per_run=20.0)
+    body = {
+        "question": QUESTION,
+        "max_iterations": 1,
+        "domains": ["https://www.Example.com/docs", "docs.example.org"],
+        "exclude_domains": ["spam.example.com"],
+        "since": "2025-01-01",
+    }
+    started = await client.post("/research", json=body)
+    assert started.status_code == 202, started.text
+    session_id = started.json()["session_id"]
+    assert (await sse(client, f"/research/{session_id}/events"))[-1]["event"] == "end"
+    scope = SessionStore(llm_settings.sessions_dir).load(session_id).run_spec.scope
+    assert scope.domains == ("example.com", "docs.example.org")
+    assert (scope.exclude_domains, str(scope.since)) == (("spam.example.com",), "2025-01-01")
+    [job] = [r.body for r in fake_openai.requests if r.path == "/v1/responses"]
+    [tool] = [t for t in job["tools"] if t["type"] == "web_search"]
+    assert tool["filters"] == {"allowed_domains": ["example.com", "docs.example.org"]}
+    refused = await client.post("/research", json={"question": QUESTION, "domains": [1, 2]})
+    assert refused.status_code == 422, refused.text
+
+
 async def test_an_unknown_preset_over_http_names_the_three(
     llm_settings: Settings, serve: Serve
 ) -> None:
@@ -730,6 +758,25 @@ async def test_a_session_nested_past_the_parsers_is_listed_as_corrupt_with_the_o
     shown = await client.get(f"/research/{bad.session_id}")
     assert shown.status_code == 404
     assert shown.json()["error"]["code"] == "unknown_session"
+
+
+async def test_an_interrupted_run_says_how_to_resume_it(
+    llm_settings: Settings, serve: Serve
+) -> None:
+    """Killed in writing (saved complete, no report): interrupted, with the command that
+    finishes it, as ``sessions show`` prints it; a finished run has none."""
+    store = SessionStore(llm_settings.sessions_dir)
+    killed, done = store.create("killed in writing?"), store.create("done?")
+    for state in (killed, done):
+        state.status = "complete"
+        store.save(state)
+    store.write_report(done.session_id, "# Done\n")
+    client = await serve(llm_settings)
+    shown = (await client.get(f"/research/{killed.session_id}")).json()
+    assert shown["status"] == "interrupted"
+    assert shown["resume"] == f"deep-research resume {killed.session_id}"
+    finished = (await client.get(f"/research/{done.session_id}")).json()
+    assert (finished["status"], finished["resume"]) == ("complete", None)
 
 
 async def test_a_full_disk_is_507_and_leaves_no_session(

@@ -12,7 +12,7 @@ from deep_research.adapters.branches.protocols import Passage
 from deep_research.adapters.prices import PriceTable
 from deep_research.app.wiring import extractive_engine
 from deep_research.core.engine import RunConfig
-from deep_research.core.errors import BranchError, KnowledgeBaseError
+from deep_research.core.errors import BranchError, KnowledgeBaseError, StructuredOutputError
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import BranchNotes, SessionState
 from deep_research.core.orchestrator import ResearchOrchestrator
@@ -107,6 +107,26 @@ async def test_the_fallback_quotes_the_passages_the_model_said_it_used() -> None
     result = await KBExecutor(FixedRetriever(), writer, k=4).run(task(), RecordingMeter(), ignore)
     assert [c.locator for c in result.citations] == [HITS[1].locator]
     assert result.notes.startswith(FALLBACK_NOTE)
+
+
+class UnreadableWriter:
+    """A notes writer whose model never wrote notes that parse (a confidence of 8)."""
+
+    async def write(self, *args: object) -> BranchNotes:
+        raise StructuredOutputError(
+            "smollm2 gave no valid BranchNotes after 3 attempts: 1 problem(s), first "
+            "confidence: must be a number from 0 to 1, not 8"
+        )
+
+
+async def test_notes_that_cannot_be_read_fall_back_to_quoting_the_passages() -> None:
+    result = await KBExecutor(FixedRetriever(), UnreadableWriter(), k=4).run(
+        task(), RecordingMeter(), ignore
+    )
+    assert result.notes.startswith("_The branch model's notes could not be read (smollm2")
+    assert "not 8), so the best passages are quoted verbatim._" in result.notes
+    assert [c.locator for c in result.citations] == [h.locator for h in HITS[:3]]
+    assert "> Compaction merges segments. [2]" in result.notes
 
 
 async def test_a_knowledge_base_failure_fails_the_branch() -> None:

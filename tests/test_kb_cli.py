@@ -44,7 +44,7 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
 
 
 def test_ingest_json_prints_exactly_one_object(runner: CliRunner) -> None:
-    result = runner.invoke(kb_app, ["ingest", "--json"])  # default path: ./kb
+    result = runner.invoke(kb_app, ["ingest", "kb", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["added"] == 2
@@ -53,6 +53,14 @@ def test_ingest_json_prints_exactly_one_object(runner: CliRunner) -> None:
 
     again = json.loads(runner.invoke(kb_app, ["ingest", "kb", "--json"]).stdout)
     assert (again["added"], again["unchanged"], again["chunks"]) == (0, 2, 0)
+
+
+def test_ingest_without_a_path_is_refused_and_fills_no_kb(runner: CliRunner) -> None:
+    """`kb ingest` alone once filled `default` with the shipped sample docs of ./kb."""
+    result = runner.invoke(kb_app, ["ingest"])
+    assert result.exit_code == 2
+    assert "Missing argument 'PATH'" in result.output
+    assert json.loads(runner.invoke(kb_app, ["list", "--json"]).stdout) == []
 
 
 def test_ingest_prints_a_summary_table(runner: CliRunner) -> None:

@@ -188,3 +188,21 @@ def test_the_servers_runs_are_prepared_the_same_way(offline: Settings) -> None:
     assert saved.list_sessions(offline) == []
     assert catalog.list_kbs(offline.kb) == []
     assert preparation.prepare(offline, QUESTION, RunOptions()).settings.kb_name == "sample"
+
+
+def test_help_and_doctor_point_at_your_own_notes_never_at_the_sample(
+    home: dict[str, str], tmp_path: Path
+) -> None:
+    """Neither shows `kb ingest kb/`, which filled `default` with the sample docs."""
+    from deep_research.app.doctor import check_knowledge_bases
+
+    code, out, _ = cli(home, "--help")
+    assert code == 0
+    assert "deep-research kb ingest ~/notes   (your own markdown notes)" in out
+    settings = Settings(home=tmp_path / "home", _env_file=None)  # type: ignore[call-arg]
+    [check], _ = check_knowledge_bases(settings)
+    assert check.fix == "deep-research kb ingest PATH"
+    assert check.detail == (
+        "none of your notes yet (a run with no model answers from the sample docs, in KB 'sample')"
+    )
+    assert kbs(home) == {}, "doctor created no KB"

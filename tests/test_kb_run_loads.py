@@ -15,8 +15,8 @@ import pytest
 
 from deep_research.adapters.web import shared
 from deep_research.adapters.web.reader import PageSkipped
+from deep_research.app.checking import FirstReadReader
 from deep_research.app.config import Settings
-from deep_research.app.wiring import FirstReadReader
 from tests.clirun import cli
 from tests.fake_openai import FakeOpenAI
 from tests.fake_web import FakeWeb

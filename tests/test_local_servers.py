@@ -190,3 +190,40 @@ def test_doctor_names_the_shape_a_local_server_takes_and_its_limits(
     if flavor == "llama-server":
         assert "3 calls at once" in structured["detail"]
         assert "context 8,192 tokens" in structured["detail"]
+
+
+def test_notes_a_tiny_model_cannot_write_in_range_still_leave_the_passages_found(
+    tmp_path: Path, llama_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama-server's grammar bounds integers only: SmolLM2 writes ``confidence: 8`` under
+    it, every time. The branch then quotes what it retrieved, saying so, and the run ends
+    with findings instead of exit 12."""
+    env = local_env(tmp_path, llama_server, monkeypatch)
+    assert cli(env, "kb", "ingest", "kb")[0] == 0
+    answers = world()
+    answers.install(llama_server)
+    notes_asked: list[dict[str, Any]] = []
+
+    def chat(req: Any) -> Any:
+        if req.schema_name != "BranchNotes":
+            return answers.chat(req)
+        notes_asked.append(req.schema or {})
+        return {"notes": "Nodes start when ready [1].", "used_evidence": [1], "confidence": 8}
+
+    llama_server.chat_handler = chat
+    code, out, err = cli(
+        env, "When does a research node start?", "--kb-only", "--chat-model", MODEL, "--json"
+    )
+    assert code == 0, (out, err)
+    data = json.loads(out)
+    assert data["status"] == "complete"
+    confidence = notes_asked[0]["properties"]["confidence"]
+    assert (confidence["minimum"], confidence["maximum"]) == (0, 1), "the bounds are sent"
+    nodes = list(session_state(env, data["session_id"])["nodes"].values())
+    assert {n["status"] for n in nodes} == {"done"}, "no branch lost to the notes writer"
+    for node in nodes:
+        assert "notes could not be read" in node["notes"]
+        assert "must be a number from 0 to 1, not 8" in node["notes"], "and why"
+        quoted = {c["quote"] for c in node["citations"]}
+        assert NOTES["scheduling.md"].split("\n\n")[1].strip() in quoted, "passages quoted"
+    assert most_sends_of_one_body(llama_server) <= 2

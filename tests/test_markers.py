@@ -169,26 +169,42 @@ def test_a_branchs_markers_are_tied_to_exactly_the_passages_they_name(
 
 def section_oracle(
     draw: st.DrawFn,
-) -> tuple[list[list[str]], list[Finding], list[Finding]]:
+) -> tuple[list[list[str]], list[Finding], list[Finding], dict[str, str]]:
     """Evidence lists as a section prompt shows them (unnumbered entries citing refs), and
-    the same findings cited with refs and with bare numbers."""
+    the same findings cited with refs and with bare numbers: the refs' own numbers, or the
+    places of their entries (a model counting entries). ``meant``: each bare number and the
+    ref it stands for, when every one of them can mean only that (else empty)."""
     layout = draw(st.sampled_from(["aligned", "offset", "scrambled"]))
     count = draw(st.integers(1, 6))
     if layout == "aligned":  # the n-th entry cites S<n>: both readings agree
         numbers = list(range(1, count + 1))
-    elif layout == "offset":  # refs past the entries: only one reading
+    elif layout == "offset":  # refs past the entries: a ref's number and a place differ
         numbers = list(range(11, 11 + count))
     else:  # the n-th entry cites another ref: [n] could mean either
         numbers = draw(st.permutations(list(range(1, count + 1))))
     evidence = [f"Entry {i} says a thing [S{n}]." for i, n in enumerate(numbers, start=1)]
-    related = draw(st.sampled_from([[], [f"Related says more [S{numbers[0]}]."]]))
+    # The related list's one entry: none, one that agrees with the evidence's first entry,
+    # or one that does not (then a [1] could mean either first entry).
+    related_to = draw(st.sampled_from([None, numbers[0], numbers[-1]]))
+    related = [] if related_to is None else [f"Related says more [S{related_to}]."]
+    counted = draw(st.booleans())
     findings = []
     for key in draw(keys):
-        cites = draw(st.lists(st.sampled_from(numbers), max_size=3, unique=True))
-        findings.append((key, cites, draw(st.booleans())))
-    with_refs = [Finding(k, tuple(f"S{n}" for n in c), code) for k, c, code in findings]
-    bare = [Finding(k, tuple(str(n) for n in c), code) for k, c, code in findings]
-    return [evidence, related], with_refs, bare
+        places = draw(st.lists(st.integers(1, count), max_size=3, unique=True))
+        findings.append((key, places, draw(st.booleans())))
+    with_refs = [Finding(k, tuple(f"S{numbers[p - 1]}" for p in ps), c) for k, ps, c in findings]
+    written = {p: p if counted else numbers[p - 1] for _k, ps, _c in findings for p in ps}
+    bare = [Finding(k, tuple(str(written[p]) for p in ps), c) for k, ps, c in findings]
+    # A written k means one ref unless S<k> is shown and is not the k-th entry's (only in
+    # the scrambled layout), or the related list's first entry is another ref than the
+    # evidence's (for k = 1).
+    related_doubt = related_to is not None and related_to != numbers[0]
+    doubtful = any(
+        (layout == "scrambled" and numbers[k - 1] != k) or (k == 1 and related_doubt)
+        for k in written.values()
+    )
+    meant = {} if doubtful else {str(k): f"S{numbers[p - 1]}" for p, k in written.items()}
+    return [evidence, related], with_refs, bare, meant
 
 
 @settings(max_examples=400)
@@ -202,25 +218,20 @@ def section_oracle(
 def test_a_section_is_tied_to_the_refs_it_was_shown_and_nothing_doubtful(
     data: st.DataObject, shape: str, fence_at: int | None, bare: bool, invented: bool
 ) -> None:
-    lists, with_refs, bare_found = data.draw(st.composite(section_oracle)())
+    lists, with_refs, bare_found, meant = data.draw(st.composite(section_oracle)())
     found = bare_found if bare else with_refs
-    if found and invented:  # a ref (or number) the prompt never showed
+    if found and invented:  # a ref (or number) the prompt never showed: no bare one is tied
         found[0] = Finding(found[0].key, (*found[0].cites, "99" if bare else "S99"), False)
+        meant = {}
     styles = ["adjacent", "comma", "lenticular"] + ([] if bare else ["parens"])
     reply = render(found, shape, data.draw(st.sampled_from(styles)), fence_at)
     reading = read_reply(reply, *lists)
 
     shown = {ref for entries in lists for entry in entries for ref in cited_refs(entry)}
-    entries = [[tuple(cited_refs(e)) for e in entries] for entries in lists]
-    numbers = {int(n) for f in found for n in f.cites} if bare else set()
-    one_meaning = all(
-        f"S{n}" in shown and all(len(es) < n or es[n - 1] == (f"S{n}",) for es in entries)
-        for n in numbers
-    )
     ties = tied_per_finding(reading.text, found)
     for finding in found:
         if bare:
-            expected = {f"S{n}" for n in finding.cites} if one_meaning else set()
+            expected = {meant[n] for n in finding.cites} if meant else set()
         else:
             expected = {ref for ref in finding.cites if ref in shown}
         assert set(ties[finding.key]) == expected, (finding, reading.text)

@@ -482,6 +482,37 @@ async def test_the_public_host_passes_the_rebinding_check_and_others_do_not(
         assert other.status_code in (403, 421)
 
 
+async def test_a_second_host_header_is_refused_over_http(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's rebinding check reads the first ``Host``; ours (``serve``'s) refuses two."""
+    settings = settings_of(env, monkeypatch)
+    port = free_port()
+    app = http_app(settings, create_server(settings), port)
+
+    async def ask(*hosts: str) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        lines = "".join(f"Host: {h}\r\n" for h in hosts)
+        body = "{}"
+        writer.write(
+            f"POST {MCP_PATH} HTTP/1.1\r\n{lines}Content-Type: application/json\r\n"
+            f"Accept: application/json, text/event-stream\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}".encode()
+        )
+        await writer.drain()
+        reply = await reader.read()
+        writer.close()
+        return reply
+
+    async with serving(app, port):
+        ours = f"127.0.0.1:{port}"
+        assert b" 421 " not in (await ask(ours)).split(b"\r\n", 1)[0], "the control passes"
+        for hosts in ((ours, "evil.example"), ("evil.example", ours), (ours, ours)):
+            reply = await ask(*hosts)
+            assert b" 421 " in reply.split(b"\r\n", 1)[0], hosts
+            assert json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "wrong_host"
+
+
 async def test_sigterm_on_the_http_server_saves_its_runs(
     env: dict[str, str], fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:

@@ -84,16 +84,17 @@ def test_a_confidence_is_kept_only_inside_0_to_1(value: float) -> None:
                 schema.model_validate({**rest, number: value})
 
 
-def test_the_strict_schema_states_no_bounds_a_model_might_refuse() -> None:
-    """OpenAI's strict structured outputs do not take minimum/maximum on every model: the
-    range is checked after parsing, and the schema sent stays plain."""
-    from openai.lib._parsing._completions import type_to_response_format_param
+def test_the_strict_schema_states_the_bounds_of_a_confidence() -> None:
+    """OpenAI's strict structured outputs take minimum/maximum on numbers: a server that
+    enforces the schema never lets the model write 8 (the check after parsing stays, for
+    those that do not)."""
+    from deep_research.adapters.llm.llm import strict_format
 
-    for schema in (Verdict, BranchNotes):
-        sent = json.dumps(type_to_response_format_param(schema))
-        assert '"strict": true' in sent
-        assert "minimum" not in sent
-        assert "maximum" not in sent
+    for schema, number in ((Verdict, "overall_confidence"), (BranchNotes, "confidence")):
+        sent = strict_format(schema)
+        assert '"strict": true' in json.dumps(sent)
+        fields = json.loads(json.dumps(sent))["json_schema"]["schema"]["properties"]
+        assert (fields[number]["minimum"], fields[number]["maximum"]) == (0, 1)
 
 
 BAD = {
@@ -115,7 +116,8 @@ async def test_an_out_of_range_verdict_is_asked_again_once_then_fails(
         await judge.judge(JudgeRequest("q?", "s", "o", "v"), RecordingMeter())
     first, second = (r.body["messages"] for r in fake_openai.requests)
     assert "from 0 to 1, not 1.6e+10" in second[-1]["content"], "the repair says what was wrong"
-    assert second[:-1] == first
+    assert second[-2]["role"] == "assistant", "the wrong reply is shown back with it"
+    assert second[:-2] == first
 
 
 async def test_a_verdict_repaired_on_the_second_ask_is_taken_as_given(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -154,13 +155,31 @@ async def test_time_limit_cancels_in_flight_work_and_requeues_it() -> None:
         executor=FakeExecutor(gate={"slow": never}),
         judge=FakeJudge([]),
     )
-    state = new_state(max_runtime_seconds=0.05)
+    # Long enough for the plan's first price lookup (genai-prices loads its data, ~0.4 s).
+    state = new_state(max_runtime_seconds=2)
     orch = rig.orchestrator(state)
     await orch.run()
     assert state.stop_reason == "time_limit"
     assert rig.executor.ran() == ["slow"], "the limit struck while the branch was running"
     assert state.nodes["slow"].status == "pending"
     assert "time limit" in orch.report.markdown
+
+
+async def test_the_time_limit_counts_from_the_runs_start_not_the_guards_making() -> None:
+    """A server's run is built when it is asked for, then waits for a slot: two hours of
+    waiting leave its hour of research whole."""
+    waited = [0.0]
+    rig = Rig(
+        planner=FakePlanner([plan(task("a"))]),
+        executor=FakeExecutor(),
+        judge=FakeJudge([verdict(True)]),
+    )
+    state = new_state(max_runtime_seconds=3600)
+    orch = rig.orchestrator(state, clock=lambda: time.monotonic() + waited[0])
+    waited[0] = 7200.0  # queued behind two long runs
+    await orch.run()
+    assert state.stop_reason == "complete", state.stop_detail
+    assert state.nodes["a"].status == "done"
 
 
 async def test_interrupt_saves_and_requeues_running_nodes() -> None:

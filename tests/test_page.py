@@ -16,6 +16,7 @@ import re
 import shutil
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
@@ -320,6 +321,19 @@ def fits(page: Page) -> Any:
     return page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
 
 
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "screenshots"
+"""Where ``DEEP_RESEARCH_SCREENSHOTS=1`` saves what the browser showed (gitignored)."""
+TAKE_SCREENSHOTS = os.environ.get("DEEP_RESEARCH_SCREENSHOTS") == "1"
+"""Read on import: the ``env`` fixture clears every DEEP_RESEARCH_* variable."""
+
+
+async def screenshot(page: Page, name: str) -> None:
+    """The whole page as ``screenshots/NAME.png``, when DEEP_RESEARCH_SCREENSHOTS=1."""
+    if TAKE_SCREENSHOTS:
+        SCREENSHOTS.mkdir(exist_ok=True)
+        await page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=True)
+
+
 async def test_the_page_sends_the_preset_and_scope_and_shows_the_servers_cap(
     server: str, settings: Settings, fake_openai: FakeOpenAI, page: Page
 ) -> None:
@@ -439,12 +453,20 @@ async def test_at_400_px_nothing_scrolls_sideways(server: str, fake_openai: Fake
             await page.wait_for_selector("#report h1", timeout=10_000)
             await page.wait_for_selector("#sessions tbody tr")
             assert await fits(page)
+            await screenshot(page, "page-400")
             # The tables' rows are stacked, each cell named by its column.
             first = page.locator("#sessions tbody tr td").nth(1)
             assert await first.evaluate("td => getComputedStyle(td).display") == "block"
             assert await first.get_attribute("data-label") == "started"
             await page.set_viewport_size({"width": 1280, "height": 900})  # a table again
             assert await first.evaluate("td => getComputedStyle(td).display") == "table-cell"
+            await screenshot(page, "page-1280")
+            session_id = page.url.rsplit("#", 1)[1]
+            await page.set_viewport_size(NARROW)  # the HTML report, as a phone shows it
+            await page.goto(f"{server}/research/{session_id}/report")
+            await page.wait_for_selector("main h1")
+            assert await fits(page)
+            await screenshot(page, "report-400")
         finally:
             await browser.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from deep_research.app.reserves import price_book
 from deep_research.app.sources import job_spec
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import Usage
+from tests.clirun import cli
 
 
 def settings(tmp_path: Path, **values: object) -> Settings:
@@ -85,3 +87,19 @@ def test_every_default_model_is_live_in_the_pinned_sdk(tmp_path: Path) -> None:
     for ref in configured_models(s, job_spec(s)):
         assert ref.model in listed, f"{ref.model} ({ref.setting}) is not in the SDK's list"
         assert f'"{ref.model}"' not in deprecated, f"{ref.model} has an announced shutdown"
+
+
+def test_the_estimate_refuses_an_unpriced_model_as_the_run_does(env: dict[str, str]) -> None:
+    """``--estimate`` prices nothing it cannot: on OpenAI's API an unpriced web model is
+    refused with the run's own error, and no figures (it once printed "$0.16 each … admits
+    119" while the run refused)."""
+    on_openai = {k: v for k, v in env.items() if k != "OPENAI_BASE_URL"}  # contacts nobody
+    question = ("How does the page reader keep to its limits per host?", "--web-model")
+    code, out, err = cli(on_openai, *question, "gpt-6.2-sol", "--estimate")
+    assert (code, out) == (3, "")
+    said = " ".join(err.split())
+    assert said.startswith("error: no known price for gpt-6.2-sol: the cost limit could not")
+    code, out, _ = cli(on_openai, *question, "gpt-6.2-sol", "--estimate", "--json")
+    assert (code, json.loads(out)["error"]["code"]) == (3, "invalid_settings")
+    code, out, err = cli(on_openai, *question, "gpt-6.2-sol", "--yes")
+    assert (code, " ".join(err.split())) == (3, said)

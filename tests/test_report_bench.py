@@ -13,7 +13,16 @@ from openai.types.responses import Response
 
 from bench.facts import REWORDED, STATED, FactsWorld, Limits, stated_limits
 from bench.planted import KINDS, Fact, pairs
-from bench.report import Run, contradiction_figures, kind_of, retention, sections
+from bench.report import (
+    KEYS,
+    CountedJudge,
+    Run,
+    contradiction_figures,
+    kind_of,
+    retention,
+    sections,
+)
+from deep_research.adapters.claims import ToJudge, claims_text
 from deep_research.adapters.llm.llm import load_prompt
 from deep_research.adapters.web.output import extract_report
 from deep_research.core.corroboration import Contradiction, Side
@@ -379,3 +388,23 @@ def test_a_pair_counts_as_found_only_when_its_two_sides_are_reported() -> None:
         "false_contradictions": 0.1,
         "other_contradictions": 2,
     }
+
+
+def test_the_bench_counts_the_claims_its_judge_was_asked_about() -> None:
+    """``judged`` (in the JSON line): claims the judge's prompts list, not calls."""
+    world = FactsWorld(branches=3, facts_per_job=2, judge="yes")
+    counted = CountedJudge(world.chat)
+    asked = [ToJudge("Raft elects a leader in 150 ms.", ("Raft elects a leader.",))]
+    asked.append(ToJudge("Paxos needs a quorum.", ("Claim 9: not a claim.",), "Why?"))
+    body: dict[str, object] = {
+        "model": "gpt-6-luna",
+        "response_format": {"type": "json_schema", "json_schema": {"name": "Judgements"}},
+    }
+    for claims in (asked, asked[:1]):
+        body["messages"] = [{"role": "user", "content": claims_text(claims)}]
+        assert counted(ChatRequest.from_body(body)) is not None
+    assert counted.asked == 3
+    del body["response_format"]  # a writer's call listing the same text: not the judge's
+    counted(ChatRequest.from_body(body))
+    assert counted.asked == 3
+    assert "judged" in KEYS

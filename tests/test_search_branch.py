@@ -11,7 +11,7 @@ import pytest
 from deep_research.adapters.branches.protocols import Page, Passage, SearchHit, SearchResults
 from deep_research.adapters.branches.search_read import SearchLimits, SearchReadExecutor
 from deep_research.core.citations import identity
-from deep_research.core.errors import BranchError, BudgetExhausted
+from deep_research.core.errors import BranchError, BudgetExhausted, StructuredOutputError
 from deep_research.core.models import BranchNotes
 from deep_research.core.ports import BranchTask, Finding, JobEvent, Meter
 from deep_research.kb.onnx_embeddings import OnnxEmbeddings
@@ -293,3 +293,30 @@ async def test_a_failed_extra_round_keeps_the_notes_of_the_first() -> None:
     )
     assert result.notes == "Raft uses timeouts [1]."
     assert writer.replies == []  # written once, not again after the failed round
+
+
+@dataclass
+class UnreadableWriter:
+    """A tiny model's notes writer: every reply fails its schema after the repairs."""
+
+    async def write(
+        self,
+        root_question: str,
+        question: str,
+        passages: Sequence[Passage],
+        dependencies: Sequence[Finding],
+        meter: Meter,
+    ) -> BranchNotes:
+        raise StructuredOutputError("qwen3:0.6b gave no valid BranchNotes: confidence 8")
+
+
+async def test_notes_the_model_cannot_write_leave_the_pages_read_quoted() -> None:
+    searcher = FakeSearcher({"How does Raft elect a leader?": [RAFT, PAXOS]})
+    ex = executor(searcher, FakeReader(), writer=UnreadableWriter(), model="qwen3:0.6b")
+    result = await ex.run(task(), RecordingMeter(), nothing)
+
+    assert result.notes.startswith("_The branch model's notes could not be read (")
+    assert "confidence 8): the best passages of the pages read, quoted verbatim._" in result.notes
+    assert result.citations, "what was read is kept, each passage citing its page"
+    for citation in result.citations:
+        assert citation.quote in PAGES[citation.url or ""].text

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -146,8 +147,10 @@ def _fill(path: Path) -> None:
 
 
 def _crash_logs() -> set[Path]:
-    folders = [Path("/tmp") / f"deep-research-logs-{os.getuid()}"]
-    return {p for folder in folders if folder.is_dir() for p in folder.iterdir()}
+    """The crash logs in the temporary folder ``crash`` falls back to (the data directory's
+    own is on the file system under test)."""
+    folder = Path(tempfile.gettempdir()) / f"deep-research-logs-{os.getuid()}"
+    return set(folder.iterdir()) if folder.is_dir() else set()
 
 
 def test_a_read_only_data_directory_and_a_full_disk_get_one_line_each(tmpfs: Path) -> None:
@@ -165,9 +168,15 @@ def test_a_read_only_data_directory_and_a_full_disk_get_one_line_each(tmpfs: Pat
     assert searched.returncode == KB
     assert "read-only" in searched.stderr
     assert "DEEP_RESEARCH_HOME" in searched.stderr
+    stats = _cli(home, "kb", "stats", "--json")  # Chroma opens for writing: it says so
+    assert stats.returncode == KB, stats.stderr
+    assert json.loads(stats.stdout)["error"]["code"] == "knowledge_base"
+    assert "read-only" in stats.stderr
+    assert "DEEP_RESEARCH_HOME" in stats.stderr
     cleared = _cli(home, "cache", "clear")
     assert cleared.returncode == STORAGE, cleared.stderr
     assert "Read-only file system" in cleared.stderr
+    assert _crash_logs() == before, "a read-only directory is no bug: no crash log"
 
     subprocess.run(["mount", "-o", "remount,rw", str(tmpfs)], check=True)
     _fill(tmpfs / "filler")
@@ -178,5 +187,5 @@ def test_a_read_only_data_directory_and_a_full_disk_get_one_line_each(tmpfs: Pat
     resumed = _cli(home, "resume", session_id)
     assert resumed.returncode not in (0, BUG), resumed.stderr
     assert "a bug" not in resumed.stderr
-    assert not list((home / "logs").glob("crash-*")) if (home / "logs").is_dir() else True
-    assert _crash_logs() == before, "no crash log, empty or not"
+    assert not list(home.glob("logs/crash-*")), "no crash log in the data directory"
+    assert _crash_logs() == before, "nor in the temporary one, empty or not"

@@ -61,3 +61,38 @@ def test_kb_search_prints_no_control_character(home: Path, tmp_path: Path) -> No
     assert "capped" in out
     assert clean(out), out
     assert clean(err), err
+
+
+MARKUP = "[conceal]hidden[/conceal] [link=https://evil.example]a link[/link] [bold red]"
+"""Rich markup: hidden text and a live link (OSC 8) on a terminal, were it read as markup."""
+
+
+def test_sessions_watch_and_prune_show_markup_as_text(home: Path) -> None:
+    from deep_research.core.events import RunEvent
+    from deep_research.persistence.events import FILE_NAME, EventLog
+
+    env = {"DEEP_RESEARCH_HOME": str(home), "COLUMNS": "300"}
+    store = SessionStore(home / "sessions")
+    state = store.create(f"Why {MARKUP}?")
+    log = EventLog(store.path(state.session_id) / FILE_NAME)
+    for kind in ("start", "message", "end"):
+        log.append(RunEvent(type=kind, message=f"{kind} {MARKUP}"))  # type: ignore[arg-type]
+    log.close()
+    code, out, err = cli(env, "sessions", "watch", state.session_id)
+    assert code == 0, err
+    assert out.count(MARKUP) == 3, out  # each message as written, its brackets shown
+    code, out, err = cli(env, "sessions", "prune", "--older-than", "0h", "--dry-run")
+    assert code == 0, err
+    shown = f"would remove {state.session_id}  Why {MARKUP}"[: len("would remove  ") + 12 + 70]
+    assert shown in out, out  # the question's first 70 characters, brackets and all
+
+
+def test_the_report_on_disk_holds_no_control_character(home: Path) -> None:
+    """``cat report.md`` is a terminal sink too: the model's and pages' controls stay out."""
+    store = SessionStore(home / "sessions")
+    state = store.create("Why?")
+    written = store.write_report(state.session_id, f"# Report\n\n\tIt is {HOSTILE} so.\r\n")
+    text = written.read_text(encoding="utf-8")
+    assert clean(text), repr(text)
+    assert "\n\n\tIt is " in text, "newlines and tabs stay"
+    assert "hidden" in text, "the text stays"

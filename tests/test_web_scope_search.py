@@ -23,7 +23,7 @@ from deep_research.adapters.claim_check import ClaimChecker
 from deep_research.adapters.web.reader import PageReader, PageSkipped, ReaderSettings
 from deep_research.adapters.web.search.base import window
 from deep_research.adapters.web.shared import SharedReader
-from deep_research.core.models import Citation
+from deep_research.core.models import Citation, SessionState
 from deep_research.core.scope import WebScope
 from deep_research.persistence.claims import SessionClaims
 from tests.clirun import cli, session_state
@@ -189,9 +189,58 @@ async def test_a_cited_page_the_reader_refuses_for_its_date_supports_nothing(
         ("supported", ""),
         (
             "unsupported",
-            "outside the run's web scope (since 2025-01-01): not read, and it supports nothing",
+            "outside the run's web scope (published 2020-01-03, before its since 2025-01-01): "
+            "it supports nothing",
         ),
     ]
+
+
+async def test_an_old_page_a_research_job_cites_is_counted_and_an_undated_one_marked(
+    site_a: FakeWeb, tmp_path: Path
+) -> None:
+    """OpenAI's ``web_search`` takes no date, so a research job may cite an older page (a job
+    citation carries the page's address and what the job said, no text: the check reads the
+    page). Under ``since`` the older page supports nothing and the report's limitations count
+    it as paid for; a page with no date is marked undated, in the report's sources and the
+    session's. A second check, taking the ledger's verdicts and reading no page, says the
+    same of a report assembled from the session."""
+    claim = "The reader keeps to its limits per host, so a research run never floods one server"
+    old = Citation(
+        ref="S1", kind="web", url=site_a.url("/dated/2020-01-03.html"), title="old", claim=claim
+    )
+    undated = Citation(
+        ref="S2", kind="web", url=site_a.url("/page/7.html"), title="no date", claim=claim
+    )
+    state = SessionState(session_id="s1", question="q", sources={"S1": old, "S2": undated})
+    scope = WebScope(since=date(2025, 1, 1))
+    checked = []
+    for _ in range(2):
+        report = report_of(f"{claim} [1]. {claim} as well [2].", *state.sources.values())
+        reader = SharedReader(ReaderSettings(allow=(site_a.netloc,)), scope)
+        try:
+            store = Store(tmp_path, units_for(old, undated))
+            checker = ClaimChecker(reader=reader, scope=scope)
+            checked.append(await checker.check(job(report, store, state=state)))
+        finally:
+            await reader.aclose()
+        assert len([h for h in site_a.hits if h.path != "/robots.txt"]) == 2  # read once
+
+    ledger = SessionClaims(tmp_path).load()
+    assert ledger is not None
+    first = ledger.claims[0]
+    assert (first.verdict, first.sources[0].note) == (
+        "unsupported",
+        "outside the run's web scope (published 2020-01-03, before its since 2025-01-01): "
+        "it supports nothing",
+    )
+    for report in checked:
+        assert [s.undated for s in report.sources] == [False, True]
+        assert report.limitations == [
+            "- **Out of scope:** 1 cited page was published before the run's since 2025-01-01: "
+            "what it is cited for is marked unsupported (its research job was still paid for)."
+        ]
+        assert f"2. [no date](<{undated.url}>) _(undated)_" in report.markdown
+    assert [s.undated for s in state.sources.values()] == [False, True]
 
 
 # --- through the CLI ---------------------------------------------------------------------

@@ -13,8 +13,9 @@ What a citation is checked against:
 - a web citation outside the run's web scope (an excluded domain a research job cited, a
   domain the run does not allow): never read nor checked against anything; it supports
   nothing (``unsupported``) and its note says why (``OUT_OF_SCOPE``). So too a page the
-  reader refuses as out of scope once it sees it (published before ``since``, or a redirect
-  out of the scope): the claim is not left ``unverifiable`` with the page still cited.
+  reader refuses as out of scope once it sees it (a redirect out of the scope, or published
+  before ``since``): the claim is not left ``unverifiable`` with the page still cited
+  (``adapters.claim_scope``: the notes, the limitations line, a page read undated).
 
 Invariants:
 - A verdict is kept under ``check_key`` (claim text, ref, the source text we hold): a
@@ -45,6 +46,7 @@ from typing import Literal
 
 from deep_research.adapters.branches.protocols import Page, Reader
 from deep_research.adapters.claim_repair import adopt, afforded, due, refs_in, rewrite
+from deep_research.adapters.claim_scope import OUTSIDE, out_of_scope, scoped
 from deep_research.adapters.claims import SupportJudge, ToJudge, settle
 from deep_research.adapters.contradictions import contradictions
 from deep_research.adapters.corroboration import source_key
@@ -73,10 +75,6 @@ from deep_research.kb.embeddings import NamedEmbeddings
 
 CLAIMS_AT_ONCE = 8
 """Sources checked at once (the verifier's threads, the page reads under ``fetch_workers``)."""
-OUT_OF_SCOPE = "outside the run's web scope ({scope}): not read, and it supports nothing"
-OUTSIDE = "outside the run's web scope"
-"""What ``_Check.page`` says of a page the reader refused as out of scope (``PageSkipped``
-of kind ``out_of_scope``)."""
 SAID_CONTRADICTS = (
     "the page was not read, and the claim differs from what the research job wrote next to "
     "this citation"
@@ -143,8 +141,10 @@ class ClaimChecker:
         if store is not None:
             await asyncio.to_thread(store.save, ledger)
         state.claims = ledger.totals()
+        for ref in run.undated & state.sources.keys():
+            state.sources[ref] = state.sources[ref].model_copy(update={"undated": True})
         await job.save()
-        return marked(report, ledger, state.sources)
+        return scoped(marked(report, ledger, state.sources), ledger, run.undated, self.scope)
 
     async def read(self, url: str) -> Page:
         """The page at ``url``, read once however many claims cite it."""
@@ -176,6 +176,8 @@ class _Check:
     pending: list[_Pending] = field(default_factory=list)
     unread: int = 0
     timed_out: int = 0
+    undated: set[str] = field(default_factory=set)
+    """The session refs of cited pages read under ``since`` with no date found."""
     committed: float = 0.0
     """The worst case of what the check has asked for so far (USD)."""
 
@@ -256,7 +258,7 @@ class _Check:
         )
         scope = self.checker.scope
         if citation.kind == "web" and citation.url and not scope.allows(citation.url):
-            return _outside(base, scope.model_copy(update={"since": None})), None
+            return _outside(base, out_of_scope(scope.model_copy(update={"since": None}))), None
         if key in self.cache:
             return self.cache[key].model_copy(update={"ref": number}), None
         if asyncio.get_running_loop().time() >= self.job.deadline:
@@ -265,11 +267,13 @@ class _Check:
         verdict = await self.verify(draft.text, own) if own else None
         note = ""
         if (verdict is None or verdict.support != "supported") and citation.kind == "web":
-            page_text, note = await self.page(citation)
-            if note == OUTSIDE:  # dated before ``since``, or a redirect out of the scope
-                return _outside(base, scope), None
-            if page_text:
-                on_page = await self.verify(draft.text, page_text)
+            page, note = await self.page(citation)
+            if note.startswith(OUTSIDE):  # a redirect out of the scope, or dated before since
+                return _outside(base, note), None
+            if page is not None and page.undated:
+                self.undated.add(citation.ref)
+            if page is not None and page.text:
+                on_page = await self.verify(draft.text, page.text)
                 if verdict is None or RANK[on_page.support] > RANK[verdict.support]:
                     verdict, note = on_page, ""
         if verdict is None and said:
@@ -282,14 +286,14 @@ class _Check:
             return base.model_copy(update={"note": note}), None
         return _as_check(base, verdict).model_copy(update={"note": note}), verdict
 
-    async def page(self, citation: Citation) -> tuple[str, str]:
-        """The cited page's text, or why it was not read (``OUTSIDE``: the reader refused
+    async def page(self, citation: Citation) -> tuple[Page | None, str]:
+        """The cited page, or why it was not read (starting ``OUTSIDE``: the reader refused
         it as outside the run's web scope)."""
         if not citation.url:
-            return "", "the source has no address"
+            return None, "the source has no address"
         if self.checker.reader is None:
             self.unread += 1
-            return "", "the page was not read (DEEP_RESEARCH_CHECK_FETCH=off)"
+            return None, "the page was not read (DEEP_RESEARCH_CHECK_FETCH=off)"
         # Loaded with the first page read (trafilatura), as the reader itself is.
         from deep_research.adapters.web.reader import PageSkipped
 
@@ -298,9 +302,9 @@ class _Check:
                 page = await self.checker.read(citation.url)
             except BranchError as exc:
                 if isinstance(exc, PageSkipped) and exc.kind == "out_of_scope":
-                    return "", OUTSIDE
-                return "", f"the page was not read: {' '.join(str(exc).split())}"
-        return page.text, ""
+                    return None, out_of_scope(self.checker.scope, exc.published)
+                return None, f"the page was not read: {' '.join(str(exc).split())}"
+        return page, ""
 
     async def verify(self, claim: str, text: str) -> SupportVerdict:
         """The verifier's verdict, made partial when the text leaves part of the claim
@@ -372,13 +376,8 @@ class _Check:
         return report
 
 
-def _outside(base: SourceCheck, scope: WebScope) -> SourceCheck:
-    """``base`` as a source outside ``scope`` (described without its location): it supports
-    nothing, and its note says so."""
-    said = scope.model_copy(update={"location": ""}).describe()
-    return base.model_copy(
-        update={"verdict": "unsupported", "note": OUT_OF_SCOPE.format(scope=said)}
-    )
+def _outside(base: SourceCheck, note: str) -> SourceCheck:
+    return base.model_copy(update={"verdict": "unsupported", "note": note})
 
 
 def _as_check(base: SourceCheck, verdict: SupportVerdict, note: str | None = None) -> SourceCheck:

@@ -1,7 +1,7 @@
 """OpenAI clients: the one place they are made, with an explicit policy per purpose.
 
 Every OpenAI client of a process takes its key, server, retries and timeout from here:
-the SDK clients (``openai_client``), the chat models (``wiring.chat_model``, from
+the SDK clients (``openai_client``), the chat models (``chat.chat_model``, from
 ``client_settings(..., "chat")``) and the knowledge base's embeddings (from
 ``client_settings(..., "embed")``, handed to ``kb/`` in its settings). Every SDK client
 shares one TLS context (making one reads the CA bundle); each gets a fresh connection pool,

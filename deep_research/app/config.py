@@ -269,7 +269,8 @@ class Settings(BaseSettings):
     """The knowledge base runs and kb commands use (a run with no model reads 'sample' until
     this one exists)."""
     kb_path: Path = Path("kb")
-    """The folder kb ingest reads by default; a run with no model ingests it into KB 'sample'."""
+    """The shipped sample docs: a run with no model and no KB of yours ingests them into KB
+    'sample'."""
     embedding_provider: EmbeddingProvider = "local"
     """local (shipped MiniLM, ONNX), local-fast (model2vec) or openai."""
     openai_embedding_model: ModelName = "text-embedding-3-small"

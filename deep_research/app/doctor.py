@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from deep_research.adapters.llm.lifecycle import lookup_models
-from deep_research.app import clients, preflight, preparation, presets, reserves, sources, wiring
+from deep_research.app import chat, clients, preflight, preparation, presets, reserves, sources
 from deep_research.app.config import SECRETS, Settings, variables
 from deep_research.app.options import RunOptions
 from deep_research.app.preparation import Prepared
@@ -136,8 +136,9 @@ def check_knowledge_bases(settings: Settings) -> tuple[list[Check], list[dict[st
     except DeepResearchError as exc:
         return [Check("knowledge base", "fail", str(exc))], []
     if not names:
-        hint = f"deep-research kb ingest {settings.kb_path}"
-        return [Check("knowledge base", "note", "none yet (a run ingests kb/ first)", hint)], []
+        sample = " (a run with no model answers from the sample docs, in KB 'sample')"
+        detail = "none of your notes yet" + (sample if settings.kb_path.is_dir() else "")
+        return [Check("knowledge base", "note", detail, "deep-research kb ingest PATH")], []
     checks: list[Check] = []
     kbs: list[dict[str, Any]] = []
     for name in names:
@@ -292,12 +293,12 @@ async def check_structured(settings: Settings) -> Check | None:
     from deep_research.adapters.llm.server import SHAPES  # lazy: openai
 
     cache = ResultCache(settings.cache_dir)
-    server = wiring.chat_server(settings, cache)
+    server = chat.chat_server(settings, cache)
     model = settings.planner_model
     try:
         async with clients.http_client() as http, asyncio.timeout(PROBE_DEADLINE_SECONDS):
-            chat = wiring.chat_model(settings, "planner", http, server)
-            await chat.structured(
+            planner = chat.chat_model(settings, "planner", http, server)
+            await planner.structured(
                 Probe, [HumanMessage("Why is the sky blue?")], Tally(), reply_tokens=96
             )
     except TimeoutError:

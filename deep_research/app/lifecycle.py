@@ -38,7 +38,6 @@ from deep_research.app.preparation import Info, Prepared, check_budget, estimate
 from deep_research.core.errors import EXIT_NO_FINDINGS, ConfigError, SessionLocked
 from deep_research.core.events import RunObserver
 from deep_research.core.models import SessionState, Usage
-from deep_research.core.orchestrator import ResearchOrchestrator
 from deep_research.core.report import footer
 from deep_research.core.tree import ResearchTree
 from deep_research.persistence.events import FILE_NAME, EventLog
@@ -48,19 +47,16 @@ from deep_research.persistence.sessions import SessionStore
 # imported where a run is built, so a mistake (a bad flag, an unknown session) fails before
 # they load (``test_startup``).
 if TYPE_CHECKING:
-    from deep_research.app.wiring import Built
+    from deep_research.app.wiring import Runtime
     from deep_research.core.engine import Listener
     from deep_research.core.ports import CancelOutcome, JobEvent
 
 
 @dataclass
 class Run:
-    """A session held under its lock, with the engine that researches it."""
+    """A session held under its lock, with the runtime that researches it."""
 
-    store: SessionStore
-    state: SessionState
-    prepared: Prepared
-    built: Built
+    runtime: Runtime
     resumed: bool = False
     report_markdown: str | None = field(default=None, init=False)
     """The report, once ``execute`` has written it."""
@@ -70,6 +66,18 @@ class Run:
     def __post_init__(self) -> None:
         self.events = EventLog(self.store.path(self.state.session_id) / FILE_NAME)
 
+    @property
+    def store(self) -> SessionStore:
+        return self.runtime.store
+
+    @property
+    def state(self) -> SessionState:
+        return self.runtime.state
+
+    @property
+    def prepared(self) -> Prepared:
+        return self.runtime.prepared
+
 
 @contextmanager
 def start(prepared: Prepared, on_info: Info) -> Iterator[Run]:
@@ -77,20 +85,9 @@ def start(prepared: Prepared, on_info: Info) -> Iterator[Run]:
     it. A setup error (no KB, bad model) saves nothing."""
     from deep_research.app import wiring  # see above
 
-    settings = prepared.settings
-    built = wiring.build_run(
-        settings, prepared.policy, spec=prepared.spec, engine=prepared.engine, on_info=on_info
-    )
-    store = SessionStore(settings.sessions_dir)
-    state = store.create(
-        prepared.question,
-        mode="extractive" if prepared.extractive else "llm",
-        source_policy=prepared.policy,  # the user's: a resume resolves its sources again
-        limits=prepared.limits,
-        run_spec=built.run_spec,
-    )
-    with store.lock(state.session_id):
-        yield Run(store, state, prepared, built)
+    runtime = wiring.start_run(prepared, on_info)
+    with runtime.store.lock(runtime.state.session_id):
+        yield Run(runtime)
 
 
 @contextmanager
@@ -117,35 +114,27 @@ def reopen(
         from deep_research.app import wiring  # see above
 
         state.limits = state.limits.model_copy(update=budget.given())
-        built = wiring.reopen_run(settings, state, max_parallel=max_parallel, on_info=on_info)
-        state.run_spec = built.run_spec
+        runtime = wiring.reopen_run(
+            settings, store, state, max_parallel=max_parallel, on_info=on_info
+        )
         if retry_cancelled and ResearchTree(state.nodes).retry_cancelled():
             state.phase = "execute"  # research them now, whatever phase the run had reached
-        prepared = Prepared(
-            built.settings,
-            state.source_policy,
-            state.limits,
-            built.spec,
-            state.question,
-            built.web_engine,
-            has_kb=any(s.needs_kb for s in built.sources.used),
-        )
         if resubmit_lost and (lost := ResearchTree(state.nodes).retry_lost()):
             state.phase = "execute"
-            per_job = estimate(prepared).per_job_usd
+            per_job = estimate(runtime.prepared).per_job_usd
             on_info(
                 f"submitting {len(lost)} research job(s) again whose first create may be "
                 f"running at the provider ({', '.join(lost)}): up to ${per_job * len(lost):.2f} "
                 "more"
             )
-        yield Run(store, state, prepared, built, resumed=True)
+        yield Run(runtime, resumed=True)
 
 
 async def execute(run: Run, on_event: Listener) -> SessionState:
     """Research the session until it stops, then write its report. Ctrl-C (cancellation)
     saves it as interrupted and re-raises. Every step is also appended to the session's
     event log (``events.jsonl``), which any process can follow."""
-    state, built = run.state, run.built
+    state, runtime = run.state, run.runtime
     observer = RunObserver(state, run.events.append)
 
     def listener(message: str | JobEvent) -> None:
@@ -153,25 +142,16 @@ async def execute(run: Run, on_event: Listener) -> SessionState:
         observer(message)
 
     observer.start(resumed=run.resumed)
-    if built.chat_server is not None:
-        built.chat_server.on_slow = listener  # "waiting on the planner call: 40 s so far"
+    if runtime.chat_server is not None:
+        runtime.chat_server.on_slow = listener  # "waiting on the planner call: 40 s so far"
     for notice in run.prepared.notices:
         observer(notice)  # the log's; whoever prepared the run has shown them already
     failure = ""
     try:
-        for notice in built.notices:
+        for notice in runtime.notices:
             listener(notice)
-        orchestrator = ResearchOrchestrator(
-            state,
-            built.engine,
-            built.checkpointer(run.store),
-            built.guard(state),
-            built.config,
-            on_event=listener,
-            evidence=built.evidence(run.store.path(state.session_id)),
-            claims=built.claims(run.store.path(state.session_id)),
-        )
-        async with built.resources:
+        orchestrator = runtime.orchestrator(listener)
+        async with runtime.resources:
             await orchestrator.run()
         built_report = orchestrator.report
         assert built_report is not None, "written when the run returns"

@@ -66,7 +66,7 @@ class Prepared:
         return not self.settings.has_model
 
     def sources(self) -> sources.Resolution:
-        """The sources the run uses (``build_run`` resolves the same)."""
+        """The sources the run uses (``wiring.start_run`` resolves the same)."""
         return sources.resolve(self.settings, self.policy, kb=self.has_kb, web=self.engine)
 
 
@@ -156,7 +156,18 @@ def prepare(
 
 
 def estimate(prepared: Prepared) -> Estimate:
-    """The run's worst case, from prices alone: spends nothing, contacts nobody."""
+    """The run's worst case, from prices alone: spends nothing, contacts nobody. A model the
+    run would call with no known price is refused here (``check_prices``), as the run is."""
+    from deep_research.app import preflight  # load OpenAI, LangChain: see above
+
+    if not prepared.extractive:
+        refs = preflight.configured_models(prepared.settings, prepared.spec)
+        preflight.check_prices(prepared.settings, refs, reserves.price_book(prepared.settings))
+    return _worst(prepared)
+
+
+def _worst(prepared: Prepared) -> Estimate:
+    """``estimate`` of a run whose prices are known (its variants: ``refusal``)."""
     from deep_research.app import preflight  # load OpenAI, LangChain: see above
 
     settings = prepared.settings
@@ -187,7 +198,7 @@ def refusal(prepared: Prepared, worst: Estimate) -> str | None:
     why = worst.shortfall()
     if why is None:
         return None
-    fits = [flag for flag, variant in _variants(prepared) if estimate(variant).shortfall() is None]
+    fits = [flag for flag, variant in _variants(prepared) if _worst(variant).shortfall() is None]
     raised = _least_limit(prepared, worst)
     if raised:
         fits.append(raised)
@@ -251,7 +262,7 @@ def _least(variant: Callable[[int], Prepared], start: int) -> int:
 
     def admits(n: int) -> bool:
         try:
-            return estimate(variant(n)).shortfall() is None
+            return _worst(variant(n)).shortfall() is None
         except ConfigError:  # past the limit's maximum
             return False
 

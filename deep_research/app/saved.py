@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncGenerator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from deep_research.app.config import Settings
-from deep_research.core.errors import SessionError, UsageError
+from deep_research.core.errors import DeepResearchError, SessionError, UsageError
 from deep_research.core.events import TERMINAL
 from deep_research.core.models import EvidenceUnit, SessionState
 from deep_research.core.report import REPORT_VERSION, Report, assemble
@@ -136,17 +137,39 @@ vector). Bounds the work, memory and time of one request however large the sessi
 _QUERIES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evidence-query")
 """Ranked reads run here, one at a time, never in the shared pool the servers' other
 reads use: eight concurrent queries queue instead of starving the server."""
+MAX_QUEUED_QUERIES = 4
+"""Ranked reads running or waiting in ``_QUERIES`` at most; another is refused (``Busy``)."""
+_QUEUE_ROOM = threading.BoundedSemaphore(MAX_QUEUED_QUERIES)
+
+
+class Busy(DeepResearchError):
+    """Too much is waiting already: ask again in ``retry_after`` seconds (HTTP 503)."""
+
+    retry_after = 5
 
 
 async def read_evidence_soon(
     settings: Settings, session_id: str, *, query: str = "", offset: int = 0, limit: int = 20
 ) -> EvidencePage:
     """``read_evidence`` off the event loop: a ranked read in its own thread (``_QUERIES``),
-    a plain page in the shared pool."""
+    at most ``MAX_QUEUED_QUERIES`` of them queued (``Busy`` beyond); a plain page in the
+    shared pool. Cancelled while it waits (its client gone), a ranked read never starts:
+    the queue skips a cancelled future, and its place is free at once."""
     read = partial(read_evidence, settings, session_id, query=query, offset=offset, limit=limit)
-    if " ".join(query.split()):
-        return await asyncio.get_running_loop().run_in_executor(_QUERIES, read)
-    return await asyncio.to_thread(read)
+    if not " ".join(query.split()):
+        return await asyncio.to_thread(read)
+    if not _QUEUE_ROOM.acquire(blocking=False):
+        raise Busy(
+            f"{MAX_QUEUED_QUERIES} ranked reads of evidence are queued already: "
+            f"ask again in {Busy.retry_after} seconds"
+        )
+    try:
+        job = _QUERIES.submit(read)
+    except BaseException:  # the pool shut down (at exit): the place is not taken
+        _QUEUE_ROOM.release()
+        raise
+    job.add_done_callback(lambda _: _QUEUE_ROOM.release())  # run, failed or cancelled
+    return await asyncio.wrap_future(job)
 
 
 def read_evidence(

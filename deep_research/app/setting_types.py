@@ -88,6 +88,13 @@ def kb_name(value: str) -> str:
     return value
 
 
+def _joined(value: object) -> object:
+    """A list of domains (a JSON body's) as the comma-separated text the flags give."""
+    if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
+        return ",".join(value)
+    return value
+
+
 def _domain_list(value: str) -> str:
     return ",".join(scope.domains(value))
 
@@ -105,8 +112,9 @@ def _location(value: str) -> str:
 
 
 # The web scope (``core/scope.py``), each as its parser reads it.
-Domains = Annotated[str, AfterValidator(_domain_list)]
-"""Comma-separated domains, normalised (``https://www.Example.com/x`` -> ``example.com``)."""
+Domains = Annotated[str, BeforeValidator(_joined), AfterValidator(_domain_list)]
+"""Comma-separated domains (a JSON body's list is taken too: its schema, as the flag's, says
+text), normalised (``https://www.Example.com/x`` -> ``example.com``)."""
 Since = Annotated[str, AfterValidator(_since)]
 Location = Annotated[str, AfterValidator(_location)]
 

@@ -123,7 +123,7 @@ class LLMSupportJudge:
     settings: Settings
     daily: DailyLedger
     chat_model: ChatFactory
-    """Builds the judge model's client (``wiring.chat_model``: the composition root's)."""
+    """Builds the judge model's client (``chat.chat_model``)."""
 
     async def judge(self, claims: Sequence[ToJudge]) -> list[JudgeVerdict | None]:
         messages = prompt().messages(claims=claims_text(claims))

@@ -19,11 +19,11 @@ No marker is ever invented, dropped silently or moved to another sentence.
   earlier finding's); an ``[S#]`` it never showed makes the notes' numbering doubtful
   (``[S1]`` may mean passage 1), so then no bare ``[n]`` of them is tied either.
 - In a written part (a section, a condensing, the lead) the prompt showed unnumbered
-  evidence citing ``[S#]`` refs, and a small model often writes ``[3]`` for ``[S3]``. The
-  reply's bare numbers are tied, all of them, only if the reply writes no ``[S#]`` at all
-  and each ``[n]`` has one meaning: ``S<n>`` was shown, and no evidence list shown has an
-  n-th entry citing anything but ``S<n>`` (a model counting entries would mean that one).
-  Otherwise none is. An ``[S#]`` the prompt did not show is untied.
+  evidence citing ``[S#]`` refs, and a small model often writes ``[3]`` for ``[S3]``, or
+  ``[1]`` for the first entry it was shown. The reply's bare numbers are tied, all of them,
+  only if the reply writes no ``[S#]`` at all and each ``[n]`` has one meaning: of ``S<n>``
+  (when shown) and the n-th entry of each evidence list shown (a model counting entries),
+  exactly one ref. Otherwise none is. An ``[S#]`` the prompt did not show is untied.
 - A span (``[1–3]``) is always untied: it names sources nobody named one by one.
 
 A bracketed number we did not write — ``[2024]`` in a model's prose, a ``[2]`` in a draft
@@ -48,6 +48,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from deep_research.core import markdown as md
 from deep_research.core.markers import Marker, markers
 from deep_research.core.models import Citation
 from deep_research.core.words import prefix_words
@@ -112,18 +113,21 @@ def read_reply(text: str, *shown: Sequence[str]) -> Reading:
     found = markers(text)
     names = [name for m in _live(found) for name in m.names]
 
-    def one_meaning(number: int) -> bool:
-        ref = f"S{number}"
-        return ref in refs and all(
-            len(entries) < number or entries[number - 1] == (ref,) for entries in lists
-        )
+    def meaning(number: int) -> str | None:
+        """The one ref ``[number]`` can mean: ``S<number>`` shown, the number-th entry of
+        a list; None when that is nothing, or more than one ref."""
+        readings: set[tuple[str, ...]] = {(f"S{number}",)} if f"S{number}" in refs else set()
+        readings |= {entries[number - 1] for entries in lists if len(entries) >= number >= 1}
+        only = readings.pop() if len(readings) == 1 else ()
+        return only[0] if len(only) == 1 else None
 
-    bare = not any(n.startswith("S") for n in names) and all(one_meaning(int(n)) for n in names)
+    meant = {n: meaning(int(n)) for n in names if not n.startswith("S")}
+    bare = not any(n.startswith("S") for n in names) and None not in meant.values()
 
     def tie(name: str) -> str | None:
         if name.startswith("S"):
             return f"[{name}]" if name in refs else None
-        return f"[S{int(name)}]" if bare else None
+        return f"[{meant[name]}]" if bare else None
 
     return _tied(text, found, tie)
 
@@ -141,8 +145,9 @@ def untied_note(shown: Sequence[str]) -> str:
     markers_like = f"{count} citation markers like {shown[0]}" if count > 1 else shown[0]
     return (
         f"{markers_like} could not be tied to a source (a number the evidence did not list, "
-        "or one that could mean more than one source), so the sentences "
-        f"{'carrying them count' if count > 1 else 'carrying it counts'} as uncited."
+        "or one that could mean more than one source), so the "
+        f"{'sentences carrying them count' if count > 1 else 'sentence carrying it counts'} "
+        "as uncited."
     )
 
 
@@ -360,21 +365,12 @@ def check(body: str, sources: Sequence[Citation], *, unknown: int = 0) -> CheckR
 
 
 def sentences(body: str) -> list[str]:
-    """Prose sentences of a markdown body: headings, tables, code and short bits skipped."""
-    found: list[str] = []
-    in_code = False
-    for line in body.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            in_code = not in_code
-            continue
-        if in_code or not stripped or stripped.startswith(("#", "|", ">", "_")):
-            continue
-        stripped = re.sub(r"^([-*+]|\d+\.)\s+", "", stripped)
-        for piece in _SENTENCE_END.split(stripped):
-            if len(piece.split()) >= 6:
-                found.append(piece.strip())
-    return found
+    """Prose sentences of a markdown body, read from its parse (``md.paragraphs``): of its
+    paragraphs and list items, in a quote too; headings of any kind (ATX, setext), tables,
+    code and bits under six words are none."""
+    texts = [p.text for p in md.paragraphs(body) if p.kind != "row"]
+    pieces = [piece.strip() for text in texts for piece in _SENTENCE_END.split(text)]
+    return [piece for piece in pieces if len(piece.split()) >= 6]
 
 
 def is_factual(sentence: str) -> bool:

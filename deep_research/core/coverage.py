@@ -6,8 +6,11 @@ judge's gaps) and the lexical citation check. ``core.report`` places them in the
 
 from __future__ import annotations
 
+from datetime import date
+
 from deep_research.core import markdown as md
 from deep_research.core.citations import CheckResult
+from deep_research.core.markers import as_shown
 from deep_research.core.models import (
     COMPLETE_CONFIDENCE,
     IterationRecord,
@@ -131,6 +134,22 @@ def dropped(nodes: list[ResearchNode]) -> list[str]:
     return [f"- **Out of scope:** {said}."]
 
 
+def before_since(count: int, since: date | None) -> list[str]:
+    """A line counting the cited pages the claim check found published before ``since``
+    (OpenAI takes no date: the research jobs cite them, and were paid for)."""
+    if not count or since is None:
+        return []
+    when = f"published before the run's since {since.isoformat()}"
+    said = (
+        f"1 cited page was {when}: what it is cited for is marked unsupported (its research "
+        "job was still paid for)"
+        if count == 1
+        else f"{count} cited pages were {when}: what they are cited for is marked unsupported "
+        "(their research jobs were still paid for)"
+    )
+    return [f"- **Out of scope:** {said}."]
+
+
 SKIPPED_SHOWN = 5
 """Skipped pages the limitations name, each with its reason (the rest are counted)."""
 
@@ -171,12 +190,13 @@ def citation_check(result: CheckResult) -> str:
         lines.append(f"- {result.unknown} citation(s) pointed to no source and were removed.")
     if result.uncited:
         lines.append(f"- {len(result.uncited)} factual sentence(s) carry no citation:")
-        lines += [f"  - “{md.text(md.clip(s, 200))}”" for s in result.uncited[:5]]
+        lines += [f"  - “{md.text(md.clip(as_shown(s), 200))}”" for s in result.uncited[:5]]
     if result.unsupported:
         lines.append(
             f"- {len(result.unsupported)} citation(s) share no content word with their source:"
         )
-        lines += [f"  - [{n}] “{md.text(md.clip(s, 200))}”" for s, n in result.unsupported[:5]]
+        shown = [(n, md.text(md.clip(as_shown(s), 200))) for s, n in result.unsupported[:5]]
+        lines += [f"  - [{n}] “{s}”" for n, s in shown]
     if unchecked:
         lines.append(f"- {unchecked}.")
     return "\n".join(lines)

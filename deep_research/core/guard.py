@@ -86,6 +86,11 @@ class BudgetGuard:
 
     # --- limits -------------------------------------------------------------
 
+    def start(self) -> None:
+        """The run's time limit counts from here, its start, not from the guard's making (a
+        server's run may wait for a slot first)."""
+        self._started = self._clock()
+
     @property
     def elapsed(self) -> float:
         return self._clock() - self._started

@@ -43,6 +43,7 @@ from deep_research.core.corroboration import (
     section_confidence,
 )
 from deep_research.core.evidence import findings
+from deep_research.core.markers import as_shown
 from deep_research.core.models import Citation
 from deep_research.core.report import ANSWER, CONTRADICTIONS, Report, anchor
 
@@ -327,7 +328,7 @@ def claim_check_text(report: Report, ledger: ClaimLedger) -> str:
     for claim in flagged[:LISTED]:
         lines.append(
             f"- **{claim.id} · {claim.verdict}** ({md.text(claim.section)}): "
-            f"“{md.text(md.clip(claim.text, 300))}”"
+            f"“{md.text(md.clip(as_shown(claim.text), 300))}”"
         )
         if claim.verdict == "uncited":
             lines.append("  - no source is cited for it")
@@ -343,13 +344,14 @@ def claim_check_text(report: Report, ledger: ClaimLedger) -> str:
 
 
 def _revision_line(revision: Revision) -> str:
-    was = f"“{md.text(md.clip(revision.before, 300))}” ({revision.verdict_before})"
+    before, after = (md.text(md.clip(as_shown(t), 300)) for t in (revision.before, revision.after))
+    was = f"“{before}” ({revision.verdict_before})"
     if revision.adopted:
         return f"rewritten, now {revision.verdict_after}: was {was}"
     if not revision.after:
         return f"{was} stands as written: {md.text(revision.note or 'no rewrite came back')}"
     return (
-        f"{was} stands as written: its rewrite “{md.text(md.clip(revision.after, 300))}” "
+        f"{was} stands as written: its rewrite “{after}” "
         f"was {revision.verdict_after or 'not checked'} too"
         + (f" ({md.text(revision.note)})" if revision.note else "")
     )

@@ -14,7 +14,8 @@ The forms, written here and nowhere else:
 - ``(S3)``, ``(S1, S2)``: with the ``S`` only; ``(3)`` is how prose counts, not a citation.
 - A span, ``[1–3]`` or ``[S1-S3]``, is read but flagged (``Marker.span``): it names sources
   nobody named one by one, so no reader ties it to any.
-- ``\\[3\\]`` is a marker already made literal text (``Marker.literal``): never tied again.
+- ``\\[3\\]`` is a marker already made literal text (``Marker.literal``): never tied again;
+  ``as_shown`` writes it as a reader sees it, for a writer that escapes it again.
 
 A name is ``S`` and 1-5 digits (a session ref) or 1-4 digits (a number); no space inside the
 brackets. Offsets are those of ``text`` itself: a marker is replaced by slicing, and a marker
@@ -67,6 +68,19 @@ class Marker:
 def markers(text: str) -> list[Marker]:
     """The markers of ``text`` read as markdown, in order (see the module docstring)."""
     return list(_markers(text))
+
+
+def as_shown(text: str) -> str:
+    """``text`` with each literal marker as a reader sees it (``\\[7\\]`` -> ``[7]``): for
+    a writer that escapes what it writes (``markdown.text``), which makes it literal again,
+    where else its backslashes would be shown."""
+    pieces: list[str] = []
+    done = 0
+    for marker in markers(text):
+        if marker.literal:
+            pieces += [text[done : marker.start], marker.shown]
+            done = marker.end
+    return "".join(pieces) + text[done:]
 
 
 @functools.lru_cache(maxsize=512)

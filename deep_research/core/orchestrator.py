@@ -57,6 +57,7 @@ class ResearchOrchestrator(Phases):
     async def run(self) -> SessionState:
         """Drive the session to a stop, then write its report (``report``)."""
         state = self.state
+        self.guard.start()
         previous = Stop(state.stop_reason, state.stop_detail) if state.stop_reason else None
         state.status = "running"
         state.stop_reason = None

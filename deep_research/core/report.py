@@ -1,20 +1,18 @@
 """The cited markdown report, assembled from a session (pure).
 
 Every ``[N]`` in the report resolves to an entry of its numbered Sources list: the body is
-renumbered from session refs, and markers that point nowhere are dropped. No finding is
-stated twice: after the sources, the sub-questions are an index (how each was researched,
-the section stating its findings), not their findings again. What was not researched,
-failed or was blocked is listed under "Coverage and limitations", with the reason the run
-stopped (``core.coverage``).
+renumbered from session refs, and markers that point nowhere are dropped. No finding is stated
+twice: after the sources, the sub-questions are an index (how each was researched, the section
+stating its findings), not their findings again. What was not researched, failed or was blocked is
+listed under "Coverage and limitations", with the reason the run stopped (``core.coverage``).
 
-What models and pages wrote cannot forge it (``core.markdown``): titles, quotes, questions
-and errors are written as text, a source is a link only to an http(s) address, and the
-synthesis defines no link reference. Only the builder writes headings, ids and links into
-the page: what a model wrote is read with markdown-it and its headings (of any kind, at any
-depth), raw HTML and links into the page are made text where they stand (``md.demoted``).
-The numbered sources are kept as data next to the markdown (``Report``): the HTML report
-links each ``[N]`` to the entry N written here, never to a list found under a "Sources"
-heading, which a synthesis may hold too.
+What models and pages wrote cannot forge it (``core.markdown``): titles, quotes, questions and
+errors are written as text, a source is a link only to an http(s) address, and the synthesis
+defines no link reference. Only the builder writes headings, ids and links into the page: what a
+model wrote is read with markdown-it and its headings (of any kind, at any depth), raw HTML and
+links into the page are made text where they stand (``md.demoted``). The numbered sources are kept
+as data next to the markdown (``Report``): the HTML report links each ``[N]`` to the entry N
+written here, never to a list found under a "Sources" heading, which a synthesis may hold too.
 """
 
 from __future__ import annotations
@@ -129,9 +127,8 @@ class Report(BaseModel):
         if len(self.sections) < TOC_SECTIONS:
             return ""
         listed = [(p.title, p.id) for p in (parts or self.parts()) if p.title]
-        listed.append((SOURCES_TITLE, SOURCES_ID))
-        if self.notes:
-            listed.append((FINDINGS, anchor(FINDINGS)))
+        findings = [(FINDINGS, anchor(FINDINGS))] if self.notes else []
+        listed += [(SOURCES_TITLE, SOURCES_ID), *findings]
         return "**Contents**\n\n" + "\n".join(
             f"{n}. [{title}](#{id_})" for n, (title, id_) in enumerate(listed, start=1)
         )
@@ -252,6 +249,8 @@ def assemble(state: SessionState) -> Report:
             found = [state.nodes[i].notes.strip() for i in s.node_ids if i in state.nodes]
             note = "Not written yet: the findings it draws on follow."
             parts.append((s.title, "\n\n".join(found) or "_no notes_", note))
+        if len(parts) == 1 and anchor(parts[0][0]) == anchor(state.question):
+            parts = _lone(lead, *parts[0], state.mode == "extractive")
     elif done:
         note = "Not written yet: the findings of this sub-question so far."
         parts = [(n.question, n.notes.strip() or "_no notes_", note) for n in done]
@@ -298,24 +297,27 @@ def assemble(state: SessionState) -> Report:
         removed_markers=unknown,
         sources=sources,
         consulted=_consulted(done, sources, state.run_spec.scope),
-        notes=[
-            ReportNote(
-                node_id=n.id, question=n.question, meta=_node_meta(n), section=home.get(n.id, 0)
-            )
-            for n in done
-            if written
-        ],
+        notes=[_note(n, home.get(n.id, 0)) for n in done if written],
         footer=footer(state),
     )
+
+
+def _lone(lead: str, title: str, text: str, note: str, quoted: bool) -> list[tuple[str, str, str]]:
+    """A one-facet run's section titled with the question, less the Answer's lines; titled "In
+    detail" when its claims are only quoted (never revised, so never found by their title)."""
+    said = {line.strip() for line in lead.splitlines()} - {""}
+    rest = "\n".join(line for line in text.splitlines() if line.strip() not in said).strip()
+    return [("In detail" if quoted or note else title, rest, note)] if rest else []
 
 
 def _quoted_note(status: str, why: str) -> str:
     return f"Not written ({why}): its best evidence, quoted verbatim." if status == "quoted" else ""
 
 
-def _node_meta(node: ResearchNode) -> str:
+def _note(node: ResearchNode, section: int) -> ReportNote:
     by = f" · researched by {md.text(node.researched_by)}" if node.researched_by else ""
-    return f"_{node.source_hint}{by} · confidence {node.confidence:.2f}_"
+    meta = f"_{node.source_hint}{by} · confidence {node.confidence:.2f}_"
+    return ReportNote(node_id=node.id, question=node.question, meta=meta, section=section)
 
 
 CONSULTED_TITLE = "Consulted, not cited"

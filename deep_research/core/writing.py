@@ -25,15 +25,17 @@ decides what each part sees and keeps the phase saved and inside the run's limit
   budget does not drop the rest: it reads half its budget of them as they are (a fair
   share of each node), and the rest, cut into chunks of at most the budget (at most
   ``CONDENSE_CHUNKS``), each condensed by a call to its share of the other half, markers
-  kept. Condensing spends only what research left beyond the final reserve
+  kept; each paragraph, list item or table row of a reply is an entry the section reads
+  (its headings none). Condensing spends only what research left beyond the final reserve
   (``WriteJob.spare_usd`` and ``spare_tokens``), at most ``condense_calls`` calls a phase,
   so it never costs research a job; past that, or if a call fails, the section reads its
   fair share of its units (the rest stays in the notes).
 - Lead: the direct answer, contradictions and open questions, limits, from the sections'
   key points (the first sentence of each paragraph, with its markers) and the gaps.
 - Markers: every reply is read against the evidence its prompt showed
-  (``citations.read_reply``): a ``[3]`` written for ``[S3]`` is tied when it can mean
-  nothing else; any other marker a model wrote stays literal text, tied to nothing.
+  (``citations.read_reply``): a ``[3]`` written for ``[S3]``, or for the third entry it
+  was shown, is tied when it can mean nothing else; any other marker a model wrote stays
+  literal text, tied to nothing.
 - Limits: every call stops at the run's deadline. A part not written by then, or whose call
   failed, is filled at once with its best evidence quoted verbatim and marked (``quoted``),
   so the report is always whole; a resume writes only what is not ``written``. With less
@@ -52,6 +54,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from deep_research.core import evidence as evidence_units
+from deep_research.core import markdown as md
 from deep_research.core.authoring import (
     CATALOG_LINE_TOKENS,
     CONDENSE_CHUNKS,
@@ -304,7 +307,8 @@ class SectionedWriter:
             if isinstance(reply, BaseException):
                 raise reply
             texts.append(cap_tokens(read_reply(reply, chunk).text, share))
-        condensed = [line.strip() for text in texts for line in text.splitlines() if line.strip()]
+        # Read as markdown: a heading (ATX or setext) is no entry, so no [n] counts it.
+        condensed = [p.text for text in texts for p in md.paragraphs(text)]
         return dataclasses.replace(request, evidence=(*plan.kept, *condensed))
 
     async def _lead(self, job: WriteJob, writing: Writing) -> None:

@@ -57,15 +57,17 @@ class DefaultToRun(TyperGroup):
             if arg == "--debug":
                 continue
             if arg not in self.commands and arg not in _ROOT_OPTIONS:
-                meant = mistyped_command(arg, self.commands)
-                if meant is not None:  # before anything loads, let alone spends
-                    _fail(
-                        ctx,
-                        f"{arg!r} is no command: did you mean `{meant}`? (to research it: "
-                        f"deep-research -- {arg})",
-                        "bad_request",
-                        UsageError.exit_code,
+                word = _question_word(self.commands["run"], args[index:])
+                meant = mistyped_command(word, self.commands) if word else None
+                if word and meant:  # before anything loads, let alone spends
+                    said = (
+                        f"{word!r} is a command: its options go after it (`deep-research "
+                        f"{meant} --help`)"
+                        if word.lower() == meant and word != arg  # `--json doctor`
+                        else f"{word!r} is no command: did you mean `{meant}`?"
                     )
+                    research = f"(to research it: deep-research -- {word})"
+                    _fail(ctx, f"{said} {research}", "bad_request", UsageError.exit_code)
                 args = [*args[:index], "run", *args[index:]]
             break
         return super().parse_args(ctx, args)
@@ -104,6 +106,26 @@ class DefaultToRun(TyperGroup):
             where = f"the traceback is in {log}" if log else "no log could be written"
             message = scrub(f"unexpected {type(exc).__name__}: {exc}")
             _fail(ctx, f"{message} (a bug: {where}; --debug shows it here)", "internal", EXIT_BUG)
+
+
+def _question_word(run: Any, args: list[str]) -> str | None:
+    """The one positional word of `run`'s ``args`` (`--yes doctr`, `--max-cost 3 doctr`);
+    None when there are more or none, or when `--` forces the question."""
+    valued = {
+        opt for p in run.params if p.param_type_name == "option" and not p.is_flag for opt in p.opts
+    }
+    words: list[str] = []
+    skip = False
+    for arg in args:
+        if arg == "--":
+            return None
+        if skip:
+            skip = False
+        elif arg.startswith("-") and arg != "-":
+            skip = arg in valued  # `--max-cost 3`; `--max-cost=3` holds its value
+        else:
+            words.append(arg)
+    return words[0] if len(words) == 1 else None
 
 
 def mistyped_command(word: str, commands: Iterable[str]) -> str | None:
@@ -182,7 +204,7 @@ app = typer.Typer(
         "  deep-research resume 7f3c --max-cost 10\n"
         "  deep-research check 7f3c --json\n"
         "  deep-research sessions list\n"
-        "  deep-research kb ingest kb/\n"
+        "  deep-research kb ingest ~/notes   (your own markdown notes)\n"
         "  deep-research serve --port 8000\n"
         "  claude mcp add deep-research -- deep-research mcp\n"
         '  deep-research run "mcp"        (a question that is also a command name)\n\n'

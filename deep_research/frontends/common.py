@@ -1,11 +1,13 @@
 """What every command shares: the --json option, how a run is summarised as JSON, an error
-as JSON (the HTTP API's codes), and how a report is printed."""
+as JSON (the HTTP API's codes), how a report is printed, and the ``Host`` check both servers
+make (``wrong_host``)."""
 
 from __future__ import annotations
 
 import json
 import re
 import sys
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -49,7 +51,9 @@ def run_summary(state: SessionState) -> dict[str, Any]:
 
 
 def session_detail(state: SessionState, report_path: str | None) -> dict[str, Any]:
-    """``sessions show --json``, and the HTTP API's status of a run: the same object."""
+    """``sessions show --json``, and the HTTP API's status of a run: the same object.
+    ``resume`` is the command that finishes an interrupted run (None for any other), as
+    ``sessions show`` prints it."""
     node_fields = {
         "id",
         "question",
@@ -70,9 +74,22 @@ def session_detail(state: SessionState, report_path: str | None) -> dict[str, An
         "evidence_units": state.evidence_units,
         "claims": state.claims.model_dump(mode="json") if state.claims else None,
         "report_path": report_path,
+        "resume": resume_hint(state),
         "run_spec": state.run_spec.model_dump(),
         "nodes": [n.model_dump(mode="json", include=node_fields) for n in state.nodes.values()],
     }
+
+
+def wrong_host(given: list[str], hosts: Collection[str]) -> bool:
+    """Whether a request's ``Host`` headers (``given``) are not one of ``hosts`` (lower case):
+    none, one not listed, or more than one. Of two, which one is meant is moot: a proxy, the
+    MCP SDK or a framework may each read another, so a listed first one proves nothing."""
+    return len(given) != 1 or given[0].lower() not in hosts
+
+
+def resume_hint(state: SessionState) -> str | None:
+    """``deep-research resume ID`` for an interrupted run (its status as shown)."""
+    return f"deep-research resume {state.session_id}" if state.status == "interrupted" else None
 
 
 def hit_json(hit: Hit) -> dict[str, object]:

@@ -58,10 +58,7 @@ def _err() -> Console:
 
 @kb_app.command("ingest")
 def ingest_command(
-    path: Annotated[
-        Path | None,
-        typer.Argument(help="Folder of markdown files (default: DEEP_RESEARCH_KB_PATH, kb/)."),
-    ] = None,
+    path: Annotated[Path, typer.Argument(metavar="PATH", help="Folder of your markdown files.")],
     kb: KbOpt = None,
     root_name: Annotated[
         str | None,
@@ -83,9 +80,8 @@ def ingest_command(
     from deep_research.kb.manifest import KBOutdated
 
     settings = load_settings()
-    root = path or settings.kb_path
-    if not root.is_dir():  # before creating anything
-        raise UsageError(f"not a directory: {root}")
+    if not path.is_dir():  # before creating anything
+        raise UsageError(f"not a directory: {path}")
     if root_name is not None:
         check_root_name(root_name)
     try:
@@ -107,7 +103,7 @@ def ingest_command(
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=_err(), transient=True) as bar:
-        report = ingest(store, root, name=root_name, progress=_ProgressBar(bar))
+        report = ingest(store, path, name=root_name, progress=_ProgressBar(bar))
     if as_json:
         print_json(report.summary())
     else:

@@ -10,7 +10,6 @@ unmatched ``[/x]`` a crash)."""
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from collections import deque
@@ -31,11 +30,7 @@ from rich.tree import Tree
 from deep_research.core.budget import totals
 from deep_research.core.models import ResearchNode, SessionState
 from deep_research.core.ports import JobEvent
-from deep_research.persistence.sessions import SessionSummary
-
-UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""C0 and C1 controls but newline and tab: the bytes that start a terminal's escape
-sequences (clear the screen, hide text, set the window's title, open a link)."""
+from deep_research.persistence.sessions import UNPRINTABLE, SessionSummary
 
 
 class PipeConsole(Console):
@@ -301,7 +296,8 @@ def session_detail(state: SessionState, report_path: str | None) -> None:
         out.print(Text.assemble(("resume:   ", "bold"), hint), soft_wrap=True)
     if state.claims is not None:
         counts = ", ".join(f"{n} {verdict}" for verdict, n in state.claims.by_verdict.items())
-        out.print(Text.assemble(("claims:   ", "bold"), f"{state.claims.claims}: {counts}"))
+        shown = f"{state.claims.claims}: {counts}" if state.claims.claims else "none"
+        out.print(Text.assemble(("claims:   ", "bold"), shown))
     tree = Tree(Text("research tree", style="bold"))
     branches: dict[str, Tree] = {}
     for node in sorted(state.nodes.values(), key=lambda n: (n.depth, n.created_at)):

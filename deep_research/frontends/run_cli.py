@@ -216,13 +216,15 @@ def _preflight(
     if not prepared.extractive:  # with no model, only a paid search provider costs
         for warning in asyncio.run(preparation.check_models(prepared)):
             render.warn(warning)
-    likely = worst.likely_usd
-    asks = not yes and not as_json and likely > prepared.settings.confirm_above_usd
+    likely, limit = worst.likely_usd, prepared.settings.confirm_above_usd
+    asks = not yes and not as_json and likely > limit
     if asks and render.interactive():
         render.info("\n".join(worst.lines()))
         question = (
-            f"This run will likely spend about ${likely:.2f} (a guess from the plan), "
-            f"at most ${worst.run_worst_usd:.2f}. Go on?"
+            f"This run will likely spend about ${likely:.2f} (a guess for up to "
+            f"{worst.planned_nodes} sub-question{'s' if worst.planned_nodes != 1 else ''}; "
+            f"at most ${worst.run_worst_usd:.2f}), "
+            f"above your ${limit:.2f} confirmation limit, DEEP_RESEARCH_CONFIRM_ABOVE_USD. Go on?"
         )
         if not typer.confirm(question):
             render.info(

@@ -65,7 +65,8 @@ def sessions_watch(
                 print_json(event.model_dump(mode="json"))
             else:
                 at = event.at.astimezone().strftime("%H:%M:%S")
-                render.out.print(f"{event.id:>5} {at} {event.message}", highlight=False)
+                line = f"{event.id:>5} {at} {event.message}"
+                render.out.print(line, markup=False, highlight=False)
 
     asyncio.run(follow())
 
@@ -149,7 +150,8 @@ def sessions_cancel(
         for row in rows:
             detail = f" ({row['detail']})" if row["detail"] else ""
             status = str(row["status"]).replace("_", " ")
-            render.out.print(f"{row['node']}  {row['job_id']}  {status}{detail}", highlight=False)
+            line = f"{row['node']}  {row['job_id']}  {status}{detail}"
+            render.out.print(line, markup=False, highlight=False)
         if not result.recorded:
             render.info(
                 "the session is being run by another process: it records the cancelled "
@@ -210,7 +212,8 @@ def sessions_prune(
         return
     verb = "would remove" if dry_run else "removed"
     for row in removed:
-        render.out.print(f"{verb} {row.session_id}  {row.question[:70]}", highlight=False)
+        line = f"{verb} {row.session_id}  {row.question[:70]}"
+        render.out.print(line, markup=False, highlight=False)
     for session_id in running:
         render.info(f"kept {session_id}: a process is running it")
     render.info(f"{verb} {len(removed)} session(s)")

@@ -84,8 +84,8 @@ def _client(settings: KBSettings, directory: Path, *, create: bool) -> ClientAPI
 
 
 def missing_kb(settings: KBSettings, name: str) -> KBMissing:
-    """There is no KB ``name``: one line naming the KBs there are and how to create it (with
-    a PATH: ``kb ingest`` alone would fill it with the sample docs)."""
+    """There is no KB ``name``: one line naming the KBs there are and how to create it
+    (``kb ingest PATH``)."""
     try:
         names = list_kbs(settings)
     except KnowledgeBaseError:  # the server is gone: the line still says how to create it

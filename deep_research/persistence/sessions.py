@@ -54,6 +54,9 @@ REPORT_DATA_FILE = "report.json"
 LOCK_FILE = "lock"
 
 _ID = re.compile(r"^[0-9a-f]{4,32}$")
+UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0 and C1 controls but newline and tab: what starts a terminal's escape sequences
+(``cat report.md`` must not clear the screen, hide text or set the window's title)."""
 
 
 def new_session_id() -> str:
@@ -239,7 +242,8 @@ class SessionStore:
         return state
 
     def write_report(self, session_id: str, markdown: str, data: str | None = None) -> Path:
-        """Write report.md, and ``data`` (the report as JSON) to report.json first, each
+        """Write report.md (its control characters, from model and page text, left out:
+        ``UNPRINTABLE``), and ``data`` (the report as JSON) to report.json first, each
         atomically; returns the path of report.md. Without ``data``, an older report.json
         is removed: it would describe another report."""
         path = self._existing(session_id) / REPORT_FILE
@@ -248,7 +252,7 @@ class SessionStore:
                 path.with_name(REPORT_DATA_FILE).unlink(missing_ok=True)
             else:
                 atomic_write_text(path.with_name(REPORT_DATA_FILE), data)
-            atomic_write_text(path, markdown)
+            atomic_write_text(path, UNPRINTABLE.sub("", markdown))
         except OSError as exc:
             raise StorageError(f"cannot write the report of session {session_id}: {exc}") from exc
         return path

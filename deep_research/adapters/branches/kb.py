@@ -7,8 +7,10 @@ each pointing at an exact chunk (``path#heading:lines``) that resolves back to i
 
 Failures stay on the node: a knowledge base that cannot be read (a restarted Chroma
 server, an unreadable store) fails this branch, not the run. Notes that cite no passage
-(small local models often drop the markers) are replaced by the best passages quoted
-verbatim with their citations, and say so.
+(small local models often drop the markers), or notes the model could not write in a form
+that reads (``StructuredOutputError`` after its repairs: a tiny model's confidence of 8), are
+replaced by the best passages quoted verbatim with their citations, and say so: what was
+retrieved is never lost to the notes writer.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from deep_research.adapters.branches.protocols import Evidence, EvidenceWriter, Passage, Retriever
 from deep_research.core import markdown as md
 from deep_research.core.citations import cited_refs, keep_cited
-from deep_research.core.errors import BranchError, KnowledgeBaseError
+from deep_research.core.errors import BranchError, KnowledgeBaseError, StructuredOutputError
 from deep_research.core.memory import cap_tokens
 from deep_research.core.models import Citation
 from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobHook
@@ -27,6 +29,10 @@ from deep_research.core.ports import BranchResult, BranchTask, Meter, RemoteJobH
 FALLBACK_PASSAGES = 3
 FALLBACK_NOTE = (
     "_The branch model's notes cited no passage, so the best passages are quoted verbatim._"
+)
+UNREAD_NOTE = (
+    "_The branch model's notes could not be read ({problem}), so the best passages are "
+    "quoted verbatim._"
 )
 
 
@@ -46,9 +52,12 @@ class KBExecutor:
         if not hits:
             raise BranchError("the knowledge base has no passages on this question")
         passages = [Passage(label=f"{h.source} › {h.heading}", text=h.text) for h in hits]
-        notes = await self.writer.write(
-            task.root_question, task.question, passages, task.dependencies, meter
-        )
+        try:
+            notes = await self.writer.write(
+                task.root_question, task.question, passages, task.dependencies, meter
+            )
+        except StructuredOutputError as exc:
+            return quote_best(hits, UNREAD_NOTE.format(problem=md.text(md.clip(str(exc), 200))))
         shown = [ref for d in task.dependencies for ref in cited_refs(d.notes)]
         text, used = keep_cited(notes.notes, len(hits), shown)
         if not used:
@@ -71,14 +80,15 @@ class KBExecutor:
         return hits
 
 
-def quote_best(hits: Sequence[Evidence]) -> BranchResult:
-    """The best passages quoted verbatim, each citing itself: what notes without a marker
-    are replaced by. The best are those the model said it used, else the top-ranked."""
+def quote_best(hits: Sequence[Evidence], note: str = FALLBACK_NOTE) -> BranchResult:
+    """The best passages quoted verbatim, each citing itself, under ``note`` (why): what
+    notes without a marker, or unreadable notes, are replaced by. The best are those the
+    model said it used, else the top-ranked."""
     best = hits[:FALLBACK_PASSAGES]
     citations = [citation_of(hit) for hit in best]
     quotes = (f"> {md.text(c.quote)} [{n}]" for n, c in enumerate(citations, 1))
     return BranchResult(
-        notes="\n\n".join([FALLBACK_NOTE, *quotes]),
+        notes="\n\n".join([note, *quotes]),
         citations=tuple(citations),
         confidence=0.3,
         source_texts=tuple(plain_text(hit.text) for hit in best),

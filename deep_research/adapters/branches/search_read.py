@@ -37,7 +37,7 @@ from deep_research.adapters.branches.protocols import (
 from deep_research.adapters.prices import search_model
 from deep_research.core import markdown as md
 from deep_research.core.citations import cited_refs, keep_cited, sentence_of
-from deep_research.core.errors import BranchError, BudgetExhausted
+from deep_research.core.errors import BranchError, BudgetExhausted, StructuredOutputError
 from deep_research.core.models import Citation, Usage
 from deep_research.core.ports import (
     BranchResult,
@@ -202,9 +202,14 @@ class SearchReadExecutor:
         if self.writer is None:
             return quote_passages(best, researched_by)
         passages = [Passage(label=f"{p.page.title} — {p.page.url}", text=p.text) for p in best]
-        notes = await self.writer.write(
-            task.root_question, task.question, passages, task.dependencies, meter
-        )
+        try:
+            notes = await self.writer.write(
+                task.root_question, task.question, passages, task.dependencies, meter
+            )
+        except StructuredOutputError as exc:  # a tiny model's: the pages read are not lost
+            problem = md.text(md.clip(str(exc), 200))
+            note = f"_The branch model's notes could not be read ({problem}): {UNREAD}_"
+            return quote_passages(best[:3], researched_by, note)
         shown = [ref for d in task.dependencies for ref in cited_refs(d.notes)]
         text, used = keep_cited(notes.notes, len(best), shown)
         if not used:
@@ -230,12 +235,18 @@ def citation_of(passage: WebPassage, claim: str = "") -> Citation:
     )
 
 
-def quote_passages(best: Sequence[WebPassage], researched_by: str) -> BranchResult:
-    """Notes that are the best passages themselves, verbatim, each citing its page."""
+UNREAD = "the best passages of the pages read, quoted verbatim."
+NOTE = f"_{UNREAD.capitalize()}_"
+
+
+def quote_passages(
+    best: Sequence[WebPassage], researched_by: str, note: str = NOTE
+) -> BranchResult:
+    """Notes that are the best passages themselves, verbatim, each citing its page, under
+    ``note`` (why)."""
     # Written as text: a passage that opens with its page's title (``# Raft versus Paxos``),
     # a list or a fence still reads as the one quoted paragraph it is.
     lines = [f"> {md.text(p.text)} [{n}]" for n, p in enumerate(best, 1)]
-    note = "_The best passages of the pages read, quoted verbatim._"
     return BranchResult(
         "\n\n".join([note, *lines]),
         tuple(citation_of(p) for p in best),

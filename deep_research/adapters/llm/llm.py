@@ -1,12 +1,13 @@
 """The one place LangChain chat models are called: prompts, usage, retries, provider errors.
 
 Structured outputs are negotiated with the server, per (server, model), and remembered:
-a strict JSON schema through the SDK's own path (``bind(response_format=Schema)``, the
-reply parsed into ``Schema``, one model call with no runnables around it); where that shape
-is refused (llama-cpp-python answers it with HTTP 500), a JSON object with the schema stated
-in the prompt; then plain text, read by ``replies.json_object_in``. A reply that does not
-parse, or a refusal, is repaired: asked again with the reply and what was wrong with it, a
-bounded number of times; then the step fails with ``StructuredOutputError``.
+a strict JSON schema as the SDK writes it (``strict_format``), sent as data so that the
+SDK's own parse step does not run: every reply is read here (``replies.read_reply``) and
+billed, one that does not validate included; where that shape is refused (llama-cpp-python
+answers it with HTTP 500), a JSON object with the schema stated in the prompt; then plain
+text, read by ``replies.json_object_in``. A reply that does not parse, or a refusal, is
+repaired: asked again with the reply and what was wrong with it, a bounded number of times;
+then the step fails with ``StructuredOutputError``.
 
 Every request goes through ``server.ChatServer.send``: its caps, its retries (a timeout or
 a 5xx once, never a third identical send), its concurrency limit and its slow-call notices.
@@ -28,11 +29,11 @@ import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 from openai.types import CompletionUsage
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from deep_research.adapters.llm.params import is_reasoning_model, reasoning_room
 from deep_research.adapters.llm.provider_errors import provider_error
-from deep_research.adapters.llm.replies import json_object_in
+from deep_research.adapters.llm.replies import read_reply
 from deep_research.adapters.llm.server import (
     CHARS_PER_TOKEN,
     ChatServer,
@@ -49,6 +50,10 @@ T = TypeVar("T", bound=BaseModel)
 _SEPARATOR = "=== user ==="
 MAX_CAP_TOKENS = 128_000
 CUT_OFF_NOTE = "\n\n_[This reply was cut off at the token cap: raise {setting}.]_"
+RAN_ON_NOTE = (
+    "\n\n_[This reply was cut off at {cap:,} tokens, far more than it was asked for: the "
+    "model may be repeating itself.]_"
+)
 
 
 # --- how long a reply runs: a call's cap is this plus its model's reasoning room. Generous
@@ -126,10 +131,18 @@ class ChatModel:
         return min(self.ceiling, reply_tokens + room)
 
     async def text(
-        self, messages: list[BaseMessage], meter: Meter, *, reply_tokens: int | None = None
+        self,
+        messages: list[BaseMessage],
+        meter: Meter,
+        *,
+        reply_tokens: int | None = None,
+        sized_by: str | None = None,
     ) -> str:
         """A plain-text reply. A malformed or empty reply is asked again once (the same
-        request is never sent a third time); then the step fails with ``ProviderError``."""
+        request is never sent a third time); then the step fails with ``ProviderError``.
+        A reply cut off at its cap says so, naming the setting that governs the cap: the
+        model's ceiling (``cap_setting``), or ``sized_by``, the setting ``reply_tokens``
+        was sized from (a section's words), when the call's own size capped it lower."""
         problem = "no reply"
         sent: Counter[str] = Counter()
         cap = self.cap_for(reply_tokens)
@@ -145,7 +158,7 @@ class ChatModel:
                 continue
             if reply.response_metadata.get("finish_reason") == "length":
                 # Flagged where a reader will see it: in the report.
-                content += CUT_OFF_NOTE.format(setting=self.cap_setting)
+                content += self._cut_off_note(cap, sized_by)
             return content
         raise ProviderError(f"{self.model}: no usable reply after 2 attempts: {problem[:200]}")
 
@@ -204,12 +217,8 @@ class ChatModel:
             except openai.LengthFinishReasonError as exc:  # cut off, and billed: recorded
                 meter.record(self.role, self.model, completion_usage(exc.completion.usage))
                 parsed, cut_off = None, True
-            except (ValidationError, ValueError) as exc:
-                # The SDK's own parse step (a strict schema) raises, its reply lost with it.
-                if isinstance(exc, ValidationError):  # say which field, and why
-                    problem = validation_problem(exc)
-                else:
-                    problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            except ValueError as exc:  # the body itself did not parse: no reply, no usage
+                problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 asked = [*base, HumanMessage(REPAIR.substitute(name=name, problem=problem))]
                 continue
             else:
@@ -256,8 +265,8 @@ class ChatModel:
             kwargs = {"extra_body": {"max_tokens": cap}}
             if chat.max_tokens is not None:
                 chat = chat.model_copy(update={"max_tokens": None})
-        if shape == "json_schema":
-            kwargs["response_format"] = schema
+        if shape == "json_schema" and schema is not None:
+            kwargs["response_format"] = strict_format(schema)
         elif shape == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
         runnable = chat.bind(**kwargs)
@@ -290,6 +299,13 @@ class ChatModel:
         self.server.speed.add(usage.output_tokens, seconds)
         return reply
 
+    def _cut_off_note(self, cap: int, sized_by: str | None) -> str:
+        if cap >= self.ceiling:
+            return CUT_OFF_NOTE.format(setting=self.cap_setting)
+        if sized_by is not None:
+            return CUT_OFF_NOTE.format(setting=sized_by)
+        return RAN_ON_NOTE.format(cap=cap)
+
     def _cut_off(self, name: str, cap: int) -> str:
         if cap < self.ceiling:  # the call's own size bound it, not the setting
             return (
@@ -315,6 +331,18 @@ SCHEMA_INSTRUCTION = (
 )
 
 
+def strict_format(schema: type[BaseModel]) -> dict[str, object]:
+    """The ``response_format`` of a strict JSON schema, exactly as the SDK writes it for
+    ``schema`` (``openai.pydantic_function_tool``'s strict schema), but as data: given the
+    class, the SDK would parse the reply itself and raise on one that does not validate,
+    the reply and its usage lost with the exception."""
+    function = openai.pydantic_function_tool(schema)["function"]
+    return {
+        "type": "json_schema",
+        "json_schema": {"schema": function["parameters"], "name": schema.__name__, "strict": True},
+    }
+
+
 def with_schema(messages: list[BaseMessage], schema: type[BaseModel]) -> list[BaseMessage]:
     """``messages`` with the schema stated in the system message (the server enforces none)."""
     stated = SCHEMA_INSTRUCTION.format(
@@ -324,32 +352,6 @@ def with_schema(messages: list[BaseMessage], schema: type[BaseModel]) -> list[Ba
     if isinstance(first, SystemMessage):
         return [SystemMessage(f"{first.content}{stated}"), *rest]
     return [SystemMessage(stated.strip()), *messages]
-
-
-def read_reply(reply: AIMessage, schema: type[T]) -> tuple[T | None, str, str]:
-    """The reply as ``schema`` (parsed by the SDK, or read from its text), else None, what
-    was wrong and the text."""
-    parsed = reply.additional_kwargs.get("parsed")
-    if isinstance(parsed, schema):
-        return parsed, "", ""
-    refusal = reply.additional_kwargs.get("refusal")
-    if refusal:
-        return None, f"the model refused: {refusal}", ""
-    content = reply.content if isinstance(reply.content, str) else str(reply.text)
-    try:
-        return schema.model_validate(json_object_in(content)), "", content
-    except ValidationError as exc:
-        return None, validation_problem(exc), content
-    except ValueError as exc:
-        return None, str(exc), content
-
-
-def validation_problem(exc: ValidationError) -> str:
-    """What was wrong with a reply, for the repair request: the first field and why."""
-    first = exc.errors()[0] if exc.errors() else None
-    where = ".".join(str(p) for p in first["loc"]) if first else ""
-    what = f"{where}: {first['msg']}" if first else str(exc)
-    return f"{exc.error_count()} problem(s), first {what}"
 
 
 TIER_PREFIXES = ("", "flex_", "priority_")

@@ -14,16 +14,21 @@ the object cut off at the token cap. ``json_object_in`` finds it in all of these
 
 Anything else is a ``ValueError`` naming what was wrong, which the caller sends back to the
 model once. The reader never raises anything else, whatever the text (tested with generated
-inputs).
+inputs). ``read_reply`` reads a structured call's whole reply with it: the schema it must
+validate against, a refusal, or what was wrong, for the repair request.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
+from langchain_core.messages import AIMessage
 from langchain_core.utils.json import parse_partial_json
 from markdown_it import MarkdownIt
+from pydantic import BaseModel, ValidationError
+
+T = TypeVar("T", bound=BaseModel)
 
 _STARTS_TRIED = 20
 """Opening braces tried per candidate: enough for a sentence or two before the object."""
@@ -89,3 +94,27 @@ def _closed_object(text: str) -> dict[str, Any] | None:
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def read_reply(reply: AIMessage, schema: type[T]) -> tuple[T | None, str, str]:
+    """A structured call's reply as ``schema``, read from its text (the SDK parses none:
+    ``llm.strict_format``), else None, what was wrong (for the repair request) and the
+    text."""
+    refusal = reply.additional_kwargs.get("refusal")
+    if refusal:
+        return None, f"the model refused: {refusal}", ""
+    content = reply.content if isinstance(reply.content, str) else str(reply.text)
+    try:
+        return schema.model_validate(json_object_in(content)), "", content
+    except ValidationError as exc:
+        return None, validation_problem(exc), content
+    except ValueError as exc:
+        return None, str(exc), content
+
+
+def validation_problem(exc: ValidationError) -> str:
+    """What was wrong with a reply, for the repair request: the first field and why."""
+    first = exc.errors()[0] if exc.errors() else None
+    where = ".".join(str(p) for p in first["loc"]) if first else ""
+    what = f"{where}: {first['msg']}" if first else str(exc)
+    return f"{exc.error_count()} problem(s), first {what}"

@@ -6,12 +6,15 @@ it sends through ``ChatServer.send``, which owns these rules:
 - **At most ``max_concurrent`` calls in flight** (a local server serves a few slots at once;
   a call queued there would spend its own timeout waiting). The wait for a slot is not
   counted against the request's timeout.
-- **No request is sent more than twice unchanged.** A timeout is retried once; a second is
-  one error naming the model's measured speed and the setting to raise. A 5xx or a dropped
-  connection is retried once. A refusal of the request's *shape* (a 4xx, or a 5xx whose body
-  names ``response_format``: llama-cpp-python answers a JSON schema with HTTP 500) is not
-  retried at all: it is a capability answer (``ShapeRefused``), and the caller asks in the
-  next shape. Only a 429 that says when to come back (``retry-after``) is waited out and sent
+- **No request is sent more than twice unchanged.** A timeout is retried once (the live
+  view told so); a second is one error naming the model's measured speed (or, before any
+  reply, ``deep-research doctor``, which measures it) and the setting to raise. A 5xx or a
+  dropped connection is retried once. A refusal of the request's *shape* (a 4xx, or a 5xx
+  whose body names ``response_format``: llama-cpp-python answers a JSON schema with HTTP
+  500) is not retried at all: it is a capability answer (``ShapeRefused``), and the caller
+  asks in the next shape. Nor is a 5xx whose body names another request parameter, or
+  quotes a validation error ("Input should be ..."): the same request would be refused
+  again. Only a 429 that says when to come back (``retry-after``) is waited out and sent
   again, up to ``DEEP_RESEARCH_MAX_RETRIES`` times: the server asked for it.
 - **A timed-out call is billed** its cap (the server reported nothing; it may have generated
   all of it), so the token budget binds a model that keeps timing out.
@@ -209,12 +212,14 @@ class ChatServer:
             if sent[fingerprint] >= 2:
                 raise SentTwice(f"{model}: the {what} request was already sent twice")
             sent[fingerprint] += 1
+            started = time.monotonic()
             try:
                 return await self._one(call, model=model, what=what)
             except openai.APITimeoutError:
                 on_timeout()
                 if not retried:
                     retried = True
+                    self._retrying(model, what, time.monotonic() - started)
                     continue
                 raise ProviderError(self._timed_out(model, what, cap)) from None
             except openai.RateLimitError as exc:
@@ -227,6 +232,11 @@ class ChatServer:
             except openai.APIStatusError as exc:
                 if shape_sensitive and names_response_format(exc):
                     raise ShapeRefused(_detail(exc)) from exc
+                if exc.status_code >= 500 and names_a_parameter(exc):
+                    raise ProviderError(
+                        f"{model}: the server refused the {what} request ({_detail(exc)}): "
+                        "a parameter it does not take, so it is not sent again"
+                    ) from exc
                 if exc.status_code < 500 or retried:
                     raise
                 retried = True
@@ -265,18 +275,28 @@ class ChatServer:
                 waited = time.monotonic() - started
                 self.on_slow(f"waiting on the {what} call ({model}): {waited:.0f} s so far")
 
+    def _retrying(self, model: str, what: str, waited: float) -> None:
+        if self.on_slow is not None:
+            took = self.timeout_seconds or waited
+            self.on_slow(
+                f"{model}: the {what} call timed out after {took:.0f} s; sending it once more"
+            )
+
     def _timed_out(self, model: str, what: str, cap: int) -> str:
         limit = f"{self.timeout_seconds:.0f} s" if self.timeout_seconds else "its timeout"
         rate = self.speed.per_second
-        speed = (
-            f"it writes about {rate:.1f} tokens/s here, so a {cap:,}-token reply may take "
-            f"{cap / rate:.0f} s"
-            if rate
-            else f"its replies may run to {cap:,} tokens"
-        )
+        if rate:
+            speed = (
+                f"it writes about {rate:.1f} tokens/s here, so a {cap:,}-token reply may take "
+                f"{cap / rate:.0f} s"
+            )
+            measure = ""
+        else:  # no reply yet to measure it by
+            speed = f"its replies may run to {cap:,} tokens"
+            measure = " (`deep-research doctor` measures its tokens/s)"
         return (
             f"{model}: the {what} call timed out twice ({limit} each; {speed}): raise "
-            f"{self.timeout_setting}, or serve a faster model"
+            f"{self.timeout_setting}, or serve a faster model{measure}"
         )
 
 
@@ -287,6 +307,27 @@ def names_response_format(exc: openai.APIStatusError) -> bool:
         return False
     text = f"{exc.message} {exc.body!r}".lower()
     return any(word in text for word in ("response_format", "json_schema", "json_object"))
+
+
+REQUEST_PARAMETERS = (
+    "max_completion_tokens",
+    "max_tokens",
+    "temperature",
+    "reasoning_effort",
+    "top_p",
+    "stream_options",
+    "service_tier",
+    "parallel_tool_calls",
+)
+"""Parameters a chat request of ours may carry besides its messages and shape."""
+
+
+def names_a_parameter(exc: openai.APIStatusError) -> bool:
+    """A server error that is a refusal of the request as written, not a passing failure:
+    its body names a parameter the request sent, or quotes a validation error (pydantic's
+    "Input should be ...", as a FastAPI server such as llama-cpp-python's words it)."""
+    text = f"{exc.message} {exc.body!r}".lower()
+    return "input should be" in text or any(name in text for name in REQUEST_PARAMETERS)
 
 
 def _detail(exc: openai.APIStatusError) -> str:

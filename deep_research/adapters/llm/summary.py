@@ -23,4 +23,9 @@ class LLMSummarizer:
             summary=summary or "(empty)",
             findings=findings,
         )
-        return await self.model.text(messages, meter, reply_tokens=cap_tokens + 200)
+        return await self.model.text(
+            messages,
+            meter,
+            reply_tokens=cap_tokens + 200,
+            sized_by="DEEP_RESEARCH_SUMMARY_MAX_TOKENS",
+        )

@@ -74,7 +74,12 @@ class LLMAuthor:
             evidence="\n".join(f"- {e}" for e in request.evidence) or "(none)",
             related="\n".join(f"- {e}" for e in request.related) or "(none)",
         )
-        return await self.model.text(messages, meter, reply_tokens=words_tokens(request.max_words))
+        return await self.model.text(
+            messages,
+            meter,
+            reply_tokens=words_tokens(request.max_words),
+            sized_by="DEEP_RESEARCH_REPORT_SECTION_WORDS",
+        )
 
     async def lead(self, request: LeadRequest, meter: Meter) -> str:
         sections = "\n".join(

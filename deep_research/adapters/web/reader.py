@@ -48,7 +48,7 @@ import codecs
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from importlib import metadata
 from typing import Literal, get_args
 
@@ -88,11 +88,12 @@ def default_user_agent() -> str:
 
 
 class PageSkipped(BranchError):
-    """A page that was not read; ``str()`` is the one-line reason."""
+    """A page that was not read; ``str()`` is the one-line reason. ``published``: the page's
+    date, when it was refused for it (dated before the scope's ``since``)."""
 
-    def __init__(self, url: str, kind: SkipKind, reason: str) -> None:
+    def __init__(self, url: str, kind: SkipKind, reason: str, published: date | None = None):
         super().__init__(reason)
-        self.url, self.kind, self.reason = url, kind, reason
+        self.url, self.kind, self.reason, self.published = url, kind, reason, published
 
 
 @dataclass(frozen=True)
@@ -315,7 +316,7 @@ def _dated(url: str, page: Page, scope: WebScope) -> Page:
     if not scope.dated_in(page.published):
         since = scope.since.isoformat()
         reason = f"published {page.published.isoformat()}, before the run's since {since}"
-        raise PageSkipped(url, "out_of_scope", reason)
+        raise PageSkipped(url, "out_of_scope", reason, page.published)
     return page
 
 

@@ -12,8 +12,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from deep_research.app.saved import Busy
 from deep_research.core.errors import DeepResearchError
-from deep_research.frontends.common import error_code
+from deep_research.frontends.common import error_code, wrong_host
 from deep_research.frontends.hosts import bearer_token_matches
 
 log = logging.getLogger(__name__)
@@ -36,8 +37,9 @@ HTTP_STATUS = {
 of codes for the CLI's ``--json`` and this API)."""
 
 
-def error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+def error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    body = {"error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers or None)
 
 
 def install_guard(
@@ -50,8 +52,7 @@ def install_guard(
     async def guard(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
-        given = request.headers.getlist("host")  # two Hosts: which one is meant is moot
-        if len(given) != 1 or given[0].lower() not in hosts:
+        if wrong_host(request.headers.getlist("host"), hosts):
             return error(421, "wrong_host", "this server does not answer to that Host")
         origin = request.headers.get("origin")
         if origin is not None and origin.lower() not in origins:
@@ -77,6 +78,11 @@ def install_errors(app: FastAPI) -> None:
     async def our_error(_request: Request, exc: DeepResearchError) -> JSONResponse:
         code = error_code(exc)
         return error(HTTP_STATUS[code], code, " ".join(str(exc).split()))
+
+    @app.exception_handler(Busy)
+    async def busy(_request: Request, exc: Busy) -> JSONResponse:
+        retry = {"Retry-After": str(exc.retry_after)}
+        return error(503, "busy", " ".join(str(exc).split()), **retry)
 
     @app.exception_handler(RequestValidationError)
     async def not_valid(_request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -4,10 +4,11 @@ dependency and calls the use-cases in ``app/``."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Annotated, Any
+import asyncio
+from collections.abc import AsyncIterator, Coroutine
+from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Body, Depends, Header, Query
+from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 from fastapi.responses import HTMLResponse, PlainTextResponse
 from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse
@@ -22,6 +23,7 @@ from deep_research.frontends.http.context import ServerContext, context
 from deep_research.frontends.http.page import protected, stylesheet
 
 router = APIRouter()
+T = TypeVar("T")
 Context = Annotated[ServerContext, Depends(context)]
 
 
@@ -83,25 +85,53 @@ async def status(session_id: str, server: Context) -> dict[str, Any]:
     return session_detail(state, saved.report_path(server.settings, state.session_id))
 
 
-@router.get("/research/{session_id}/evidence")
+@router.get("/research/{session_id}/evidence", response_model=None)
 async def evidence(
     session_id: str,
     server: Context,
+    request: Request,
     query: Annotated[str, Query(max_length=knowledge.MAX_QUERY_CHARS)] = "",
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=saved.MAX_EVIDENCE_PAGE)] = 20,
-) -> dict[str, Any]:
+) -> dict[str, Any] | Response:
     """A page of the run's evidence store (its findings, each with the source text it rests
-    on); with ``query``, best first."""
-    page = await saved.read_evidence_soon(
-        server.settings, session_id, query=query, offset=offset, limit=limit
+    on); with ``query``, best first. Ranked reads queue, a few at most (503 beyond, with
+    ``Retry-After``); one whose client has gone is dropped."""
+    page = await while_connected(
+        request,
+        saved.read_evidence_soon(
+            server.settings, session_id, query=query, offset=offset, limit=limit
+        ),
     )
+    if page is None:
+        return Response(status_code=499)  # nginx's "client closed request": read by nobody
     return {
         "total": page.total,
         "offset": page.offset,
         "units": [unit.model_dump(mode="json") for unit in page.units],
         "damage": page.damage,
     }
+
+
+async def while_connected(request: Request, work: Coroutine[Any, Any, T]) -> T | None:
+    """What ``work`` returns, or None when the client goes away first: ``work`` is then
+    cancelled (a server does not notice a client gone unless it listens, and the work would
+    go on for nobody)."""
+    doing = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({doing, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (doing, gone):
+            task.cancel()  # the one that ended: nothing to do
+        await asyncio.wait({doing, gone})
+    return None if doing.cancelled() else doing.result()
+
+
+async def _disconnected(request: Request) -> None:
+    """Until the client has gone: after the body (none, for a GET) comes ``http.disconnect``."""
+    while (await request.receive())["type"] != "http.disconnect":
+        continue
 
 
 @router.get("/research/{session_id}/events")

@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from deep_research.app.config import Settings
 from deep_research.app.runs import RunManager
 from deep_research.core.errors import ConfigError
+from deep_research.frontends.common import wrong_host
 from deep_research.frontends.hosts import LOOPBACK_NAMES, bearer_token_matches
 from deep_research.frontends.mcp import kb_tools, research_tools, web_tools
 from deep_research.frontends.mcp.context import ToolContext
@@ -195,7 +196,8 @@ async def _save_and_exit(manager: RunManager) -> None:
 
 def http_app(settings: Settings, server: MCPServer[None], port: int) -> ASGIApp:
     """The streamable HTTP app at ``/mcp``: the SDK's Host/Origin checks for this server's
-    loopback address (and the public URL's host), and the API token when one is set."""
+    loopback address (and the public URL's host), and the API token when one is set. ``Host``
+    is checked first as ``serve`` checks it (``OneHost``): the SDK reads only the first."""
     hosts = [f"{name}:{port}" for name in sorted(LOOPBACK_NAMES)]
     origins = [f"http://{host}" for host in hosts]
     token = settings.token()
@@ -214,9 +216,8 @@ def http_app(settings: Settings, server: MCPServer[None], port: int) -> ASGIApp:
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH, transport_security=security, host="127.0.0.1"
     )
-    if token is None:
-        return app
-    return BearerToken(app, token)
+    guarded = app if token is None else BearerToken(app, token)
+    return OneHost(guarded, frozenset(host.lower() for host in hosts))
 
 
 def public_hosts(url: str) -> list[str]:
@@ -244,6 +245,29 @@ def serve_http(settings: Settings, port: int) -> None:
     )
 
 
+def refusal(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    """One of our errors, in the shape the HTTP API gives them."""
+    body = {"error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers or None)
+
+
+class OneHost:
+    """Every HTTP request must carry one ``Host``, one of ``hosts`` (``common.wrong_host``,
+    the check ``serve`` makes): with a second one, the SDK's own check would pass a request
+    whose first is ours, whatever the second says."""
+
+    def __init__(self, app: ASGIApp, hosts: frozenset[str]) -> None:
+        self.app = app
+        self.hosts = hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and wrong_host(Headers(scope=scope).getlist("host"), self.hosts):
+            refused = refusal(421, "wrong_host", "this server does not answer to that Host")
+            await refused(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 class BearerToken:
     """Every HTTP request must carry ``Authorization: Bearer <token>``."""
 
@@ -255,15 +279,11 @@ class BearerToken:
         if scope["type"] == "http" and not bearer_token_matches(
             Headers(scope=scope).get("authorization"), self.token
         ):
-            refused = JSONResponse(
-                {
-                    "error": {
-                        "code": "unauthorized",
-                        "message": "a valid bearer token is required",
-                    }
-                },
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
+            refused = refusal(
+                401,
+                "unauthorized",
+                "a valid bearer token is required",
+                **{"WWW-Authenticate": "Bearer"},
             )
             await refused(scope, receive, send)
             return

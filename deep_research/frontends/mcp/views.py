@@ -70,6 +70,10 @@ class ResearchStatus(BaseModel):
         description="The report's claim check, counted by verdict (None: not checked yet).",
     )
     report_path: str | None = Field(description="The report file, once it is written.")
+    resume: str | None = Field(
+        default=None,
+        description="The command that finishes an interrupted run (None for any other).",
+    )
     usage: Spend
     run_spec: RunSpec = Field(description="The run's choices (models, engine), kept for resume.")
     nodes: list[NodeView] = Field(description="The research tree's sub-questions.")

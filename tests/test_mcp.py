@@ -40,21 +40,17 @@ from tests.world import ResearchWorld, plan_task
 
 QUESTION = "How do vector databases handle deletes?"
 TOKEN = "s3cret-token-for-the-mcp-tests-0123456789"
-TOOLS = {
-    "research_start",
-    "research_resume",
-    "research_follow",
-    "research_status",
-    "research_evidence",
-    "research_report",
-    "research_cancel",
-    "research_list",
-    "kb_search",
-    "kb_fetch",
-    "verify_claim",
-    "search",
-    "fetch",
-}
+
+
+def documented_tools() -> set[str]:
+    """The tools docs/mcp.md's table names (its first column): the one list of them in
+    prose, which the server must serve exactly."""
+    section = (Path(__file__).parents[1] / "docs" / "mcp.md").read_text().split("## Tools")[1]
+    rows = [line.split("|") for line in section.split("\n## ")[0].splitlines()]
+    return {name for row in rows if len(row) > 2 for name in row[1].split("`")[1::2]}
+
+
+TOOLS = documented_tools()
 
 
 def settings_of(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:

@@ -28,10 +28,11 @@ UnitInterval = Annotated[
 """A model's 0-1 number (a confidence): a reply outside 0-1 is refused, never clamped
 (1.6e10 is no confidence at all). The bounds are stated in the JSON schema too, for a server
 that enforces them (OpenAI's strict structured outputs take ``minimum``/``maximum`` on
-numbers) and for a model that reads the schema in its prompt. llama.cpp's grammars bound
-integers only (its json-schema-to-grammar.cpp), so there a model may still write 8: this
-check refuses it after parsing, the structured path asks for a repair (``adapters.llm.llm``),
-and the knowledge-base branch quotes its passages if none comes."""
+numbers, fine-tuned models excepted: their 400 names ``response_format``, and the next shape
+is asked; checked 2026-11-27) and for a model that reads the schema in its prompt.
+llama.cpp's grammars bound integers only (its json-schema-to-grammar.cpp), so there a model
+may still write 8: this check refuses it after parsing, the structured path asks for a
+repair (``adapters.llm.llm``), and the branch quotes its passages if none comes."""
 
 MAX_COST_USD = 100_000.0
 MAX_RUNTIME_SECONDS = 30 * 24 * 3600.0

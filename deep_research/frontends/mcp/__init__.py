@@ -1,14 +1,5 @@
-"""`deep-research mcp`: research, the knowledge base and claim checks as MCP tools.
-
-    research_start, research_resume     the session id at once; the run researches here
-    research_follow                     progress notifications until the run ends
-    research_status, research_report    the tree, spend and stop reason; the report (or the
-                                        findings so far)
-    research_cancel, research_list      stop a run and its jobs; past runs
-    kb_search, kb_fetch                 the knowledge base's chunks, by query or by id
-    verify_claim                        does a page or a chunk support a claim? (the verifier)
-    search, fetch                       the knowledge base as ChatGPT connectors and OpenAI
-                                        research jobs (DEEP_RESEARCH_KB_MCP_URL) expect it
+"""`deep-research mcp`: research, the knowledge base and claim checks as MCP tools (the
+list, with what each does, is docs/mcp.md's table: ``test_mcp`` serves exactly those).
 
 Built on the official SDK (``MCPServer``); every tool has typed input and output, so the SDK
 publishes both schemas. research_start and research_resume take the fields of the HTTP API's

@@ -43,8 +43,7 @@ SessionId = Annotated[
 
 
 def register(server: MCPServer[None], context: ToolContext) -> None:
-    """research_start, research_resume, research_follow, research_status, research_evidence,
-    research_report, research_cancel and research_list."""
+    """The research tools: a run started, resumed, followed, read and cancelled."""
     settings, manager = context.settings, context.runs
     reading, spending = context.reading, context.spending
 

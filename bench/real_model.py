@@ -153,6 +153,8 @@ class Call:
     status: int  # 0: the client hung up before the answer; 502: upstream unreachable
     seconds: float
     response_format: str | None  # a chat call's response_format.type ("none": not asked)
+    asked: str = ""  # a chat call's last message, its opening (what a repeated call asked)
+    cap: int | None = None  # a chat call's reply cap (max_tokens or max_completion_tokens)
 
 
 _HOP_BY_HOP = frozenset(
@@ -279,6 +281,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             0,
             0.0,
             response_format(self.path, body),
+            last_message(body),
+            reply_cap(body),
         )
         with proxy.flight():
             status, reason, answer_headers, data = self._ask_upstream(body)
@@ -340,6 +344,27 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                     return False
                 watched = [upstream]  # it sent more (it should not): stop watching it
         raise TimeoutError(f"no answer within {self.owner.timeout:.0f} s")
+
+
+def last_message(body: bytes, chars: int = 240) -> str:
+    """The opening of a chat request's last message ("" for anything else)."""
+    try:
+        messages = json.loads(body).get("messages") or []
+        content = messages[-1].get("content") if messages else ""
+    except (ValueError, AttributeError, TypeError):
+        return ""
+    if isinstance(content, list):  # content parts
+        content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return " ".join(str(content or "").split())[:chars]
+
+
+def reply_cap(body: bytes) -> int | None:
+    try:
+        data = json.loads(body)
+        cap = data.get("max_tokens") or data.get("max_completion_tokens")
+    except (ValueError, AttributeError):
+        return None
+    return cap if isinstance(cap, int) else None
 
 
 def response_format(path: str, body: bytes) -> str | None:
@@ -835,6 +860,9 @@ def count_calls(outcome: Outcome, calls: list[Call]) -> None:
         (method, path, digest), times = bodies.most_common(1)[0]
         outcome.max_identical = times
         outcome.most_sent = f"{method} {path} {digest[:12]}"
+        asked = next(c.asked for c in calls if c.body_sha256 == digest)
+        if times > MOST_IDENTICAL and asked:
+            outcome.extra["most_sent_asked"] = asked
     outcome.status_4xx = sum(400 <= c.status < 500 for c in calls)
     outcome.status_5xx = sum(c.status >= 500 for c in calls)
     outcome.client_gone = sum(c.status == 0 for c in calls)
@@ -846,6 +874,11 @@ def count_calls(outcome: Outcome, calls: list[Call]) -> None:
         )
     )
     outcome.formats = dict(Counter(c.response_format for c in calls if c.response_format))
+    gone = [c for c in calls if c.status == 0 and c.asked]
+    if gone:  # what the calls the client gave up on asked, and with what cap
+        outcome.extra["hung_up"] = [
+            f"cap {c.cap}, {c.seconds:.0f} s: {c.asked[:90]!r}" for c in gone
+        ]
 
 
 CHILDREN: set[subprocess.Popen[str]] = set()
@@ -1144,6 +1177,10 @@ def show(outcome: Outcome) -> None:
     if outcome.not_ok:
         shown = ", ".join(f"{k} x{v}" for k, v in outcome.not_ok.items())
         print(f"{'':>16}  not 2xx: {shown}", flush=True)
+    for gone in outcome.extra.get("hung_up", [])[:4]:
+        print(f"{'':>16}  hung up on: {gone}", flush=True)
+    if outcome.extra.get("most_sent_asked"):
+        print(f"{'':>16}  sent {outcome.max_identical}x: {outcome.extra['most_sent_asked']!r}")
     if outcome.report and outcome.report.get("answer"):
         where = "answer" if outcome.report["has_answer_section"] else "no Answer; 1st section"
         print(f"{'':>16}  {where}: {outcome.report['answer']!r}", flush=True)

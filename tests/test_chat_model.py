@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -281,3 +282,26 @@ async def test_a_model_that_repeats_its_wrong_reply_is_not_asked_a_third_time(
     bodies = [str(r.body) for r in fake_openai.requests]
     assert len(bodies) == 3
     assert max(bodies.count(b) for b in bodies) == 2
+
+
+async def test_the_same_request_asked_at_once_by_two_callers_is_sent_and_billed_once(
+    fake_openai: FakeOpenAI, chat_openai: Callable[..., ChatOpenAI]
+) -> None:
+    """A small model's plan repeats a sub-question: in CI, llama.cpp was sent one branch's
+    body 8 times. The run's chat models share one server: the second asker awaits the
+    first's answer and pays nothing; a request that differs in anything is sent."""
+    fake_openai.latency = 0.2  # both ask while the first is in flight
+    fake_openai.script("Plan", [ChatReply(PLAN, prompt_tokens=40, completion_tokens=9)] * 3)
+    chat, meter = model(chat_openai), RecordingMeter()
+    asked = [HumanMessage("plan")]
+    first, second = await asyncio.gather(
+        chat.structured(Plan, asked, meter), chat.structured(Plan, asked, meter)
+    )
+    assert first == second == Plan.model_validate(PLAN)
+    assert fake_openai.count("/v1/chat/completions") == 1
+    assert len(meter.records) == 1, "billed once, by the caller that sent it"
+    await chat.structured(Plan, asked, meter)  # asked again later: answered from the run
+    assert fake_openai.count("/v1/chat/completions") == 1
+    await replace(chat, role="judge").structured(Plan, asked, meter)
+    await chat.structured(Plan, [HumanMessage("plan again")], meter)
+    assert fake_openai.count("/v1/chat/completions") == 3

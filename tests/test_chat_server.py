@@ -291,3 +291,55 @@ async def test_a_slow_call_is_announced_while_it_runs(monkeypatch: pytest.Monkey
     count = len(heard)
     await asyncio.sleep(0.05)
     assert len(heard) == count, "no notice once the call has answered"
+
+
+class Asks:
+    """An ask that waits to be released, then answers (or raises) ``outcome``."""
+
+    def __init__(self, outcome: BaseException | str) -> None:
+        self.outcome = outcome
+        self.asked = 0
+        self.release = asyncio.Event()
+
+    async def __call__(self) -> str:
+        self.asked += 1
+        await self.release.wait()
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return self.outcome
+
+
+async def test_callers_asking_the_same_share_one_ask_in_flight_and_after() -> None:
+    server, ask = ChatServer(), Asks("plan")
+    waiting = [asyncio.create_task(server.once("k", ask, again=False)) for _ in range(3)]
+    await asyncio.sleep(0)
+    ask.release.set()
+    assert await asyncio.gather(*waiting) == ["plan"] * 3
+    assert await server.once("k", ask, again=False) == "plan"
+    assert ask.asked == 1
+    assert await server.once("other", ask, again=False) == "plan"
+    assert await server.once("k", ask, again=True) == "plan", "a caller's own retry sends"
+    assert ask.asked == 3
+
+
+async def test_an_error_is_shared_but_a_cancelled_ask_is_asked_again_once() -> None:
+    server, failing = ChatServer(), Asks(ProviderError("timed out twice"))
+    waiting = [asyncio.create_task(server.once("k", failing, again=False)) for _ in range(3)]
+    await asyncio.sleep(0)
+    failing.release.set()
+    outcomes = await asyncio.gather(*waiting, return_exceptions=True)
+    assert [str(o) for o in outcomes] == ["timed out twice"] * 3
+    assert failing.asked == 1, "the same request would end so again"
+
+    cancelled, after = Asks("never"), Asks("plan")
+    leader = asyncio.create_task(server.once("c", cancelled, again=False))
+    await asyncio.sleep(0)
+    followers = [asyncio.create_task(server.once("c", after, again=False)) for _ in range(2)]
+    await asyncio.sleep(0)
+    leader.cancel()  # its caller was cancelled (a stopped branch): no answer for others
+    await asyncio.sleep(0)
+    after.release.set()
+    assert await asyncio.gather(*followers) == ["plan", "plan"]
+    assert after.asked == 1, "one waiter asks, the other waits for it"
+    with pytest.raises(asyncio.CancelledError):
+        await leader

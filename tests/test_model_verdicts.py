@@ -23,7 +23,8 @@ from deep_research.core.models import (
     Verdict,
 )
 from deep_research.core.ports import JudgeRequest
-from deep_research.core.tree import PlanPolicy, ResearchTree, question_words
+from deep_research.core.tree import PlanPolicy, ResearchTree
+from deep_research.core.words import question_words
 from tests.fake_openai import FakeOpenAI
 from tests.fakes import (
     FakeExecutor,

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deep_research.core.tree import PlanPolicy, ResearchTree, same_question
+from deep_research.core.tree import PlanPolicy, ResearchTree
+from deep_research.core.words import same_question
 from tests.fakes import FakeExecutor, FakeJudge, FakePlanner, Rig, new_state, plan, task, verdict
 
 QUESTION = "How does deep-research plan, schedule and budget a research run?"
@@ -102,3 +103,42 @@ def test_a_plan_that_asks_something_else_keeps_no_restatement() -> None:
     kept, reasons = read(QUESTION, QUESTION.lower(), "[4]", "How is a research run budgeted?")
     assert kept == ["How is a research run budgeted?"]
     assert reasons.count("the question itself: the answer is its section") == 2
+
+
+def test_a_question_asked_twice_is_researched_once_and_its_dependents_wait_for_the_twin() -> None:
+    """A small model repeats its sub-questions: each repeat would pay for one section twice
+    (llama.cpp served four identical branch calls at once in CI)."""
+    tree = ResearchTree({})
+    policy = PlanPolicy(max_depth=3, max_tasks=8, question=QUESTION)
+    tasks = [
+        task("a", question="How is a research run budgeted?"),
+        task("b", question="how is a research run BUDGETED"),
+        task("c", question="What does the budget guard reserve?", depends_on=["b"]),
+    ]
+    added, issues = tree.add_plan(tasks, iteration=1, policy=policy)
+    assert added == ["a", "c"]
+    assert tree.nodes["c"].depends_on == ["a"]
+    assert [(i.task_id, i.reason) for i in issues] == [("b", "asks what a asks")]
+
+
+def test_a_replan_asking_what_a_live_node_asks_is_dropped_but_a_failed_one_is_retried() -> None:
+    tree = ResearchTree({})
+    policy = PlanPolicy(max_depth=3, max_tasks=8, question=QUESTION)
+    tree.add_plan(
+        [
+            task("a", question="How is a research run budgeted?"),
+            task("f", question="Who pays the bill?"),
+        ],
+        iteration=1,
+        policy=policy,
+    )
+    tree.nodes["a"].status = "done"
+    tree.nodes["f"].status = "failed"
+    again = [
+        task("x", question="How is a research run budgeted?"),
+        task("y", question="Who pays the bill?", depends_on=["x"]),
+    ]
+    added, issues = tree.add_plan(again, iteration=2, policy=policy)
+    assert added == ["y"]
+    assert tree.nodes["y"].depends_on == ["a"]
+    assert [(i.task_id, i.reason) for i in issues] == [("x", "asks what a asks")]

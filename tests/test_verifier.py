@@ -610,3 +610,30 @@ def test_figures_without_a_dataset_name_or_labels(bench: ModuleType) -> None:
     assert out["macro_f1_average"] == pytest.approx(66.7)
     unlabelled = bench.figures([{}], [{"id": 0, "pred": 1, "score": 1.0}], [0.5])
     assert unlabelled == {"rows": 1, "median_ms": 500.0, "p95_ms": 500.0}
+
+
+def test_the_shipped_embedder_embeds_the_question_and_a_sources_windows_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every claim of a report is read with the run's question, and many cite one source:
+    the verifier embeds each distinct text once a process, and reads it the same."""
+    from deep_research.kb.embeddings import MemoEmbeddings
+
+    embedder = shipped_embedder()
+    assert isinstance(embedder, MemoEmbeddings)
+    embedded: list[str] = []
+    inner = embedder.inner
+
+    class Counting:
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            embedded.extend(texts)
+            return inner.embed_documents(texts)
+
+    question = "How does ferrule retry a failed call, and where does it read its settings?"
+    claims = ["The retry policy waits 3 seconds.", "Ferrule reads ferrule.toml."]
+    first = [verify(c, CONFIG, question) for c in claims]  # the memo may hold these already
+    monkeypatch.setattr(embedder, "inner", Counting())
+    assert [verify(c, CONFIG, question) for c in claims] == first
+    assert embedded == [], "nothing embedded twice"
+    assert verify("The cache is shared between workers.", CONFIG, question).support
+    assert embedded == ["The cache is shared between workers."], "only the new claim"

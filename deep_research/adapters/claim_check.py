@@ -44,6 +44,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from langchain_core.embeddings import Embeddings
+
 from deep_research.adapters.branches.protocols import Page, Reader
 from deep_research.adapters.claim_repair import adopt, afforded, due, refs_in, rewrite
 from deep_research.adapters.claim_scope import OUTSIDE, out_of_scope, scoped
@@ -71,7 +73,6 @@ from deep_research.core.models import Citation, EvidenceUnit
 from deep_research.core.ports import CheckJob, Meter
 from deep_research.core.report import Report
 from deep_research.core.scope import WebScope
-from deep_research.kb.embeddings import NamedEmbeddings
 
 CLAIMS_AT_ONCE = 8
 """Sources checked at once (the verifier's threads, the page reads under ``fetch_workers``)."""
@@ -110,7 +111,7 @@ class ClaimChecker:
     verifier decides alone)."""
     judge_worst_usd: Callable[[Sequence[ToJudge]], float] = lambda _claims: 0.0
     """The most one judge call about these claims can cost."""
-    embedder: NamedEmbeddings | None = None
+    embedder: Embeddings | None = None
     """The verifier's embedder (None: the shipped MiniLM it was fitted with)."""
     source_key: Callable[[Citation], str] = source_key
     """The independent source a citation is (a registrable domain, a KB root)."""

@@ -42,13 +42,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
+import numpy as np
+
 from deep_research.adapters.claim_details import POLARITY, flipped, identifiers_in, number_words
 from deep_research.adapters.verifier_model import model, shipped_embedder
 from deep_research.core.words import CLAIM_FUNCTION_WORDS
 from deep_research.kb.words import english_stemmer
 
 if TYPE_CHECKING:
-    from deep_research.kb.embeddings import NamedEmbeddings
+    from langchain_core.embeddings import Embeddings
 
 Support = Literal["supported", "partial", "unsupported", "contradicted", "unverifiable"]
 TEXT_VERIFIER = "text"
@@ -195,7 +197,7 @@ def _windows(
     return out
 
 
-def read(claim: str, source: str, question: str, embedder: NamedEmbeddings) -> _Read:
+def read(claim: str, source: str, question: str, embedder: Embeddings) -> _Read:
     """The classifier's features of (claim, source, question), and the details the passage
     that states the claim contradicts."""
     words = _Words()
@@ -238,9 +240,8 @@ def read(claim: str, source: str, question: str, embedder: NamedEmbeddings) -> _
     cosines, question_cosines, claim_question = [0.0], [0.0], 1.0
     if candidates:
         asked = [question] if question else []
-        vectors = embedder.embed_many(
-            [claim, *asked, *(source[w.start : w.end] for w in candidates)]
-        )
+        texts = [claim, *asked, *(source[w.start : w.end] for w in candidates)]
+        vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32)
         passages = vectors[1 + len(asked) :]
         cosines = [float(v @ vectors[0]) for v in passages]
         question_cosines = [float(v @ vectors[1]) for v in passages] if question else cosines
@@ -352,7 +353,7 @@ def specifics_unstated(claim: str, text: str) -> list[str]:
 
 
 def verify(
-    claim: str, source: str, question: str = "", *, embedder: NamedEmbeddings | None = None
+    claim: str, source: str, question: str = "", *, embedder: Embeddings | None = None
 ) -> SupportVerdict:
     """Does ``source`` support ``claim``? (``question``: what the claim answers, if known.)
     Pure but for the embedder, which is the shipped MiniLM unless a test gives another."""

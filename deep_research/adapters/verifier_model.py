@@ -12,7 +12,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from deep_research.kb.embeddings import NamedEmbeddings
+    from langchain_core.embeddings import Embeddings
 
 
 @dataclass(frozen=True)
@@ -71,13 +71,15 @@ _EMBEDDER_LOCK = threading.Lock()
 
 
 @functools.cache
-def _shipped_embedder() -> NamedEmbeddings:
+def _shipped_embedder() -> Embeddings:
+    from deep_research.kb.embeddings import MemoEmbeddings
     from deep_research.kb.onnx_embeddings import OnnxEmbeddings  # lazy: onnxruntime
 
-    return OnnxEmbeddings()
+    return MemoEmbeddings(OnnxEmbeddings(), max_items=4_096)
 
 
-def shipped_embedder() -> NamedEmbeddings:
-    """The embedder the classifier was fitted with (one per process)."""
+def shipped_embedder() -> Embeddings:
+    """The embedder the classifier was fitted with (one per process), each distinct text
+    embedded once: the question of every claim, the windows of a source many claims cite."""
     with _EMBEDDER_LOCK:
         return _shipped_embedder()

@@ -15,20 +15,18 @@ it repaired or dropped, so a malformed or hostile plan never reaches the tree.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from deep_research.core.models import PlanIssue, PlannedTask, ResearchNode, SourceHint, utcnow
-from deep_research.core.words import QUESTION_STOPWORDS
+from deep_research.core.words import question_words, same_question
 
 MAX_QUESTION_CHARS = 2000
 MIN_QUESTION_WORDS = 3
 """A sub-question has at least this many words (see `question_words`): "[4]", "10/23" or
 "—" from a small model is a marker, a number or punctuation, not something to research."""
 _ID_RE = re.compile(r"[^A-Za-z0-9_.-]+")
-_OPENING, _CLOSING = "([{【〔（［<", ")]}】〕）］>"
 
 
 @dataclass(frozen=True)
@@ -41,52 +39,6 @@ class PlanPolicy:
     question: str = ""
     """The user's question: a task asking the same (`same_question`) is dropped, since the
     run's answer already is its section ("" keeps every task: the question's own fallback)."""
-
-
-def question_words(text: str) -> int:
-    """How many words ``text`` holds: whitespace-separated tokens with a letter, neither
-    wrapped in brackets nor a number ("GPT-4", "a" and "t3" are words; "[4]", "(S2)",
-    "10/23", "1e+12" and "—" are not). In scripts written without spaces, each wide
-    letter (a CJK character) counts as a word."""
-    count = 0
-    for token in text.split():
-        if token[0] in _OPENING and token[-1] in _CLOSING:
-            continue  # a marker: [4], (S2), 【1】
-        if _is_number(token):
-            continue  # 1.6e10, 1e+12
-        letters = sum(c.isalpha() for c in token)
-        wide = sum(c.isalpha() and unicodedata.east_asian_width(c) in "WF" for c in token)
-        count += wide + (letters > wide)
-    return count
-
-
-def same_question(task: str, question: str) -> bool:
-    """Whether ``task`` asks ``question`` again: the same words in the same order, whatever
-    the case, punctuation and spacing, or the same words once stop words are left out ("How
-    does X plan a run?" and "X: plan run"). Words are runs of letters and digits of any
-    script; a text with none is never the same as anything."""
-    words, asked = _words(task), _words(question)
-    if not words or not asked:
-        return False
-    if words == asked:
-        return True
-    content = [w for w in words if w not in QUESTION_STOPWORDS]
-    return bool(content) and content == [w for w in asked if w not in QUESTION_STOPWORDS]
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"[^\W_]+", text.casefold())
-
-
-def _is_number(token: str) -> bool:
-    bare = token.strip(".,;:!?%").replace(",", "")
-    if not any(c.isdigit() for c in bare):
-        return False  # "nan", "inf": words that float() would take
-    try:
-        float(bare)
-    except ValueError:
-        return False
-    return True
 
 
 class ResearchTree:
@@ -227,8 +179,9 @@ def validate_plan(
     source hints, priorities) and drops what has none (questions of fewer than
     ``policy.min_words`` words: markers, numbers, punctuation, nothing; the user's question
     asked again, ``policy.question``, unless the plan asks nothing else, when its first
-    asking is kept; too deep; over the per-plan cap). Every change is reported as a
-    ``PlanIssue``.
+    asking is kept; what an earlier task or a node done or on its way asks already: who
+    depended on it depends on that twin; too deep; over the per-plan cap). Every change is
+    reported as a ``PlanIssue``.
     """
     issues: list[PlanIssue] = []
 
@@ -254,6 +207,10 @@ def validate_plan(
             continue
         if same_question(question, policy.question) and not (restating and not kept):
             note(task.id, "dropped", "the question itself: the answer is its section")
+            continue
+        if twin := _asked_already(question, kept, existing):
+            note(task.id, "dropped", f"asks what {twin} asks")
+            renamed.setdefault(task.id, twin)  # who depends on it depends on its twin
             continue
         if len(question) > MAX_QUESTION_CHARS:
             question = question[:MAX_QUESTION_CHARS]
@@ -282,7 +239,7 @@ def validate_plan(
 
     def resolve(ref: str) -> str | None:
         ref = ref.strip()
-        if ref in renamed and renamed[ref] in new_ids:
+        if ref in renamed and (renamed[ref] in new_ids or renamed[ref] in existing):
             return renamed[ref]
         if ref in existing:
             return ref
@@ -355,6 +312,21 @@ def validate_plan(
             node.depends_on.remove(dep)
             note(node.id, "repaired", f"dependency on dropped task {dep} removed")
     return nodes, issues
+
+
+def _asked_already(
+    question: str, kept: list[PlannedTask], existing: Mapping[str, ResearchNode]
+) -> str | None:
+    """The id of a task kept before, or of a node that is done or on its way, that asks
+    ``question`` (`same_question`): researching it twice pays twice for one section. A node
+    that failed, was blocked or cancelled is no twin: asking again is a retry."""
+    for task in kept:
+        if same_question(question, task.question):
+            return task.id
+    for node in existing.values():
+        if node.status in ("pending", "running", "done") and same_question(question, node.question):
+            return node.id
+    return None
 
 
 def _asks(task: PlannedTask, policy: PlanPolicy) -> bool:

@@ -10,6 +10,8 @@ PyStemmer, are in ``kb.words``):
 - `CITATION_STOPWORDS` and `prefix_words`: the report check's crude content words (cut to
   five letters; no stemmer, so that ``core`` stays free of it). Words of three letters or
   fewer are dropped by length, so the list holds only longer ones.
+- `question_words` and `same_question`: how the research tree reads a planned question
+  (too few words to research; the user's question, or another task's, asked again).
 - The knowledge base's BM25 index uses bm25s' own English list (``kb.lexical``): an index
   on disk was built with it.
 """
@@ -17,6 +19,7 @@ PyStemmer, are in ``kb.words``):
 from __future__ import annotations
 
 import re
+import unicodedata
 
 CLAIM_FUNCTION_WORDS = frozenset(
     """
@@ -60,3 +63,52 @@ def prefix_words(text: str) -> set[str]:
         for w in _CITATION_WORD.findall(text)
         if len(w) > 3 and w.lower() not in CITATION_STOPWORDS
     }
+
+
+_OPENING, _CLOSING = "([{【〔（［<", ")]}】〕）］>"
+
+
+def question_words(text: str) -> int:
+    """How many words ``text`` holds: whitespace-separated tokens with a letter, neither
+    wrapped in brackets nor a number ("GPT-4", "a" and "t3" are words; "[4]", "(S2)",
+    "10/23", "1e+12" and "—" are not). In scripts written without spaces, each wide
+    letter (a CJK character) counts as a word."""
+    count = 0
+    for token in text.split():
+        if token[0] in _OPENING and token[-1] in _CLOSING:
+            continue  # a marker: [4], (S2), 【1】
+        if _is_number(token):
+            continue  # 1.6e10, 1e+12
+        letters = sum(c.isalpha() for c in token)
+        wide = sum(c.isalpha() and unicodedata.east_asian_width(c) in "WF" for c in token)
+        count += wide + (letters > wide)
+    return count
+
+
+def same_question(task: str, question: str) -> bool:
+    """Whether ``task`` asks ``question`` again: the same words in the same order, whatever
+    the case, punctuation and spacing, or the same words once stop words are left out ("How
+    does X plan a run?" and "X: plan run"). Words are runs of letters and digits of any
+    script; a text with none is never the same as anything."""
+    words, asked = _words(task), _words(question)
+    if not words or not asked:
+        return False
+    if words == asked:
+        return True
+    content = [w for w in words if w not in QUESTION_STOPWORDS]
+    return bool(content) and content == [w for w in asked if w not in QUESTION_STOPWORDS]
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[^\W_]+", text.casefold())
+
+
+def _is_number(token: str) -> bool:
+    bare = token.strip(".,;:!?%").replace(",", "")
+    if not any(c.isdigit() for c in bare):
+        return False  # "nan", "inf": words that float() would take
+    try:
+        float(bare)
+    except ValueError:
+        return False
+    return True

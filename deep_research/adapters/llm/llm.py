@@ -18,22 +18,20 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from string import Template
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
-from openai.types import CompletionUsage
 from pydantic import BaseModel
 
 from deep_research.adapters.llm.params import is_reasoning_model, reasoning_room
 from deep_research.adapters.llm.provider_errors import provider_error
-from deep_research.adapters.llm.replies import read_reply
+from deep_research.adapters.llm.replies import completion_usage, read_reply, usage_of
 from deep_research.adapters.llm.server import (
     CHARS_PER_TOKEN,
     ChatServer,
@@ -214,8 +212,7 @@ class ChatModel:
                 )
             except SentTwice:
                 break  # the model gave the same wrong reply again: asking again would too
-            except openai.LengthFinishReasonError as exc:  # cut off, and billed: recorded
-                meter.record(self.role, self.model, completion_usage(exc.completion.usage))
+            except openai.LengthFinishReasonError:  # cut off (billed by ``_invoke``)
                 parsed, cut_off = None, True
             except ValueError as exc:  # the body itself did not parse: no reply, no usage
                 problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -278,22 +275,36 @@ class ChatModel:
             usage = Usage(input_tokens=tokens, cache_write_tokens=tokens, output_tokens=cap)
             meter.record(self.role, self.model, usage, usage_unknown=True)
 
-        try:
-            reply, seconds = await self.server.send(
+        request = fingerprint(shape, cap, [m.model_dump() for m in messages])
+        sent_here = False
+
+        async def ask() -> tuple[object, float]:
+            nonlocal sent_here
+            sent_here = True
+            return await self.server.send(
                 lambda: runnable.ainvoke(messages),
                 model=self.model,
                 what=what,
                 sent=sent,
-                fingerprint=fingerprint(shape, cap, [m.model_dump() for m in messages]),
+                fingerprint=request,
                 cap=cap,
                 on_timeout=timed_out,
                 shape_sensitive=shape != "text",
             )
-        except openai.LengthFinishReasonError:
+
+        try:
+            reply, seconds = await self.server.once(
+                fingerprint(self.model, self.role, what, request), ask, again=sent[request] > 0
+            )
+        except openai.LengthFinishReasonError as exc:  # cut off, and billed
+            if sent_here:
+                meter.record(self.role, self.model, completion_usage(exc.completion.usage))
             raise
         except openai.OpenAIError as exc:
             raise provider_error(exc, self.model) from exc
         assert isinstance(reply, AIMessage)
+        if not sent_here:
+            return reply  # another caller of the run asked the same: it sent and paid
         usage = usage_of(reply)
         meter.record(self.role, self.model, usage)
         self.server.speed.add(usage.output_tokens, seconds)
@@ -352,43 +363,3 @@ def with_schema(messages: list[BaseMessage], schema: type[BaseModel]) -> list[Ba
     if isinstance(first, SystemMessage):
         return [SystemMessage(f"{first.content}{stated}"), *rest]
     return [SystemMessage(stated.strip()), *messages]
-
-
-TIER_PREFIXES = ("", "flex_", "priority_")
-"""langchain-openai 1.7.4 names a reply's token details ``cache_read``, ``cache_creation``
-(cache writes) and ``reasoning``, prefixed with the service tier on the flex and priority
-tiers (``flex_cache_read``); checked 2026-11-26 in its ``_create_usage_metadata``."""
-
-
-def _detail(details: Mapping[str, Any], key: str) -> int:
-    """A token detail under any tier's prefix (a reply carries one of them)."""
-    return sum(int(details.get(prefix + key) or 0) for prefix in TIER_PREFIXES)
-
-
-def usage_of(message: AIMessage) -> Usage:
-    meta = message.usage_metadata
-    if not meta:
-        return Usage()
-    details_in: Mapping[str, Any] = meta.get("input_token_details") or {}
-    details_out: Mapping[str, Any] = meta.get("output_token_details") or {}
-    return Usage(
-        input_tokens=meta.get("input_tokens", 0),
-        cached_input_tokens=_detail(details_in, "cache_read"),
-        cache_write_tokens=_detail(details_in, "cache_creation"),
-        output_tokens=meta.get("output_tokens", 0),
-        reasoning_tokens=_detail(details_out, "reasoning"),
-    )
-
-
-def completion_usage(usage: CompletionUsage | None) -> Usage:
-    """Usage of a raw chat completion (what a ``LengthFinishReasonError`` carries)."""
-    if usage is None:
-        return Usage()
-    prompt, done = usage.prompt_tokens_details, usage.completion_tokens_details
-    return Usage(
-        input_tokens=usage.prompt_tokens,
-        cached_input_tokens=(prompt.cached_tokens if prompt else 0) or 0,
-        cache_write_tokens=(prompt.cache_write_tokens if prompt else 0) or 0,
-        output_tokens=usage.completion_tokens,
-        reasoning_tokens=(done.reasoning_tokens if done else 0) or 0,
-    )

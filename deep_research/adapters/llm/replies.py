@@ -15,18 +15,23 @@ the object cut off at the token cap. ``json_object_in`` finds it in all of these
 Anything else is a ``ValueError`` naming what was wrong, which the caller sends back to the
 model once. The reader never raises anything else, whatever the text (tested with generated
 inputs). ``read_reply`` reads a structured call's whole reply with it: the schema it must
-validate against, a refusal, or what was wrong, for the repair request.
+validate against, a refusal, or what was wrong, for the repair request; ``usage_of`` and
+``completion_usage`` read what it cost.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage
 from langchain_core.utils.json import parse_partial_json
 from markdown_it import MarkdownIt
+from openai.types import CompletionUsage
 from pydantic import BaseModel, ValidationError
+
+from deep_research.core.models import Usage
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -118,3 +123,43 @@ def validation_problem(exc: ValidationError) -> str:
     where = ".".join(str(p) for p in first["loc"]) if first else ""
     what = f"{where}: {first['msg']}" if first else str(exc)
     return f"{exc.error_count()} problem(s), first {what}"
+
+
+TIER_PREFIXES = ("", "flex_", "priority_")
+"""langchain-openai 1.7.4 names a reply's token details ``cache_read``, ``cache_creation``
+(cache writes) and ``reasoning``, prefixed with the service tier on the flex and priority
+tiers (``flex_cache_read``); checked 2026-11-26 in its ``_create_usage_metadata``."""
+
+
+def _detail(details: Mapping[str, Any], key: str) -> int:
+    """A token detail under any tier's prefix (a reply carries one of them)."""
+    return sum(int(details.get(prefix + key) or 0) for prefix in TIER_PREFIXES)
+
+
+def usage_of(message: AIMessage) -> Usage:
+    meta = message.usage_metadata
+    if not meta:
+        return Usage()
+    details_in: Mapping[str, Any] = meta.get("input_token_details") or {}
+    details_out: Mapping[str, Any] = meta.get("output_token_details") or {}
+    return Usage(
+        input_tokens=meta.get("input_tokens", 0),
+        cached_input_tokens=_detail(details_in, "cache_read"),
+        cache_write_tokens=_detail(details_in, "cache_creation"),
+        output_tokens=meta.get("output_tokens", 0),
+        reasoning_tokens=_detail(details_out, "reasoning"),
+    )
+
+
+def completion_usage(usage: CompletionUsage | None) -> Usage:
+    """Usage of a raw chat completion (what a ``LengthFinishReasonError`` carries)."""
+    if usage is None:
+        return Usage()
+    prompt, done = usage.prompt_tokens_details, usage.completion_tokens_details
+    return Usage(
+        input_tokens=usage.prompt_tokens,
+        cached_input_tokens=(prompt.cached_tokens if prompt else 0) or 0,
+        cache_write_tokens=(prompt.cache_write_tokens if prompt else 0) or 0,
+        output_tokens=usage.completion_tokens,
+        reasoning_tokens=(done.reasoning_tokens if done else 0) or 0,
+    )

@@ -6,6 +6,11 @@ it sends through ``ChatServer.send``, which owns these rules:
 - **At most ``max_concurrent`` calls in flight** (a local server serves a few slots at once;
   a call queued there would spend its own timeout waiting). The wait for a slot is not
   counted against the request's timeout.
+- **A request the run asked already is answered once.** Another caller sending the same
+  request (model, what it asks for, messages, shape and cap: a small model's plan repeats a
+  sub-question, its report a sentence) shares the answer (or the error it ended in), in
+  flight or done, and pays nothing; a caller asking again itself (a retry of its own)
+  sends.
 - **No request is sent more than twice unchanged.** A timeout is retried once (the live
   view told so); a second is one error naming the model's measured speed (or, before any
   reply, ``deep-research doctor``, which measures it) and the setting to raise. A 5xx or a
@@ -40,7 +45,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar, cast
 
 import openai
 
@@ -60,6 +65,7 @@ the side of a prompt that fits."""
 MIN_REPLY_TOKENS = 256
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class ShapeRefused(Exception):
@@ -118,6 +124,7 @@ class ChatServer:
     on_slow: Callable[[str], None] | None = None
     speed: Speed = field(default_factory=Speed)
     _known: dict[str, Shape] = field(default_factory=dict)
+    _answers: dict[str, asyncio.Future[object]] = field(default_factory=dict)
     _gate: asyncio.Semaphore | None = None
     _discovered: asyncio.Lock | None = None
 
@@ -187,6 +194,34 @@ class ChatServer:
         )
 
     # --- sending ------------------------------------------------------------------------
+
+    async def once(self, key: str, ask: Callable[[], Awaitable[R]], *, again: bool) -> R:
+        """``ask()``'s answer, or the answer to a request of the same ``key``
+        another caller of this run asked, awaited while in flight: its reply, or the error
+        it ended in (the same request would end so again). ``again``: the caller sent this
+        request itself before (a retry of its own), so it sends it. An ask cancelled with
+        its caller is not shared: who waited on it asks."""
+        while not again and (earlier := self._answers.get(key)) is not None:
+            try:
+                return cast(R, await asyncio.shield(earlier))
+            except asyncio.CancelledError:
+                if not earlier.cancelled():
+                    raise  # this caller was cancelled, not the ask
+        answer = asyncio.get_running_loop().create_future()
+        self._answers[key] = answer
+        try:
+            result = await ask()
+        except Exception as exc:
+            answer.set_exception(exc)
+            answer.exception()  # retrieved: nobody waiting is no error of asyncio's
+            raise
+        except BaseException:
+            answer.cancel()
+            if self._answers.get(key) is answer:
+                del self._answers[key]
+            raise
+        answer.set_result(result)
+        return result
 
     async def send(
         self,

@@ -6,13 +6,15 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import replace
 
+import openai
 import pytest
 from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 
 from deep_research.adapters.llm.judge import LLMJudge
-from deep_research.adapters.llm.llm import CUT_OFF_NOTE, ChatModel
+from deep_research.adapters.llm.llm import CUT_OFF_NOTE, SLOW_NOTE, ChatModel
 from deep_research.adapters.llm.params import reasoning_room
+from deep_research.adapters.llm.server import ChatServer
 from deep_research.core.errors import ProviderError, StructuredOutputError
 from deep_research.core.models import Plan
 from deep_research.core.ports import JudgeRequest
@@ -305,3 +307,50 @@ async def test_the_same_request_asked_at_once_by_two_callers_is_sent_and_billed_
     await replace(chat, role="judge").structured(Plan, asked, meter)
     await chat.structured(Plan, [HumanMessage("plan again")], meter)
     assert fake_openai.count("/v1/chat/completions") == 3
+
+
+async def local_model(fake: FakeOpenAI, pools: list[openai.DefaultAsyncHttpxClient]) -> ChatModel:
+    """smollm2 on a llama-server whose replies take longer than the client waits (0.5 s)."""
+    fake.add_model("smollm2")
+    pools.append(openai.DefaultAsyncHttpxClient())
+    chat = ChatOpenAI(
+        base_url=fake.base_url,
+        api_key="none",
+        model="smollm2",
+        timeout=0.5,
+        max_retries=0,
+        http_async_client=pools[-1],
+    )
+    server = ChatServer(url=fake.base_url, on_openai=False, timeout_seconds=0.5)
+    return ChatModel(chat, "smollm2", "synthesizer", structured_retries=0, server=server)
+
+
+def sent_caps(fake: FakeOpenAI) -> list[int]:
+    return [r.body["max_tokens"] for r in fake.requests if r.path == "/v1/chat/completions"]
+
+
+async def test_off_openai_a_timed_out_call_asks_again_for_half_and_flags_the_cut() -> None:
+    """A small local model writing to its cap cannot finish within the timeout: sent again
+    unchanged it would time out again (CI's real model did, twice a call). Asked for half,
+    it answers, cut off, and the reply says why."""
+    pools: list[openai.DefaultAsyncHttpxClient] = []
+    with FakeOpenAI(flavor="llama-server") as fake:
+        writer = await local_model(fake, pools)
+        fake.inject(Fault("slow", path_prefix="/v1/chat/completions", delay=1.5))
+        fake.script(None, [ChatReply("Half a rep", finish_reason="length"), ChatReply("late")])
+        meter = RecordingMeter()
+        text = await writer.text([HumanMessage("write")], meter, reply_tokens=1_000)
+        first, retry = sent_caps(fake)
+        fake.inject(Fault("slow", path_prefix="/v1/chat/completions", delay=1.5))
+        fake.script("Plan", [ChatReply("not json at all", finish_reason="length"), "late"])
+        with pytest.raises(StructuredOutputError, match="DEEP_RESEARCH_REQUEST_TIMEOUT_SECONDS"):
+            await writer.structured(Plan, [HumanMessage("plan")], meter, reply_tokens=1_000)
+        planned = sent_caps(fake)[2:]
+    for pool in pools:
+        await pool.aclose()
+    assert retry == first // 2
+    assert text == "Half a rep" + SLOW_NOTE.format(
+        cap=retry, setting="DEEP_RESEARCH_REQUEST_TIMEOUT_SECONDS"
+    )
+    assert meter.records[0][2].output_tokens == first, "the timed-out send billed its cap"
+    assert planned == [planned[0], planned[0] // 2], "no bigger cap: it would time out again"

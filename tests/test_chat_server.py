@@ -37,9 +37,11 @@ class Calls:
     def __init__(self, *outcomes: BaseException | str) -> None:
         self.outcomes = list(outcomes)
         self.sends = 0
+        self.caps: list[int] = []
 
-    async def __call__(self) -> str:
+    async def __call__(self, cap: int = 0) -> str:
         self.sends += 1
+        self.caps.append(cap)
         outcome = self.outcomes.pop(0)
         if isinstance(outcome, BaseException):
             raise outcome
@@ -48,13 +50,14 @@ class Calls:
 
 async def send(
     server: ChatServer,
-    call: Callable[[], Awaitable[str]],
+    call: Callable[[int], Awaitable[str]],
     *,
     sensitive: bool = True,
     sent: Counter[str] | None = None,
-    billed: list[str] | None = None,
+    billed: list[int] | None = None,
 ) -> str:
-    """``call`` sent as one planner request; ``billed`` hears of each timed-out send."""
+    """``call`` sent as one planner request (cap 1,000); ``billed`` hears of each timed-out
+    send's cap."""
     heard = [] if billed is None else billed
     reply, _seconds = await server.send(
         call,
@@ -63,7 +66,7 @@ async def send(
         sent=Counter() if sent is None else sent,
         fingerprint="same request",
         cap=1_000,
-        on_timeout=lambda: heard.append("timed out"),
+        on_timeout=heard.append,
         shape_sensitive=sensitive,
     )
     return reply
@@ -73,14 +76,21 @@ async def test_a_timeout_is_sent_once_more_then_named_with_the_speed_and_the_set
     server = ChatServer(url="http://local/v1", on_openai=False, timeout_seconds=120)
     server.speed.add(tokens=400, seconds=100)  # 4 tokens a second, measured earlier
     call = Calls(openai.APITimeoutError(REQUEST), openai.APITimeoutError(REQUEST))
-    billed: list[str] = []
+    billed: list[int] = []
     with pytest.raises(ProviderError, match="timed out twice") as caught:
         await send(server, call, billed=billed)
     message = str(caught.value)
-    assert "4.0 tokens/s" in message
+    assert "4.0 tokens/s here, so a 500-token reply may take 125 s" in message
     assert "DEEP_RESEARCH_REQUEST_TIMEOUT_SECONDS" in message
-    assert call.sends == 2, "never a third identical send"
-    assert billed == ["timed out"] * 2, "each timed-out send counts against the budget"
+    assert call.sends == 2, "never a third send"
+    assert call.caps == [1_000, 500], "off OpenAI the retry asks for half: a reply, cut off"
+    assert billed == [1_000, 500], "each timed-out send counts its cap against the budget"
+
+
+async def test_on_openai_a_timeout_is_sent_again_as_it_was() -> None:
+    call = Calls(openai.APITimeoutError(REQUEST), "ok")
+    assert await send(ChatServer(on_openai=True), call) == "ok"
+    assert call.caps == [1_000, 1_000]
 
 
 async def test_a_timeout_before_any_reply_points_at_doctor_to_measure_the_speed() -> None:
@@ -99,14 +109,17 @@ async def test_the_retry_after_a_timeout_is_announced() -> None:
     server = ChatServer(on_openai=False, timeout_seconds=120, on_slow=heard.append)
     reply = await send(server, Calls(openai.APITimeoutError(REQUEST), "ok"))
     assert reply == "ok"
-    assert heard == ["smollm2: the planner (Plan) call timed out after 120 s; sending it once more"]
+    assert heard == [
+        "smollm2: the planner (Plan) call timed out after 120 s; sending it once more, its "
+        "reply capped at 500 tokens"
+    ]
 
 
 async def test_a_timeout_then_a_reply_is_the_reply() -> None:
     call = Calls(openai.APITimeoutError(REQUEST), "ok")
-    billed: list[str] = []
+    billed: list[int] = []
     reply = await send(ChatServer(), call, billed=billed)
-    assert (reply, call.sends, billed) == ("ok", 2, ["timed out"])
+    assert (reply, call.sends, billed) == ("ok", 2, [1_000])
 
 
 @pytest.mark.parametrize(
@@ -209,7 +222,7 @@ async def test_calls_in_flight_never_exceed_the_server_slots() -> None:
     running = 0
     peak = 0
 
-    async def call() -> str:
+    async def call(cap: int = 0) -> str:
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
@@ -281,7 +294,7 @@ async def test_a_slow_call_is_announced_while_it_runs(monkeypatch: pytest.Monkey
         if len(heard) == 2:
             told_twice.set()
 
-    async def call() -> str:
+    async def call(cap: int = 0) -> str:
         await told_twice.wait()  # answers once the live view has heard of it twice
         return "ok"
 

@@ -87,6 +87,21 @@ def test_the_command_line_page_lists_every_run_option_with_its_one_text(site: Pa
     assert "DEEP_RESEARCH_MAX_PARALLEL_BRANCHES" in max_parallel, "the setting it overrides"
 
 
+def test_the_presets_table_shows_each_presets_value_of_each_setting_it_sets(site: Path) -> None:
+    from deep_research.app import presets
+
+    page = (site / "sessions-and-budgets" / "index.html").read_text()
+    rows = [
+        html.unescape(re.sub(r"<[^>]+>", " ", row)).split()
+        for row in re.findall(r"<tr>(.*?)</tr>", page, re.S)
+    ]
+    assert rows[0] == ["setting", *presets.CHANGES]
+    for knob in presets.knobs():
+        row = next((row for row in rows if row[0] == variables(knob)[0]), None)
+        assert row is not None, f"{knob} is not in the presets' table"
+        assert row[-3:] == [str(presets.values(name)[knob]) for name in presets.CHANGES], knob
+
+
 def test_secrets_show_no_default_on_the_settings_page(site: Path) -> None:
     page = (site / "settings" / "index.html").read_text()
     row = re.search(r"<tr>\s*<td><code>OPENAI_API_KEY</code></td>\s*<td>(.*?)</td>", page, re.S)

@@ -22,7 +22,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from deep_research.app.clients import client_settings
 from deep_research.app.home import ENV_FILE, default_home
-from deep_research.app.presets import DEFAULT_PRESET, Preset
 from deep_research.app.refusals import refused
 from deep_research.app.setting_types import (
     Domains,
@@ -33,6 +32,7 @@ from deep_research.app.setting_types import (
     OptionalSecret,
     OptionalText,
     ParallelBranches,
+    Preset,
     ReasoningEffort,
     SearchPrices,
     SearchProviderChoice,
@@ -105,7 +105,7 @@ class Settings(BaseSettings):
     """The summarizer's effort."""
 
     # --- guardrails -----------------------------------------------------------
-    preset: Preset = DEFAULT_PRESET
+    preset: Preset = "standard"
     """quick, standard or deep: the defaults of the settings that shape how far a run goes
     (``app/presets.py``); a setting given explicitly wins. Applied as a run is prepared."""
     max_depth: int = Field(default=3, ge=1, le=10)

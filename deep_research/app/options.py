@@ -21,13 +21,13 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from deep_research.app.flags import described
-from deep_research.app.presets import Preset
 from deep_research.app.setting_types import (
     KB_NAME_PATTERN,
     MAX_MODEL_NAME,
     Domains,
     Location,
     ParallelBranches,
+    Preset,
     ReasoningEffort,
     SearchProviderChoice,
     Since,

@@ -1,5 +1,5 @@
 """The values a setting or a run option may take, shared by ``Settings`` (``config.py``) and
-the run options (``options.py``): model and knowledge-base names, reasoning efforts, web
+the run options (``options.py``): presets, model and knowledge-base names, reasoning efforts, web
 engines, parallel branches, the web scope; and the settings' own: host lists, prices, the
 data directory, text that is unset when blank."""
 
@@ -16,6 +16,9 @@ from pydantic import AfterValidator, BeforeValidator, Field, SecretStr
 
 from deep_research.app.home import home_from
 from deep_research.core import scope
+
+Preset = Literal["quick", "standard", "deep"]
+"""How far a run goes (``app/presets.py``: what each changes of the settings' defaults)."""
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 """The openai SDK's ``ReasoningEffort`` (3.57). A model that lacks the one chosen gets the

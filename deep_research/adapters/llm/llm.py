@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
@@ -48,6 +49,10 @@ T = TypeVar("T", bound=BaseModel)
 _SEPARATOR = "=== user ==="
 MAX_CAP_TOKENS = 128_000
 CUT_OFF_NOTE = "\n\n_[This reply was cut off at the token cap: raise {setting}.]_"
+SLOW_NOTE = (
+    "\n\n_[This reply timed out, then was cut off at {cap:,} tokens, what the model writes "
+    "here within {setting}.]_"
+)
 RAN_ON_NOTE = (
     "\n\n_[This reply was cut off at {cap:,} tokens, far more than it was asked for: the "
     "model may be repeating itself.]_"
@@ -146,7 +151,9 @@ class ChatModel:
         cap = self.cap_for(reply_tokens)
         for _ in range(2):
             try:
-                reply = await self._invoke(messages, meter, cap=cap, sent=sent, shape="text")
+                reply, slowed = await self._invoke(
+                    messages, meter, cap=cap, sent=sent, shape="text"
+                )
             except ValueError as exc:  # json.JSONDecodeError included: the body did not parse
                 problem = f"the provider sent a malformed reply ({exc})"
                 continue
@@ -156,7 +163,7 @@ class ChatModel:
                 continue
             if reply.response_metadata.get("finish_reason") == "length":
                 # Flagged where a reader will see it: in the report.
-                content += self._cut_off_note(cap, sized_by)
+                content += self._cut_off_note(cap, sized_by, slowed)
             return content
         raise ProviderError(f"{self.model}: no usable reply after 2 attempts: {problem[:200]}")
 
@@ -207,13 +214,11 @@ class ChatModel:
         while attempts <= self.structured_retries:
             attempts += 1
             try:
-                reply = await self._invoke(
+                reply, slowed = await self._invoke(
                     asked, meter, cap=cap, sent=sent, shape=shape, schema=schema
                 )
             except SentTwice:
                 break  # the model gave the same wrong reply again: asking again would too
-            except openai.LengthFinishReasonError:  # cut off (billed by ``_invoke``)
-                parsed, cut_off = None, True
             except ValueError as exc:  # the body itself did not parse: no reply, no usage
                 problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 asked = [*base, HumanMessage(REPAIR.substitute(name=name, problem=problem))]
@@ -223,6 +228,8 @@ class ChatModel:
                 cut_off = reply.response_metadata.get("finish_reason") == "length"
             if parsed is not None:
                 return parsed
+            if cut_off and slowed is not None:  # a bigger cap would time out again
+                raise StructuredOutputError(self._too_slow(name, slowed))
             if cut_off:
                 # Cut off at the cap (a reasoning model may spend it all thinking): one more
                 # try with twice the room.
@@ -247,28 +254,15 @@ class ChatModel:
         sent: Counter[str],
         shape: Shape,
         schema: type[BaseModel] | None = None,
-    ) -> AIMessage:
-        """One request through the server's rules (``ChatServer.send``); its usage billed."""
+    ) -> tuple[AIMessage, int | None]:
+        """One request through the server's rules (``ChatServer.send``); its usage billed.
+        Returns the reply and, when a timeout made its retry ask for less, that cap."""
         what = f"{self.role} ({schema.__name__})" if schema is not None else self.role
         await self.server.ready()
         chars = sum(len(str(m.content)) for m in messages)
         cap = self.server.fit(self.model, what, chars, cap)
-        chat = self.chat
-        kwargs: dict[str, object] = {"max_completion_tokens": cap}
-        if not (self.server.on_openai or is_reasoning_model(self.model)):
-            # LangChain renames max_tokens; the body's own name is the one every server knows.
-            # Reasoning models refuse it (HTTP 400 naming max_tokens) wherever OpenAI serves
-            # them, behind a gateway too.
-            kwargs = {"extra_body": {"max_tokens": cap}}
-            if chat.max_tokens is not None:
-                chat = chat.model_copy(update={"max_tokens": None})
-        if shape == "json_schema" and schema is not None:
-            kwargs["response_format"] = strict_format(schema)
-        elif shape == "json_object":
-            kwargs["response_format"] = {"type": "json_object"}
-        runnable = chat.bind(**kwargs)
 
-        def timed_out() -> None:
+        def timed_out(cap: int) -> None:
             # Nothing reported: bill what it may have generated (and its prompt as written
             # to the cache, where the model bills writes), so the budget binds.
             tokens = int(chars / CHARS_PER_TOKEN)
@@ -276,13 +270,16 @@ class ChatModel:
             meter.record(self.role, self.model, usage, usage_unknown=True)
 
         request = fingerprint(shape, cap, [m.model_dump() for m in messages])
-        sent_here = False
+        request_for = self._request(messages, shape, schema)
+        caps: list[int] = []  # as sent: a timeout's retry may ask for less
 
-        async def ask() -> tuple[object, float]:
-            nonlocal sent_here
-            sent_here = True
+        async def ask(cap: int) -> object:
+            caps.append(cap)
+            return await request_for(cap)
+
+        async def send() -> tuple[object, float]:
             return await self.server.send(
-                lambda: runnable.ainvoke(messages),
+                ask,
                 model=self.model,
                 what=what,
                 sent=sent,
@@ -292,30 +289,63 @@ class ChatModel:
                 shape_sensitive=shape != "text",
             )
 
+        usage: Usage | None = None
         try:
             reply, seconds = await self.server.once(
-                fingerprint(self.model, self.role, what, request), ask, again=sent[request] > 0
+                fingerprint(self.model, self.role, what, request), send, again=sent[request] > 0
             )
-        except openai.LengthFinishReasonError as exc:  # cut off, and billed
-            if sent_here:
-                meter.record(self.role, self.model, completion_usage(exc.completion.usage))
-            raise
+        except openai.LengthFinishReasonError as exc:  # the SDK found a structured reply cut
+            reply, seconds = AIMessage("", response_metadata={"finish_reason": "length"}), 0.0
+            usage = completion_usage(exc.completion.usage)  # billed; its half-object unread
         except openai.OpenAIError as exc:
             raise provider_error(exc, self.model) from exc
         assert isinstance(reply, AIMessage)
-        if not sent_here:
-            return reply  # another caller of the run asked the same: it sent and paid
-        usage = usage_of(reply)
+        if not caps:
+            return reply, None  # another caller of the run asked the same: it sent and paid
+        usage = usage or usage_of(reply)
         meter.record(self.role, self.model, usage)
         self.server.speed.add(usage.output_tokens, seconds)
-        return reply
+        return reply, (caps[-1] if caps[-1] < cap else None)
 
-    def _cut_off_note(self, cap: int, sized_by: str | None) -> str:
+    def _request(
+        self, messages: list[BaseMessage], shape: Shape, schema: type[BaseModel] | None
+    ) -> Callable[[int], Awaitable[object]]:
+        """The request of ``messages`` in ``shape``, sent with a reply cap."""
+        chat, in_body = self.chat, not (self.server.on_openai or is_reasoning_model(self.model))
+        if in_body and chat.max_tokens is not None:
+            chat = chat.model_copy(update={"max_tokens": None})
+        formats: dict[str, object] = {}
+        if shape == "json_schema" and schema is not None:
+            formats["response_format"] = strict_format(schema)
+        elif shape == "json_object":
+            formats["response_format"] = {"type": "json_object"}
+
+        async def ask(cap: int) -> object:
+            # LangChain renames max_tokens; the body's own name is the one every server
+            # knows. Reasoning models refuse it (HTTP 400 naming max_tokens) wherever OpenAI
+            # serves them, behind a gateway too.
+            limit = (
+                {"extra_body": {"max_tokens": cap}} if in_body else {"max_completion_tokens": cap}
+            )
+            return await chat.bind(**limit, **formats).ainvoke(messages)
+
+        return ask
+
+    def _cut_off_note(self, cap: int, sized_by: str | None, slowed: int | None) -> str:
+        if slowed is not None:
+            return SLOW_NOTE.format(cap=slowed, setting=self.server.timeout_setting)
         if cap >= self.ceiling:
             return CUT_OFF_NOTE.format(setting=self.cap_setting)
         if sized_by is not None:
             return CUT_OFF_NOTE.format(setting=sized_by)
         return RAN_ON_NOTE.format(cap=cap)
+
+    def _too_slow(self, name: str, cap: int) -> str:
+        return (
+            f"{self.model}: the {name} reply timed out, then was cut off at {cap:,} tokens, "
+            f"what it writes here within {self.server.timeout_setting}: raise it, or serve a "
+            "faster model"
+        )
 
     def _cut_off(self, name: str, cap: int) -> str:
         if cap < self.ceiling:  # the call's own size bound it, not the setting

@@ -12,8 +12,11 @@ it sends through ``ChatServer.send``, which owns these rules:
   flight or done, and pays nothing; a caller asking again itself (a retry of its own)
   sends.
 - **No request is sent more than twice unchanged.** A timeout is retried once (the live
-  view told so); a second is one error naming the model's measured speed (or, before any
-  reply, ``deep-research doctor``, which measures it) and the setting to raise. A 5xx or a
+  view told so), off OpenAI asking for half the reply (a local model slower than its cap
+  asks for, often a small one repeating itself, then gives a reply cut off, flagged as
+  such, not a second timeout); a second timeout is one error naming the model's measured
+  speed (or, before any reply, ``deep-research doctor``, which measures it) and the setting
+  to raise. A 5xx or a
   dropped connection is retried once. A refusal of the request's *shape* (a 4xx, or a 5xx
   whose body names ``response_format``: llama-cpp-python answers a JSON schema with HTTP
   500) is not retried at all: it is a capability answer (``ShapeRefused``), and the caller
@@ -45,6 +48,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal, Protocol, TypeVar, cast
 
 import openai
@@ -225,22 +229,22 @@ class ChatServer:
 
     async def send(
         self,
-        call: Callable[[], Awaitable[T]],
+        call: Callable[[int], Awaitable[T]],
         *,
         model: str,
         what: str,
         sent: Counter[str],
         fingerprint: str,
         cap: int,
-        on_timeout: Callable[[], None],
+        on_timeout: Callable[[int], None],
         shape_sensitive: bool,
     ) -> tuple[T, float]:
-        """``call()`` under the rules of the module docstring. ``fingerprint`` identifies the
-        request and ``sent`` counts the sends of each, for the whole of one call (a request
-        is never sent a third time, a repair that repeats one included); ``on_timeout``
-        bills a timed-out send; ``shape_sensitive``: a refusal naming ``response_format`` is
-        ``ShapeRefused``. Returns the reply and the seconds it took (waiting for a slot not
-        counted)."""
+        """``call(cap)`` under the rules of the module docstring. ``fingerprint`` identifies
+        the request and ``sent`` counts the sends of each, for the whole of one call (a
+        request is never sent a third time, a repair that repeats one included);
+        ``on_timeout`` bills a timed-out send of a cap; ``shape_sensitive``: a refusal
+        naming ``response_format`` is ``ShapeRefused``. Returns the reply and the seconds it
+        took (waiting for a slot not counted)."""
         retried = False
         rate_limited = 0
         while True:
@@ -249,12 +253,16 @@ class ChatServer:
             sent[fingerprint] += 1
             started = time.monotonic()
             try:
-                return await self._one(call, model=model, what=what)
+                return await self._one(partial(call, cap), model=model, what=what)
             except openai.APITimeoutError:
-                on_timeout()
+                on_timeout(cap)
                 if not retried:
                     retried = True
-                    self._retrying(model, what, time.monotonic() - started)
+                    halved = None
+                    if not self.on_openai and cap > MIN_REPLY_TOKENS:
+                        cap = halved = max(MIN_REPLY_TOKENS, cap // 2)
+                        fingerprint = f"{fingerprint} capped at {cap}"  # another request
+                    self._retrying(model, what, time.monotonic() - started, halved)
                     continue
                 raise ProviderError(self._timed_out(model, what, cap)) from None
             except openai.RateLimitError as exc:
@@ -310,11 +318,13 @@ class ChatServer:
                 waited = time.monotonic() - started
                 self.on_slow(f"waiting on the {what} call ({model}): {waited:.0f} s so far")
 
-    def _retrying(self, model: str, what: str, waited: float) -> None:
+    def _retrying(self, model: str, what: str, waited: float, halved: int | None) -> None:
         if self.on_slow is not None:
             took = self.timeout_seconds or waited
+            capped = f", its reply capped at {halved:,} tokens" if halved else ""
             self.on_slow(
-                f"{model}: the {what} call timed out after {took:.0f} s; sending it once more"
+                f"{model}: the {what} call timed out after {took:.0f} s; "
+                f"sending it once more{capped}"
             )
 
     def _timed_out(self, model: str, what: str, cap: int) -> str:

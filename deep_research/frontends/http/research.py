@@ -16,7 +16,7 @@ from sse_starlette import EventSourceResponse
 from deep_research.adapters.report_html import REPORT_POLICY, render_html, report_policy
 from deep_research.app import knowledge, saved
 from deep_research.app.options import ResearchRequest, ResumeRequest
-from deep_research.app.presets import Preset
+from deep_research.app.setting_types import Preset
 from deep_research.core.errors import SessionError
 from deep_research.frontends.common import hit_json, session_detail
 from deep_research.frontends.http.context import ServerContext, context

@@ -103,7 +103,7 @@ def _env(fake: FakeOpenAI, home: Path) -> dict[str, str]:
         "DEEP_RESEARCH_WEB_ENGINE": "openai",  # research jobs are what is measured
         "DEEP_RESEARCH_WEB_POLL_SECONDS": "0.05",
         "DEEP_RESEARCH_MAX_NODES_PER_PLAN": "50",
-        "DEEP_RESEARCH_MAX_PARALLEL_BRANCHES": "8",
+        "DEEP_RESEARCH_MAX_PARALLEL": "8",
         "DEEP_RESEARCH_MAX_COST_USD": "10000",
     }
 

@@ -56,7 +56,7 @@ async def largest_prompt(n: int, home: Path) -> int:
             openai_api_key="bench",
             home=home,
             max_nodes_per_plan=n,
-            max_parallel_branches=8,
+            max_parallel=8,
             web_poll_seconds=0.01,
         )
         # What is measured is the Deep Research executor's input: its research jobs, named

@@ -320,7 +320,7 @@ async def _run(
         openai_api_key="bench",
         home=home,
         max_nodes_per_plan=branches,
-        max_parallel_branches=parallel,
+        max_parallel=parallel,
         web_poll_seconds=0.01,
         fetch_allow=f"127.0.0.1:{pages.port}",
         fetch_per_host_concurrency=8,

@@ -26,7 +26,7 @@ tags: [engine]
 ## Dependency-driven starts
 
 A research node starts the moment its last dependency is done. The scheduler keeps at
-most max_parallel_branches nodes in flight and runs non-parallelizable nodes alone.
+most max_parallel nodes in flight and runs non-parallelizable nodes alone.
 """,
     "budgets.md": """# Budgets
 

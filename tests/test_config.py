@@ -206,7 +206,8 @@ def test_a_resume_with_an_absurd_budget_leaves_the_session_as_it_was(tmp_path: P
     ("name", "value"),
     [
         ("DEEP_RESEARCH_MAX_COST_USD", "-5"),
-        ("DEEP_RESEARCH_MAX_PARALLEL_BRANCHES", "0"),
+        ("DEEP_RESEARCH_MAX_PARALLEL", "0"),
+        ("DEEP_RESEARCH_MAX_PARALLEL_BRANCHES", "0"),  # its old name, named as given
         ("DEEP_RESEARCH_DEEP_RESEARCH_MAX_TOOL_CALLS", "0"),  # an old name, named as given
         ("DEEP_RESEARCH_PRICES", "{not json"),  # was exit 70, "a bug"
         ("DEEP_RESEARCH_PLANNER_MODEL", ""),

@@ -58,8 +58,8 @@ def test_every_default_model_is_live_and_priced(tmp_path: Path) -> None:
 def test_the_default_budget_admits_the_default_parallel_web_jobs(tmp_path: Path) -> None:
     s = settings(tmp_path)
     worst = estimate(s, job_spec(s), price_book(s), final_reserve_usd=0.5, engine="openai")
-    assert worst.parallel == s.max_parallel_branches
-    assert worst.jobs_admitted >= s.max_parallel_branches
+    assert worst.parallel == s.max_parallel
+    assert worst.jobs_admitted >= s.max_parallel
     assert worst.parallel_usd + worst.final_reserve_usd <= s.max_cost_usd
     assert 0 < worst.run_worst_usd <= s.max_cost_usd
     kb_only = estimate(s, None, price_book(s), final_reserve_usd=0.5)

@@ -106,13 +106,13 @@ def test_the_environment_and_dotenv_win_over_the_preset(
     (clean / "kb" / "note.md").write_text("# Note\n\nA note.\n", encoding="utf-8")
     monkeypatch.setenv("DEEP_RESEARCH_PRESET", "deep")
     monkeypatch.setenv("DEEP_RESEARCH_MAX_NODES_PER_PLAN", "5")
-    monkeypatch.setenv("DEEP_RESEARCH_MAX_PARALLEL_BRANCHES", "4")  # standard's, but given
+    monkeypatch.setenv("DEEP_RESEARCH_MAX_PARALLEL", "4")  # standard's, but given
     (clean / ".env").write_text("DEEP_RESEARCH_WEB_MAX_TOOL_CALLS=20\n")
     prepared = preparation.prepare(load_settings(), QUESTION, RunOptions(kb_only=True))
     assert knobs(prepared.settings) == {
         "max_iterations": 5,
         "max_nodes_per_plan": 5,
-        "max_parallel_branches": 4,
+        "max_parallel": 4,
         "web_reasoning_effort": "xhigh",
         "web_max_tool_calls": 20,
         "summary_max_tokens": 4000,
@@ -127,7 +127,7 @@ def test_the_environment_and_dotenv_win_over_the_preset(
     assert knobs(prepared.settings) == {
         "max_iterations": 2,
         "max_nodes_per_plan": 5,
-        "max_parallel_branches": 4,
+        "max_parallel": 4,
         "web_reasoning_effort": "medium",
         "web_max_tool_calls": 20,
         "summary_max_tokens": 2000,

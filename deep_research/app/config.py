@@ -112,7 +112,12 @@ class Settings(BaseSettings):
     """Deepest sub-question level."""
     max_iterations: Iterations = 3
     """Plan -> research -> judge rounds (a preset sets it)."""
-    max_parallel_branches: ParallelBranches = 4
+    max_parallel: ParallelBranches = Field(
+        default=4,
+        validation_alias=AliasChoices(
+            f"{ENV_PREFIX}MAX_PARALLEL", f"{ENV_PREFIX}MAX_PARALLEL_BRANCHES"
+        ),
+    )
     """Branches in flight at once (a preset sets it; --max-parallel)."""
     # Room for a reasoning model's hidden reasoning as well as the visible reply.
     max_tokens_per_call: int = Field(default=16_000, ge=256, le=200_000)

@@ -65,7 +65,7 @@ KbName = Annotated[
 MaxParallel = Annotated[
     ParallelBranches | None,
     Field(description=described("max_parallel")),
-    Sets("max_parallel_branches"),
+    Sets("max_parallel"),
 ]
 
 

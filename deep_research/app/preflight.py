@@ -250,7 +250,7 @@ def estimate(
         )
         job_tokens = usage.total_tokens
     call_tokens = chat_call_tokens(settings) if settings.has_model else 0
-    parallel = settings.max_parallel_branches
+    parallel = settings.max_parallel
     figures = Estimate(
         web_model=web,
         per_job_usd=per_job,

@@ -7,7 +7,6 @@ defaults, which ``standard`` keeps as they are. A preset only fills in what nobo
 of its settings given explicitly — a flag, an environment variable, a `.env` entry, a run
 option over HTTP or MCP — wins (``apply``). A run's preset is saved in its ``RunSpec`` and
 replayed by ``resume``, whatever preset the environment names then.
-
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ CHANGES: Mapping[str, Mapping[str, object]] = {
     "deep": {
         "max_iterations": 5,
         "max_nodes_per_plan": 12,
-        "max_parallel_branches": 6,
+        "max_parallel": 6,
         "web_reasoning_effort": "xhigh",
         "web_max_tool_calls": 32,
         "summary_max_tokens": 4000,

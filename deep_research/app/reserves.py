@@ -76,7 +76,7 @@ def _writing_limits(settings: Settings, prices: PriceTable, sections: int) -> Wr
     limits = WritingLimits(
         max_sections=sections,
         section_words=words,
-        max_parallel=settings.max_parallel_branches,
+        max_parallel=settings.max_parallel,
     )
     reply = settings.section_max_tokens
 

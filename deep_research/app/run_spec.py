@@ -37,7 +37,7 @@ def record(settings: Settings, spec: JobSpec | None, engine: WebEngine | None) -
         models={role: getattr(settings, f"{role}_model") for role in CHAT_ROLES},
         efforts={role: getattr(settings, f"{role}_reasoning_effort") for role in CHAT_ROLES},
         kb_name=settings.kb_name,
-        max_parallel=settings.max_parallel_branches,
+        max_parallel=settings.max_parallel,
         web_engine=engine,
         search_provider=settings.search_provider if kind and kind.searches else "",
         preset=settings.preset,
@@ -71,7 +71,7 @@ def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> S
     if saved.kb_name:
         values["kb_name"] = saved.kb_name
     if saved.max_parallel:
-        values["max_parallel_branches"] = saved.max_parallel
+        values["max_parallel"] = saved.max_parallel
     if saved.web_engine is not None:
         values["web_engine"] = saved.web_engine
     if saved.search_provider:
@@ -92,4 +92,4 @@ def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> S
         replayed = replayed.model_copy(
             update={f"{role}_reasoning_effort": e for role, e in saved.efforts.items()}
         )
-    return replayed.with_overrides(max_parallel_branches=max_parallel)
+    return replayed.with_overrides(max_parallel=max_parallel)

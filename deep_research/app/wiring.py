@@ -98,7 +98,7 @@ def run_config(settings: Settings, sources: Resolution) -> RunConfig:
     """The loop's limits and the sources the planner is offered (``sources.hints``)."""
     return RunConfig(
         max_depth=settings.max_depth,
-        max_parallel=settings.max_parallel_branches,
+        max_parallel=settings.max_parallel,
         max_nodes_per_plan=settings.max_nodes_per_plan,
         summary_cap_tokens=settings.summary_max_tokens,
         allowed_sources=sources.hints,

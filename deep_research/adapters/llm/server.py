@@ -200,11 +200,11 @@ class ChatServer:
     # --- sending ------------------------------------------------------------------------
 
     async def once(self, key: str, ask: Callable[[], Awaitable[R]], *, again: bool) -> R:
-        """``ask()``'s answer, or the answer to a request of the same ``key``
-        another caller of this run asked, awaited while in flight: its reply, or the error
-        it ended in (the same request would end so again). ``again``: the caller sent this
-        request itself before (a retry of its own), so it sends it. An ask cancelled with
-        its caller is not shared: who waited on it asks."""
+        """``ask()``'s answer, or that of the request of the same ``key`` another caller of
+        this run asked (awaited while in flight): its reply, or the error it ended in (the
+        same request would end so again). ``again``: the caller sent this request itself
+        before (a retry of its own), so it sends it. An ask cancelled with its caller is not
+        shared: who waited on it asks."""
         while not again and (earlier := self._answers.get(key)) is not None:
             try:
                 return cast(R, await asyncio.shield(earlier))

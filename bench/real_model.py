@@ -28,12 +28,13 @@ For each: exit code, wall seconds, calls through the proxy (and the seconds spen
 the most times one identical request body was sent (a scenario over 2 is FLAGGED: no request
 may be sent more than twice unchanged; so is one that hit its wall bound, and a run that
 ended with no findings and no error: exit 12), 4xx/5xx answers and calls the client gave up
-on, the response_format types the calls asked for, the outcome (the JSON's status/stop_reason
-and why it stopped, from the session's state.json; or its error line), and for runs the
-report's size (words, sections, `[N]` citations) and the opening of its Answer. Poor prose
-from a 135M model, or a scenario ending in a clear one-line error, is an outcome, not a
-failure: the bench exits non-zero only when it cannot run (no build, no model, a server that
-never gets healthy), or with `--check` when a scenario is flagged.
+on (for these and a body sent too often: the opening of what the call asked, and its
+cap), the response_format types the calls asked for, the outcome (the JSON's
+status/stop_reason and why it stopped, from the session's state.json; or its error line),
+and for runs the report's size (words, sections, `[N]` citations) and the opening of its
+Answer. Poor prose from a 135M model, or a scenario ending in a clear one-line error, is an
+outcome, not a failure: the bench exits non-zero only when it cannot run (no build, no
+model, a server that never gets healthy), or with `--check` when a scenario is flagged.
 
 One-time costs, kept in the cache (`--cache`, default platformdirs' user cache dir
 `deep-research-bench`: `src/`, `build/`, `wheels/`, `model/`):

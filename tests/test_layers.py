@@ -196,3 +196,11 @@ def test_the_heavy_check_sees_what_loads_a_heavy_library() -> None:
     assert loads_heavy("deep_research.adapters.llm.llm", modules), "LangChain"
     assert not loads_heavy("deep_research.app.config", modules)
     assert not loads_heavy("deep_research.core.errors", modules)
+
+
+def test_no_module_is_over_400_lines() -> None:
+    """A module a reader can hold in their head (issue 36): split one that grows past it."""
+    lines = {
+        name: len(path.read_text("utf-8").splitlines()) for name, path in package_modules().items()
+    }
+    assert {name: n for name, n in lines.items() if n > 400} == {}

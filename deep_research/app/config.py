@@ -52,6 +52,7 @@ MIN_TOKEN_CHARS = 32
 ENV_PREFIX = "DEEP_RESEARCH_"
 ModelName = Annotated[str, AfterValidator(model_name)]
 KbName = Annotated[str, AfterValidator(kb_name)]
+_MAX_PARALLEL = AliasChoices(f"{ENV_PREFIX}MAX_PARALLEL", f"{ENV_PREFIX}MAX_PARALLEL_BRANCHES")
 
 
 def _was(name: str) -> AliasChoices:
@@ -75,8 +76,7 @@ class Settings(BaseSettings):
     )
 
     # --- the server; the models per role (checked 2026-11-23 against the pinned openai SDK's
-    # model list and genai-prices 0.2.3: live, no announced shutdown, priced;
-    # docs/models-and-prices.md) ---------------------------------------------------------
+    # model list and genai-prices 0.2.3: live, priced, no shutdown; docs/models-and-prices.md)
     openai_api_key: SecretStr | None = Field(default=None, validation_alias="OPENAI_API_KEY")
     """API key (never written anywhere)."""
     openai_base_url: OptionalText = Field(default=None, validation_alias="OPENAI_BASE_URL")
@@ -112,14 +112,8 @@ class Settings(BaseSettings):
     """Deepest sub-question level."""
     max_iterations: Iterations = 3
     """Plan -> research -> judge rounds (a preset sets it)."""
-    max_parallel: ParallelBranches = Field(
-        default=4,
-        validation_alias=AliasChoices(
-            f"{ENV_PREFIX}MAX_PARALLEL", f"{ENV_PREFIX}MAX_PARALLEL_BRANCHES"
-        ),
-    )
+    max_parallel: ParallelBranches = Field(4, validation_alias=_MAX_PARALLEL)  # or its old name
     """Branches in flight at once (a preset sets it; --max-parallel)."""
-    # Room for a reasoning model's hidden reasoning as well as the visible reply.
     max_tokens_per_call: int = Field(default=16_000, ge=256, le=200_000)
     """Ceiling of any chat call's reply, reasoning included; a plan, verdict or key points is
     capped nearer its size."""

@@ -459,7 +459,7 @@ def test_defaults_are_current_models_with_the_parameters_they_take(
     assert data["usage"]["cost_usd"] > 0, "current models are priced"
     state = session_state(env, data["session_id"])
     assert state["run_spec"]["web_model"] == "gpt-5.5"
-    assert state["run_spec"]["web_reasoning_effort"] == "high"
+    assert state["run_spec"]["web_effort"] == "high"
 
 
 def test_a_shut_down_model_stops_the_run_before_anything_is_spent(
@@ -622,18 +622,18 @@ def test_resume_replays_the_run_choices_not_todays_settings(
     assert spec["models"] == dict.fromkeys(
         ("planner", "synthesizer", "judge", "branch", "summarizer"), "llama3.1"
     )
-    assert (spec["kb_name"], spec["web_reasoning_effort"]) == ("notes", "xhigh")
+    assert (spec["kb_name"], spec["web_effort"]) == ("notes", "xhigh")
 
     fake_openai.hold_responses = False
     for job in fake_openai.response_ids:
         fake_openai.complete(job)
     before = len(fake_openai.requests)
-    data = run_json({**env, "DEEP_RESEARCH_WEB_REASONING_EFFORT": "low"}, "resume", session_id)
+    data = run_json({**env, "DEEP_RESEARCH_WEB_EFFORT": "low"}, "resume", session_id)
     assert data["status"] == "complete"
     after = fake_openai.requests[before:]
     chat = {r.body["model"] for r in after if r.path == "/v1/chat/completions"}
     assert chat == {"llama3.1"}, "today's defaults never replace the run's models"
-    assert session_state(env, session_id)["run_spec"]["web_reasoning_effort"] == "xhigh"
+    assert session_state(env, session_id)["run_spec"]["web_effort"] == "xhigh"
 
 
 def test_resume_of_a_session_another_process_holds_does_nothing(

@@ -11,6 +11,7 @@ import pytest
 from deep_research.app.home import settings_home
 from deep_research.app.loading import load_settings
 from deep_research.core.errors import ConfigError
+from deep_research.core.models import RunSpec
 from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli
 
@@ -28,7 +29,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 def test_web_research_defaults() -> None:
     s = load_settings()
-    assert (s.web_model, s.web_reasoning_effort, s.web_reasoning_summary) == (
+    assert (s.web_model, s.web_effort, s.web_reasoning_summary) == (
         "gpt-5.5",
         "high",
         "off",
@@ -41,9 +42,15 @@ def test_old_setting_names_are_aliases(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DEEP_RESEARCH_DEEP_RESEARCH_MAX_TOOL_CALLS", "9")
     monkeypatch.setenv("DEEP_RESEARCH_DEEP_RESEARCH_MAX_WAIT_SECONDS", "60")
     monkeypatch.setenv("DEEP_RESEARCH_DEEP_RESEARCH_POLL_SECONDS", "2")
+    monkeypatch.setenv("DEEP_RESEARCH_WEB_REASONING_EFFORT", "low")
+    monkeypatch.setenv("DEEP_RESEARCH_WEB_DOMAINS", "Example.com")
+    monkeypatch.setenv("DEEP_RESEARCH_WEB_SINCE", "2025-01-01")
     s = load_settings()
     assert (s.web_model, s.web_max_tool_calls) == ("gpt-5.5-pro", 9)
     assert (s.web_max_wait_seconds, s.web_poll_seconds) == (60, 2)
+    assert (s.web_effort, s.domains, s.since) == ("low", "example.com", "2025-01-01")
+    # A session saved before the rename resumes with its effort.
+    assert RunSpec.model_validate({"web_reasoning_effort": "low"}).web_effort == "low"
     # The new name wins when both are set, and per-run overrides still validate.
     monkeypatch.setenv("DEEP_RESEARCH_WEB_MODEL", "gpt-6-sol")
     assert load_settings().web_model == "gpt-6-sol"
@@ -60,7 +67,7 @@ def test_prices_come_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
     [
         ("DEEP_RESEARCH_PRICES", '{"m": [1, 2]}', "prices"),
         ("DEEP_RESEARCH_PRICES", '{"m": [-1, 0, 1]}', "prices"),
-        ("DEEP_RESEARCH_WEB_REASONING_EFFORT", "extreme", "web_reasoning_effort"),
+        ("DEEP_RESEARCH_WEB_EFFORT", "extreme", "web_effort"),
         ("DEEP_RESEARCH_WEB_REASONING_SUMMARY", "yes", "web_reasoning_summary"),
     ],
 )

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.app.config import Settings, variables
+from deep_research.app.config import Settings
+from deep_research.app.loading import variables
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -185,7 +185,7 @@ async def test_a_preset_over_http_sets_the_defaults_and_explicit_options_win(
     state = SessionStore(llm_settings.sessions_dir).load(session_id)
     spec = state.run_spec
     assert (spec.preset, spec.max_parallel, spec.web_max_tool_calls) == ("deep", 6, 32)
-    assert (spec.web_reasoning_effort, state.limits.max_iterations) == ("medium", 1)
+    assert (spec.web_effort, state.limits.max_iterations) == ("medium", 1)
     [job] = [r.body for r in fake_openai.requests if r.path == "/v1/responses"]
     assert (job["max_tool_calls"], job["reasoning"]["effort"]) == (32, "medium")
 

@@ -80,7 +80,7 @@ def site() -> Iterator[FakeWeb]:
 async def test_the_first_read_joins_the_shared_reader_within_the_runs_scope(
     site: FakeWeb, tmp_path: Path
 ) -> None:
-    settings = Settings(home=tmp_path, fetch_allow=site.netloc, web_exclude_domains="example.org")
+    settings = Settings(home=tmp_path, fetch_allow=site.netloc, exclude_domains="example.org")
     reader = FirstReadReader(settings)
     await reader.aclose()  # closing one that never read is a no-op
     held = len(shared.READERS)

@@ -141,7 +141,7 @@ def _a_model_of(pattern: str) -> str:
 
 def test_the_web_job_gets_the_nearest_effort_its_model_takes() -> None:
     def sent(model: str, effort: str) -> str:
-        settings = Settings.model_validate({"web_model": model, "web_reasoning_effort": effort})
+        settings = Settings.model_validate({"web_model": model, "web_effort": effort})
         return sources.job_spec(settings).reasoning_effort
 
     assert sent("gpt-6-astra", "minimal") == "low"

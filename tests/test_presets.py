@@ -34,7 +34,7 @@ DOCUMENTED = {
     "quick": {
         "max_iterations",
         "max_nodes_per_plan",
-        "web_reasoning_effort",
+        "web_effort",
         "web_max_tool_calls",
         "report_max_sections",
         "report_section_words",
@@ -88,7 +88,7 @@ def test_quick_and_deep_change_exactly_the_documented_settings(
 def test_quick_goes_less_far_and_deep_further() -> None:
     quick, standard, deep = (PRESETS[n] for n in ("quick", "standard", "deep"))
     for knob in KNOBS:
-        if knob == "web_reasoning_effort":
+        if knob == "web_effort":
             order = [EFFORTS.index(str(p[knob])) for p in (quick, standard, deep)]
         else:
             order = [int(str(p[knob])) for p in (quick, standard, deep)]
@@ -113,7 +113,7 @@ def test_the_environment_and_dotenv_win_over_the_preset(
         "max_iterations": 5,
         "max_nodes_per_plan": 5,
         "max_parallel": 4,
-        "web_reasoning_effort": "xhigh",
+        "web_effort": "xhigh",
         "web_max_tool_calls": 20,
         "summary_max_tokens": 4000,
         "report_max_sections": 12,
@@ -128,7 +128,7 @@ def test_the_environment_and_dotenv_win_over_the_preset(
         "max_iterations": 2,
         "max_nodes_per_plan": 5,
         "max_parallel": 4,
-        "web_reasoning_effort": "medium",
+        "web_effort": "medium",
         "web_max_tool_calls": 20,
         "summary_max_tokens": 2000,
         "report_max_sections": 4,

@@ -47,6 +47,7 @@ from deep_research.app.config import Settings
 from deep_research.app.setting_types import SEARCH_PROVIDERS
 from deep_research.core.errors import ConfigError
 from deep_research.persistence.cache import ResultCache
+from deep_research.sources.search import search_key, search_url
 from tests.search_wire import Answer, Wire, recorded, replay
 
 QUERY = "asyncio rate limiting"
@@ -54,9 +55,9 @@ KEY = "k-FAKEKEY-0123456789"
 TODAY = date.today()
 SINCE = TODAY - timedelta(days=20)  # a month back at most: SearXNG "month", DuckDuckGo "m"
 SCOPE = {
-    "web_domains": "pypi.org,python.org",
-    "web_exclude_domains": "discuss.python.org",
-    "web_since": SINCE.isoformat(),
+    "domains": "pypi.org,python.org",
+    "exclude_domains": "discuss.python.org",
+    "since": SINCE.isoformat(),
 }
 UNSCOPED = dict.fromkeys(SCOPE, "")  # whatever the shell running the tests has set
 SITES = "(site:pypi.org OR site:python.org) -site:discuss.python.org"
@@ -383,8 +384,8 @@ class Rig:
         provider = make_provider(
             row.name,
             limits=self.limits,
-            api_key=config.search_key(row.name),
-            base_url=config.search_url(row.name),
+            api_key=search_key(config, row.name),
+            base_url=search_url(config, row.name),
             scope=config.web_scope(),
             http_client=client,
             ddgs_client=double if isinstance(double, RecordedDDGS) else None,
@@ -484,7 +485,7 @@ async def test_a_since_no_coarse_range_covers_asks_for_no_range(
 ) -> None:
     """Past a year back no "past day/week/month/year" covers ``since``: none is sent."""
     double = answering(row)
-    long_ago = {"web_since": (TODAY - timedelta(days=400)).isoformat()}
+    long_ago = {"since": (TODAY - timedelta(days=400)).isoformat()}
 
     await rig.provider(row, double, scope=long_ago).search(QUERY, 5)
 
@@ -510,7 +511,7 @@ async def test_brave_leaves_the_operators_out_when_they_would_not_fit_its_query(
     domains = ",".join([f"d{n}.example" for n in range(49)] + ["pypi.org"])
     double = answering(brave)
 
-    outcome = await rig.provider(brave, double, scope={"web_domains": domains}).search(QUERY, 5)
+    outcome = await rig.provider(brave, double, scope={"domains": domains}).search(QUERY, 5)
 
     (request,) = sent(double)
     assert request["param:q"] == QUERY

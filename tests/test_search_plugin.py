@@ -18,6 +18,7 @@ from deep_research.adapters.web.search import ENTRY_POINTS, default_rate_limits,
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError
 from deep_research.core.scope import WebScope
+from deep_research.sources.search import search_key
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ async def test_a_plugin_provider_is_chosen_keyed_and_asked_like_a_built_in(
 ) -> None:
     monkeypatch.setenv("ECHO_SEARCH_KEY", "k-echo-1234")
     settings = Settings(_env_file=None, search_provider="echosearch")  # type: ignore[call-arg]
-    key = settings.search_key("echosearch", "ECHO_SEARCH_KEY")
+    key = search_key(settings, "echosearch", "ECHO_SEARCH_KEY")
     assert key is not None
     assert key.get_secret_value() == "k-echo-1234"
     asked: list[httpx.Request] = []

@@ -14,6 +14,7 @@ from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.core.errors import ConfigError
 from deep_research.core.models import RunSpec, Usage
+from deep_research.sources.search import search_key
 from tests.fake_openai import FakeOpenAI
 
 
@@ -142,11 +143,11 @@ def test_the_allow_list_is_parsed(settings: Settings) -> None:
 def test_search_keys_are_secrets(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TAVILY_API_KEY", "tvly-secret")
     loaded = Settings(home=settings.home, _env_file=None)  # type: ignore[call-arg]
-    key = loaded.search_key("tavily")
+    key = search_key(loaded, "tavily")
     assert key is not None
     assert key.get_secret_value() == "tvly-secret"
     assert "tvly-secret" not in repr(loaded)
-    assert loaded.search_key("duckduckgo") is None
+    assert search_key(loaded, "duckduckgo") is None
 
 
 # --- auto on a server other than OpenAI's: does it serve the web model? ----------------------

@@ -54,9 +54,9 @@ def test_a_resume_reads_the_scope_the_run_started_with(
     }
     # Today's settings say otherwise: the session's own scope wins on resume.
     today = env | {
-        "DEEP_RESEARCH_WEB_DOMAINS": "elsewhere.org",
-        "DEEP_RESEARCH_WEB_SINCE": "7d",
-        "DEEP_RESEARCH_WEB_LOCATION": "Lyon, FR",
+        "DEEP_RESEARCH_DOMAINS": "elsewhere.org",
+        "DEEP_RESEARCH_SINCE": "7d",
+        "DEEP_RESEARCH_LOCATION": "Lyon, FR",
     }
     resumed = run_json(today, "resume", session_id, "--max-iterations", "2")
     assert resumed["status"] == "complete"
@@ -101,7 +101,7 @@ def test_the_options_read_the_scope_as_its_settings_do() -> None:
         "paris, FR",
     )
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
-    for name, setting in (("domains", "web_domains"), ("since", "web_since")):
+    for name in ("domains", "since"):
         for value in ("", "2025-01-01", "90d", "example.com", "x", "2025-13-01"):
             try:
                 RunOptions.parse({name: value})
@@ -109,7 +109,7 @@ def test_the_options_read_the_scope_as_its_settings_do() -> None:
             except UsageError:
                 accepted = False
             try:
-                settings.with_overrides(**{setting: value})
+                settings.with_overrides(**{name: value})
                 allowed = True
             except Exception:
                 allowed = False

@@ -296,7 +296,7 @@ def test_an_excluded_domain_is_never_read_nor_cited_even_when_the_provider_retur
         Doc(site_b.url("/page/2.html"), "2", "…"),
     ]
     fake.corpus[KEY] = docs  # the fake ignores the -site: operator: site B is answered
-    env = run_env | {"DEEP_RESEARCH_WEB_EXCLUDE_DOMAINS": B}
+    env = run_env | {"DEEP_RESEARCH_EXCLUDE_DOMAINS": B}
     code, out, err = cli(env, QUESTION, "--web-engine", "search")
 
     assert code == 0, err

@@ -10,14 +10,13 @@ faster without pydantic-settings and the asyncio it imports.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from datetime import date
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, cast, get_args
 
-from pydantic import AfterValidator, AliasChoices, Field, SecretStr, ValidationError
+from pydantic import AfterValidator, AliasChoices, AliasGenerator, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from deep_research.app.clients import client_settings
@@ -52,14 +51,26 @@ MIN_TOKEN_CHARS = 32
 ENV_PREFIX = "DEEP_RESEARCH_"
 ModelName = Annotated[str, AfterValidator(model_name)]
 KbName = Annotated[str, AfterValidator(kb_name)]
-_MAX_PARALLEL = AliasChoices(f"{ENV_PREFIX}MAX_PARALLEL", f"{ENV_PREFIX}MAX_PARALLEL_BRANCHES")
 
 
-def _was(name: str) -> AliasChoices:
-    """A web research job setting's variables: ``DEEP_RESEARCH_WEB_<name>``, then its old
-    ``DEEP_RESEARCH_DEEP_RESEARCH_<name>``. Aliases are upper case only: pydantic-settings
-    matches names in any case, so a "web_model" choice would let a bare WEB_MODEL set it."""
-    return AliasChoices(f"{ENV_PREFIX}WEB_{name}", f"{ENV_PREFIX}DEEP_RESEARCH_{name}")
+RENAMED = {
+    "max_parallel": "MAX_PARALLEL_BRANCHES",
+    "web_model": "DEEP_RESEARCH_MODEL",
+    "web_effort": "WEB_REASONING_EFFORT",
+    "web_max_tool_calls": "DEEP_RESEARCH_MAX_TOOL_CALLS",
+    "web_max_wait_seconds": "DEEP_RESEARCH_MAX_WAIT_SECONDS",
+    "web_poll_seconds": "DEEP_RESEARCH_POLL_SECONDS",
+    **{name: f"WEB_{name.upper()}" for name in ("domains", "exclude_domains", "since", "location")},
+}
+"""A renamed setting -> its old variable (after ``DEEP_RESEARCH_``), still read."""
+
+
+def _renamed(field: str) -> AliasChoices | None:
+    """A renamed setting's variables: its own, then its old one's. Upper case only:
+    pydantic-settings matches names in any case, so a "web_model" choice would let a bare
+    WEB_MODEL set it."""
+    old = RENAMED.get(field)
+    return AliasChoices(ENV_PREFIX + field.upper(), ENV_PREFIX + old) if old else None
 
 
 class Settings(BaseSettings):
@@ -73,6 +84,8 @@ class Settings(BaseSettings):
         extra="ignore",
         validate_assignment=True,
         populate_by_name=True,
+        # None keeps a field's own variable (pydantic allows it; its annotation does not say so)
+        alias_generator=AliasGenerator(validation_alias=cast(Callable[[str], str], _renamed)),
     )
 
     # --- the server; the models per role (checked 2026-11-23 against the pinned openai SDK's
@@ -112,7 +125,7 @@ class Settings(BaseSettings):
     """Deepest sub-question level."""
     max_iterations: Iterations = 3
     """Plan -> research -> judge rounds (a preset sets it)."""
-    max_parallel: ParallelBranches = Field(4, validation_alias=_MAX_PARALLEL)  # or its old name
+    max_parallel: ParallelBranches = 4
     """Branches in flight at once (a preset sets it; --max-parallel)."""
     max_tokens_per_call: int = Field(default=16_000, ge=256, le=200_000)
     """Ceiling of any chat call's reply, reasoning included; a plan, verdict or key points is
@@ -155,19 +168,19 @@ class Settings(BaseSettings):
     once)."""
 
     # --- web research jobs (OpenAI deep research: a reasoning model + web_search, background) --
-    web_model: ModelName = Field(default="gpt-5.5", validation_alias=_was("MODEL"))
+    web_model: ModelName = "gpt-5.5"
     """Runs the web research jobs."""
-    web_reasoning_effort: ReasoningEffort = "high"
+    web_effort: ReasoningEffort = "high"
     """The web model's effort (xhigh for harder questions, at a higher cost; a preset sets it)."""
     web_reasoning_summary: Literal["off", "auto", "concise", "detailed"] = "off"
     """A research job's reasoning summary (needs a verified organisation)."""
-    web_max_tool_calls: int = Field(16, ge=1, le=500, validation_alias=_was("MAX_TOOL_CALLS"))
+    web_max_tool_calls: int = Field(16, ge=1, le=500)
     """Searches and page reads per job: bounds its cost and time (a preset sets it)."""
     web_max_output_tokens: int = Field(default=32_000, ge=1000, le=272_000)
     """Output per job, reasoning included."""
-    web_max_wait_seconds: float = Field(3600.0, gt=0, validation_alias=_was("MAX_WAIT_SECONDS"))
+    web_max_wait_seconds: float = Field(3600.0, gt=0)
     """Maximum wait for one job (then it is cancelled)."""
-    web_poll_seconds: float = Field(default=5.0, gt=0, validation_alias=_was("POLL_SECONDS"))
+    web_poll_seconds: float = Field(default=5.0, gt=0)
     """First poll interval (it backs off x1.5 to 60 s)."""
 
     # --- web research by search and read (any model, or none) --------------------
@@ -217,14 +230,14 @@ class Settings(BaseSettings):
     compared with what the job wrote next to the citation)."""
 
     # --- the web scope (``core/scope.py``): every web engine, the page reader, the claim check --
-    web_domains: Domains = ""
+    domains: Domains = ""
     """Comma-separated domains the web is read from (subdomains included); "": any."""
-    web_exclude_domains: Domains = ""
+    exclude_domains: Domains = ""
     """Comma-separated domains never read nor cited."""
-    web_since: Since = ""
+    since: Since = ""
     """Pages published on or after: a date (2025-01-01) or a window back from the day a run
     starts (90d, 12w, 6m, 2y), saved as the date it resolved to."""
-    web_location: Location = ""
+    location: Location = ""
     """Where the user is, 'City, Region, CC' (parts optional): "" sends no place."""
     web_tier: Literal["default", "flex"] = "default"
     """The service tier of research jobs: flex costs half and may queue longer (unverified
@@ -299,13 +312,13 @@ class Settings(BaseSettings):
         return bool(self.openai_base_url or self.openai_api_key)  # SecretStr("") is falsy
 
     def web_scope(self, today: date | None = None) -> scope.WebScope:
-        """The run's web scope, ``web_since`` resolved against ``today`` (the run's start)."""
-        since = scope.parse_since(self.web_since, today or date.today()) if self.web_since else None
+        """The run's web scope, ``since`` resolved against ``today`` (the run's start)."""
+        since = scope.parse_since(self.since, today or date.today()) if self.since else None
         return scope.WebScope(
-            domains=scope.domains(self.web_domains),
-            exclude_domains=scope.domains(self.web_exclude_domains),
+            domains=scope.domains(self.domains),
+            exclude_domains=scope.domains(self.exclude_domains),
             since=since,
-            location=self.web_location,
+            location=self.location,
         )
 
     @property
@@ -315,20 +328,6 @@ class Settings(BaseSettings):
     @property
     def public_host_list(self) -> tuple[str, ...]:
         return tuple(filter(None, (e.strip().lower() for e in self.public_hosts.split(","))))
-
-    def search_key(self, provider: str, env: str | None = None) -> SecretStr | None:
-        """The API key of ``provider``: its setting (``<provider>_api_key``), else, for a
-        plugin's provider, the variable its ``key_env`` names (``env``)."""
-        key: SecretStr | None = getattr(self, f"{provider}_api_key", None)
-        if key is None and env and os.environ.get(env, "").strip():
-            key = SecretStr(os.environ[env])
-        return key
-
-    def search_url(self, provider: str, env: str | None = None) -> str | None:
-        """The URL of the user's own server for ``provider`` (``<provider>_url``; for a
-        plugin's provider, the variable ``env``), if any."""
-        url: str | None = getattr(self, f"{provider}_url", None)
-        return url or (os.environ.get(env, "").strip() or None if env else None)
 
     @property
     def sessions_dir(self) -> Path:
@@ -389,11 +388,3 @@ class Settings(BaseSettings):
 SECRETS = frozenset(
     name for name, field in Settings.model_fields.items() if SecretStr in get_args(field.annotation)
 )
-
-
-def variables(field: str) -> tuple[str, ...]:
-    """The environment variables that set ``field``, the preferred first."""
-    alias = Settings.model_fields[field].validation_alias
-    if isinstance(alias, AliasChoices):
-        return tuple(c for c in alias.choices if isinstance(c, str))
-    return (alias if isinstance(alias, str) else ENV_PREFIX + field.upper(),)

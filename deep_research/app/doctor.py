@@ -27,7 +27,8 @@ from pydantic import BaseModel, Field
 
 from deep_research.adapters.llm.lifecycle import lookup_models
 from deep_research.app import chat, clients, preflight, preparation, presets, reserves, sources
-from deep_research.app.config import SECRETS, Settings, variables
+from deep_research.app.config import SECRETS, Settings
+from deep_research.app.loading import variables
 from deep_research.app.options import RunOptions
 from deep_research.app.preparation import Prepared
 from deep_research.app.urls import mask_url

@@ -10,10 +10,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import AliasChoices, ValidationError
 from pydantic_settings import SettingsError
 
-from deep_research.app.config import SECRETS, Settings, variables
+from deep_research.app.config import ENV_PREFIX, SECRETS, Settings
 from deep_research.app.home import ENV_FILE, read_dotenv, unreadable_dotenv
 from deep_research.app.refusals import describe
 from deep_research.core.errors import ConfigError
@@ -73,3 +73,11 @@ def _unparsable(exc: SettingsError) -> ConfigError:
     if isinstance(cause, json.JSONDecodeError):
         return ConfigError(f"invalid {where}: not JSON ({cause.msg}, character {cause.pos})")
     return ConfigError(f"invalid {where}: {cause or exc}")
+
+
+def variables(field: str) -> tuple[str, ...]:
+    """The environment variables that set ``field``, the preferred first."""
+    alias = Settings.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices):
+        return tuple(c for c in alias.choices if isinstance(c, str))
+    return (alias if isinstance(alias, str) else ENV_PREFIX + field.upper(),)

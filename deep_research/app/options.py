@@ -6,7 +6,7 @@ run's limits) are what the use-cases in ``lifecycle`` take. ``ResearchRequest`` 
 ``retry_cancelled``): they are the HTTP API's bodies and the MCP tools' arguments as they
 are, so the OpenAPI description and the tools' input schemas show these bounds and
 descriptions, and the CLI's ``run`` and ``resume`` take a flag for each field
-(``tests/test_options.py`` holds them to it).
+(``tests/test_options.py`` holds them to it). An option sets the setting of its name.
 
 The bounds are the settings' own (``config``: the same types and checks), so an option
 accepts what the setting it overrides accepts. Server-side caps (``runs``) come on top.
@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from deep_research.app.config import Settings
 from deep_research.app.flags import described
 from deep_research.app.setting_types import (
     KB_NAME_PATTERN,
@@ -38,18 +39,15 @@ from deep_research.app.setting_types import (
 from deep_research.core.bounds import CostUSD, Iterations, RuntimeSeconds, TokenBudget
 from deep_research.core.errors import UsageError
 
+CHAT_MODELS = (
+    "planner_model",
+    "branch_model",
+    "summarizer_model",
+    "synthesizer_model",
+    "judge_model",
+)
 MAX_QUESTION_CHARS = 4000
 """The longest question (spaces collapsed); a request may carry twice as many characters."""
-
-
-class Sets:
-    """Field metadata: the settings an option sets (``preparation.prepare`` applies them)."""
-
-    def __init__(self, *settings: str) -> None:
-        self.settings = settings
-
-    def __repr__(self) -> str:
-        return f"Sets{self.settings!r}"
 
 
 # Checked as the settings check them (their messages); the schema says the same.
@@ -62,18 +60,19 @@ KbName = Annotated[
     str, Field(json_schema_extra={"pattern": KB_NAME_PATTERN}), AfterValidator(kb_name)
 ]
 
-MaxParallel = Annotated[
-    ParallelBranches | None,
-    Field(description=described("max_parallel")),
-    Sets("max_parallel"),
-]
-
 
 class Options(BaseModel):
     """Options refuse names they do not know (a typo would otherwise run on the defaults)
     and, once made, do not change."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """Each option's description is its flag's one text (``flags``), written once."""
+        for name, field in cls.model_fields.items():
+            field.description = field.description or described(name)
+        cls.model_rebuild(force=True)
 
     @classmethod
     def parse(cls, values: Mapping[str, Any], flags: Mapping[str, str] | None = None) -> Self:
@@ -101,26 +100,10 @@ def problem(exc: ValidationError, flags: Mapping[str, str]) -> str:
 class BudgetOverrides(Options):
     """A run's limits (``Limits``): what a resume may change, and a new run may set."""
 
-    max_cost_usd: Annotated[
-        CostUSD | None,
-        Field(description=described("max_cost_usd")),
-        Sets("max_cost_usd"),
-    ] = None
-    max_iterations: Annotated[
-        Iterations | None,
-        Field(description=described("max_iterations")),
-        Sets("max_iterations"),
-    ] = None
-    max_total_tokens: Annotated[
-        TokenBudget | None,
-        Field(description=described("max_total_tokens")),
-        Sets("max_total_tokens"),
-    ] = None
-    max_runtime_seconds: Annotated[
-        RuntimeSeconds | None,
-        Field(description=described("max_runtime_seconds")),
-        Sets("max_runtime_seconds"),
-    ] = None
+    max_cost_usd: CostUSD | None = None
+    max_iterations: Iterations | None = None
+    max_total_tokens: TokenBudget | None = None
+    max_runtime_seconds: RuntimeSeconds | None = None
 
     def given(self) -> dict[str, Any]:
         """The limits given (not None), by name: what they change of a run's ``Limits``."""
@@ -134,84 +117,33 @@ class BudgetOverrides(Options):
 class RunOptions(BudgetOverrides):
     """What a front-end may choose for a new run; None leaves the setting as configured."""
 
-    max_parallel: MaxParallel = None
-    preset: Annotated[
-        Preset | None,
-        Field(description=described("preset")),
-        Sets("preset"),
-    ] = None
-    chat_model: Annotated[
-        ModelName | None,
-        Field(description=described("chat_model")),
-        Sets(
-            "planner_model", "branch_model", "summarizer_model", "synthesizer_model", "judge_model"
-        ),
-    ] = None
-    planner_model: Annotated[
-        ModelName | None, Field(description=described("planner_model")), Sets("planner_model")
-    ] = None
-    branch_model: Annotated[
-        ModelName | None,
-        Field(description=described("branch_model")),
-        Sets("branch_model"),
-    ] = None
-    web_model: Annotated[
-        ModelName | None,
-        Field(description=described("web_model")),
-        Sets("web_model"),
-    ] = None
-    web_effort: Annotated[
-        ReasoningEffort | None,
-        Field(description=described("web_effort")),
-        Sets("web_reasoning_effort"),
-    ] = None
-    web_tier: Annotated[
-        Literal["default", "flex"] | None,
-        Field(description=described("web_tier")),
-        Sets("web_tier"),
-    ] = None
-    web_engine: Annotated[
-        WebEngineChoice | None,
-        Field(description=described("web_engine")),
-        Sets("web_engine"),
-    ] = None
-    search_provider: Annotated[
-        SearchProviderChoice | None,
-        Field(description=described("search_provider")),
-        Sets("search_provider"),
-    ] = None
-    domains: Annotated[
-        Domains | None,
-        Field(description=described("domains")),
-        Sets("web_domains"),
-    ] = None
-    exclude_domains: Annotated[
-        Domains | None, Field(description=described("exclude_domains")), Sets("web_exclude_domains")
-    ] = None
-    since: Annotated[
-        Since | None,
-        Field(description=described("since")),
-        Sets("web_since"),
-    ] = None
-    location: Annotated[
-        Location | None,
-        Field(description=described("location")),
-        Sets("web_location"),
-    ] = None
-    kb_name: Annotated[KbName | None, Field(description=described("kb_name")), Sets("kb_name")] = (
-        None
-    )
-    kb_only: Annotated[bool, Field(description=described("kb_only"))] = False
-    web_only: Annotated[bool, Field(description=described("web_only"))] = False
+    max_parallel: ParallelBranches | None = None
+    preset: Preset | None = None
+    chat_model: ModelName | None = None
+    planner_model: ModelName | None = None
+    branch_model: ModelName | None = None
+    web_model: ModelName | None = None
+    web_effort: ReasoningEffort | None = None
+    web_tier: Literal["default", "flex"] | None = None
+    web_engine: WebEngineChoice | None = None
+    search_provider: SearchProviderChoice | None = None
+    domains: Domains | None = None
+    exclude_domains: Domains | None = None
+    since: Since | None = None
+    location: Location | None = None
+    kb_name: KbName | None = None
+    kb_only: bool = False
+    web_only: bool = False
 
 
 def option_settings(model: type[BaseModel] = RunOptions) -> dict[str, tuple[str, ...]]:
-    """The settings each option of ``model`` sets, in the fields' order (``chat_model``
-    before the roles' own models, which then win)."""
+    """The settings each option of ``model`` sets: the one of its name (``chat_model``: every
+    role's model), in the fields' order (``chat_model`` before the roles' own models, which
+    then win). ``preparation.prepare`` applies them."""
     return {
-        name: tuple(s for mark in field.metadata if isinstance(mark, Sets) for s in mark.settings)
-        for name, field in model.model_fields.items()
-        if any(isinstance(mark, Sets) for mark in field.metadata)
+        name: CHAT_MODELS if name == "chat_model" else (name,)
+        for name in model.model_fields
+        if name == "chat_model" or name in Settings.model_fields
     }
 
 
@@ -243,9 +175,6 @@ class ResumeRequest(BudgetOverrides):
     """Continue a run, with the choices it started with; it may get new limits (None: the
     session's own)."""
 
-    max_parallel: MaxParallel = None
-    retry_cancelled: Annotated[bool, Field(description=described("retry_cancelled"))] = False
-    resubmit_lost: Annotated[
-        bool,
-        Field(description=described("resubmit_lost")),
-    ] = False
+    max_parallel: ParallelBranches | None = None
+    retry_cancelled: bool = False
+    resubmit_lost: bool = False

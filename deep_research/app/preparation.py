@@ -102,10 +102,10 @@ def limits_of(settings: Settings) -> Limits:
 
 
 def dated(settings: Settings, today: date) -> Settings:
-    """``settings`` with a relative ``web_since`` (90d) resolved against ``today``, the day
+    """``settings`` with a relative ``since`` (90d) resolved against ``today``, the day
     the run starts: every component, and the session's run spec, see the same date."""
     since = settings.web_scope(today).since
-    return settings.with_overrides(web_since=since.isoformat()) if since else settings
+    return settings.with_overrides(since=since.isoformat()) if since else settings
 
 
 def prepare(
@@ -212,7 +212,7 @@ def _variants(prepared: Prepared) -> list[tuple[str, Prepared]]:
     if prepared.engine is not None and prepared.engine != "search":
         out.append(("--web-engine search", _with(prepared, web_engine="search")))
     if prepared.engine is not None:
-        out.append(("--web-effort low", _with(prepared, web_reasoning_effort="low")))
+        out.append(("--web-effort low", _with(prepared, web_effort="low")))
     if settings.preset != "quick":
         quick = presets.apply(settings, "quick")
         out.append(("--preset quick", _rebuilt(prepared, quick, prepared.engine)))

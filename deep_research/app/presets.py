@@ -22,7 +22,7 @@ CHANGES: Mapping[str, Mapping[str, object]] = {
     "quick": {
         "max_iterations": 1,
         "max_nodes_per_plan": 4,
-        "web_reasoning_effort": "low",
+        "web_effort": "low",
         "web_max_tool_calls": 8,
         "report_max_sections": 4,
         "report_section_words": 500,
@@ -32,7 +32,7 @@ CHANGES: Mapping[str, Mapping[str, object]] = {
         "max_iterations": 5,
         "max_nodes_per_plan": 12,
         "max_parallel": 6,
-        "web_reasoning_effort": "xhigh",
+        "web_effort": "xhigh",
         "web_max_tool_calls": 32,
         "summary_max_tokens": 4000,
         "report_max_sections": 12,

@@ -22,7 +22,7 @@ def record(settings: Settings, spec: JobSpec | None, engine: WebEngine | None) -
     web = (
         {
             "web_model": spec.model,
-            "web_reasoning_effort": spec.reasoning_effort,
+            "web_effort": spec.reasoning_effort,
             "web_max_tool_calls": spec.max_tool_calls,
             "web_max_output_tokens": spec.max_output_tokens,
             "web_tier": spec.service_tier,
@@ -48,10 +48,10 @@ def record(settings: Settings, spec: JobSpec | None, engine: WebEngine | None) -
 def scope_settings(scope: WebScope) -> dict[str, str]:
     """The settings that give ``scope`` (``Settings.web_scope`` reads it back)."""
     return {
-        "web_domains": ",".join(scope.domains),
-        "web_exclude_domains": ",".join(scope.exclude_domains),
-        "web_since": scope.since.isoformat() if scope.since else "",
-        "web_location": scope.location,
+        "domains": ",".join(scope.domains),
+        "exclude_domains": ",".join(scope.exclude_domains),
+        "since": scope.since.isoformat() if scope.since else "",
+        "location": scope.location,
     }
 
 
@@ -82,7 +82,7 @@ def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> S
     if saved.web_model:
         values |= {
             "web_model": saved.web_model,
-            "web_reasoning_effort": saved.web_reasoning_effort or None,
+            "web_effort": saved.web_effort or None,
             "web_max_tool_calls": saved.web_max_tool_calls or None,
             "web_max_output_tokens": saved.web_max_output_tokens or None,
         }

@@ -184,7 +184,7 @@ def job_spec(settings: Settings) -> JobSpec:
     return JobSpec(
         model=settings.web_model,
         # The nearest effort the web model takes: `--web-effort minimal` on gpt-6-astra is low.
-        reasoning_effort=nearest_effort(settings.web_model, settings.web_reasoning_effort),
+        reasoning_effort=nearest_effort(settings.web_model, settings.web_effort),
         max_tool_calls=settings.web_max_tool_calls,
         max_output_tokens=settings.web_max_output_tokens,
         reasoning_summary=None if summary == "off" else summary,

@@ -4,7 +4,10 @@ model, or, with no model, quotes the best passages verbatim."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
+
+from pydantic import SecretStr
 
 from deep_research.adapters.branches.search_read import SearchLimits, SearchReadExecutor
 from deep_research.adapters.prices import PriceTable, search_model
@@ -42,8 +45,8 @@ def _build(run: SourceRun) -> Executor:
         name,
         limits=limits,
         cache=run.cache,
-        api_key=settings.search_key(name, defaults.key_env),
-        base_url=settings.search_url(name, defaults.url_env),
+        api_key=search_key(settings, name, defaults.key_env),
+        base_url=search_url(settings, name, defaults.url_env),
         price_usd=run.prices.search_fees.get(name, 0.0),
         timeout=settings.search_timeout_seconds,
         scope=settings.web_scope(),
@@ -88,9 +91,9 @@ def _worst_case(
 def _problem(settings: Settings) -> tuple[str, str] | None:
     provider = settings.search_provider
     defaults = find(provider)  # its module alone
-    if defaults.key_env and settings.search_key(provider, defaults.key_env) is None:
+    if defaults.key_env and search_key(settings, provider, defaults.key_env) is None:
         return f"the {provider} search provider needs {defaults.key_env}", f"set {defaults.key_env}"
-    if defaults.url_env and not settings.search_url(provider, defaults.url_env):
+    if defaults.url_env and not search_url(settings, provider, defaults.url_env):
         return (
             f"the {provider} search provider needs its server",
             f"set {defaults.url_env} (e.g. http://localhost:8080)",
@@ -118,3 +121,19 @@ SOURCE = Source(
     ),
     problem=_problem,
 )
+
+
+def search_key(settings: Settings, provider: str, env: str | None = None) -> SecretStr | None:
+    """The API key of ``provider``: its setting (``<provider>_api_key``), else, for a
+    plugin's provider, the variable its ``key_env`` names (``env``)."""
+    key: SecretStr | None = getattr(settings, f"{provider}_api_key", None)
+    if key is None and env and os.environ.get(env, "").strip():
+        key = SecretStr(os.environ[env])
+    return key
+
+
+def search_url(settings: Settings, provider: str, env: str | None = None) -> str | None:
+    """The URL of the user's own server for ``provider`` (``<provider>_url``; for a
+    plugin's provider, the variable ``env``), if any."""
+    url: str | None = getattr(settings, f"{provider}_url", None)
+    return url or (os.environ.get(env, "").strip() or None if env else None)

@@ -620,13 +620,15 @@ class StuckSummarizer:
 
 
 async def test_a_time_limit_while_the_review_waits_for_the_fold_still_writes_the_report() -> None:
-    """The fold beside research hangs; the time limit cancels the wait for it (and it), the
+    """The fold beside research hangs; the judge does not wait for it (it reads the notes
+    not folded in), the review does; the time limit cancels that wait (and the fold), the
     report is written from what was researched, and the last fold gives up within its grace:
     no cancellation escapes the run (it once crashed the run after its report was paid for)."""
+    judge = FakeJudge([verdict(True)])
     rig = Rig(
         planner=FakePlanner([plan(task("a"), task("b"))]),
         executor=FakeExecutor(),
-        judge=FakeJudge([]),  # never reached: the limit comes while the fold hangs
+        judge=judge,
         summarizer=StuckSummarizer(),  # type: ignore[arg-type]
     )
     state = new_state(max_iterations=1, max_runtime_seconds=2.0)
@@ -636,3 +638,7 @@ async def test_a_time_limit_while_the_review_waits_for_the_fold_still_writes_the
     assert state.stop_reason == "time_limit"
     assert orch.report is not None, "written"
     assert orch._folding is None or orch._folding.done(), "no fold outlives the run"
+    (asked,) = judge.requests  # while the fold hung, from the notes it had not folded
+    assert "What about a?" in asked.unmerged
+    assert "What about b?" in asked.unmerged
+    assert not asked.summary

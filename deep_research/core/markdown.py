@@ -135,6 +135,13 @@ def paragraphs(markdown: str) -> list[Paragraph]:
     """The paragraphs of ``markdown``, in order, at any depth (in a quote, a list item),
     and the body rows of its tables. Headings (ATX, setext, anywhere), a table's header,
     code and HTML are none."""
+    return list(_paragraphs(markdown))
+
+
+@functools.lru_cache(maxsize=1024)
+def _paragraphs(markdown: str) -> tuple[Paragraph, ...]:
+    """``paragraphs``, kept: a node's notes are read for their findings by the judge's
+    context, the writer and the claim check, and a parse is the cost."""
     out: list[Paragraph] = []
     depth = 0
     cells: list[str] | None = None
@@ -156,7 +163,7 @@ def paragraphs(markdown: str) -> list[Paragraph]:
             text = " ".join(inline.content.split())
             if text:
                 out.append(Paragraph(text, "item" if depth > 0 else "paragraph"))
-    return out
+    return tuple(out)
 
 
 # --- model text as a part of the report ------------------------------------------------

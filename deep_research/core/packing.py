@@ -38,7 +38,9 @@ def fair_units(units: Sequence[EvidenceUnit], budget: int) -> list[EvidenceUnit]
 
 
 def given(
-    sections: Sequence[SectionPlan], units: Sequence[EvidenceUnit], words: Mapping[str, set[str]]
+    sections: Sequence[SectionPlan],
+    units: Sequence[EvidenceUnit],
+    words: Mapping[str, frozenset[str]],
 ) -> list[list[EvidenceUnit]]:
     """Each section's units, in reading order, every finding given to one section at most:
     a unit goes to the section holding its node; a finding that several nodes state alike

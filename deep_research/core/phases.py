@@ -311,30 +311,15 @@ class Phases:
             shared = f": {why.pop()}" if len(why) == 1 else ""  # the reason every branch gave
             return Stop("nothing_to_do", f"no sub-question could be researched{shared}")
         self._on_event("outlining the report")
-        record = state.iterations[-1]
         try:
-            # The outline reads the nodes, not the summary: made while the wave is folded in.
-            outlining = self.engine.writer.outline(state, self.guard.meter())
-            _, writing = await asyncio.gather(self._folded(), outlining)
-            if writing is not None:
-                state.writing = writing
-            await self._save()
-            if (stop := limit_stop(self.guard)) is not None:
-                return stop
-            self._on_event("judging the outline")
-            outline = writing_text(writing) if writing is not None else "(no outline)"
-            verdict = await self._judge(
-                JudgeRequest(
-                    state.question,
-                    state.summary,
-                    cap_tokens(outline, 2 * self.config.summary_cap_tokens),
-                    context.overview(state.nodes.values()),
-                    context.unmerged(state, self.config.summary_cap_tokens // 2),
-                ),
-                record,
-            )
+            # Neither the outline (it reads the nodes) nor the judge (it reads the notes not
+            # yet folded beside the summary) waits for the wave to be folded in.
+            _, judged = await asyncio.gather(self._folded(), self._outline_and_judge())
         except ProviderError as exc:
             return Stop("error", f"review failed: {exc}")
+        if isinstance(judged, Stop):
+            return judged
+        verdict = judged
         complete = verdict is not None and self._ends_research(verdict)
         # Extractive research is one round: what its passages left unanswered stays so.
         once = state.mode == "extractive" and verdict is not None
@@ -353,6 +338,29 @@ class Phases:
         if state.mode == "extractive":  # no model judged it: say what was measured
             return Stop("complete", f"passage coverage {score:.2f}")
         return Stop("complete", f"judge confidence {score:.2f}")
+
+    async def _outline_and_judge(self) -> Verdict | Stop | None:
+        """The report's outline, then the judge's verdict on it (None: it gave none), or the
+        limit that stopped the run between them."""
+        state = self.state
+        writing = await self.engine.writer.outline(state, self.guard.meter())
+        if writing is not None:
+            state.writing = writing
+        await self._save()
+        if (stop := limit_stop(self.guard)) is not None:
+            return stop
+        self._on_event("judging the outline")
+        outline = writing_text(writing) if writing is not None else "(no outline)"
+        return await self._judge(
+            JudgeRequest(
+                state.question,
+                state.summary,
+                cap_tokens(outline, 2 * self.config.summary_cap_tokens),
+                context.overview(state.nodes.values()),
+                context.unmerged(state, self.config.summary_cap_tokens // 2),
+            ),
+            state.iterations[-1],
+        )
 
     async def _judge(self, request: JudgeRequest, record: IterationRecord) -> Verdict | None:
         """The judge's verdict, recorded; None when its reply was refused (it never

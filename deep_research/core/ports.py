@@ -288,8 +288,8 @@ class JudgeRequest:
     """The report's outline as planned from what is done (``writing.outline_text``)."""
     overview: str
     unmerged: str = ""
-    """Done nodes' notes the summary does not hold yet (``context.unmerged``): at the last
-    iteration the judge does not wait for the last fold."""
+    """Done nodes' notes the summary does not hold yet (``context.unmerged``): the judge
+    does not wait for the wave to be folded in."""
 
 
 class Judge(Protocol):

@@ -18,6 +18,7 @@ PyStemmer, are in ``kb.words``):
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -55,14 +56,16 @@ digits (the text is lower-cased first)."""
 _CITATION_WORD = re.compile(r"[A-Za-z][A-Za-z0-9'-]+|\d[\d.,%]*")
 
 
-def prefix_words(text: str) -> set[str]:
+@functools.lru_cache(maxsize=4096)
+def prefix_words(text: str) -> frozenset[str]:
     """The report check's content words: lower-cased, longer than three letters, not in
-    `CITATION_STOPWORDS`, cut to five letters (a stemmer's job, done crudely)."""
-    return {
+    `CITATION_STOPWORDS`, cut to five letters (a stemmer's job, done crudely). Kept: a
+    source's text is compared with every sentence that cites it."""
+    return frozenset(
         w.lower().rstrip(".,%")[:5]
         for w in _CITATION_WORD.findall(text)
         if len(w) > 3 and w.lower() not in CITATION_STOPWORDS
-    }
+    )
 
 
 _OPENING, _CLOSING = "([{【〔（［<", ")]}】〕）］>"

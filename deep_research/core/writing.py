@@ -239,7 +239,7 @@ class SectionedWriter:
         self,
         sections: Sequence[SectionPlan],
         spare: Sequence[EvidenceUnit],
-        words: dict[str, set[str]],
+        words: dict[str, frozenset[str]],
     ) -> dict[str, list[str]]:
         """Each spare unit (left out of its own section) given to the one other section whose
         title, question and points share most of its ``words`` and whose related budget has

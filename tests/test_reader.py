@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from deep_research.adapters.web import host_limits
 from deep_research.adapters.web.fetch_guard import AllowList, refusal
 from deep_research.adapters.web.passages import split_passages
 from deep_research.adapters.web.reader import PageReader, PageSkipped, ReaderSettings
@@ -524,6 +525,28 @@ async def test_a_host_that_is_down_or_unknown_is_a_network_failure(
     assert str(skip) == (
         "ConnectError: cannot resolve nowhere.example.test: [Errno -2] Name or service not known"
     )
+
+
+async def test_a_host_that_could_not_be_reached_is_not_asked_again_for_a_while(
+    make_reader: Callable[..., PageReader], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its other pages are skipped at once for the same reason (before, each waited a turn of
+    the host's rate limit: 0.5 s a page cited by a run's claims); after a while it is asked
+    again."""
+    asked: list[str] = []
+
+    async def unknown(host: str, port: int) -> list[str]:
+        asked.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    reader = make_reader(resolve=unknown, per_host_rate=2.0)
+    first = await skipped(reader, "http://nowhere.example.test/a")
+    again = [await skipped(reader, f"http://nowhere.example.test/{p}") for p in "abc"]
+    assert asked == ["nowhere.example.test"], "not asked again, so no turn was waited"
+    assert {(s.kind, str(s)) for s in again} == {(first.kind, str(first))}
+    monkeypatch.setattr(host_limits, "DOWN_SECONDS", 0.0)
+    await skipped(reader, "http://nowhere.example.test/d")
+    assert len(asked) == 2, "asked again once its while is over"
 
 
 async def test_the_fence_catches_connections_the_guard_lets_through(

@@ -167,6 +167,13 @@ class WebScope(BaseModel):
             return False
         return not under(host, self.exclude_domains)
 
+    def refusal(self, url: str) -> str | None:
+        """Why ``url`` is outside the scope's domains, in a line; None when it is inside."""
+        if self.allows(url):
+            return None
+        said = self.model_copy(update={"since": None, "location": ""}).describe()
+        return f"{host_of(url) or 'the address'} is outside the run's web scope ({said})"
+
     def dated_in(self, published: date | None) -> bool:
         """A page published on ``published`` (None: undated, kept) is in the window."""
         return self.since is None or published is None or published >= self.since

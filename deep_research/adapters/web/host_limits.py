@@ -1,7 +1,7 @@
 """Per-host limits of the page reader, shared by every read in the process: at most
 ``concurrency`` requests in flight and ``rate`` requests a second to one host
 (``aiolimiter``'s leaky bucket, with no burst), and a pause a 429's Retry-After puts on
-the whole host."""
+the whole host; a host that could not be reached is taken to be down for a while."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ from aiolimiter import AsyncLimiter
 
 SPACING_MARGIN = 0.05
 """Seconds added between two requests to one host: clocks and queues jitter by a few ms."""
+DOWN_SECONDS = 120.0
+"""How long a host that could not be reached (unknown name, refused, no answer) is taken to
+be down: its pages are skipped for the same reason at once, not each after a turn."""
 
 
 class HostLimits:
@@ -24,6 +27,18 @@ class HostLimits:
         # any one-second window (its own clock, a few ms of jitter) never sees more than rate.
         self.rate = AsyncLimiter(1, 1 / rate + SPACING_MARGIN)
         self.not_before = 0.0  # loop time; a 429's Retry-After pauses the whole host
+        self._down: tuple[float, Exception] | None = None  # since (loop time), why
+
+    def down(self) -> Exception | None:
+        """Why the host could not be reached, within the last ``DOWN_SECONDS``; else None."""
+        now = asyncio.get_running_loop().time()
+        if self._down is not None and now - self._down[0] < DOWN_SECONDS:
+            return self._down[1]
+        return None
+
+    def failed(self, why: Exception) -> None:
+        """The host could not be reached (``why``): it is down for ``DOWN_SECONDS``."""
+        self._down = (asyncio.get_running_loop().time(), why)
 
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:

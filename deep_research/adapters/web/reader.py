@@ -15,7 +15,8 @@ the host, one GET within the timeouts. Redirects are followed by hand, at most
 A page is read when it is HTML, XHTML or plain text (by Content-Type, or HTML sniffed when
 none is sent), no larger than ``max_bytes`` (the body is streamed and dropped at the cap);
 `extraction.py` keeps its main text and date. Pages are cached by URL for the reader's
-lifetime (a session), and so are the skips that would not change on a retry.
+lifetime (a session), and so are the skips that would not change on a retry; a host that
+could not be reached is not asked again for a while (``host_limits.DOWN_SECONDS``).
 
 A read may carry the run's web scope (``core.scope.WebScope``): a URL outside it is never
 requested, and a redirect that leaves it is refused at that hop, as the address guard
@@ -67,7 +68,7 @@ from deep_research.adapters.web.fetch_guard import (
 from deep_research.adapters.web.host_limits import HostLimits
 from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.core.errors import BranchError
-from deep_research.core.scope import WebScope, host_of
+from deep_research.core.scope import WebScope
 
 __all__ = ["PageReader", "PageSkipped", "ReaderSettings", "SkipKind"]
 
@@ -182,7 +183,7 @@ class PageReader:
             raise PageSkipped(url, "bad_url", f"not a valid URL: {exc}") from None
         except _Skip as skip:
             raise PageSkipped(url, skip.kind, skip.reason) from None
-        if (outside := _outside(str(start), scope)) is not None:
+        if (outside := scope.refusal(str(start))) is not None:
             raise PageSkipped(url, "out_of_scope", outside)
         key = str(start)
         async with self._page_locks[key]:
@@ -191,7 +192,7 @@ class PageReader:
                 outcome = await self._outcome(url, start, scope)
         if isinstance(outcome, PageSkipped):
             raise PageSkipped(url, outcome.kind, outcome.reason)
-        if (outside := _outside(outcome.url, scope)) is not None:  # read by an earlier run
+        if (outside := scope.refusal(outcome.url)) is not None:  # read by an earlier run
             raise PageSkipped(url, "out_of_scope", f"redirected out of scope: {outside}")
         return _dated(url, outcome, scope)
 
@@ -209,7 +210,7 @@ class PageReader:
 
     async def _read(self, url: httpx.URL, scope: WebScope) -> Page:
         for hop in range(self.settings.max_redirects + 1):
-            if hop and (outside := _outside(str(url), scope)) is not None:
+            if hop and (outside := scope.refusal(str(url))) is not None:
                 raise _Skip("out_of_scope", f"redirected out of scope: {outside}")
             await self._obey_robots(url)
             reply = await self._get_page(url)
@@ -265,7 +266,10 @@ class PageReader:
         return robots.off_limits(f"robots.txt unreadable ({problem})")
 
     async def _request(self, url: httpx.URL, *, page: bool) -> Reply:
-        async with self._hosts[url.host.lower()].turn():
+        host = self._hosts[url.host.lower()]
+        if isinstance(down := host.down(), _Skip):  # it did not answer a moment ago
+            raise _Skip(down.kind, down.reason)
+        async with host.turn():
             try:
                 async with asyncio.timeout(self.settings.page_timeout):
                     async with self._client.stream("GET", url) as response:
@@ -273,9 +277,13 @@ class PageReader:
             except AddressRefused as exc:  # the setting a user would change, named
                 raise _Skip("refused", f"{exc}, and not on DEEP_RESEARCH_FETCH_ALLOW") from exc
             except (TimeoutError, httpx.TimeoutException) as exc:
-                raise _Skip("timeout", _timeout_reason(exc, self.settings)) from exc
+                cause: Exception = exc
+                skip = _Skip("timeout", _timeout_reason(exc, self.settings))
             except httpx.HTTPError as exc:
-                raise _Skip("network", _one_line(exc)) from exc
+                cause, skip = exc, _Skip("network", _one_line(exc))
+        if isinstance(cause, httpx.ConnectError | httpx.ConnectTimeout):
+            host.failed(skip)  # unknown, down or silent: its other pages wait no turn
+        raise skip from cause
 
     async def _receive(self, url: httpx.URL, response: httpx.Response, *, page: bool) -> Reply:
         reply = Reply(url, response.status_code, response.headers)
@@ -295,15 +303,6 @@ class PageReader:
             kind = "html"
         encoding = _codec(response.charset_encoding)
         return replace(reply, body=body, kind=kind, encoding=encoding, at=datetime.now(UTC))
-
-
-def _outside(url: str, scope: WebScope) -> str | None:
-    """Why ``url`` is outside ``scope`` (None: it is inside)."""
-    if scope.allows(url):
-        return None
-    host = host_of(url)
-    said = scope.model_copy(update={"since": None, "location": ""}).describe()
-    return f"{host or 'the address'} is outside the run's web scope ({said})"
 
 
 def _dated(url: str, page: Page, scope: WebScope) -> Page:

@@ -59,7 +59,7 @@ from deep_research.adapters.extractive.roles import (
 from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.passages import split_passages
 from deep_research.adapters.web.reader import PageReader, ReaderSettings
-from deep_research.adapters.web.search import default_rate_limits, make_provider, normalize
+from deep_research.adapters.web.search import default_rate_limits, make_provider
 from deep_research.core.engine import Engine, RunConfig
 from deep_research.core.errors import KnowledgeBaseError
 from deep_research.core.guard import BudgetGuard
@@ -68,6 +68,7 @@ from deep_research.core.orchestrator import ResearchOrchestrator
 from deep_research.core.writing import SectionedWriter
 from deep_research.kb.rank import rank
 from deep_research.kb.static_embeddings import StaticEmbeddings
+from deep_research.persistence.cache import normalize_query as normalize
 from deep_research.persistence.checkpoints import Checkpointer
 from deep_research.persistence.sessions import SessionStore
 from tests.fake_search import Doc, FakeSearch

@@ -8,7 +8,6 @@ import math
 import socket
 from pathlib import Path
 
-import numpy as np
 import pytest
 from pydantic import SecretStr
 
@@ -174,28 +173,12 @@ def cosine(a: list[float], b: list[float]) -> float:
     return dot / (sum(x * x for x in a) ** 0.5 * sum(y * y for y in b) ** 0.5)
 
 
-def test_onnx_parallel_runs_give_the_same_vectors_and_count_progress(
-    onnx: OnnxEmbeddings,
-) -> None:
+def test_onnx_parallel_runs_give_the_same_vectors(onnx: OnnxEmbeddings) -> None:
     texts = [f"Sentence {i} about {'long ' * (i % 7)}vaccines and trials." for i in range(12)]
-    counts: list[int] = []
-    parallel = OnnxEmbeddings(workers=3).encode(texts, counts.append)
+    parallel = OnnxEmbeddings(workers=3).encode(texts)
     alone = OnnxEmbeddings(workers=1).encode(texts)
     assert parallel.tolist() == alone.tolist()
-    assert counts == list(range(1, len(texts) + 1))  # told once per text, in the caller
     assert parallel[5].tolist() == onnx.embed_query(texts[5])
-
-
-def test_embed_many_slices_other_embedders_and_counts_progress() -> None:
-    emb = HashEmbeddings(16)
-    emb.progress_step = 4
-    counts: list[int] = []
-    texts = [f"word{i} other{i % 3}" for i in range(10)]
-    matrix = emb.embed_many(texts, counts.append)
-    assert counts == [4, 8, 10]
-    assert matrix.dtype == np.float32
-    assert matrix.tolist() == np.asarray(emb.embed_documents(texts), dtype=np.float32).tolist()
-    assert emb.embed_many([]).shape[0] == 0
 
 
 def test_missing_onnx_model_is_a_kb_error(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from deep_research.adapters.branches.protocols import Page
 from deep_research.adapters.branches.search_read import WebPassage, quote_passages
 from deep_research.adapters.report_html import render_html
-from deep_research.adapters.web.extraction import main_text
+from deep_research.adapters.web.extraction import extract
 from deep_research.adapters.web.passages import split_passages
 from deep_research.adapters.web.reader import Reply
 from deep_research.core import markdown as md
@@ -336,7 +336,8 @@ def test_every_quote_of_a_code_heavy_docs_page_is_contiguous_page_text() -> None
         body=DOCS_PAGE.encode(),
         encoding="utf-8",
     )
-    title, text = main_text(reply)
+    found = extract(reply)
+    title, text = found.title, found.text
     passages = split_passages(text)
     assert len(passages) >= 4, "the long code block is cut: some passage starts inside it"
     page = Page(str(reply.url), title, text, datetime.now(UTC))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from deep_research.adapters.branches.router import Route, RoutingExecutor, Unavailable
+from deep_research.adapters.branches.router import Route, RoutingExecutor
 from deep_research.core.errors import BranchError, BudgetExhausted
 from deep_research.core.models import Citation
 from deep_research.core.ports import (
@@ -16,6 +16,18 @@ from deep_research.core.ports import (
     Meter,
     RemoteJobHook,
 )
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """An executor slot that explains why its source cannot be used."""
+
+    reason: str
+
+    async def run(
+        self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
+    ) -> BranchResult:
+        raise BranchError(self.reason)
 
 
 @dataclass

@@ -32,17 +32,11 @@ from pydantic import SecretStr
 
 from deep_research.adapters.branches.protocols import Searcher, SearchHit
 from deep_research.adapters.web.retry_after import retry_after_seconds
-from deep_research.adapters.web.search import (
-    RateLimits,
-    SearchFailed,
-    WebSearch,
-    default_rate_limits,
-    make_provider,
-    providers,
-)
+from deep_research.adapters.web.search import default_rate_limits, make_provider, providers
 from deep_research.adapters.web.search import (
     provider as find_provider,
 )
+from deep_research.adapters.web.search.base import RateLimits, SearchFailed, WebSearch
 from deep_research.app.config import Settings
 from deep_research.app.setting_types import SEARCH_PROVIDERS
 from deep_research.core.errors import ConfigError

@@ -19,6 +19,7 @@ from deep_research.adapters.prices import PriceTable
 from deep_research.app import sources
 from deep_research.app.config import Settings
 from deep_research.app.reserves import chat_call_tokens, chat_prompt_tokens
+from deep_research.app.run_spec import CHAT_ROLES
 from deep_research.core.budget import web_job_worst_usage
 from deep_research.core.errors import ConfigError
 from deep_research.core.guard import call_cost_estimate
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     from deep_research.adapters.web.openai_jobs import JobSpec
     from deep_research.app.sources import Source
 
-CHAT_ROLES = ("planner", "synthesizer", "judge", "branch", "summarizer")
 NODE_CHAT_CALLS = 3  # a KB branch's notes or a web report's compression, a summary fold, slack
 ROUND_CHAT_CALLS = 3  # plan, draft, verdict
 

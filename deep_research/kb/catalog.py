@@ -158,15 +158,6 @@ def open_kb(
     return KBStore(settings, name, embeddings, client, vectorstore, collection)
 
 
-def outdated(settings: KBSettings, name: str) -> KBOutdated | None:
-    """Why KB ``name`` cannot be read as it is (another version saved it); None when it can."""
-    try:
-        load_manifest(settings.kb_dir / _check_name(name))
-    except KBOutdated as exc:
-        return exc
-    return None
-
-
 def rebuild_kb(settings: KBSettings, old: KBOutdated, say: Callable[[str], None]) -> KBStore:
     """An older version's KB, rebuilt: removed, then each of its folders ingested again
     under its own name. Only when that loses nothing and costs nothing: every folder is

@@ -27,7 +27,7 @@ import json
 import threading
 from abc import abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,20 +71,7 @@ class NamedEmbeddings(Embeddings):
         return estimate_token_counts(texts)
 
     progress_step = 64
-    """Texts per `embed_documents` call in `embed_many`: how often progress is told."""
-
-    def embed_many(self, texts: Sequence[str], progress: Done | None = None) -> FloatMatrix:
-        """`embed_documents` as a float32 matrix, telling ``progress`` how many texts are
-        embedded so far as it goes (from the calling thread)."""
-        rows: list[list[float]] = []
-        for start in range(0, len(texts), self.progress_step):
-            rows.extend(self.embed_documents(list(texts[start : start + self.progress_step])))
-            if progress:
-                progress(len(rows))
-        return np.asarray(rows, dtype=np.float32).reshape(len(texts), -1) if rows else _EMPTY
-
-
-_EMPTY: FloatMatrix = np.zeros((0, 0), dtype=np.float32)
+    """Texts an ingest embeds at a time (``store.upsert``): how often progress is told."""
 
 
 def normalize_rows(matrix: FloatMatrix) -> FloatMatrix:
@@ -160,16 +147,6 @@ class MemoEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self.inner.embed_query(text)
-
-    def remember(self, vectors: Mapping[str, list[float]]) -> None:
-        """Take vectors embedded before (by the same model) as known."""
-        with self._lock:
-            self._vectors.update(vectors)
-
-    def vectors_of(self, texts: Sequence[str]) -> dict[str, list[float]]:
-        """The known vectors of ``texts`` (those embedded or remembered, not evicted)."""
-        with self._lock:
-            return {t: v for t in texts if (v := self._vectors.get(t)) is not None}
 
 
 def make_embeddings(settings: KBSettings) -> NamedEmbeddings:

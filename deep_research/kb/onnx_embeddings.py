@@ -23,7 +23,6 @@ import numpy as np
 from deep_research.core.errors import KnowledgeBaseError
 from deep_research.kb.embeddings import (
     ASSETS_DIR,
-    Done,
     FloatMatrix,
     NamedEmbeddings,
     count_with,
@@ -136,9 +135,8 @@ class OnnxEmbeddings(NamedEmbeddings):
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return count_with(self.model_dir / "tokenizer.json", texts)
 
-    def encode(self, texts: Sequence[str], progress: Done | None = None) -> FloatMatrix:
-        """Embed texts as a float32 matrix (one row per text, in the order given), telling
-        ``progress`` how many are done as they finish (from the calling thread)."""
+    def encode(self, texts: Sequence[str]) -> FloatMatrix:
+        """Embed texts as a float32 matrix (one row per text, in the order given)."""
         model = self._model
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         encodings = model.tokenizer.encode_batch_fast([t[: model.max_chars] for t in texts])
@@ -146,13 +144,9 @@ class OnnxEmbeddings(NamedEmbeddings):
         # Similar lengths share a batch, so little compute goes to padding.
         order = sorted(range(len(texts)), key=lambda i: len(ids[i]), reverse=True)
         batches = [order[s : s + self.batch_size] for s in range(0, len(order), self.batch_size)]
-        done = 0
         if self.workers == 1 or len(batches) <= 1:
             for rows in batches:
                 out[rows] = _run(model.session, [ids[i] for i in rows])
-                done += len(rows)
-                if progress:
-                    progress(done)
             return normalize_rows(out)
         with ThreadPoolExecutor(self.workers, thread_name_prefix="embed") as pool:
             running: dict[Future[FloatMatrix], list[int]] = {
@@ -162,16 +156,10 @@ class OnnxEmbeddings(NamedEmbeddings):
                 for future in as_completed(running):
                     rows = running[future]
                     out[rows] = future.result()
-                    done += len(rows)
-                    if progress:
-                        progress(done)
             finally:  # an error or Ctrl-C: drop the runs not started yet
                 for future in running:
                     future.cancel()
         return normalize_rows(out)
-
-    def embed_many(self, texts: Sequence[str], progress: Done | None = None) -> FloatMatrix:
-        return self.encode(texts, progress)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         result: list[list[float]] = self.encode(texts).tolist()

@@ -18,18 +18,6 @@ from deep_research.core.ports import BranchExecutor, BranchResult, BranchTask, M
 
 
 @dataclass(frozen=True)
-class Unavailable:
-    """An executor slot that explains why its source cannot be used."""
-
-    reason: str
-
-    async def run(
-        self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
-    ) -> BranchResult:
-        raise BranchError(self.reason)
-
-
-@dataclass(frozen=True)
 class Route:
     executor: BranchExecutor
     name: str

@@ -168,6 +168,8 @@ class ModelStatus:
 
 
 class LookupCache(Protocol):
+    """The model cache (``CacheLookups``): text values with a TTL."""
+
     async def get(self, key: str) -> str | None: ...
 
     async def set(self, key: str, value: str, ttl_seconds: float) -> None: ...

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import httpx2
 
-from deep_research.adapters.llm.server import LookupCache
+from deep_research.adapters.llm.lifecycle import LookupCache
 
 PROBE_TIMEOUT = 5.0
 CACHE_TTL = 24 * 3600

@@ -49,10 +49,11 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Literal, Protocol, TypeVar, cast
+from typing import Literal, TypeVar, cast
 
 import openai
 
+from deep_research.adapters.llm.lifecycle import LookupCache
 from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.core.errors import ProviderError
 
@@ -78,14 +79,6 @@ class ShapeRefused(Exception):
 
 class SentTwice(ProviderError):
     """This request was already sent twice, unchanged: it is not sent a third time."""
-
-
-class LookupCache(Protocol):
-    """The model cache (``adapters.llm.lifecycle.CacheLookups``): text values with a TTL."""
-
-    async def get(self, key: str) -> str | None: ...
-
-    async def set(self, key: str, value: str, ttl_seconds: float) -> None: ...
 
 
 @dataclass

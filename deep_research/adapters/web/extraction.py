@@ -30,12 +30,6 @@ class Extracted:
     published: date | None = None
 
 
-def main_text(reply: Reply) -> tuple[str, str]:
-    """The page's title and main text."""
-    found = extract(reply)
-    return found.title, found.text
-
-
 def extract(reply: Reply) -> Extracted:
     """The page's title, main text and publication date."""
     encoding = reply.encoding

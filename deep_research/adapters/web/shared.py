@@ -21,7 +21,8 @@ from typing import Generic, TypeVar
 
 from deep_research.adapters.branches.protocols import Page
 from deep_research.adapters.web.reader import PageReader, ReaderSettings
-from deep_research.adapters.web.search import RateLimits, default_rate_limits
+from deep_research.adapters.web.search import default_rate_limits
+from deep_research.adapters.web.search.base import RateLimits
 from deep_research.core.scope import WebScope
 
 T = TypeVar("T")

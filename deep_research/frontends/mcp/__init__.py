@@ -16,20 +16,8 @@ the tools' results; the tools by concern, each module's ``register(server, conte
 adding its own: ``research_tools``, ``kb_tools`` (kb_search, kb_fetch) and ``web_tools``
 (verify_claim, and search and fetch for the connectors), listed once, in ``server.TOOLS``.
 
-Invariants:
-- stdio (the default): nothing but protocol messages reaches stdout. The SDK points fd 1 at
-  stderr while it serves, and logs go to stderr.
-- streamable HTTP (``--http PORT``) binds 127.0.0.1 and keeps the SDK's Host and Origin
-  checks (DNS rebinding): this server's own address, and the host of
-  ``DEEP_RESEARCH_KB_MCP_URL`` when a tunnel publishes it. When ``DEEP_RESEARCH_API_TOKEN``
-  is set every request must carry it (``Authorization: Bearer …``, constant-time compare);
-  a public URL without a token is refused.
-- When the client goes away (stdin closed, SIGTERM, Ctrl-C, the HTTP server stopped) every
-  run is saved as interrupted; ``resume`` picks it up.
-- A tool that fails returns a tool error with our one-line message, never a traceback;
-  arguments a tool does not take are such an error too (``StrictServer``).
-- Starting is light: ``initialize`` and ``tools/list`` are answered before the engine
-  (LangChain, OpenAI, Chroma, the page reader, the embedder) is imported; the first tool
-  that needs it loads it (``tests/test_startup.py``).
-- stderr gets warnings and errors only, whatever level a library sets on its logger.
+Its invariants (nothing but protocol messages on stdout under stdio; loopback, Host and
+Origin checks and the token under streamable HTTP; every run saved as interrupted when the
+client goes away; one-line tool errors, unknown arguments refused; a light start that loads
+the engine on the first tool call; warnings and errors only on stderr): docs/mcp.md.
 """

@@ -25,17 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 import httpx
 from pydantic import SecretStr
 
-from deep_research.adapters.web.search.base import (
-    FailKind,
-    RateLimits,
-    ResultStore,
-    RetryAfter,
-    SearchApi,
-    SearchFailed,
-    SearchOutcome,
-    WebSearch,
-    normalize,
-)
+from deep_research.adapters.web.search.base import RateLimits, ResultStore, SearchApi, WebSearch
 from deep_research.core.errors import ConfigError
 from deep_research.core.plugins import installed, load
 from deep_research.core.scope import WebScope
@@ -43,24 +33,6 @@ from deep_research.core.scope import WebScope
 if TYPE_CHECKING:
     from deep_research.adapters.web.search.duckduckgo import DdgsClient
 
-__all__ = [
-    "DEFAULT",
-    "ENTRY_POINTS",
-    "FailKind",
-    "Provider",
-    "RateLimits",
-    "ResultStore",
-    "RetryAfter",
-    "SearchApi",
-    "SearchFailed",
-    "SearchOutcome",
-    "WebSearch",
-    "default_rate_limits",
-    "make_provider",
-    "normalize",
-    "provider",
-    "providers",
-]
 
 log = logging.getLogger(__name__)
 

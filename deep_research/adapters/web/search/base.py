@@ -38,6 +38,7 @@ from aiolimiter import AsyncLimiter
 from deep_research.adapters.branches.protocols import SearchHit, SearchResults
 from deep_research.core.errors import BranchError
 from deep_research.core.scope import WebScope, under
+from deep_research.persistence.cache import normalize_query
 
 FailKind = Literal[
     "auth",  # the key was refused (401/403; Brave: 422 SUBSCRIPTION_TOKEN_INVALID)
@@ -100,11 +101,6 @@ class ResultStore(Protocol):
     async def get(self, tool: str, model: str, query: str) -> str | None: ...
 
     async def set(self, tool: str, model: str, query: str, value: str) -> None: ...
-
-
-def normalize(query: str) -> str:
-    """The cache's spelling of a query: casefolded, every run of whitespace one space."""
-    return " ".join(query.casefold().split())
 
 
 # --- the scope in a provider's terms -------------------------------------------------------
@@ -231,12 +227,6 @@ class WebSearch:
     def name(self) -> str:
         return self.api.name
 
-    async def __aenter__(self) -> WebSearch:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
     async def aclose(self) -> None:
         await self.api.aclose()
 
@@ -285,7 +275,7 @@ class WebSearch:
             waited = seconds
 
     def _key(self, query: str) -> tuple[str, str, str]:
-        key = normalize(query)
+        key = normalize_query(query)
         if self.scope.domains or self.scope.exclude_domains or self.scope.since:
             # Scoped results are other results: never served to (or from) the unscoped query.
             since = self.scope.since.isoformat() if self.scope.since else ""

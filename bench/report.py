@@ -163,7 +163,7 @@ from deep_research.core.report import Report
 from deep_research.persistence.claims import SessionClaims
 from deep_research.persistence.sessions import SessionStore
 from tests.fake_openai import ChatHandler, ChatRequest, ChatResult, FakeOpenAI
-from tests.fakes import MemorySaver, RecordingMeter
+from tests.fakes import RecordingMeter
 
 BOOKKEEPING = ("Coverage and limitations", "Citation check", "Claim check", "Contradictions")
 """Sections the report adds itself, whatever was found: not counted as the report's own."""
@@ -347,7 +347,7 @@ async def _run(
     orch = ResearchOrchestrator(
         state,
         engine,
-        MemorySaver(),
+        runtime.checkpointer,  # the run's own: written to disk, off the loop, as a user's
         runtime.guard,
         runtime.config,
         on_event,

@@ -75,7 +75,8 @@ def _shipped_embedder() -> Embeddings:
     from deep_research.kb.embeddings import MemoEmbeddings
     from deep_research.kb.onnx_embeddings import OnnxEmbeddings  # lazy: onnxruntime
 
-    return MemoEmbeddings(OnnxEmbeddings(), max_items=4_096)
+    # Claims are checked in several worker threads at once: each embeds its few texts itself.
+    return MemoEmbeddings(OnnxEmbeddings(workers=1), max_items=4_096)
 
 
 def shipped_embedder() -> Embeddings:

@@ -152,7 +152,6 @@ async def test_a_run_over_stdio_from_start_to_report(
         supported = data(
             await client.call_tool("verify_claim", {"claim": claim, "source": hit["chunk_id"]})
         )
-        assert supported["verdict"] == "passage_found"
         assert supported["support"]["verdict"] == "supported"
         assert supported["support"]["verifier"] == "text", "sure: no judge asked"
         assert supported["passage"] in chunk["text"]
@@ -162,7 +161,6 @@ async def test_a_run_over_stdio_from_start_to_report(
                 {"claim": "Every web job is retried three times.", "source": hit["chunk_id"]},
             )
         )
-        assert unsure["verdict"] == "no_matching_passage"
         assert unsure["support"]["verdict"] == "unsupported"
         assert unsure["support"]["verifier"] == Settings.model_fields["judge_model"].default
         assert unsure["support"]["explanation"].startswith("Scripted")
@@ -339,7 +337,7 @@ async def test_search_and_fetch_have_the_connector_shape(kb_env: dict[str, str])
         checked = data(
             await client.call_tool("verify_claim", {"claim": claim, "source": first["url"]})
         )
-        assert checked["verdict"] == "passage_found"
+        assert checked["support"]["verdict"] == "supported"
         assert checked["location"] == document["metadata"]["locator"]
         bad = await client.call_tool("fetch", {"id": "../../etc/passwd"})
         assert "not a chunk id" in error_text(bad)

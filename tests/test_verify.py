@@ -67,7 +67,7 @@ async def test_a_claim_the_page_states_has_its_passage_found(
     offline: Settings, web: FakeWeb, claim: str
 ) -> None:
     checked = await verify_claim(allowing(offline, web), claim, web.url("/docs/colorsys.html"))
-    assert checked.verdict == "passage_found", checked
+    assert checked.support.verdict == "supported", checked
     async with PageReader(ReaderSettings(allow=(web.netloc,))) as reader:
         page = await reader.read(web.url("/docs/colorsys.html"))
     assert checked.passage in page.text  # verbatim
@@ -82,7 +82,7 @@ async def test_a_claim_the_page_does_not_state_has_none(
     offline: Settings, web: FakeWeb, claim: str
 ) -> None:
     checked = await verify_claim(allowing(offline, web), claim, web.url("/docs/colorsys.html"))
-    assert checked.verdict == "no_matching_passage", checked
+    assert checked.support.verdict != "supported", checked
     assert checked.passage  # the best there is, to read
 
 
@@ -100,7 +100,7 @@ async def test_a_source_that_cannot_be_read_is_a_verdict_not_an_error(
 ) -> None:
     settings = allowing(offline, web) if allowed else offline
     checked = await verify_claim(settings, STATED[0], web.url(path))
-    assert checked.verdict == "source_unreachable"
+    assert checked.support.verdict == "unverifiable"
     assert reason.lower() in checked.reason.lower()
     assert "\n" not in checked.reason
     assert "/latest/meta-data" not in web.paths()  # the redirect was never followed off-host
@@ -114,13 +114,13 @@ async def test_a_chunk_id_and_a_locator_are_sources(ingested: Settings) -> None:
     assert (chunk.root, chunk.source) == ("kb", "budgets.md")
     claim = "Each web job reserves its worst-case cost before it starts."
     by_id = await verify_claim(ingested, claim, hit.chunk_id)
-    assert by_id.verdict == "passage_found", by_id
+    assert by_id.support.verdict == "supported", by_id
     assert by_id.location == hit.locator
     by_locator = await verify_claim(ingested, claim, hit.locator)
-    assert by_locator.verdict == "passage_found"
+    assert by_locator.support.verdict == "supported"
     assert by_locator.passage == by_id.passage
     unstated = await verify_claim(ingested, "Each web job is retried three times.", hit.chunk_id)
-    assert unstated.verdict == "no_matching_passage"
+    assert unstated.support.verdict != "supported"
 
 
 async def test_bad_sources_and_claims_are_usage_errors(ingested: Settings) -> None:
@@ -129,7 +129,7 @@ async def test_bad_sources_and_claims_are_usage_errors(ingested: Settings) -> No
     with pytest.raises(KnowledgeBaseError, match="no chunk"):
         kb_fetch(ingested, "0" * 32)
     gone = await verify_claim(ingested, "Anything at all.", "0" * 32)
-    assert gone.verdict == "source_unreachable"
+    assert gone.support.verdict == "unverifiable"
     with pytest.raises(UsageError, match="must be a URL"):
         await verify_claim(ingested, "A claim.", "budgets.md")
     with pytest.raises(UsageError, match="empty"):
@@ -185,7 +185,7 @@ async def test_the_judge_settles_only_what_the_text_verifier_is_unsure_of(
     assert settled.support.verdict == "supported"
     assert settled.support.verifier == "judge-model"
     assert settled.support.explanation == "It says so."
-    assert settled.verdict == "passage_found"
+    assert settled.support.verdict == "supported"
     assert settled.passage == ITS_SENTENCE, "the quote is the evidence shown"
     (asked,) = judge.asked
     assert asked[0].claim == PARAPHRASED

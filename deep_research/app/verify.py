@@ -12,13 +12,12 @@ verdict then decides (``adapters.claims.settle``): the caller passes that judge
 (``wiring.support_judge``, the composition root's; none, and the text verifier decides).
 
 Invariants:
-- ``verdict`` keeps its three values of the last release (``passage_found`` exactly when
-  the support verdict is ``supported``); ``support`` has the whole verdict and who decided.
+- ``support`` has the whole verdict and who decided it.
 - The judge's call is paid for out of the servers' daily budget
   (``DEEP_RESEARCH_SERVER_DAILY_BUDGET_USD``): its worst case is reserved before it is made
   and its cost booked after; when the day cannot cover it, the judge is not asked, the text
   verifier's verdict stands and ``reason`` says why.
-- A source that cannot be read is data (``source_unreachable`` with the one-line reason),
+- A source that cannot be read is data (``unverifiable``, with the one-line reason),
   never an error; a bad argument is a ``UsageError``.
 - Nothing is fetched but the URL given, and only as the page reader allows (robots.txt, the
   address guard, ``DEEP_RESEARCH_FETCH_ALLOW``, size and time caps).
@@ -31,7 +30,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from pydantic import BaseModel, Field
@@ -69,7 +68,6 @@ if TYPE_CHECKING:
 
 MAX_CLAIM_CHARS = 2000
 MAX_QUESTION_CHARS = 2000
-Verdict = Literal["passage_found", "no_matching_passage", "source_unreachable"]
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _LOCATOR = re.compile(r".+:\d+-\d+")
 
@@ -172,11 +170,6 @@ class SupportView(BaseModel):
 
 
 class Verification(BaseModel):
-    verdict: Verdict = Field(
-        description="Kept for one release (read `support`): passage_found when `support` is "
-        "supported, no_matching_passage otherwise, source_unreachable when the source could "
-        "not be read (see `reason`)."
-    )
     support: SupportView
     passage: str = Field(description="The source's best passage for the claim, verbatim.")
     score: float = Field(description="As `support.score`.")
@@ -262,7 +255,6 @@ async def verify_claim(
         text = await _read(settings, source, reader)
     except (PageSkipped, KnowledgeBaseError) as exc:
         return Verification(
-            verdict="source_unreachable",
             support=SupportView(verdict="unverifiable", verifier="text", score=0.0),
             passage="",
             score=0.0,
@@ -278,7 +270,6 @@ async def verify_claim(
         opinion = settled.opinions[0]
         explanation = opinion.explanation if opinion is not None else ""
     return Verification(
-        verdict="passage_found" if found.support == "supported" else "no_matching_passage",
         support=SupportView(
             verdict=found.support,
             verifier=found.verifier,

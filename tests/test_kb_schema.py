@@ -1,6 +1,6 @@
 """A knowledge base written by another version of deep-research is never read as this one:
-an older one is rebuilt from its folders by a run or an ingest when every folder is still
-there; otherwise (and by any read) it is refused in one line that says how to rebuild it."""
+every command refuses it in one line that says how to make it again, and leaves it as it
+was; a run makes the sample KB, the tool's own, again from its folder."""
 
 from __future__ import annotations
 
@@ -77,60 +77,36 @@ def test_a_kb_of_another_version_is_never_read_as_this_one(kb_home: Path, versio
     assert json.loads(out)[0]["root"] == "docs"
 
 
-def test_kb_ingest_rebuilds_an_older_kb_from_every_folder_it_holds(kb_home: Path) -> None:
-    notes = kb_home / "notes"
-    notes.mkdir()
-    (notes / "pump.md").write_text("# Pump\n\nPrime the pump with water.\n", encoding="utf-8")
+@pytest.mark.parametrize("version", [MANIFEST_VERSION - 1, MANIFEST_VERSION + 1])
+def test_kb_ingest_and_a_run_refuse_a_kb_of_another_version_and_keep_it(
+    kb_home: Path, version: int
+) -> None:
     assert kb("ingest", str(kb_home / "docs"))[0] == 0
-    assert kb("ingest", str(notes), "--as", "field-notes")[0] == 0
-    saved_as(kb_home, MANIFEST_VERSION - 1)
-
-    code, _, err = kb("ingest", str(notes), "--as", "field-notes")
-    assert code == 0, err
-    assert "was saved by an older deep-research" in err
-    assert "rebuilding it from" in err
-    for query, root in (("valve", "docs"), ("prime pump", "field-notes")):
-        code, out, err = kb("search", query, "--json")
-        assert code == 0, err
-        assert json.loads(out)[0]["root"] == root, "each folder back under its own name"
-
-
-def test_an_older_kb_with_a_folder_gone_is_refused_and_kept(kb_home: Path) -> None:
-    gone = kb_home / "gone"
-    gone.mkdir()
-    (gone / "old.md").write_text("# Old\n\nOnly here.\n", encoding="utf-8")
-    assert kb("ingest", str(kb_home / "docs"))[0] == 0
-    assert kb("ingest", str(gone))[0] == 0
-    (gone / "old.md").unlink()
-    gone.rmdir()
-    manifest = saved_as(kb_home, MANIFEST_VERSION - 1)
-    before = manifest.read_bytes()
-
-    code, _, err = kb("ingest", str(kb_home / "docs"))
-    assert code == 7, err
-    assert refusal(MANIFEST_VERSION - 1) in err
-    assert manifest.read_bytes() == before, "a rebuild would lose a folder's chunks: none"
-
-
-def test_a_newer_kb_is_never_rebuilt(kb_home: Path) -> None:
-    assert kb("ingest", str(kb_home / "docs"))[0] == 0
-    manifest = saved_as(kb_home, MANIFEST_VERSION + 1)
+    manifest = saved_as(kb_home, version)
     before = manifest.read_bytes()
     code, _, err = kb("ingest", str(kb_home / "docs"))
     assert code == 7, err
-    assert refusal(MANIFEST_VERSION + 1) in err
-    assert manifest.read_bytes() == before
-
-
-def test_a_run_rebuilds_an_older_default_kb_before_researching(kb_home: Path) -> None:
-    assert kb("ingest", str(kb_home / "docs"))[0] == 0
-    saved_as(kb_home, MANIFEST_VERSION - 1)
+    assert refusal(version) in err
     env = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}
+    code, _, err = cli(env, "Turn the valve twice?")
+    assert code == 7, err
+    assert refusal(version) in err
+    assert manifest.read_bytes() == before, "never rewritten"
+
+
+def test_a_run_makes_the_sample_kb_of_another_version_again(
+    kb_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEEP_RESEARCH_KB_NAME", "sample")
+    monkeypatch.setenv("DEEP_RESEARCH_KB_PATH", str(kb_home / "docs"))
+    env = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}
+    assert cli(env, "Turn the valve twice?")[0] == 0
+    saved_as(kb_home, MANIFEST_VERSION - 1, "sample")
     code, out, err = cli(env, "Turn the valve twice?")
     assert code == 0, err
-    assert "rebuilding it from" in err
-    assert "guide.md" in out, "answered from the rebuilt KB"
-    manifest = json.loads((kb_home / "home" / "kb" / "default" / "manifest.json").read_text())
+    assert "saved by another version of deep-research: remaking it" in err
+    assert "guide.md" in out, "answered from the sample KB made again"
+    manifest = json.loads((kb_home / "home" / "kb" / "sample" / "manifest.json").read_text())
     assert manifest["schema_version"] == MANIFEST_VERSION
 
 
@@ -155,16 +131,3 @@ def test_kb_list_lists_every_kb_and_says_which_cannot_be_read(kb_home: Path) -> 
     assert "docs" in out
     assert "other" in out
     assert "cannot be read: knowledge base 'other' was saved by another version" in out
-
-
-def test_an_older_kb_a_rebuild_could_not_finish_is_kept_as_it_was(kb_home: Path) -> None:
-    """A root name this version refuses is found before anything is removed."""
-    assert kb("ingest", str(kb_home / "docs"))[0] == 0
-    manifest = saved_as(kb_home, MANIFEST_VERSION - 1)
-    data = json.loads(manifest.read_text())
-    data["roots"] = {"bad name/..": data["roots"]["docs"]}
-    manifest.write_text(json.dumps(data), encoding="utf-8")
-    before = manifest.read_bytes()
-    code, _, err = kb("ingest", str(kb_home / "docs"))
-    assert code != 0, err
-    assert manifest.read_bytes() == before, "nothing removed"

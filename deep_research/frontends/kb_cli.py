@@ -75,19 +75,15 @@ def ingest_command(
     `notes/README.md` are two files, and re-ingesting one folder never touches another.
     """
     from deep_research.app.loading import load_settings
-    from deep_research.kb.catalog import open_kb, rebuild_kb
+    from deep_research.kb.catalog import open_kb
     from deep_research.kb.ingest import check_root_name, ingest
-    from deep_research.kb.manifest import KBOutdated
 
     settings = load_settings()
     if not path.is_dir():  # before creating anything
         raise UsageError(f"not a directory: {path}")
     if root_name is not None:
         check_root_name(root_name)
-    try:
-        store = open_kb(settings.kb, kb, create=True)
-    except KBOutdated as old:  # an upgrade: its folders first, then this one
-        store = rebuild_kb(settings.kb, old, lambda line: _err().print(line, markup=False))
+    store = open_kb(settings.kb, kb, create=True)
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,

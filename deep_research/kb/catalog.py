@@ -10,11 +10,9 @@ collection's name is a sanitised form of it.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import shutil
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +23,7 @@ from chromadb.errors import ChromaError, NotFoundError
 
 from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
 from deep_research.kb.embeddings import NamedEmbeddings, make_embeddings
-from deep_research.kb.manifest import KBOutdated, load_manifest
+from deep_research.kb.manifest import load_manifest
 from deep_research.kb.settings import KBSettings
 from deep_research.kb.store import (
     UNREACHABLE,
@@ -156,35 +154,6 @@ def open_kb(
         with store_errors("opening the knowledge base"):
             collection = client.get_collection(cname, embedding_function=None)
     return KBStore(settings, name, embeddings, client, vectorstore, collection)
-
-
-def rebuild_kb(settings: KBSettings, old: KBOutdated, say: Callable[[str], None]) -> KBStore:
-    """An older version's KB, rebuilt: removed, then each of its folders ingested again
-    under its own name. Only when that loses nothing and costs nothing: every folder is
-    still there and the embedder runs locally; otherwise ``old`` is raised as it is."""
-    if not old.rebuildable or settings.embedding_provider == "openai":
-        raise old
-    from deep_research.kb.ingest import check_root_name, ingest  # imports this module
-
-    for root, _ in old.roots:
-        check_root_name(root)  # before anything is removed
-    folders = ", ".join(f"{folder}/" for _, folder in old.roots)
-    say(
-        f"KB {old.name!r} was saved by an older deep-research (manifest {old.version}): "
-        f"rebuilding it from {folders}"
-    )
-    remove_kb(settings, old.name)
-    store = open_kb(settings, old.name, create=True)
-    try:
-        for root, folder in old.roots:
-            summary = ingest(store, Path(folder), name=root)
-            say(f"ingested {summary.chunks} chunks from {folder}/ in {summary.seconds:.1f}s")
-    except BaseException:
-        # Never a KB that reads as current with a folder missing: none, which says how.
-        with contextlib.suppress(Exception):
-            remove_kb(settings, old.name)
-        raise
-    return store
 
 
 def list_kbs(settings: KBSettings) -> list[str]:

@@ -10,8 +10,8 @@ changes before and after every write to the chunks, so anything derived from the
 BM25 index) can tell whether it is current.
 
 The manifest's ``schema_version`` is the KB's format: a KB written with another one is
-never read as this one (``KBOutdated``: an older one is rebuilt from its folders by the next
-run or ingest, ``catalog.rebuild_kb``; a newer one is refused).
+never read as this one (``KBOutdated``, one line that says how to make it again; a run
+ingests the sample KB, the tool's own, again).
 
 A root is a folder and everything that resolves inside it: a file is read (and its chunks
 served) only while its path under the root, symlinks followed, stays inside the root's
@@ -66,36 +66,15 @@ class Manifest(BaseModel):
 
 
 class KBOutdated(KnowledgeBaseError):
-    """The KB was saved by another version of deep-research: its format, and the roots its
-    manifest records (name, folder; ``""`` where none is), which an older KB is rebuilt from."""
+    """The KB was saved by another version of deep-research (its ``version``)."""
 
-    def __init__(self, name: str, version: int, roots: tuple[tuple[str, str], ...]) -> None:
+    def __init__(self, name: str, version: int) -> None:
         super().__init__(
             f"knowledge base {name!r} was saved by another version of deep-research "
             f"(manifest {version}, this one reads {MANIFEST_VERSION}): remove it with "
             f"`deep-research kb rm {name}` and ingest its folders again"
         )
-        self.name, self.version, self.roots = name, version, roots
-
-    @property
-    def rebuildable(self) -> bool:
-        """An older KB whose every folder is still there: ingesting them again loses nothing."""
-        return (
-            self.version < MANIFEST_VERSION
-            and bool(self.roots)
-            and all(name and folder and os.path.isdir(folder) for name, folder in self.roots)
-        )
-
-
-def _roots(loaded: dict[str, object]) -> tuple[tuple[str, str], ...]:
-    """The roots an older manifest records, read as loosely as its format allows."""
-    roots = loaded.get("roots")
-    if not isinstance(roots, dict):
-        return ()
-    return tuple(
-        (str(name), str(entry.get("path") or "") if isinstance(entry, dict) else "")
-        for name, entry in roots.items()
-    )
+        self.name, self.version = name, version
 
 
 def inside(path: str, folder: str) -> bool:
@@ -137,7 +116,7 @@ def load_manifest(directory: Path) -> Manifest | None:
         return None  # torn or hand-edited: rebuilt from the chunks
     version = loaded.get("schema_version") if isinstance(loaded, dict) else None
     if isinstance(loaded, dict) and type(version) is int and version != MANIFEST_VERSION:
-        raise KBOutdated(directory.name, version, _roots(loaded))
+        raise KBOutdated(directory.name, version)
     try:
         return Manifest.model_validate(loaded) if version == MANIFEST_VERSION else None
     except ValidationError:

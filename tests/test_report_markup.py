@@ -349,3 +349,14 @@ def test_every_quote_of_a_code_heavy_docs_page_is_contiguous_page_text() -> None
     for quote in found.quotes:
         shown = re.sub(r"( \[\d+\])+$", "", flat(quote)).removesuffix("…")
         assert all(part in whole for part in shown.split(" […] ")), quote
+
+
+def test_a_parse_is_kept_only_for_texts_up_to_the_size_it_keeps() -> None:
+    """A server reads pages for days: a long text is parsed each time, never kept."""
+    short = "- one finding of the notes [S1]\n- another finding of them [S2]\n"
+    long = short * (md.KEPT_CHARS // len(short) + 1)
+    kept = md._kept.cache_info().currsize
+    assert md.paragraphs(long) == list(md._parsed(long))
+    assert md._kept.cache_info().currsize == kept, "the long text is not kept"
+    assert md.paragraphs(short) == md.paragraphs(short) == list(md._parsed(short))
+    assert md._kept.cache_info().currsize <= kept + 1

@@ -134,14 +134,19 @@ class Paragraph:
 def paragraphs(markdown: str) -> list[Paragraph]:
     """The paragraphs of ``markdown``, in order, at any depth (in a quote, a list item),
     and the body rows of its tables. Headings (ATX, setext, anywhere), a table's header,
-    code and HTML are none."""
-    return list(_paragraphs(markdown))
+    code and HTML are none. A text up to ``KEPT_CHARS`` is parsed once a process: a node's
+    notes are read for their findings by the judge's context, the writer and the claim
+    check, and a parse is the cost."""
+    if len(markdown) > KEPT_CHARS:
+        return list(_parsed(markdown))
+    return list(_kept(markdown))
 
 
-@functools.lru_cache(maxsize=1024)
-def _paragraphs(markdown: str) -> tuple[Paragraph, ...]:
-    """``paragraphs``, kept: a node's notes are read for their findings by the judge's
-    context, the writer and the claim check, and a parse is the cost."""
+KEPT_CHARS = 20_000
+"""The longest text whose parse is kept: 1,024 of them, with their parses, hold ~40 MB at most."""
+
+
+def _parsed(markdown: str) -> tuple[Paragraph, ...]:
     out: list[Paragraph] = []
     depth = 0
     cells: list[str] | None = None
@@ -164,6 +169,9 @@ def _paragraphs(markdown: str) -> tuple[Paragraph, ...]:
             if text:
                 out.append(Paragraph(text, "item" if depth > 0 else "paragraph"))
     return tuple(out)
+
+
+_kept = functools.lru_cache(maxsize=1024)(_parsed)
 
 
 # --- model text as a part of the report ------------------------------------------------

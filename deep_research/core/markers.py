@@ -83,7 +83,7 @@ def as_shown(text: str) -> str:
     return "".join(pieces) + text[done:]
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=512)
 def _markers(text: str) -> tuple[Marker, ...]:
     """``markers``, kept: a report's texts are read for their markers several times as it
     is assembled (their refs, then their renumbering), and a parse is the cost."""

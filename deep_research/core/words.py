@@ -56,16 +56,23 @@ digits (the text is lower-cased first)."""
 _CITATION_WORD = re.compile(r"[A-Za-z][A-Za-z0-9'-]+|\d[\d.,%]*")
 
 
-@functools.lru_cache(maxsize=4096)
 def prefix_words(text: str) -> frozenset[str]:
     """The report check's content words: lower-cased, longer than three letters, not in
-    `CITATION_STOPWORDS`, cut to five letters (a stemmer's job, done crudely). Kept: a
-    source's text is compared with every sentence that cites it."""
+    `CITATION_STOPWORDS`, cut to five letters (a stemmer's job, done crudely). Those of a
+    text up to 4,000 characters are kept: a source's text is compared with every sentence
+    that cites it."""
+    return _kept_words(text) if len(text) <= 4_000 else _prefix_words(text)
+
+
+def _prefix_words(text: str) -> frozenset[str]:
     return frozenset(
         w.lower().rstrip(".,%")[:5]
         for w in _CITATION_WORD.findall(text)
         if len(w) > 3 and w.lower() not in CITATION_STOPWORDS
     )
+
+
+_kept_words = functools.lru_cache(maxsize=4096)(_prefix_words)
 
 
 _OPENING, _CLOSING = "([{【〔（［<", ")]}】〕）］>"

@@ -28,7 +28,6 @@ BOOK = PriceTable()
     ],
 )
 def test_current_models_bill_genai_prices_figures(model: str, price: Price) -> None:
-    assert BOOK.price(model) == price
     # Each part alone, well below the 272k long-context tier.
     assert BOOK.cost(model, Usage(input_tokens=100_000)) == pytest.approx(price.input / 10)
     cached = Usage(input_tokens=100_000, cached_input_tokens=100_000)
@@ -64,7 +63,7 @@ def test_prices_follow_the_name_wherever_served(name: str) -> None:
 
 @pytest.mark.parametrize("model", ["llama3.1:8b", "qwen2.5", "", "o5", "gpt-6.2-sol"])
 def test_unknown_models_have_no_price(model: str) -> None:
-    assert BOOK.price(model) is None
+    assert BOOK.cost(model, Usage(input_tokens=M, output_tokens=M)) == 0.0
     assert not BOOK.knows(model)
 
 
@@ -118,7 +117,6 @@ def test_an_override_wins_over_genai_prices_and_ignores_tiers() -> None:
     expected = 0.3 + 0.01 + 0.1 + 0.03
     assert book.cost("gpt-5.5", usage) == pytest.approx(expected)
     assert book.cost("openai/gpt-5.5", usage) == pytest.approx(expected)
-    assert book.price("gpt-5.5") == Price(1.0, 0.1, 2.0)
     assert book.knows("local-llm")
     assert book.cost("local-llm", Usage(input_tokens=M)) == pytest.approx(0.5)
     assert BOOK.cost("gpt-5.5", usage) > expected  # the default book is untouched

@@ -158,21 +158,12 @@ def _per_mtok(value: object) -> float | None:
     return None
 
 
-@dataclass(frozen=True)
-class _Billed:
-    """A usage's billed parts, clamped: writes first (the dearer reading of a reply whose
-    parts exceed its input), then reads, never more than the input together."""
-
-    input: int
-    read: int
-    write: int
-    output: int
-
-    @classmethod
-    def of(cls, usage: Usage) -> _Billed:
-        write = min(max(usage.cache_write_tokens, 0), usage.input_tokens)
-        read = min(max(usage.cached_input_tokens, 0), usage.input_tokens - write)
-        return cls(usage.input_tokens, read, write, usage.output_tokens)
+def _billed(usage: Usage) -> Usage:
+    """``usage`` with its cache parts clamped: writes first (the dearer reading of a reply
+    whose parts exceed its input), then reads, never more than the input together."""
+    write = min(max(usage.cache_write_tokens, 0), usage.input_tokens)
+    read = min(max(usage.cached_input_tokens, 0), usage.input_tokens - write)
+    return usage.model_copy(update={"cache_write_tokens": write, "cached_input_tokens": read})
 
 
 class PriceTable:
@@ -200,26 +191,6 @@ class PriceTable:
         """The models among ``models`` this book cannot price, each once, in order."""
         return [m for m in dict.fromkeys(models) if not self.knows(m)]
 
-    def price(self, model: str) -> Price | None:
-        """Standard per-1M prices of ``model`` (below any long-context tier); None when
-        unknown. A model with no write price of its own bills writes as input."""
-        name = base_name(model)
-        if name in self.overrides:
-            return self.overrides[name]
-        record = _record(name)
-        if record is None:
-            return None
-        fields = vars(record.standard)
-        input_usd = _per_mtok(fields.get("input_mtok")) or 0.0
-        cached = _per_mtok(fields.get("cache_read_mtok"))
-        written = _per_mtok(fields.get("cache_write_mtok"))
-        return Price(
-            input=input_usd,
-            cached_input=input_usd if cached is None else cached,
-            output=_per_mtok(fields.get("output_mtok")) or 0.0,
-            cache_write=input_usd if written is None else written,
-        )
-
     def cost(self, model: str, usage: Usage, *, tier: str = DEFAULT_TIER) -> float:
         """USD for one call (or a sum of calls) of ``model`` with ``usage``, served on the
         service ``tier`` its reply named ("flex": half the token cost).
@@ -231,7 +202,7 @@ class PriceTable:
             fee = self.search_fees.get(model.removeprefix(SEARCH_PREFIX), 0.0)
             return usage.web_search_calls * fee
         name = base_name(model)
-        billed = _Billed.of(usage)
+        billed = _billed(usage)
         fees = usage.web_search_calls * WEB_SEARCH_USD_PER_CALL
         override = self.overrides.get(name)
         if override is not None:
@@ -248,28 +219,28 @@ class PriceTable:
         return share * _tokens_usd(rates, billed) + fees
 
 
-def _override_usd(price: Price, billed: _Billed) -> float:
+def _override_usd(price: Price, billed: Usage) -> float:
     # reasoning_tokens are already inside output_tokens: not added again.
-    uncached = billed.input - billed.read - billed.write
+    read, write = billed.cached_input_tokens, billed.cache_write_tokens
     return (
-        uncached * price.input
-        + billed.read * price.cached_input
-        + billed.write * price.write
-        + billed.output * price.output
+        (billed.input_tokens - read - write) * price.input
+        + read * price.cached_input
+        + write * price.write
+        + billed.output_tokens * price.output
     ) * _PER_TOKEN
 
 
-def _tokens_usd(rates: ModelPrice, billed: _Billed) -> float:
+def _tokens_usd(rates: ModelPrice, billed: Usage) -> float:
     """What the tokens cost at ``rates`` (genai-prices' arithmetic, long-context tiers
     included); web searches are priced apart."""
     import genai_prices
 
     calc = rates.calc_price(
         genai_prices.Usage(
-            input_tokens=billed.input,
-            cache_read_tokens=billed.read,
-            cache_write_tokens=billed.write,
-            output_tokens=billed.output,
+            input_tokens=billed.input_tokens,
+            cache_read_tokens=billed.cached_input_tokens,
+            cache_write_tokens=billed.cache_write_tokens,
+            output_tokens=billed.output_tokens,
         )
     )
     return float(calc["total_price"])

@@ -40,115 +40,51 @@ _NO_ENDPOINT = frozenset({404, 405, 501})
 # deprecations page (developers.openai.com/api/docs/deprecations, read 2026-11-26) names the
 # replacements: gpt-6.1-sol for gpt-5 and o3, gpt-6.1-terra for gpt-5-mini, gpt-6-luna for
 # gpt-5-nano, gpt-4.1 and gpt-4o. gpt-5.5 and gpt-5.5-pro have no date.
+# By date: the ids shut down on it.
+_SHUTDOWN_DAYS: dict[date, str] = {
+    date(2024, 9, 13): (
+        "gpt-3.5-turbo-16k gpt-3.5-turbo-0301 gpt-3.5-turbo-0613 gpt-3.5-turbo-16k-0613"
+    ),
+    date(2024, 12, 6): "gpt-4-vision-preview",
+    date(2025, 6, 6): "gpt-4-32k gpt-4-32k-0314 gpt-4-32k-0613",
+    date(2025, 7, 28): "o1-preview o1-preview-2024-09-12",
+    date(2025, 10, 10): "gpt-4o-audio-preview-2024-10-01",
+    date(2025, 10, 27): "o1-mini o1-mini-2024-09-12",
+    date(2026, 2, 12): "codex-mini-latest",
+    date(2026, 2, 17): "chatgpt-4o-latest",
+    date(2026, 3, 26): "gpt-4-0125-preview gpt-4-turbo-preview gpt-4-0314",
+    date(2026, 5, 7): (
+        "gpt-4o-audio-preview gpt-4o-audio-preview-2024-12-17 gpt-4o-audio-preview-2025-06-03 "
+        "gpt-4o-mini-audio-preview gpt-4o-mini-audio-preview-2024-12-17"
+    ),
+    date(2026, 7, 23): (
+        "o3-deep-research o3-deep-research-2025-06-26 o4-mini-deep-research "
+        "o4-mini-deep-research-2025-06-26 gpt-5.1-codex gpt-5.1-codex-max gpt-5.1-chat-latest "
+        "gpt-5-chat-latest gpt-5-codex gpt-4o-search-preview gpt-4o-mini-search-preview "
+        "gpt-4o-search-preview-2025-03-11 gpt-4o-mini-search-preview-2025-03-11 "
+        "computer-use-preview computer-use-preview-2025-03-11"
+    ),
+    date(2026, 8, 10): "gpt-5.3-chat-latest gpt-5.2-chat-latest",
+    date(2026, 9, 28): "gpt-3.5-turbo-1106",
+    date(2026, 10, 23): (
+        "o4-mini o4-mini-2025-04-16 o3-mini o3-mini-2025-01-31 o1 o1-2024-12-17 o1-pro "
+        "o1-pro-2025-03-19 gpt-4.1-nano gpt-4.1-nano-2025-04-14 gpt-4o-2024-05-13 gpt-4-turbo "
+        "gpt-4-turbo-2024-04-09 gpt-4-1106-preview gpt-4 gpt-4-0613 gpt-3.5-turbo "
+        "gpt-3.5-turbo-0125"
+    ),
+    date(2026, 12, 11): (
+        "gpt-5 gpt-5-2025-08-07 gpt-5-mini gpt-5-mini-2025-08-07 gpt-5-nano gpt-5-nano-2025-08-07 "
+        "gpt-5-pro gpt-5-pro-2025-10-06 o3 o3-2025-04-16 o3-pro o3-pro-2025-06-10"
+    ),
+    date(2027, 1, 14): (
+        "gpt-4.1 gpt-4.1-2025-04-14 gpt-4.1-mini gpt-4.1-mini-2025-04-14 gpt-4o gpt-4o-2024-11-20 "
+        "gpt-4o-2024-08-06 gpt-4o-mini gpt-4o-mini-2024-07-18"
+    ),
+    date(2027, 1, 20): "gpt-audio-mini gpt-audio-mini-2025-12-15",
+    date(2027, 4, 1): "gpt-5.1 gpt-5.1-2025-11-13 gpt-5.4-nano gpt-5.4-nano-2026-03-17",
+}
 ANNOUNCED_SHUTDOWNS: dict[str, date] = {
-    **dict.fromkeys(
-        (
-            "gpt-3.5-turbo-16k",
-            "gpt-3.5-turbo-0301",
-            "gpt-3.5-turbo-0613",
-            "gpt-3.5-turbo-16k-0613",
-        ),
-        date(2024, 9, 13),
-    ),
-    "gpt-4-vision-preview": date(2024, 12, 6),
-    **dict.fromkeys(("gpt-4-32k", "gpt-4-32k-0314", "gpt-4-32k-0613"), date(2025, 6, 6)),
-    **dict.fromkeys(("o1-preview", "o1-preview-2024-09-12"), date(2025, 7, 28)),
-    "gpt-4o-audio-preview-2024-10-01": date(2025, 10, 10),
-    **dict.fromkeys(("o1-mini", "o1-mini-2024-09-12"), date(2025, 10, 27)),
-    "codex-mini-latest": date(2026, 2, 12),
-    "chatgpt-4o-latest": date(2026, 2, 17),
-    **dict.fromkeys(("gpt-4-0125-preview", "gpt-4-turbo-preview", "gpt-4-0314"), date(2026, 3, 26)),
-    **dict.fromkeys(
-        (
-            "gpt-4o-audio-preview",
-            "gpt-4o-audio-preview-2024-12-17",
-            "gpt-4o-audio-preview-2025-06-03",
-            "gpt-4o-mini-audio-preview",
-            "gpt-4o-mini-audio-preview-2024-12-17",
-        ),
-        date(2026, 5, 7),
-    ),
-    **dict.fromkeys(
-        (
-            "o3-deep-research",
-            "o3-deep-research-2025-06-26",
-            "o4-mini-deep-research",
-            "o4-mini-deep-research-2025-06-26",
-            "gpt-5.1-codex",
-            "gpt-5.1-codex-max",
-            "gpt-5.1-chat-latest",
-            "gpt-5-chat-latest",
-            "gpt-5-codex",
-            "gpt-4o-search-preview",
-            "gpt-4o-mini-search-preview",
-            "gpt-4o-search-preview-2025-03-11",
-            "gpt-4o-mini-search-preview-2025-03-11",
-            "computer-use-preview",
-            "computer-use-preview-2025-03-11",
-        ),
-        date(2026, 7, 23),
-    ),
-    **dict.fromkeys(("gpt-5.3-chat-latest", "gpt-5.2-chat-latest"), date(2026, 8, 10)),
-    "gpt-3.5-turbo-1106": date(2026, 9, 28),
-    **dict.fromkeys(
-        (
-            "o4-mini",
-            "o4-mini-2025-04-16",
-            "o3-mini",
-            "o3-mini-2025-01-31",
-            "o1",
-            "o1-2024-12-17",
-            "o1-pro",
-            "o1-pro-2025-03-19",
-            "gpt-4.1-nano",
-            "gpt-4.1-nano-2025-04-14",
-            "gpt-4o-2024-05-13",
-            "gpt-4-turbo",
-            "gpt-4-turbo-2024-04-09",
-            "gpt-4-1106-preview",
-            "gpt-4",
-            "gpt-4-0613",
-            "gpt-3.5-turbo",
-            "gpt-3.5-turbo-0125",
-        ),
-        date(2026, 10, 23),
-    ),
-    **dict.fromkeys(
-        (
-            "gpt-5",
-            "gpt-5-2025-08-07",
-            "gpt-5-mini",
-            "gpt-5-mini-2025-08-07",
-            "gpt-5-nano",
-            "gpt-5-nano-2025-08-07",
-            "gpt-5-pro",
-            "gpt-5-pro-2025-10-06",
-            "o3",
-            "o3-2025-04-16",
-            "o3-pro",
-            "o3-pro-2025-06-10",
-        ),
-        date(2026, 12, 11),
-    ),
-    **dict.fromkeys(
-        (
-            "gpt-4.1",
-            "gpt-4.1-2025-04-14",
-            "gpt-4.1-mini",
-            "gpt-4.1-mini-2025-04-14",
-            "gpt-4o",
-            "gpt-4o-2024-11-20",
-            "gpt-4o-2024-08-06",
-            "gpt-4o-mini",
-            "gpt-4o-mini-2024-07-18",
-        ),
-        date(2027, 1, 14),
-    ),
-    **dict.fromkeys(("gpt-audio-mini", "gpt-audio-mini-2025-12-15"), date(2027, 1, 20)),
-    **dict.fromkeys(
-        ("gpt-5.1", "gpt-5.1-2025-11-13", "gpt-5.4-nano", "gpt-5.4-nano-2026-03-17"),
-        date(2027, 4, 1),
-    ),
+    model: day for day, models in _SHUTDOWN_DAYS.items() for model in models.split()
 }
 
 
@@ -231,11 +167,9 @@ def judge(
     refs: Sequence[ModelRef], statuses: dict[str, ModelStatus], *, today: date, server: str
 ) -> list[str]:
     """Pure: the warnings, or one `ConfigError` naming every bad model and its settings."""
-    settings: dict[str, list[str]] = {}
+    settings: dict[str, dict[str, None]] = {}  # model -> its settings, in order, each once
     for ref in refs:
-        settings.setdefault(ref.model, [])
-        if ref.setting not in settings[ref.model]:
-            settings[ref.model].append(ref.setting)
+        settings.setdefault(ref.model, {})[ref.setting] = None
     problems: list[str] = []
     warnings: list[str] = []
     for model, names in settings.items():

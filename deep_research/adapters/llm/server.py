@@ -41,6 +41,7 @@ What structured-output shape a (server, model) accepts is remembered in the mode
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -150,12 +151,8 @@ class ChatServer:
         """The most enforced shape ``model`` here has not refused."""
         if model in self._known:
             return self._known[model]
-        shape: Shape = "json_schema"
-        if self.shapes is not None:
-            saved = await self.shapes.get(self._shape_key(model))
-            for known in SHAPES:
-                if saved == known:
-                    shape = known
+        saved = await self.shapes.get(self._shape_key(model)) if self.shapes is not None else None
+        shape = next((known for known in SHAPES if known == saved), SHAPES[0])
         self._known[model] = shape
         return shape
 
@@ -286,22 +283,15 @@ class ChatServer:
     ) -> tuple[T, float]:
         if self.max_concurrent is not None and self._gate is None:
             self._gate = asyncio.Semaphore(self.max_concurrent)
-        if self._gate is None:
-            return await self._watched(call, model=model, what=what)
-        async with self._gate:
-            return await self._watched(call, model=model, what=what)
-
-    async def _watched(
-        self, call: Callable[[], Awaitable[T]], *, model: str, what: str
-    ) -> tuple[T, float]:
-        started = time.monotonic()
-        notice = asyncio.create_task(self._announce(model, what)) if self.on_slow else None
-        try:
-            reply = await call()
-        finally:
-            if notice is not None:
-                notice.cancel()
-        return reply, time.monotonic() - started
+        async with self._gate or contextlib.nullcontext():
+            started = time.monotonic()  # the wait for a slot is not counted
+            notice = asyncio.create_task(self._announce(model, what)) if self.on_slow else None
+            try:
+                reply = await call()
+            finally:
+                if notice is not None:
+                    notice.cancel()
+            return reply, time.monotonic() - started
 
     async def _announce(self, model: str, what: str) -> None:
         started = time.monotonic()

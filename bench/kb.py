@@ -48,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from deep_research.app.loading import load_settings
 from deep_research.kb.catalog import open_kb
 from deep_research.kb.ingest import ingest
-from deep_research.kb.search import Fusion, Mode, search
+from deep_research.kb.modes import Mode
+from deep_research.kb.search import search
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "benchmarks" / "scifact"
@@ -190,9 +191,7 @@ def ingest_only(root: Path) -> None:
     )
 
 
-def evaluate(
-    home: Path, queries: dict[str, str], qrels: dict[str, set[str]], fusion: Fusion | None
-) -> dict[str, float]:
+def evaluate(home: Path, queries: dict[str, str], qrels: dict[str, set[str]]) -> dict[str, float]:
     os.environ["DEEP_RESEARCH_HOME"] = str(home)
     store = open_kb(load_settings().kb)
     search(store, "warm-up: build the lexical index and load the model", k=1)
@@ -204,7 +203,7 @@ def evaluate(
         total = 0.0
         for qid, text in queries.items():
             started = time.perf_counter()
-            hits = search(store, text, k=CHUNKS_PER_QUERY, mode=mode, fusion=fusion)
+            hits = search(store, text, k=CHUNKS_PER_QUERY, mode=mode)
             if mode == "hybrid":
                 latencies.append((time.perf_counter() - started) * 1000)
             docs = ranked_docs([hit.source for hit in hits])[:10]
@@ -218,17 +217,6 @@ def evaluate(
     return figures
 
 
-def fusion_from(args: argparse.Namespace) -> Fusion | None:
-    if args.fusion is None:
-        return None
-    given = {
-        "dense_weight": args.dense_weight,
-        "bm25_weight": args.bm25_weight,
-        "rrf_k": args.rrf_k,
-    }
-    return Fusion(method=args.fusion, **{k: v for k, v in given.items() if v is not None})
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -236,10 +224,6 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     parser.add_argument("--limit", type=int, help="only the first N test queries")
     parser.add_argument("--data", type=Path, default=DATA, help="the SciFact folder")
-    parser.add_argument("--fusion", choices=["rrf", "weighted"], help="override search's default")
-    parser.add_argument("--dense-weight", type=float, help="with --fusion")
-    parser.add_argument("--bm25-weight", type=float, help="with --fusion")
-    parser.add_argument("--rrf-k", type=int, help="with --fusion rrf")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, to see that it runs")
     parser.add_argument("--ingest-only", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -269,12 +253,12 @@ def main() -> None:
         print(f"ingest: {first['chunks']:.0f} chunks with {first['model']}")
         second = run_ingest_child(home, root)
         peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
-        figures = evaluate(home, queries, qrels, fusion_from(args))
+        figures = evaluate(home, queries, qrels)
     figures["ingest_seconds"] = first["seconds"]
     figures["reingest_seconds"] = second["seconds"]
     figures["ingest_peak_mb"] = peak_kb / 1024
     figures["sample_kb_ingest_seconds"] = sample_kb_ingest(1 if args.smoke else 3)
-    print(f"queries: {len(queries)}, fusion: {fusion_from(args) or 'search defaults'}")
+    print(f"queries: {len(queries)}")
     for key in KEYS:
         print(f"{key:24} {figures[key]:.4f}")
     if args.json:

@@ -12,7 +12,7 @@ from deep_research.core.errors import KnowledgeBaseError, UsageError
 from deep_research.kb.catalog import open_kb
 from deep_research.kb.embeddings import NamedEmbeddings
 from deep_research.kb.ingest import ingest
-from deep_research.kb.search import Fusion, fuse, resolve_locator, search
+from deep_research.kb.search import fuse, resolve_locator, search
 from deep_research.kb.store import KBStore
 from tests.hash_embeddings import HashEmbeddings
 
@@ -145,13 +145,12 @@ def test_bad_queries_and_empty_kb(store: KBStore, tmp_path: Path) -> None:
     assert search(store, "zzzunknownword", mode="bm25") == []
 
 
-def test_fusion_methods() -> None:
+def test_fusion_weighs_scaled_scores() -> None:
     dense = [("a", 0.9), ("b", 0.5)]
     lexical = [("b", 12.0), ("c", 3.0)]
-    rrf = fuse([(dense, 1.0), (lexical, 1.0)], Fusion(method="rrf"))
-    assert rrf[0][0] == "b"  # ranked by both
-    weighted = fuse([(dense, 1.0), (lexical, 0.0)], Fusion(method="weighted"))
+    weighted = fuse([(dense, 1.0), (lexical, 0.0)])
     assert [cid for cid, _ in weighted] == ["a", "b"]
+    assert fuse([(dense, 0.5), (lexical, 0.5)]) == [("a", 0.5), ("b", 0.5), ("c", 0.0)]
 
 
 def test_scores_are_on_one_scale_in_every_mode(store: KBStore) -> None:

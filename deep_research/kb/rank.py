@@ -1,9 +1,8 @@
 """Rank passages held in memory against a query, the way the knowledge base ranks chunks.
 
 BM25 (the KB's own tokenizer, stemmer and parameters) and dense cosine similarity (the
-embedder given), fused exactly as ``kb.search`` fuses them (``fuse``, weighted min-max by
-default). Nothing is stored: a web branch ranks the passages of the pages it read without
-a Chroma collection per branch.
+embedder given), fused exactly as ``kb.search`` fuses them (``fuse``). Nothing is stored: a
+web branch ranks the passages of the pages it read without a Chroma collection per branch.
 """
 
 from __future__ import annotations
@@ -14,9 +13,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from deep_research.kb.lexical import LexicalDoc, LexicalIndex
-from deep_research.kb.search import Fusion, Ranking, fuse
-
-DEFAULT_FUSION = Fusion()
+from deep_research.kb.search import BM25_WEIGHT, DENSE_WEIGHT, fuse
 
 
 class KnownVectors(Embeddings):
@@ -45,9 +42,7 @@ def cosine_similarities(query: str, passages: Sequence[str], embedder: Embedding
     return [float(score) for score in cosine]
 
 
-def rank(
-    query: str, passages: Sequence[str], embedder: Embeddings, fusion: Fusion = DEFAULT_FUSION
-) -> list[tuple[int, float]]:
+def rank(query: str, passages: Sequence[str], embedder: Embeddings) -> list[tuple[int, float]]:
     """(index into ``passages``, fused score) for every passage, best first."""
     if not passages:
         return []
@@ -57,9 +52,6 @@ def rank(
         for i, p in zip(ids, passages, strict=True)
     ]
     lexical = LexicalIndex.build("", docs).search(query, len(docs))
-    dense: Ranking = sorted(
-        ((ids[i], score) for i, score in enumerate(cosine_similarities(query, passages, embedder))),
-        key=lambda x: -x[1],
-    )
-    fused = fuse([(dense, fusion.dense_weight), (lexical, fusion.bm25_weight)], fusion)
+    dense = list(zip(ids, cosine_similarities(query, passages, embedder), strict=True))
+    fused = fuse([(dense, DENSE_WEIGHT), (lexical, BM25_WEIGHT)])
     return [(int(cid), score) for cid, score in fused]

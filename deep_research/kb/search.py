@@ -1,11 +1,9 @@
 """Retrieval over a KBStore: dense (Chroma), lexical (BM25) or both fused.
 
-Fusion is weighted by default: score(d) = sum_r w_r * norm_r(d), each ranker's scores
-min-max scaled (or z-scored) over its own candidates; a candidate missing from a ranking
-gets that ranking's lowest normalised score. Reciprocal rank fusion is the alternative:
-score(d) = sum_r w_r / (RRF_K + rank_r(d)), ranks 1-based. The constants below are the
-defaults (measured best on BEIR SciFact with the default embedder, see bench/kb.py);
-every one of them is also a parameter of `search`.
+Fusion is weighted: score(d) = sum_r w_r * norm_r(d), each ranker's scores min-max scaled
+over its own candidates; a candidate missing from a ranking gets that ranking's lowest
+scaled score. On BEIR SciFact with the default embedder (bench/kb.py) this beat reciprocal
+rank fusion and z-scores, and the weights below were the best measured.
 MMR (optional) re-orders the fused candidates for diversity using the dense vectors.
 
 A hit's score is on one scale in every mode: in [0, 1], relative to the query's
@@ -24,24 +22,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from deep_research.core.errors import KnowledgeBaseError, UsageError
-from deep_research.kb.chunking import document_key, make_anchor, make_locator
+from deep_research.kb.chunking import document_key, make_anchor
 from deep_research.kb.embeddings import normalize_rows
 from deep_research.kb.modes import MODES, Mode
 from deep_research.kb.store import KBStore
 from deep_research.kb.stored import StoredChunk
 
-FusionMethod = Literal["rrf", "weighted"]
-Normalization = Literal["zscore", "minmax"]
-
-FUSION_METHOD: FusionMethod = "weighted"
-NORMALIZATION: Normalization = "minmax"
-"""How "weighted" puts the rankers' scores (cosine, BM25) on one scale."""
-RRF_K = 60
 DENSE_WEIGHT = 0.5
 BM25_WEIGHT = 0.5
 CANDIDATES = 50
@@ -53,67 +43,38 @@ Ranking = list[tuple[str, float]]
 _LOCATOR = re.compile(r"^(?P<anchor>.*):(?P<start>\d+)-(?P<end>\d+)$")
 
 
-@dataclass(frozen=True)
-class Fusion:
-    method: FusionMethod = FUSION_METHOD
-    rrf_k: int = RRF_K
-    dense_weight: float = DENSE_WEIGHT
-    bm25_weight: float = BM25_WEIGHT
-    normalization: Normalization = NORMALIZATION
-
-
-@dataclass(frozen=True)
-class Hit:
-    chunk_id: str
-    source: str
-    """The file's path in its root folder."""
-    heading: str
-    start_line: int
-    end_line: int
+@dataclass(frozen=True, kw_only=True)
+class Hit(StoredChunk):
     score: float
-    text: str
-    title: str = ""
-    tags: tuple[str, ...] = ()
-    root: str = ""
-    """The name of the root folder."""
 
     @property
-    def locator(self) -> str:
-        """``root/path#heading:start-end``: what a citation stores; see `resolve_locator`."""
-        return make_locator(self.root, self.source, self.heading, self.start_line, self.end_line)
+    def chunk_id(self) -> str:
+        return self.id
 
 
-def fuse(rankings: Sequence[tuple[Ranking, float]], fusion: Fusion = Fusion()) -> Ranking:
+def fuse(rankings: Sequence[tuple[Ranking, float]]) -> Ranking:
     """Combine (ranking, weight) pairs into one ranking, best first."""
     fused: dict[str, float] = {}
     floors: list[tuple[dict[str, None], float]] = []
     for ranking, weight in rankings:
         if not ranking or weight == 0:
             continue
-        if fusion.method == "rrf":
-            for rank, (cid, _) in enumerate(ranking, start=1):
-                fused[cid] = fused.get(cid, 0.0) + weight / (fusion.rrf_k + rank)
-        else:
-            normalised = _normalise([score for _, score in ranking], fusion.normalization)
-            for (cid, _), value in zip(ranking, normalised, strict=True):
-                fused[cid] = fused.get(cid, 0.0) + weight * value
-            floors.append((dict.fromkeys(cid for cid, _ in ranking), weight * min(normalised)))
+        scaled = _minmax([score for _, score in ranking])
+        for (cid, _), value in zip(ranking, scaled, strict=True):
+            fused[cid] = fused.get(cid, 0.0) + weight * value
+        floors.append((dict.fromkeys(cid for cid, _ in ranking), weight * min(scaled)))
     # A candidate only one ranker found scores that ranker's floor for the others.
     for cid in fused:
         fused[cid] += sum(floor for found, floor in floors if cid not in found)
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
 
 
-def _normalise(scores: list[float], how: Normalization) -> list[float]:
-    values = np.asarray(scores, dtype=float)
-    if how == "zscore":
-        values = (values - values.mean()) / (float(values.std()) or 1.0)
-    else:
-        span = float(values.max() - values.min())
-        # A lone or tied candidate is as good as the best: 1.0, not 0.0.
-        values = (values - values.min()) / span if span else np.ones_like(values)
-    normalised: list[float] = values.tolist()
-    return normalised
+def _minmax(scores: list[float]) -> list[float]:
+    values = np.asarray(scores, dtype=float) - min(scores)
+    span = float(values.max())
+    # A lone or tied candidate is as good as the best: 1.0, not 0.0.
+    scaled: list[float] = (values / span if span else np.ones_like(values)).tolist()
+    return scaled
 
 
 def mmr_order(
@@ -121,21 +82,18 @@ def mmr_order(
     candidates: Ranking,
     vectors: dict[str, list[float]],
     k: int,
-    lambda_mult: float = MMR_LAMBDA,
 ) -> Ranking:
     """Maximal marginal relevance over the candidates' dense vectors.
 
     Relevance is the candidate's cosine similarity to the query blended with its
-    normalised fused score, so lexical-only matches are not pushed out.
+    scaled fused score, so lexical-only matches are not pushed out.
     """
     pool = [(cid, score) for cid, score in candidates if cid in vectors]
     if not pool:
         return candidates[:k]
     matrix = normalize_rows(np.array([vectors[cid] for cid, _ in pool], dtype=np.float32))
     q = normalize_rows(np.array([query], dtype=np.float32))[0]
-    scores = np.array([score for _, score in pool], dtype=float)
-    span = float(scores.max() - scores.min()) or 1.0
-    relevance = 0.5 * (matrix @ q) + 0.5 * (scores - scores.min()) / span
+    relevance = 0.5 * (matrix @ q) + 0.5 * np.array(_minmax([score for _, score in pool]))
     similarity = matrix @ matrix.T
     chosen: list[int] = []
     left = list(range(len(pool)))
@@ -143,7 +101,7 @@ def mmr_order(
         redundancy = np.zeros(len(left))
         if chosen:
             redundancy = similarity[np.ix_(left, chosen)].max(axis=1)
-        marginal = lambda_mult * relevance[left] - (1 - lambda_mult) * redundancy
+        marginal = MMR_LAMBDA * relevance[left] - (1 - MMR_LAMBDA) * redundancy
         best = left[int(np.argmax(marginal))]
         chosen.append(best)
         left.remove(best)
@@ -158,17 +116,12 @@ def search(
     mmr: bool = False,
     path_glob: str | None = None,
     tags: Iterable[str] | None = None,
-    *,
-    fusion: Fusion | None = None,
-    candidates: int = CANDIDATES,
-    mmr_lambda: float = MMR_LAMBDA,
 ) -> list[Hit]:
     """The top ``k`` chunks for ``query``, best first, filtered by path glob and tags.
 
     Each hit's score is in [0, 1] in every mode (``modes.SCORE_MEANING``): the ranker's scores
     min-max scaled over its candidates for this query (hybrid: their weighted sum, the
-    weights adding up to 1). With ``fusion.method == "rrf"`` hybrid scores are reciprocal
-    rank sums instead (well below 1: bench/kb.py compares the two).
+    weights adding up to 1).
     """
     if not query.strip():
         raise UsageError("empty search query")
@@ -176,24 +129,22 @@ def search(
         raise UsageError(f"k must be at least 1 (got {k})")
     if mode not in MODES:
         raise UsageError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
-    fusion = fusion or Fusion()
     lexical = store.lexical()
     allowed = lexical.documents_matching(path_glob, tags)
     if allowed is not None and not allowed:
         return []
     allowed_ids = None if allowed is None else lexical.chunk_ids(allowed)
-    n = max(candidates, k * 4 if mmr else k)
+    n = max(CANDIDATES, k * 4 if mmr else k)
     vector = store.embeddings.embed_query(query) if mode != "bm25" or mmr else None
     dense = store.dense(vector, n, allowed_ids) if vector is not None and mode != "bm25" else []
     lexical_hits = lexical.search(query, n, allowed) if mode != "dense" else []
-    if mode == "hybrid":
-        ranked = fuse([(dense, fusion.dense_weight), (lexical_hits, fusion.bm25_weight)], fusion)
-    else:  # one ranker, scaled as hybrid scales it: a score means the same in every mode
-        one = Fusion(method="weighted", normalization="minmax")
-        ranked = fuse([(dense if mode == "dense" else lexical_hits, 1.0)], one)
+    # One ranker (the other's list is empty) is scaled as hybrid scales it: a score means
+    # the same in every mode.
+    weights = (DENSE_WEIGHT, BM25_WEIGHT) if mode == "hybrid" else (1.0, 1.0)
+    ranked = fuse([(dense, weights[0]), (lexical_hits, weights[1])])
     if mmr and vector is not None:
         pool = ranked[:n]
-        ranked = mmr_order(vector, pool, store.vectors([cid for cid, _ in pool]), k, mmr_lambda)
+        ranked = mmr_order(vector, pool, store.vectors([cid for cid, _ in pool]), k)
     hits: list[Hit] = []
     taken = 0
     while len(hits) < k and taken < len(ranked):
@@ -201,23 +152,8 @@ def search(
         # resolves outside its root: KBStore.get_chunks), gives its place to the next one.
         top, taken = ranked[taken : taken + k - len(hits)], taken + k - len(hits)
         chunks = store.get_chunks([cid for cid, _ in top])
-        hits.extend(_hit(chunks[cid], score) for cid, score in top if cid in chunks)
+        hits.extend(Hit(**vars(chunks[cid]), score=score) for cid, score in top if cid in chunks)
     return hits
-
-
-def _hit(chunk: StoredChunk, score: float) -> Hit:
-    return Hit(
-        chunk_id=chunk.id,
-        source=chunk.source,
-        heading=chunk.heading,
-        start_line=chunk.start_line,
-        end_line=chunk.end_line,
-        score=score,
-        text=chunk.text,
-        title=chunk.title,
-        tags=chunk.tags,
-        root=chunk.root,
-    )
 
 
 def resolve_locator(store: KBStore, locator: str) -> str:

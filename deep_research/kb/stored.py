@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from deep_research.kb.chunking import Chunk, document_key
+from deep_research.kb.chunking import Chunk, document_key, make_locator
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,11 @@ class StoredChunk:
     @property
     def document(self) -> tuple[str, str]:
         return (self.root, self.source)
+
+    @property
+    def locator(self) -> str:
+        """``root/path#heading:start-end``: what a citation stores (``search.resolve_locator``)."""
+        return make_locator(self.root, self.source, self.heading, self.start_line, self.end_line)
 
 
 def chroma_metadata(chunk: Chunk) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING
@@ -106,23 +106,10 @@ def _ours() -> dict[str, ModelPrice]:
     }
 
 
-@dataclass(frozen=True)
-class _Record:
-    """A model's rates: standard, and by service tier where genai-prices has them."""
-
-    standard: ModelPrice
-    tiers: Mapping[str, ModelPrice] = field(default_factory=dict)
-
-    def rates(self, tier: str) -> tuple[ModelPrice, float]:
-        """The rates for ``tier`` and the share to scale their token cost by."""
-        if tier in self.tiers:
-            return self.tiers[tier], 1.0
-        return self.standard, TIER_SHARES.get(tier, 1.0)
-
-
 @functools.lru_cache(maxsize=1024)
-def _record(name: str) -> _Record | None:
-    """The rates of an already normalised ``name``: genai-prices', else ours, else None.
+def _record(name: str) -> tuple[ModelPrice, Mapping[str, ModelPrice]] | None:
+    """The rates of an already normalised ``name``, standard and by service tier where
+    genai-prices has them: genai-prices', else ours, else None.
 
     Cached (hits and misses) so the hot path never re-searches genai-prices' model list;
     imported here, not at module level, because loading its data takes ~0.2 s and most CLI
@@ -136,7 +123,7 @@ def _record(name: str) -> _Record | None:
         )
     except LookupError:
         ours = _ours().get(_DATED.sub("", name))
-        return None if ours is None else _Record(ours)
+        return None if ours is None else (ours, {})
     now = datetime.now(UTC)
     names = {
         v.when["service_tier"]
@@ -144,7 +131,7 @@ def _record(name: str) -> _Record | None:
         if set(v.when) == {"service_tier"}
     }
     tiers = {t: calc.model.get_prices(now, {"service_tier": t}) for t in names}
-    return _Record(calc.model_price, tiers)
+    return calc.model_price, tiers
 
 
 def _per_mtok(value: object) -> float | None:
@@ -206,12 +193,13 @@ class PriceTable:
         fees = usage.web_search_calls * WEB_SEARCH_USD_PER_CALL
         override = self.overrides.get(name)
         if override is not None:
-            share = TIER_SHARES.get(tier, 1.0)
-            return share * _override_usd(override, billed) + fees
+            return TIER_SHARES.get(tier, 1.0) * _override_usd(override, billed) + fees
         record = _record(name)
         if record is None:
             return fees
-        rates, share = record.rates(tier)
+        standard, tiers = record
+        rates = tiers.get(tier, standard)
+        share = 1.0 if tier in tiers else TIER_SHARES.get(tier, 1.0)
         searches = _per_mtok(vars(rates).get("web_searches_kcount"))
         if searches is not None:
             # A few records (o3-pro, embeddings) carry no search price: a search still costs.

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from deep_research.adapters.branches.protocols import Passage
 from deep_research.adapters.extractive.text import (
@@ -76,12 +77,12 @@ NO_NEW = "_Answered by the passages quoted above._"
 NO_EVIDENCE = "_No cited evidence._"
 
 
+@dataclass(frozen=True)
 class ExtractivePlanner:
     """One plan of independent facets, each researched at ``source_hint`` (the KB, the web by
     search-and-read, or both); no replanning (extractive runs one iteration)."""
 
-    def __init__(self, source_hint: SourceHint = "internal") -> None:
-        self.source_hint: SourceHint = source_hint
+    source_hint: SourceHint = "internal"
 
     async def plan(self, request: PlanRequest, meter: Meter) -> Plan:
         if request.gaps is not None:

@@ -15,14 +15,10 @@ class LLMJudge:
     model: ChatModel
 
     async def judge(self, request: JudgeRequest, meter: Meter) -> Verdict:
+        unmerged = f"\n\nFindings not yet merged into the summary:\n{request.unmerged}"
         messages = load_prompt("judge").messages(
             question=request.question,
-            summary=(request.summary or "(empty)")
-            + (
-                f"\n\nFindings not yet merged into the summary:\n{request.unmerged}"
-                if request.unmerged
-                else ""
-            ),
+            summary=(request.summary or "(empty)") + (unmerged if request.unmerged else ""),
             outline=request.outline,
             overview=request.overview,
         )

@@ -270,12 +270,8 @@ class ChatModel:
             meter.record(self.role, self.model, usage, usage_unknown=True)
 
         request = fingerprint(shape, cap, [m.model_dump() for m in messages])
-        request_for = self._request(messages, shape, schema)
         caps: list[int] = []  # as sent: a timeout's retry may ask for less
-
-        async def ask(cap: int) -> object:
-            caps.append(cap)
-            return await request_for(cap)
+        ask = self._request(messages, shape, schema, caps)
 
         async def send() -> tuple[object, float]:
             return await self.server.send(
@@ -308,9 +304,13 @@ class ChatModel:
         return reply, (caps[-1] if caps[-1] < cap else None)
 
     def _request(
-        self, messages: list[BaseMessage], shape: Shape, schema: type[BaseModel] | None
+        self,
+        messages: list[BaseMessage],
+        shape: Shape,
+        schema: type[BaseModel] | None,
+        caps: list[int],
     ) -> Callable[[int], Awaitable[object]]:
-        """The request of ``messages`` in ``shape``, sent with a reply cap."""
+        """The request of ``messages`` in ``shape``, sent with a reply cap (noted in ``caps``)."""
         chat, in_body = self.chat, not (self.server.on_openai or is_reasoning_model(self.model))
         if in_body and chat.max_tokens is not None:
             chat = chat.model_copy(update={"max_tokens": None})
@@ -321,6 +321,7 @@ class ChatModel:
             formats["response_format"] = {"type": "json_object"}
 
         async def ask(cap: int) -> object:
+            caps.append(cap)
             # LangChain renames max_tokens; the body's own name is the one every server
             # knows. Reasoning models refuse it (HTTP 400 naming max_tokens) wherever OpenAI
             # serves them, behind a gateway too.

@@ -27,25 +27,18 @@ class ServerLimits:
     context_tokens: int | None = None
 
 
-def props_url(base_url: str) -> str:
-    """``http://host:8080/v1`` -> ``http://host:8080/props``."""
-    root = base_url.rstrip("/")
-    return f"{root.removesuffix('/v1')}/props"
-
-
 async def read_limits(
     base_url: str, api_key: str, cache: LookupCache | None = None
 ) -> ServerLimits:
     """The server's limits, with the key its API takes (llama-server's ``--api-key`` guards
     ``/props`` too); the key is sent, never stored."""
     key = json.dumps([base_url, "server-limits"])
+    url = base_url.rstrip("/").removesuffix("/v1") + "/props"  # .../v1 -> .../props
     if cache is not None and (saved := await cache.get(key)) is not None:
         return _decode(saved)
     try:
         async with httpx2.AsyncClient(timeout=PROBE_TIMEOUT) as client:
-            reply = await client.get(
-                props_url(base_url), headers={"Authorization": f"Bearer {api_key}"}
-            )
+            reply = await client.get(url, headers={"Authorization": f"Bearer {api_key}"})
         props = reply.json() if reply.status_code == 200 else None
     except (httpx2.HTTPError, ValueError):
         return ServerLimits()  # unreachable or not JSON: unknown, and not remembered

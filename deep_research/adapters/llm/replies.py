@@ -51,14 +51,10 @@ def json_object_in(text: str) -> dict[str, Any]:
     it holds none."""
     text = text[:_MAX_CHARS]
     candidates = [*_fenced_blocks(text), text]
-    for candidate in candidates:
-        found = _first_object(candidate)
-        if found is not None:
-            return found
-    for candidate in candidates:
-        found = _closed_object(candidate)
-        if found is not None:
-            return found
+    for read in (_first_object, _closed_object):  # a whole object anywhere before a cut one
+        for candidate in candidates:
+            if (found := read(candidate)) is not None:
+                return found
     if not text.strip():
         raise ValueError("the reply was empty")
     raise ValueError("the reply holds no JSON object")

@@ -124,14 +124,12 @@ class ChatServer:
     _known: dict[str, Shape] = field(default_factory=dict)
     _answers: dict[str, asyncio.Future[object]] = field(default_factory=dict)
     _gate: asyncio.Semaphore | None = None
-    _discovered: asyncio.Lock | None = None
+    _discovered: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def ready(self) -> None:
         """Limits the server states, asked once (concurrent first calls wait for it)."""
         if self.discover is None:
             return
-        if self._discovered is None:
-            self._discovered = asyncio.Lock()
         async with self._discovered:
             if self.discover is None:
                 return

@@ -50,7 +50,6 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
-from importlib import metadata
 from typing import Literal, get_args
 
 import httpx
@@ -67,10 +66,9 @@ from deep_research.adapters.web.fetch_guard import (
 )
 from deep_research.adapters.web.host_limits import HostLimits
 from deep_research.adapters.web.retry_after import retry_after_seconds
+from deep_research.adapters.web.search.http_api import user_agent
 from deep_research.core.errors import BranchError
 from deep_research.core.scope import WebScope
-
-__all__ = ["PageReader", "PageSkipped", "ReaderSettings", "SkipKind"]
 
 _Lasting = Literal[  # the skips a retry would meet again: kept in the page cache
     "bad_url", "refused", "robots", "not_text", "too_large", "too_many_redirects", "no_text"
@@ -79,13 +77,6 @@ SkipKind = Literal[_Lasting, "timeout", "network", "http_status", "rate_limited"
 _LASTING = frozenset(get_args(_Lasting))
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/plain;q=0.8"
-
-
-def default_user_agent() -> str:
-    try:
-        return f"deep-research/{metadata.version('deep-research')}"
-    except metadata.PackageNotFoundError:
-        return "deep-research/0"
 
 
 class PageSkipped(BranchError):
@@ -113,7 +104,7 @@ class ReaderSettings:
     max_retry_after: float = 30.0
     min_words: int = 20
     """Less main text than this is not a page worth reading (a cookie notice, a menu)."""
-    user_agent: str = field(default_factory=default_user_agent)
+    user_agent: str = field(default_factory=user_agent)
     trust_env: bool = True
     """Honour HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, SSL_CERT_FILE and SSL_CERT_DIR."""
 

@@ -255,24 +255,19 @@ class WebSearch:
             except RetryAfter as limited:
                 seconds = limited.seconds
             if waited is not None:
-                raise SearchFailed(
-                    self.name,
-                    "rate_limited",
-                    f"rate limited again (HTTP 429) after waiting {waited:g}s as asked",
-                )
-            if seconds is None:
-                raise SearchFailed(
-                    self.name, "rate_limited", "rate limited (HTTP 429, no Retry-After)"
-                )
-            if seconds > self.max_retry_after:
-                raise SearchFailed(
-                    self.name,
-                    "rate_limited",
+                why = f"rate limited again (HTTP 429) after waiting {waited:g}s as asked"
+            elif seconds is None:
+                why = "rate limited (HTTP 429, no Retry-After)"
+            elif seconds > self.max_retry_after:
+                why = (
                     f"rate limited (HTTP 429): Retry-After {seconds:g}s is over the "
-                    f"{self.max_retry_after:g}s this tool waits",
+                    f"{self.max_retry_after:g}s this tool waits"
                 )
-            self.limits.pause(self.name, seconds)
-            waited = seconds
+            else:
+                self.limits.pause(self.name, seconds)
+                waited = seconds
+                continue
+            raise SearchFailed(self.name, "rate_limited", why)
 
     def _key(self, query: str) -> tuple[str, str, str]:
         key = normalize_query(query)
@@ -301,13 +296,10 @@ class WebSearch:
 
 
 def _dedupe(hits: list[SearchHit]) -> list[SearchHit]:
-    seen: set[str] = set()
-    kept = []
+    first: dict[str, SearchHit] = {}
     for hit in hits:
-        if hit.url not in seen:
-            seen.add(hit.url)
-            kept.append(hit)
-    return kept
+        first.setdefault(hit.url, hit)
+    return list(first.values())
 
 
 def _dump(hits: list[SearchHit], asked: int) -> str:

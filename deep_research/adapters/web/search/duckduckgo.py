@@ -26,7 +26,6 @@ day, week, month, year): the smallest that covers ``since``. Hits are filtered a
 from __future__ import annotations
 
 import asyncio
-import re
 from datetime import date
 from typing import Any, Protocol
 
@@ -37,11 +36,11 @@ from pydantic import SecretStr
 from deep_research.adapters.branches.protocols import SearchHit
 from deep_research.adapters.web.search import Provider
 from deep_research.adapters.web.search.base import SearchFailed, scoped_query, window
-from deep_research.adapters.web.search.http_api import hit
+from deep_research.adapters.web.search.http_api import USERINFO, hit
+from deep_research.core import markdown as md
 from deep_research.core.scope import WebScope
 
 _NO_RESULTS = "No results found."
-_USERINFO = re.compile(r"//[^/@\s]*@")  # a proxy URL's credentials (DDGS_PROXY)
 
 
 class DdgsClient(Protocol):
@@ -121,9 +120,8 @@ class DuckDuckGo:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    text = _USERINFO.sub("//", text)
-    return text if len(text) <= 120 else text[:119] + "…"
+    """One line of ``exc``, without a proxy URL's credentials (``DDGS_PROXY``)."""
+    return md.clip(USERINFO.sub("//", str(exc)), 120) or type(exc).__name__
 
 
 def _api(

@@ -31,11 +31,12 @@ from pydantic import SecretStr
 from deep_research.adapters.branches.protocols import SearchHit
 from deep_research.adapters.web.retry_after import retry_after_seconds
 from deep_research.adapters.web.search.base import FailKind, RetryAfter, SearchFailed
+from deep_research.core import markdown as md
 from deep_research.core.scope import WebScope
 
 _DETAIL_CHARS = 160
 _SNIPPET_CHARS = 500  # Exa may send a page's whole text where a snippet would do
-_USERINFO = re.compile(r"//[^/@\s]*@")
+USERINFO = re.compile(r"//[^/@\s]*@")
 _TAGS = re.compile(r"<[^>]*>")
 
 
@@ -58,12 +59,8 @@ def hit(url: object, title: object, snippet: object) -> SearchHit | None:
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         return None
     return SearchHit(
-        url=url.strip(), title=plain(title), snippet=_cut(plain(snippet), _SNIPPET_CHARS)
+        url=url.strip(), title=plain(title), snippet=md.clip(plain(snippet), _SNIPPET_CHARS)
     )
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def kept(found: list[SearchHit | None], max_results: int) -> list[SearchHit]:
@@ -87,11 +84,7 @@ class _BadShape(Exception):
     pass
 
 
-class _NotJson:
-    pass
-
-
-_NOT_JSON = _NotJson()
+_NOT_JSON = object()
 
 
 class HttpSearchApi:
@@ -134,8 +127,10 @@ class HttpSearchApi:
         raise NotImplementedError
 
     def parse(self, body: object, max_results: int) -> list[SearchHit]:
-        """The hits of a 2xx JSON body; raise `_BadShape` (via `rows`) when it is not one."""
-        raise NotImplementedError
+        """The hits of a 2xx JSON body, by default ``results[]`` with ``url``, ``title`` and
+        ``content`` (Tavily, SearXNG); raise `_BadShape` (via `rows`) when it is not one."""
+        found = [hit(r.get("url"), r.get("title"), r.get("content")) for r in rows(body, "results")]
+        return kept(found, max_results)
 
     def refusal(self, status: int, body: object) -> SearchFailed | None:
         """A provider's own reading of a non-2xx answer, before the shared table."""
@@ -172,7 +167,7 @@ class HttpSearchApi:
         except ValueError:  # JSONDecodeError and UnicodeDecodeError
             body = _NOT_JSON
         if 200 <= status < 300:
-            if isinstance(body, _NotJson):
+            if body is _NOT_JSON:
                 raise self.failed("bad_response", f"the answer is not JSON (HTTP {status})")
             try:
                 return self.parse(body, max_results)
@@ -205,7 +200,7 @@ class HttpSearchApi:
         return f"network error talking to {self._where()} ({type(exc).__name__})"
 
     def _scrub(self, text: str) -> str:
-        text = _USERINFO.sub("//", text)
+        text = USERINFO.sub("//", text)
         secret = self.key()
         if len(secret) >= 4:
             text = text.replace(secret, "[redacted]")
@@ -224,5 +219,5 @@ def _detail(body: object) -> str:
         candidates += [detail, error, body.get("message")]  # Exa, generic
     for value in candidates:
         if isinstance(value, str) and value.strip():
-            return _cut(" ".join(value.split()), _DETAIL_CHARS)
+            return md.clip(value, _DETAIL_CHARS)
     return ""

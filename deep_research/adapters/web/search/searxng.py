@@ -19,10 +19,9 @@ from datetime import date
 
 import httpx
 
-from deep_research.adapters.branches.protocols import SearchHit
 from deep_research.adapters.web.search import Provider
 from deep_research.adapters.web.search.base import SearchFailed, scoped_query, window
-from deep_research.adapters.web.search.http_api import HttpSearchApi, hit, kept, rows
+from deep_research.adapters.web.search.http_api import HttpSearchApi
 from deep_research.core.scope import WebScope
 
 _RANGES = {"day": "day", "week": "month", "month": "month", "year": "year"}
@@ -36,10 +35,6 @@ class Searxng(HttpSearchApi):
         if (past := window(scope.since, date.today())) is not None:
             params["time_range"] = _RANGES[past]
         return self._client.build_request("GET", self.url("/search"), params=params)
-
-    def parse(self, body: object, max_results: int) -> list[SearchHit]:
-        found = [hit(r.get("url"), r.get("title"), r.get("content")) for r in rows(body, "results")]
-        return kept(found, max_results)
 
     def refusal(self, status: int, body: object) -> SearchFailed | None:
         if status == 403:

@@ -17,9 +17,8 @@ from typing import Any
 
 import httpx
 
-from deep_research.adapters.branches.protocols import SearchHit
 from deep_research.adapters.web.search import Provider
-from deep_research.adapters.web.search.http_api import HttpSearchApi, hit, kept, rows
+from deep_research.adapters.web.search.http_api import HttpSearchApi
 from deep_research.core.scope import WebScope
 
 
@@ -43,10 +42,6 @@ class Tavily(HttpSearchApi):
             body["start_date"] = scope.since.isoformat()
         headers = {"Authorization": f"Bearer {self.key()}"}
         return self._client.build_request("POST", self.url("/search"), json=body, headers=headers)
-
-    def parse(self, body: object, max_results: int) -> list[SearchHit]:
-        found = [hit(r.get("url"), r.get("title"), r.get("content")) for r in rows(body, "results")]
-        return kept(found, max_results)
 
 
 PROVIDER = Provider(

@@ -4,6 +4,7 @@ makes (SDK clients, the chat models, the knowledge base's embeddings) carries it
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import openai
 from pydantic import SecretStr
@@ -41,12 +42,12 @@ async def test_each_purpose_has_its_own_retry_and_timeout_policy(tmp_path: Path)
         assert policy_of(jobs) == (7, 90.0, "sk-test", SERVER)
         # A research job's create is never resent, whatever the client's policy.
         assert ResponsesJobs(jobs)._create_client.max_retries == 0
-    async with clients.lookup_client(settings) as lookup:
+    async with clients.openai_client(settings, "lookup") as lookup:
         assert policy_of(lookup) == (1, LOOKUP_TIMEOUT, "sk-test", SERVER)
     quick = settings.model_copy(update={"request_timeout_seconds": 5.0})
-    async with clients.lookup_client(quick) as lookup:
+    async with clients.openai_client(quick, "lookup") as lookup:
         assert lookup.timeout == LOOKUP_TIMEOUT
-    assert set(clients.CLIENT_POLICIES) == {"jobs", "lookup", "chat", "embed"}
+    assert get_args(clients.ClientPurpose) == ("jobs", "lookup", "chat", "embed")
 
 
 async def test_the_chat_models_clients_carry_the_chat_policy(tmp_path: Path) -> None:
@@ -74,7 +75,7 @@ def test_the_embeddings_clients_carry_the_embed_policy(tmp_path: Path) -> None:
 
 def test_a_server_without_a_key_gets_one_placeholder_everywhere(tmp_path: Path) -> None:
     settings = settings_of(tmp_path, embedding_provider="openai", openai_api_key=None)
-    for purpose in clients.CLIENT_POLICIES:
+    for purpose in get_args(clients.ClientPurpose):
         made = clients.client_settings(settings, purpose)
         assert made.api_key.get_secret_value() == clients.KEYLESS
     assert settings.kb.embeddings_client is not None

@@ -12,8 +12,6 @@ first client, not with this module: the settings read the policies.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import SecretStr
@@ -50,38 +48,30 @@ def http_client() -> openai.DefaultAsyncHttpxClient:
 ClientPurpose = Literal["jobs", "lookup", "chat", "embed"]
 
 
-@dataclass(frozen=True)
-class ClientPolicy:
-    max_retries: Callable[[Settings], int]
-    timeout: Callable[[Settings], float]
-
-
-CLIENT_POLICIES: dict[ClientPurpose, ClientPolicy] = {
-    # Research jobs: polls and cancels retry as every call does. Creates never do: they go
-    # out with max_retries=0 whatever this says (``ResponsesJobs``: a resent POST whose
-    # reply was lost would start and bill a second job).
-    "jobs": ClientPolicy(lambda s: s.max_retries, lambda s: s.request_timeout_seconds),
-    # A few short requests before a run and in doctor (model lookups): one retry, 10 s a
-    # request; ``adapters.llm.lifecycle.LOOKUP_TIMEOUT`` also bounds each model's answer.
-    "lookup": ClientPolicy(lambda s: 1, lambda s: 10.0),
-    # The chat models (planner, branches, summarizer, synthesizer, judge): the client never
-    # retries; ``adapters.llm.server.ChatServer.send`` does, by its own rules (a timeout or a
-    # 5xx once, a refused request shape never, a 429 with retry-after up to max_retries).
-    "chat": ClientPolicy(lambda s: 0, lambda s: s.request_timeout_seconds),
-    # The knowledge base's embeddings (``embedding_provider=openai``).
-    "embed": ClientPolicy(lambda s: s.max_retries, lambda s: s.request_timeout_seconds),
-}
-
-
 def client_settings(settings: Settings, purpose: ClientPurpose) -> OpenAIClientSettings:
     """The key, server, retries and timeout of a client made for ``purpose``: what every
     OpenAI client is made with, whoever makes it."""
-    policy = CLIENT_POLICIES[purpose]
+    retries: dict[ClientPurpose, int] = {
+        # Research jobs: polls and cancels retry as every call does. Creates never do: they
+        # go out with max_retries=0 whatever this says (``ResponsesJobs``: a resent POST whose
+        # reply was lost would start and bill a second job).
+        "jobs": settings.max_retries,
+        # A few short requests before a run and in doctor (model lookups): one retry, 10 s a
+        # request; ``adapters.llm.lifecycle.LOOKUP_TIMEOUT`` also bounds each model's answer.
+        "lookup": 1,
+        # The chat models (planner, branches, summarizer, synthesizer, judge): the client
+        # never retries; ``adapters.llm.server.ChatServer.send`` does, by its own rules (a
+        # timeout or a 5xx once, a refused request shape never, a 429 with retry-after up to
+        # max_retries).
+        "chat": 0,
+        # The knowledge base's embeddings (``embedding_provider=openai``).
+        "embed": settings.max_retries,
+    }
     return OpenAIClientSettings(
         api_key=SecretStr(api_key(settings)),
         base_url=settings.openai_base_url,
-        max_retries=policy.max_retries(settings),
-        timeout=policy.timeout(settings),
+        max_retries=retries[purpose],
+        timeout=10.0 if purpose == "lookup" else settings.request_timeout_seconds,
     )
 
 
@@ -101,11 +91,6 @@ def openai_client(
         max_retries=made.max_retries,
         http_client=http or http_client(),
     )
-
-
-def lookup_client(settings: Settings) -> openai.AsyncOpenAI:
-    """A client for model lookups before a run. Close it (``async with``)."""
-    return openai_client(settings, "lookup")
 
 
 KEYLESS = "not-needed"

@@ -30,7 +30,6 @@ from deep_research.app import chat, clients, preflight, preparation, presets, re
 from deep_research.app.config import SECRETS, Settings
 from deep_research.app.loading import variables
 from deep_research.app.options import RunOptions
-from deep_research.app.preparation import Prepared
 from deep_research.app.urls import mask_url
 from deep_research.app.verify import Tally
 from deep_research.core.errors import DeepResearchError
@@ -187,18 +186,9 @@ async def check_models(settings: Settings) -> tuple[list[Check], WebEngine | Non
     """The models a run would use: priced, served and not shut down (one lookup each)."""
     engine = sources.default_web(settings, "auto")
     if not settings.has_model:
-        return (
-            [
-                Check(
-                    "models",
-                    "note",
-                    "none configured: runs answer from the knowledge base extractively",
-                    "set OPENAI_API_KEY (or OPENAI_BASE_URL) for a model",
-                )
-            ],
-            engine,
-            [],
-        )
+        detail = "none configured: runs answer from the knowledge base extractively"
+        fix = "set OPENAI_API_KEY (or OPENAI_BASE_URL) for a model"
+        return [Check("models", "note", detail, fix)], engine, []
     try:
         async with asyncio.timeout(LOOKUP_DEADLINE_SECONDS):
             prepared = await preparation.choose_engine(
@@ -207,37 +197,30 @@ async def check_models(settings: Settings) -> tuple[list[Check], WebEngine | Non
             choice = prepared.engine_choice  # what auto chose, and why
             choices = [Check("web research", "note", choice)] if choice else []
             warnings = await preparation.check_models(prepared)
-            unknown = await _unreachable_models(prepared)
+            refs = preflight.configured_models(prepared.settings, prepared.spec)
+            models = sorted({ref.model for ref in refs})
+            unknown = await _unreachable_models(prepared.settings, models)
     except DeepResearchError as exc:
         return [Check("models", "fail", str(exc))], engine, []
     except TimeoutError:
-        server = mask_url(settings.openai_base_url or "https://api.openai.com/v1")
+        server = mask_url(settings.openai_base_url or chat.OPENAI_URL)
         detail = f"no answer from {server} within {LOOKUP_DEADLINE_SECONDS:.0f} s"
         return [Check("models", "fail", detail, "is the server reachable?")], engine, []
     checks = [Check("models", "warn", warning) for warning in warnings]
     if unknown:
         checks.append(Check("models", "fail", unknown, "is the server reachable?"))
     if not checks:
-        roles = sorted({ref.model for ref in _configured(prepared)})
-        checks.append(Check("models", "ok", ", ".join(roles)))
+        checks.append(Check("models", "ok", ", ".join(models)))
     return [*checks, *choices], prepared.engine, warnings
 
 
-def _configured(prepared: Prepared) -> list[Any]:
-    return list(preflight.configured_models(prepared.settings, prepared.spec))
-
-
-async def _unreachable_models(prepared: Prepared) -> str | None:
+async def _unreachable_models(settings: Settings, models: list[str]) -> str | None:
     """A run goes on when models cannot be looked up; the doctor says so."""
-    settings = prepared.settings
-    models = sorted({ref.model for ref in _configured(prepared)})
-    async with clients.lookup_client(settings) as client:
+    async with clients.openai_client(settings, "lookup") as client:
         statuses = await lookup_models(client, models, cache=None)
         server = mask_url(str(client.base_url))
     unknown = [model for model, status in statuses.items() if status.known is None]
-    if not unknown:
-        return None
-    return f"could not look up {', '.join(unknown)} at {server}"
+    return f"could not look up {', '.join(unknown)} at {server}" if unknown else None
 
 
 def _masked(settings: Settings) -> dict[str, Any]:
@@ -375,12 +358,11 @@ async def doctor(settings: Settings) -> dict[str, Any]:
 def _without_credentials(checks: list[Check], settings: Settings) -> list[Check]:
     """The checks with every URL setting's credentials masked wherever an error quoted it
     (a store or client names the server it could not reach)."""
+    shown = _masked(settings)
     raw = {
-        value: mask_url(value)
+        value: shown[name]
         for name, value in settings.model_dump(mode="json").items()
-        if isinstance(value, str)
-        and (name.endswith("_url") or name == "chroma_host")
-        and mask_url(value) != value
+        if name not in SECRETS and shown[name] != value
     }
     if not raw:
         return checks

@@ -162,27 +162,24 @@ class Estimate:
     def shortfall(self) -> str | None:
         """Why the limits admit no research, with the figures; None when they admit some."""
         short = self.short_of
+        if short is None:
+            return None
         if short == "cost":
-            left = f"${max(0.0, self.research_usd):.2f} is left after "
-            left += f"${self.final_reserve_usd:.2f} kept for the report and "
-            left += f"${self.chat_call_usd:.2f} for the plan"
-            if not self.web_model or self.research_usd < 0:
-                return f"the budget of ${self.budget_usd:.2f} admits no research: {left}"
-            return (
-                f"the budget of ${self.budget_usd:.2f} admits no {self.web_unit}: one may cost "
-                f"up to ${self.per_job_usd:.2f}, and {left}"
-            )
-        if short == "tokens":
-            left = f"{max(0, self.research_tokens):,} are left after "
-            left += f"{self.final_reserve_tokens:,} kept for the report and "
-            left += f"{self.call_tokens:,} for the plan"
-            if not self.job_tokens or self.research_tokens < 0:
-                return f"the token limit of {self.token_limit:,} admits no research: {left}"
-            return (
-                f"the token limit of {self.token_limit:,} admits no {self.web_unit}: one may "
-                f"use up to {self.job_tokens:,} tokens, and {left}"
-            )
-        return None
+            limit = f"the budget of ${self.budget_usd:.2f}"
+            left = f"${max(0.0, self.research_usd):.2f} is left after ${self.final_reserve_usd:.2f}"
+            plan = f"${self.chat_call_usd:.2f}"
+            job = f"cost up to ${self.per_job_usd:.2f}"
+            admits_jobs = bool(self.web_model) and self.research_usd >= 0
+        else:
+            limit = f"the token limit of {self.token_limit:,}"
+            left = f"{max(0, self.research_tokens):,} are left after {self.final_reserve_tokens:,}"
+            plan = f"{self.call_tokens:,}"
+            job = f"use up to {self.job_tokens:,} tokens"
+            admits_jobs = bool(self.job_tokens) and self.research_tokens >= 0
+        left += f" kept for the report and {plan} for the plan"
+        if not admits_jobs:
+            return f"{limit} admits no research: {left}"
+        return f"{limit} admits no {self.web_unit}: one may {job}, and {left}"
 
     @property
     def jobs_by_cost(self) -> int:
@@ -245,17 +242,14 @@ def estimate(
         per_job, web, unit = worst.per_branch_usd, worst.description, worst.unit
     job_tokens = 0
     if spec is not None and engine is not None and sources.source(engine).runs_jobs:
-        usage = web_job_worst_usage(
+        job_tokens = web_job_worst_usage(
             max_tool_calls=spec.max_tool_calls, max_output_tokens=spec.max_output_tokens
-        )
-        job_tokens = usage.total_tokens
-    call_tokens = chat_call_tokens(settings) if settings.has_model else 0
-    parallel = settings.max_parallel
+        ).total_tokens
     figures = Estimate(
         web_model=web,
         per_job_usd=per_job,
-        parallel=parallel,
-        parallel_usd=per_job * parallel,
+        parallel=settings.max_parallel,
+        parallel_usd=per_job * settings.max_parallel,
         chat_call_usd=chat,
         final_reserve_usd=final_reserve_usd,
         budget_usd=settings.max_cost_usd,
@@ -269,7 +263,7 @@ def estimate(
         planned_nodes=settings.max_nodes_per_plan,
         token_limit=settings.max_total_tokens if settings.has_model else 0,
         final_reserve_tokens=final_reserve_tokens if settings.has_model else 0,
-        call_tokens=call_tokens,
+        call_tokens=chat_call_tokens(settings) if settings.has_model else 0,
         job_tokens=job_tokens if settings.has_model else 0,
     )
     admitted = figures.jobs_by_cost

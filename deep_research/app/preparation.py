@@ -172,14 +172,10 @@ def _worst(prepared: Prepared) -> Estimate:
 
     settings = prepared.settings
     prices = reserves.price_book(settings)
-    # With no model the report is written by code: it costs neither money nor tokens.
-    reserve = (
-        0.0
-        if prepared.extractive
-        else reserves.final_reserve_usd(settings, prices, prepared.limits.max_cost_usd)
-    )
-    limit = prepared.limits.max_total_tokens
-    tokens = 0 if prepared.extractive else reserves.final_reserve_tokens(settings, limit)
+    reserve, tokens = 0.0, 0  # with no model the report is written by code: it costs nothing
+    if not prepared.extractive:
+        reserve = reserves.final_reserve_usd(settings, prices, prepared.limits.max_cost_usd)
+        tokens = reserves.final_reserve_tokens(settings, prepared.limits.max_total_tokens)
     return preflight.estimate(
         settings,
         prepared.spec,
@@ -282,12 +278,12 @@ async def check_models(prepared: Prepared) -> list[str]:
 
     Raises ``ConfigError`` naming the setting to change; returns warnings (a shutdown
     within 30 days)."""
-    from deep_research.app import clients, preflight  # load OpenAI: see above
+    from deep_research.app import preflight  # load OpenAI: see above
 
     settings = prepared.settings
     refs = preflight.configured_models(settings, prepared.spec)
     preflight.check_prices(settings, refs, reserves.price_book(settings))
-    async with clients.lookup_client(settings) as client:
+    async with clients.openai_client(settings, "lookup") as client:
         return await preflight.check_live_models(settings, client, refs, today=date.today())
 
 
@@ -315,7 +311,7 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
 
     cache = ResultCache(settings.cache_dir)
     try:
-        async with clients.lookup_client(settings) as client:
+        async with clients.openai_client(settings, "lookup") as client:
             found = await lookup_models(client, [model], cache=CacheLookups(cache))
     except DeepResearchError as exc:  # a refused key: the model check that follows says so
         why = f"as {server} could not be asked about {model}: {exc}"

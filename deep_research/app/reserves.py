@@ -80,18 +80,15 @@ def _writing_limits(settings: Settings, prices: PriceTable, sections: int) -> Wr
     )
     reply = settings.section_max_tokens
 
-    def cost_of(prompt: int, reply: int) -> float:
+    def cost(prompt: int, reply: int = reply) -> float:
         return call_cost_estimate(settings.synthesizer_model, prompt, reply, prices)
-
-    def cost(prompt: int) -> float:
-        return cost_of(prompt, reply)
 
     costs = WriteCosts(
         outline=cost(limits.outline_prompt_tokens),
         section=cost(limits.section_prompt_tokens),
         lead=cost(limits.lead_prompt_tokens),
-        revisions=limits.max_revisions * cost_of(REVISION_PROMPT_TOKENS, revision_reply(settings)),
-        condense=cost_of(limits.condense_prompt_tokens, min(reply, limits.condense_reply_tokens)),
+        revisions=limits.max_revisions * cost(REVISION_PROMPT_TOKENS, revision_reply(settings)),
+        condense=cost(limits.condense_prompt_tokens, min(reply, limits.condense_reply_tokens)),
     )
     return dataclasses.replace(limits, costs=costs)
 
@@ -108,11 +105,10 @@ def revision_worst_usd(settings: Settings, prices: PriceBook) -> float:
     """The most one revision of the claim check can cost: its prompt budget and reply cap
     at the writer's price, every attempt a malformed reply may take (committed before it
     is asked; the final reserve counts one attempt, as it does for a section)."""
-    attempts = settings.structured_output_retries + 1
     one = call_cost_estimate(
         settings.synthesizer_model, REVISION_PROMPT_TOKENS, revision_reply(settings), prices
     )
-    return attempts * one
+    return (settings.structured_output_retries + 1) * one
 
 
 def revision_reply(settings: Settings) -> int:
@@ -125,19 +121,15 @@ REPORT_SHARE = 0.25
 its cost limit for writing: a small budget still researches, and writes fewer sections."""
 
 
-def final_reserve_usd(
-    settings: Settings, prices: PriceTable, max_cost_usd: float | None = None
-) -> float:
+def final_reserve_usd(settings: Settings, prices: PriceTable, max_cost_usd: float) -> float:
     """Kept back from the budget so the report can always be written: every section at its
-    ceiling, or under a small cost limit (``max_cost_usd``, default the setting's) its share,
-    never less than the outline, the lead and one section (the claim check's revisions,
-    counted in full, are the first to go)."""
-    limit = settings.max_cost_usd if max_cost_usd is None else max_cost_usd
-    limits = writing_limits(settings, prices, max_cost_usd=limit)
-    costs = limits.costs
-    full = costs.reserve(limits.max_sections)
-    least = costs.reserve(1, revisions=False)
-    return round(min(full, max(least, REPORT_SHARE * limit)), 4)
+    ceiling, or under a small cost limit (``max_cost_usd``) its share, never less than the
+    outline, the lead and one section (the claim check's revisions, counted in full, are the
+    first to go)."""
+    limits = writing_limits(settings, prices, max_cost_usd=max_cost_usd)
+    full = limits.costs.reserve(limits.max_sections)
+    least = limits.costs.reserve(1, revisions=False)
+    return round(min(full, max(least, REPORT_SHARE * max_cost_usd)), 4)
 
 
 def final_reserve_tokens(settings: Settings, max_total_tokens: int | None = None) -> int:

@@ -68,17 +68,9 @@ def replay(settings: Settings, saved: RunSpec, *, max_parallel: int | None) -> S
         f"{role}_model": model for role, model in saved.models.items() if model
     }
     values |= {f"{role}_reasoning_effort": effort for role, effort in saved.efforts.items()}
-    if saved.kb_name:
-        values["kb_name"] = saved.kb_name
-    if saved.max_parallel:
-        values["max_parallel"] = saved.max_parallel
-    if saved.web_engine is not None:
-        values["web_engine"] = saved.web_engine
-    if saved.search_provider:
-        values["search_provider"] = saved.search_provider
+    recorded = ("kb_name", "max_parallel", "web_engine", "search_provider", "web_tier")
+    values |= {name: value for name in recorded if (value := getattr(saved, name))}  # 0, "": none
     values |= scope_settings(saved.scope)
-    if saved.web_tier:
-        values["web_tier"] = saved.web_tier
     if saved.web_model:
         values |= {
             "web_model": saved.web_model,

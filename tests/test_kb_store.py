@@ -122,12 +122,12 @@ def test_lexical_index_is_persisted_and_follows_the_generation(
     generation = store.generation
     fresh = open_kb(settings.kb, "main", embeddings=HashEmbeddings())
     assert fresh.lexical().generation == generation
-    assert fresh.lexical().size == 2
+    assert len(fresh.lexical().ids) == 2
 
     (docs / "c.md").write_text("# Gamma\n\nGrapes.\n", encoding="utf-8")
     ingest(store, docs)
     # Another open store notices the new generation and picks up the new chunk.
-    assert fresh.lexical().size == 3
+    assert len(fresh.lexical().ids) == 3
     assert [h.source for h in search(fresh, "grapes", k=1, mode="bm25")] == ["c.md"]
     # A damaged index file is rebuilt, never an error.
     (settings.kb_dir / "main" / LEXICAL_FILE).write_bytes(b"PK\x03\x04 torn")

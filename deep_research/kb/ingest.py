@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 from deep_research.core.errors import UsageError
 from deep_research.kb.chunking import Chunk, chunk_markdown
 from deep_research.kb.embeddings import NamedEmbeddings
-from deep_research.kb.manifest import FileEntry, Manifest, RootEntry, root_name
+from deep_research.kb.manifest import FileEntry, Manifest, RootEntry, root_name, save_manifest
 from deep_research.kb.markdown import FrontMatterRefused
 from deep_research.kb.settings import KBSettings
 from deep_research.kb.store import KBStore
@@ -84,19 +84,9 @@ class IngestReport(BaseModel):
 
     def summary(self) -> dict[str, object]:
         """Counts plus the skipped files: the shape ``kb ingest --json`` prints."""
-        return {
-            "kb": self.kb,
-            "root": self.root,
-            "root_name": self.root_name,
-            "added": len(self.added),
-            "updated": len(self.updated),
-            "unchanged": len(self.unchanged),
-            "removed": len(self.removed),
-            "skipped": [s.model_dump() for s in self.skipped],
-            "chunks": self.chunks,
-            "total_chunks": self.total_chunks,
-            "seconds": round(self.seconds, 3),
-        }
+        lists = ("added", "updated", "unchanged", "removed")
+        counts = {name: len(getattr(self, name)) for name in lists}
+        return {**self.model_dump(), **counts, "seconds": round(self.seconds, 3)}
 
 
 class RootRemoved(BaseModel):
@@ -175,25 +165,19 @@ class _Pending:
     is_new: bool
 
 
+@dataclass
 class _Batch:
     """The new and changed files read so far, written to the store by `flush`."""
 
-    def __init__(
-        self,
-        store: KBStore,
-        manifest: Manifest,
-        root: RootEntry,
-        signature: str,
-        report: IngestReport,
-        progress: Progress | None,
-        files_total: int,
-    ) -> None:
-        self.store, self.manifest, self.root, self.report = store, manifest, root, report
-        self.signature = signature
-        self.progress = progress
-        self.state = IngestProgress(files_done=0, files_total=files_total)
-        self.items: list[_Pending] = []
-        self.size = 0
+    store: KBStore
+    manifest: Manifest
+    root: RootEntry
+    signature: str
+    report: IngestReport
+    progress: Progress | None
+    state: IngestProgress
+    items: list[_Pending] = field(default_factory=list)
+    size: int = 0
 
     def tell(self, state: IngestProgress) -> None:
         self.state = state
@@ -231,7 +215,7 @@ class _Batch:
         for item in items:
             ids = dict.fromkeys([*item.old_ids, *(c.id for c in item.chunks)])
             files[item.source] = FileEntry(hash=None, chunk_ids=list(ids))
-        self.store.save_manifest(self.manifest)
+        save_manifest(self.store.directory, self.manifest)
         before = self.state.chunks_done
 
         def embedded(count: int) -> None:
@@ -246,7 +230,7 @@ class _Batch:
             )
             (self.report.added if item.is_new else self.report.updated).append(item.source)
             self.report.chunks += len(item.chunks)
-        self.store.save_manifest(self.manifest)
+        save_manifest(self.store.directory, self.manifest)
 
 
 def _drop(store: KBStore, manifest: Manifest, root: RootEntry, sources: list[str]) -> None:
@@ -254,7 +238,7 @@ def _drop(store: KBStore, manifest: Manifest, root: RootEntry, sources: list[str
     store.delete([cid for s in sources for cid in root.files[s].chunk_ids])
     for source in sources:
         del root.files[source]
-    store.save_manifest(manifest)
+    save_manifest(store.directory, manifest)
 
 
 def find_root(manifest: Manifest, kb: str, root: str) -> str:
@@ -287,7 +271,7 @@ def remove_root(store: KBStore, root: str) -> RootRemoved:
         chunks = sum(len(f.chunk_ids) for f in entry.files.values())
         _drop(store, manifest, entry, list(entry.files))
         del manifest.roots[name]
-        store.save_manifest(manifest)
+        save_manifest(store.directory, manifest)
         store.lexical()  # rebuild now, so the next search is fast
         return RootRemoved(kb=store.name, root=name, path=entry.path, files=files, chunks=chunks)
 
@@ -310,7 +294,8 @@ def ingest(
         manifest = store.load_manifest()
         known, rebound = _bind_root(manifest, store.name, name, path)
         files, report.skipped = walk_markdown(root)
-        batch = _Batch(store, manifest, known, sizing.signature, report, progress, len(files))
+        state = IngestProgress(files_done=0, files_total=len(files))
+        batch = _Batch(store, manifest, known, sizing.signature, report, progress, state)
         seen: set[str] = set()
         bad: list[str] = []
         batch.read(0, "")
@@ -342,7 +327,7 @@ def ingest(
         if report.removed:
             _drop(store, manifest, known, report.removed)
         elif rebound:
-            store.save_manifest(manifest)
+            save_manifest(store.directory, manifest)
         if report.added or report.updated or report.removed:
             store.lexical()  # rebuild now, so the first search is fast
         report.total_chunks = store.count()

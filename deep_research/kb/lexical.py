@@ -34,6 +34,7 @@ STOPWORDS = "en"
 BM25_K1 = 1.5
 BM25_B = 0.75
 _WILDCARDS = frozenset("*?[")
+_SCORE_ARRAYS = ("data", "indices", "indptr")
 _BM25_PARAMS = ("k1", "b", "delta", "method", "idf_method", "dtype", "int_dtype", "backend")
 
 Document = tuple[str, str]
@@ -78,22 +79,15 @@ class LexicalDoc:
     """Title, heading path and chunk text: what BM25 scores."""
 
 
+@dataclass
 class LexicalIndex:
-    def __init__(
-        self,
-        generation: str,
-        ids: list[str],
-        documents: list[Document],
-        chunk_document: npt.NDArray[np.int32],
-        document_tags: list[tuple[str, ...]],
-        retriever: bm25s.BM25 | None,
-    ) -> None:
-        self.generation = generation
-        self.ids = ids
-        self.documents = documents
-        self.chunk_document = chunk_document
-        self.document_tags = document_tags
-        self.retriever = retriever
+    generation: str
+    ids: list[str]
+    documents: list[Document]
+    chunk_document: npt.NDArray[np.int32]
+    """The index into ``documents`` of each chunk's document."""
+    document_tags: list[tuple[str, ...]]
+    retriever: bm25s.BM25 | None
 
     @classmethod
     def build(cls, generation: str, docs: Sequence[LexicalDoc]) -> LexicalIndex:
@@ -137,7 +131,7 @@ class LexicalIndex:
             header["vocab"] = self.retriever.vocab_dict
             header["params"] = {name: getattr(self.retriever, name) for name in _BM25_PARAMS}
             header["num_docs"] = int(scores["num_docs"])
-            arrays |= {name: scores[name] for name in ("data", "indices", "indptr")}
+            arrays |= {name: scores[name] for name in _SCORE_ARRAYS}
             if self.retriever.nonoccurrence_array is not None:  # BM25L and BM25+ only
                 arrays["nonoccurrence"] = self.retriever.nonoccurrence_array
         arrays["header"] = np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)
@@ -164,12 +158,8 @@ class LexicalIndex:
             retriever = bm25s.BM25(**header["params"])
             retriever.vocab_dict = header["vocab"]
             retriever.unique_token_ids_set = set(retriever.vocab_dict.values())
-            retriever.scores = {
-                "data": arrays["data"],
-                "indices": arrays["indices"],
-                "indptr": arrays["indptr"],
-                "num_docs": header["num_docs"],
-            }
+            retriever.scores = {name: arrays[name] for name in _SCORE_ARRAYS}
+            retriever.scores["num_docs"] = header["num_docs"]
             retriever.nonoccurrence_array = arrays.get("nonoccurrence")
         return cls(
             generation,
@@ -181,10 +171,6 @@ class LexicalIndex:
         )
 
     # --- queries ----------------------------------------------------------------------
-
-    @property
-    def size(self) -> int:
-        return len(self.ids)
 
     def documents_matching(
         self, path_glob: str | None, tags: Iterable[str] | None
@@ -201,7 +187,6 @@ class LexicalIndex:
         }
 
     def chunk_ids(self, documents: set[Document]) -> list[str]:
-        """The ids of the chunks of these documents."""
         mask = self._mask(documents)
         return [cid for cid, keep in zip(self.ids, mask.tolist(), strict=True) if keep]
 

@@ -50,7 +50,6 @@ from deep_research.kb.manifest import (
     bump_generation,
     load_manifest,
     read_generation,
-    save_manifest,
 )
 from deep_research.kb.settings import KBSettings
 from deep_research.kb.stored import StoredChunk, chroma_metadata, rows, stored_chunk
@@ -193,9 +192,6 @@ class KBStore:
                 files = rebuilt.roots.setdefault(root, RootEntry()).files
                 files.setdefault(source, FileEntry(hash=None)).chunk_ids.append(cid)
         return rebuilt
-
-    def save_manifest(self, manifest: Manifest) -> None:
-        save_manifest(self.directory, manifest)
 
     @property
     def generation(self) -> str:

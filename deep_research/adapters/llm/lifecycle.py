@@ -216,13 +216,13 @@ class _Lookups:
         self._list: dict[str, date | None] | None = None
 
     def _key(self, model: str) -> str:
-        return json.dumps([self._server, model])
+        return json.dumps([self._server, model, "shutdown"])
 
     async def status(self, model: str) -> ModelStatus:
         if self._cache is not None:
-            cached = _decode(model, await self._cache.get(self._key(model)))
-            if cached is not None:
-                return cached
+            cached = await self._cache.get(self._key(model))
+            if cached is not None:  # a model the server has: its shutdown date, or ""
+                return ModelStatus(model, True, _date(cached))
         try:
             async with asyncio.timeout(LOOKUP_TIMEOUT):
                 status = await self._ask(model)
@@ -231,7 +231,8 @@ class _Lookups:
         if self._cache is not None and status.known:
             # Only what the server has: a model just pulled into a local server must
             # not stay "unknown" for a day.
-            await self._cache.set(self._key(model), _encode(status), CACHE_TTL)
+            shutdown = status.shutdown_date.isoformat() if status.shutdown_date else ""
+            await self._cache.set(self._key(model), shutdown, CACHE_TTL)
         return status
 
     async def _ask(self, model: str) -> ModelStatus:
@@ -246,9 +247,7 @@ class _Lookups:
         listed = await self._listing()
         if listed is None:
             return ModelStatus(model, None, None)
-        if model not in listed:
-            return ModelStatus(model, False, None)
-        return ModelStatus(model, True, listed[model])
+        return ModelStatus(model, model in listed, listed.get(model))
 
     async def _listing(self) -> dict[str, date | None] | None:
         async with self._list_lock:
@@ -282,21 +281,3 @@ def _date(value: str | None) -> date | None:
         return date.fromisoformat(value[:10])
     except ValueError:
         return None
-
-
-def _encode(status: ModelStatus) -> str:
-    shutdown = status.shutdown_date.isoformat() if status.shutdown_date else None
-    return json.dumps({"known": status.known, "shutdown_date": shutdown})
-
-
-def _decode(model: str, raw: str | None) -> ModelStatus | None:
-    if raw is None:
-        return None
-    try:
-        entry = json.loads(raw)
-        known, shutdown = entry["known"], entry["shutdown_date"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    if not isinstance(known, bool) or not (shutdown is None or isinstance(shutdown, str)):
-        return None
-    return ModelStatus(model, known, _date(shutdown))

@@ -128,8 +128,6 @@ class ChatServer:
 
     async def ready(self) -> None:
         """Limits the server states, asked once (concurrent first calls wait for it)."""
-        if self.discover is None:
-            return
         async with self._discovered:
             if self.discover is None:
                 return

@@ -95,14 +95,6 @@ def missing_kb(settings: KBSettings, name: str) -> KBMissing:
     )
 
 
-def _mismatch(name: str, stored: str, wanted: str) -> KnowledgeBaseError:
-    return KnowledgeBaseError(
-        f"knowledge base {name!r} was built with embedding model {stored!r}, not {wanted!r}; "
-        f"re-ingest it: deep-research kb rm {name} --yes, then deep-research kb ingest PATH --kb "
-        f"{name} for each of its folders"
-    )
-
-
 def open_kb(
     settings: KBSettings,
     name: str | None = None,
@@ -132,7 +124,11 @@ def open_kb(
     if existing is not None:
         stored = (existing.metadata or {}).get(META_MODEL, "")
         if stored != model_id:
-            raise _mismatch(name, str(stored), model_id)
+            raise KnowledgeBaseError(
+                f"knowledge base {name!r} was built with embedding model {str(stored)!r}, not "
+                f"{model_id!r}; re-ingest it: deep-research kb rm {name} --yes, then "
+                f"deep-research kb ingest PATH --kb {name} for each of its folders"
+            )
         load_manifest(directory)  # KBOutdated: another version's, refused before any read
     directory.mkdir(parents=True, exist_ok=True)
 

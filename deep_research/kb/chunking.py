@@ -81,16 +81,12 @@ class Chunk:
     @property
     def indexed_text(self) -> str:
         """What the rankers see: title and heading path give a chunk its context."""
-        return indexed_text(self.title, self.heading, self.text)
+        context = [part for part in (_own_title(self.title, self.heading), self.heading) if part]
+        return "\n".join([*context, self.text]) if context else self.text
 
     @property
     def locator(self) -> str:
         return make_locator(self.root, self.source, self.heading, self.start_line, self.end_line)
-
-
-def indexed_text(title: str, heading: str, text: str) -> str:
-    context = [part for part in (_own_title(title, heading), heading) if part]
-    return "\n".join([*context, text]) if context else text
 
 
 def _own_title(title: str, heading: str) -> str:

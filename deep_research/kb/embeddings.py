@@ -16,9 +16,10 @@ sized to fit it. Four kinds, a module each:
 - `OpenAIEmbeddingsNamed` ("openai", in `openai_embeddings`): any OpenAI-compatible
   embeddings endpoint.
 
-This module holds what they share: the base class `NamedEmbeddings`, the reading of the
-shipped models' artifacts (their tokenizers and windows), `MemoEmbeddings` (each distinct
-text embedded once) and `make_embeddings`, which builds the kind the settings ask for.
+This module holds what they share: the base classes `NamedEmbeddings` and (for the shipped
+models) `ShippedEmbeddings`, the reading of the shipped models' artifacts (their tokenizers
+and windows), `MemoEmbeddings` (each distinct text embedded once) and `make_embeddings`,
+which builds the kind the settings ask for.
 """
 
 from __future__ import annotations
@@ -95,11 +96,28 @@ def counting_tokenizer(path: Path) -> Tokenizer:
     return tokenizer
 
 
-def count_with(path: Path, texts: Sequence[str]) -> list[int]:
-    if not texts:
-        return []
-    encodings = counting_tokenizer(path).encode_batch_fast(list(texts), add_special_tokens=False)
-    return [len(encoding.ids) for encoding in encodings]
+class ShippedEmbeddings(NamedEmbeddings):
+    """A model shipped in ``model_dir`` (ONNX or static): its own tokenizer counts tokens."""
+
+    model_dir: Path
+
+    @abstractmethod
+    def encode(self, texts: Sequence[str]) -> FloatMatrix:
+        """One row per text, in the order given."""
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        if not texts:
+            return []
+        tokenizer = counting_tokenizer(self.model_dir / "tokenizer.json")
+        encodings = tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
+        return [len(encoding.ids) for encoding in encodings]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        result: list[list[float]] = self.encode(texts).tolist()
+        return result
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
 
 
 def max_length(model_dir: Path, default: int | None) -> int | None:

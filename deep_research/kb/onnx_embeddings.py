@@ -24,8 +24,7 @@ from deep_research.core.errors import KnowledgeBaseError
 from deep_research.kb.embeddings import (
     ASSETS_DIR,
     FloatMatrix,
-    NamedEmbeddings,
-    count_with,
+    ShippedEmbeddings,
     counting_tokenizer,
     max_length,
     normalize_rows,
@@ -92,7 +91,7 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-class OnnxEmbeddings(NamedEmbeddings):
+class OnnxEmbeddings(ShippedEmbeddings):
     """Transformer embeddings: attention-masked mean of the last hidden state, L2-normalized.
 
     Texts are embedded one per run by default, ``workers`` runs at a time (one thread each,
@@ -132,11 +131,7 @@ class OnnxEmbeddings(NamedEmbeddings):
         tokenizer = counting_tokenizer(self.model_dir / "tokenizer.json")
         return window - tokenizer.num_special_tokens_to_add(False)  # [CLS] and [SEP]
 
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return count_with(self.model_dir / "tokenizer.json", texts)
-
     def encode(self, texts: Sequence[str]) -> FloatMatrix:
-        """Embed texts as a float32 matrix (one row per text, in the order given)."""
         model = self._model
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         encodings = model.tokenizer.encode_batch_fast([t[: model.max_chars] for t in texts])
@@ -160,13 +155,6 @@ class OnnxEmbeddings(NamedEmbeddings):
                 for future in running:
                     future.cancel()
         return normalize_rows(out)
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        result: list[list[float]] = self.encode(texts).tolist()
-        return result
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.embed_documents([text])[0]
 
 
 def _run(session: InferenceSession, rows: list[list[int]]) -> FloatMatrix:

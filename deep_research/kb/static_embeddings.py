@@ -21,8 +21,7 @@ from deep_research.core.errors import KnowledgeBaseError
 from deep_research.kb.embeddings import (
     ASSETS_DIR,
     FloatMatrix,
-    NamedEmbeddings,
-    count_with,
+    ShippedEmbeddings,
     max_length,
     normalize_rows,
 )
@@ -37,7 +36,6 @@ DEFAULT_STATIC_MODEL = "minilm-l6-static-256"
 class _StaticModel:
     tokenizer: Tokenizer
     vectors: FloatMatrix
-    max_tokens: int | None
     max_chars: int | None
     normalize: bool
     unk_id: int | None
@@ -74,7 +72,6 @@ def _load_static(model_dir: Path) -> _StaticModel:
     return _StaticModel(
         tokenizer=tokenizer,
         vectors=vectors,
-        max_tokens=max_tokens,
         max_chars=None if max_tokens is None else max_tokens * median_len,
         normalize=bool(config.get("normalize", True)),
         unk_id=vocab.get(unk),
@@ -82,7 +79,7 @@ def _load_static(model_dir: Path) -> _StaticModel:
     )
 
 
-class StaticEmbeddings(NamedEmbeddings):
+class StaticEmbeddings(ShippedEmbeddings):
     """Mean of static token vectors, L2-normalized; thousands of chunks per second on a CPU."""
 
     def __init__(self, model_dir: Path | None = None, *, batch_size: int = 256) -> None:
@@ -106,11 +103,7 @@ class StaticEmbeddings(NamedEmbeddings):
     def max_input_tokens(self) -> int | None:
         return max_length(self.model_dir, 512)  # no special tokens: see encode
 
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return count_with(self.model_dir / "tokenizer.json", texts)
-
     def encode(self, texts: Sequence[str]) -> FloatMatrix:
-        """Embed texts as a float32 matrix (one row per text)."""
         model = self._model
         out = np.zeros((len(texts), model.vectors.shape[1]), dtype=np.float32)
         for start in range(0, len(texts), self.batch_size):
@@ -123,10 +116,3 @@ class StaticEmbeddings(NamedEmbeddings):
                 if ids:
                     out[start + offset] = model.vectors[ids].mean(axis=0)
         return normalize_rows(out) if model.normalize else out
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        result: list[list[float]] = self.encode(texts).tolist()
-        return result
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.embed_documents([text])[0]

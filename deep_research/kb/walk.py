@@ -28,10 +28,6 @@ class SkippedFile(BaseModel):
 # --- walking --------------------------------------------------------------------------
 
 
-def _rel(path: str, root: Path) -> str:
-    return Path(os.path.relpath(path, root)).as_posix()
-
-
 def walk_markdown(root: Path) -> tuple[list[tuple[str, Path]], list[SkippedFile]]:
     """(relative path, resolved path) of every markdown file under root.
 
@@ -61,7 +57,7 @@ def walk_markdown(root: Path) -> tuple[list[tuple[str, Path]], list[SkippedFile]
         for entry in entries:
             if entry.name.startswith("."):
                 continue
-            rel = _rel(entry.path, root)
+            rel = Path(os.path.relpath(entry.path, root)).as_posix()
             is_md = entry.name.lower().endswith(MARKDOWN_SUFFIXES)
             try:
                 os.stat(entry.path)  # follows links: raises on loops and broken links

@@ -11,7 +11,6 @@ import pytest
 from deep_research.adapters.contradictions import contradictions
 from deep_research.adapters.corroboration import (
     canonical_url,
-    corroboration,
     kb_root,
     site,
     source_key,
@@ -106,6 +105,9 @@ def test_a_citation_naming_no_site_or_root_is_its_own_source() -> None:
 
 
 def test_corroboration_counts_independent_sources() -> None:
+    def corroboration(citations: list[Citation]) -> Corroboration:
+        return Corroboration.of(source_key(c) for c in citations)
+
     bbc = [web("https://news.bbc.co.uk/a", "S1"), web("https://www.bbc.co.uk/b?utm_x=1", "S2")]
     assert corroboration(bbc) == Corroboration(level="single source", sources=("site:bbc.co.uk",))
     found = corroboration([*bbc, kb("handbook/a.md#A:1-2", "S3"), web("https://a.github.io")])

@@ -173,14 +173,11 @@ def rewritten(report: Report, state: SessionState, claim: Claim, after: str) -> 
     else:
         sections = [s.model_copy() for s in report.sections]
         for section in sections:
-            body = (
-                replaced(section.body, claim.text, after)
-                if section.title == claim.section
-                else None
-            )
-            if body is not None:
-                section.body = body
-                break
+            if section.title == claim.section:
+                body = replaced(section.body, claim.text, after)
+                if body is not None:
+                    section.body = body
+                    break
         else:
             return None
         report = report.model_copy(update={"sections": sections})
@@ -188,15 +185,11 @@ def rewritten(report: Report, state: SessionState, claim: Claim, after: str) -> 
     if writing is not None:
         refs = [c.ref for c in report.sources]
 
-        def session(text: str) -> str:
-            return LOCAL.sub(
-                lambda m: (
-                    f"[{refs[int(m.group(1)) - 1]}]" if int(m.group(1)) <= len(refs) else m.group(0)
-                ),
-                text,
-            )
+        def session(marker: re.Match[str]) -> str:
+            n = int(marker.group(1))
+            return f"[{refs[n - 1]}]" if 1 <= n <= len(refs) else marker.group(0)
 
-        before, now = session(claim.text), session(after)
+        before, now = LOCAL.sub(session, claim.text), LOCAL.sub(session, after)
         if claim.section == ANSWER:
             writing.lead = replaced(writing.lead, before, now) or writing.lead
         for planned in writing.sections:

@@ -16,13 +16,11 @@ its fragment and tracking parameters, scheme and host lower-cased, default port 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from tld import get_fld
 
 from deep_research.core.citations import identity
-from deep_research.core.corroboration import Corroboration
 from deep_research.core.models import Citation
 
 KB_SCHEME = "kb://"
@@ -102,8 +100,3 @@ def source_key(citation: Citation) -> str:
         if found:
             return f"site:{found}"
     return f"ref:{citation.ref or identity(citation)}"
-
-
-def corroboration(citations_that_support: Iterable[Citation]) -> Corroboration:
-    """How many independent sources the citations that support a claim come from."""
-    return Corroboration.of(source_key(c) for c in citations_that_support)

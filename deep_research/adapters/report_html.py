@@ -147,17 +147,13 @@ def _parser(sources: int, anchors: frozenset[str], *, headings: bool = False) ->
     parser.validateLink = valid  # type: ignore[method-assign]
 
     def link_citations(state: StateCore) -> None:
-        _link_citations(state, sources)
+        for block in state.tokens:
+            if block.type == "inline" and block.children:
+                block.children = _linked(_unlinked(block.children), sources)
 
     # Before text_join: escaped brackets are still tokens of their own (text_special).
     parser.core.ruler.before("text_join", "citations", link_citations)
     return parser
-
-
-def _link_citations(state: StateCore, sources: int) -> None:
-    for block in state.tokens:
-        if block.type == "inline" and block.children:
-            block.children = _linked(_unlinked(block.children), sources)
 
 
 def _unlinked(tokens: list[Token]) -> list[Token]:

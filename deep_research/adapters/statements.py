@@ -23,27 +23,9 @@ from dataclasses import dataclass
 from deep_research.adapters.verifier import claim_words
 from deep_research.core.citations import SESSION
 
-_MONTHS = {
-    name: n
-    for n, names in enumerate(
-        [
-            ("January", "Jan"),
-            ("February", "Feb"),
-            ("March", "Mar"),
-            ("April", "Apr"),
-            ("May",),
-            ("June", "Jun"),
-            ("July", "Jul"),
-            ("August", "Aug"),
-            ("September", "Sep", "Sept"),
-            ("October", "Oct"),
-            ("November", "Nov"),
-            ("December", "Dec"),
-        ],
-        1,
-    )
-    for name in names
-}
+_MONTH_NAMES = """January Jan, February Feb, March Mar, April Apr, May, June Jun, July Jul,
+    August Aug, September Sep Sept, October Oct, November Nov, December Dec"""
+_MONTHS = {name: n for n, names in enumerate(_MONTH_NAMES.split(","), 1) for name in names.split()}
 _MONTH = "(?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?:[0-2]?\d|3[01])(?:st|nd|rd|th)?"
 _YEAR = r"(?:1[5-9]\d\d|20\d\d|2100)"
@@ -150,14 +132,8 @@ class Date:
 
     def agrees(self, other: Date) -> bool:
         """Whether both can be one date: every part both give is the same."""
-        return all(
-            a is None or b is None or a == b
-            for a, b in (
-                (self.year, other.year),
-                (self.month, other.month),
-                (self.day, other.day),
-            )
-        )
+        mine, theirs = (self.year, self.month, self.day), (other.year, other.month, other.day)
+        return all(a is None or b is None or a == b for a, b in zip(mine, theirs, strict=True))
 
 
 @dataclass(frozen=True)

@@ -267,12 +267,11 @@ def _apply(
     text: str,
     marks: dict[int, list[int]],
     links: set[tuple[int, int]],
-    cuts: set[tuple[int, int]] | None = None,
+    cuts: set[tuple[int, int]],
 ) -> str:
     """``text`` with ``cuts`` taken out (``_cut``), cited links replaced (a bare link by its
     words, parenthesised ones by nothing) and each end's markers inserted where the span
     ended. No marker ends inside a cut (``extract_report`` cuts no sentence citing a page)."""
-    cuts = cuts or set()
     edits: list[tuple[int, int, str]] = []
     for start, end in sorted(links):
         if any(a <= start and end <= b for a, b in cuts):

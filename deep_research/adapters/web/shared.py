@@ -28,33 +28,24 @@ from deep_research.core.scope import WebScope
 T = TypeVar("T")
 
 
-@dataclass
-class _Held(Generic[T]):
-    item: T
-    users: int = 0
-
-
 class _Registry(Generic[T]):
-    """Objects by key, each counted by its users."""
+    """Objects by key, each with the count of its users."""
 
     def __init__(self) -> None:
-        self._held: dict[Hashable, _Held[T]] = {}
+        self._held: dict[Hashable, tuple[T, int]] = {}
 
     def acquire(self, key: Hashable, make: Callable[[], T]) -> T:
-        held = self._held.get(key)
-        if held is None:
-            held = self._held[key] = _Held(make())
-        held.users += 1
-        return held.item
+        item, users = self._held.get(key) or (make(), 0)
+        self._held[key] = (item, users + 1)
+        return item
 
     def release(self, key: Hashable) -> T | None:
         """The object, when its last user has let go of it (and it is forgotten)."""
-        held = self._held[key]
-        held.users -= 1
-        if held.users > 0:
+        item, users = self._held.pop(key)
+        if users > 1:
+            self._held[key] = (item, users - 1)
             return None
-        del self._held[key]
-        return held.item
+        return item
 
     def __len__(self) -> int:
         return len(self._held)

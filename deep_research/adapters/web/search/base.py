@@ -79,13 +79,9 @@ class SearchOutcome(SearchResults):
 class SearchApi(Protocol):
     """One provider's wire protocol: a single request, no cache, no limit."""
 
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def max_per_request(self) -> int:
-        """The most results one request may ask for."""
-        ...
+    name: str
+    max_per_request: int
+    """The most results one request may ask for."""
 
     async def fetch(self, query: str, max_results: int, scope: WebScope) -> list[SearchHit]:
         """Raises `SearchFailed`, or `RetryAfter` on a 429. ``scope`` is asked for in the

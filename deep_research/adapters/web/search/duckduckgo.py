@@ -59,15 +59,11 @@ class DuckDuckGo:
         *,
         timeout: float = 5.0,
         deadline: float = 15.0,
-        region: str = "us-en",
-        safesearch: str = "moderate",
     ) -> None:
         self.timeout = timeout
         """ddgs' own timeout for one HTTP request."""
         self.deadline = deadline
         """The most one search may take here, ddgs' internal waits included."""
-        self.region = region
-        self.safesearch = safesearch
         self._client = client
 
     async def aclose(self) -> None:
@@ -83,8 +79,8 @@ class DuckDuckGo:
                 found = await asyncio.to_thread(
                     client.text,
                     scoped_query(query, scope),
-                    region=self.region,
-                    safesearch=self.safesearch,
+                    region="us-en",
+                    safesearch="moderate",
                     timelimit=past[0] if past else None,  # d, w, m, y
                     max_results=max_results,
                     backend="duckduckgo",

@@ -229,7 +229,11 @@ class ChatModel:
             if parsed is not None:
                 return parsed
             if cut_off and slowed is not None:  # a bigger cap would time out again
-                raise StructuredOutputError(self._too_slow(name, slowed))
+                raise StructuredOutputError(
+                    f"{self.model}: the {name} reply timed out, then was cut off at {slowed:,} "
+                    f"tokens, what it writes here within {self.server.timeout_setting}: raise "
+                    "it, or serve a faster model"
+                )
             if cut_off:
                 # Cut off at the cap (a reasoning model may spend it all thinking): one more
                 # try with twice the room.
@@ -340,13 +344,6 @@ class ChatModel:
         if sized_by is not None:
             return CUT_OFF_NOTE.format(setting=sized_by)
         return RAN_ON_NOTE.format(cap=cap)
-
-    def _too_slow(self, name: str, cap: int) -> str:
-        return (
-            f"{self.model}: the {name} reply timed out, then was cut off at {cap:,} tokens, "
-            f"what it writes here within {self.server.timeout_setting}: raise it, or serve a "
-            "faster model"
-        )
 
     def _cut_off(self, name: str, cap: int) -> str:
         if cap < self.ceiling:  # the call's own size bound it, not the setting

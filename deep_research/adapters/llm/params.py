@@ -70,7 +70,6 @@ FAMILIES: tuple[Family, ...] = (
     Family(r"gpt-5", ("minimal", "low", "medium", "high")),  # langchain-openai profiles
     Family(r"o\d", ("low", "medium", "high")),  # OpenAI's reasoning guide
 )
-"""The efforts each model family takes, first match wins (checked 2026-11-26)."""
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ async def test_a_run_started_and_followed_through_the_service(offline: Settings)
     question = "  When does a research node start?  "
     prepared = preparation.prepare(offline, question, RunOptions())
     assert prepared.extractive
-    assert prepared.sources().policy == "kb_only", "no model: the knowledge base only"
+    assert prepared.sources().hints == ("internal",), "no model: the knowledge base only"
     assert prepared.question == "When does a research node start?"
     said: list[str] = []
     events: list[object] = []

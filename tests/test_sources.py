@@ -134,7 +134,7 @@ def test_resolve_says_which_sources_it_leaves_out_and_why(
         "echo: off — no model configured",
         "web: off — no model configured (--web-engine search quotes pages without one)",
     ]
-    assert (no_model.policy, no_model.hints) == ("kb_only", ("internal",))
+    assert no_model.hints == ("internal",)
 
     model = offline.with_overrides(openai_api_key="sk-x")
     kb_only = sources.resolve(model, "kb_only", kb=True, web=None)

@@ -76,6 +76,13 @@ async def check_session(settings: Settings, session_id: str) -> Checked:
     return Checked(state, written, claims.path)
 
 
+def section_author(settings: Settings, synthesizer: ChatModel) -> LLMAuthor:
+    """The report's sections' writer, also the claim check's reviser."""
+    return LLMAuthor(
+        synthesizer.capped(settings.section_max_tokens, "DEEP_RESEARCH_SECTION_MAX_TOKENS")
+    )
+
+
 def claim_checker(
     settings: Settings,
     judge: ChatModel,
@@ -148,10 +155,6 @@ def build_check(
     resources.callback(cache.close)
     server = chat_server(settings, cache)
     judge = chat_model(settings, "judge", http, server)
-    author = LLMAuthor(
-        chat_model(settings, "synthesizer", http, server).capped(
-            settings.section_max_tokens, "DEEP_RESEARCH_SECTION_MAX_TOKENS"
-        )
-    )
+    author = section_author(settings, chat_model(settings, "synthesizer", http, server))
     prices = reserves.price_book(settings)
     return claim_checker(settings, judge, prices, resources, reviser=author), guard

@@ -91,8 +91,3 @@ FLAGS: dict[str, Flag] = {
         "process died first): the first may be running and billing too.",
     ),
 }
-
-
-def described(name: str) -> str:
-    """The one text of option ``name``."""
-    return FLAGS[name].help

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from deep_research.app.config import Settings
-from deep_research.app.flags import described
+from deep_research.app.flags import FLAGS
 from deep_research.app.setting_types import (
     KB_NAME_PATTERN,
     MAX_MODEL_NAME,
@@ -71,7 +71,7 @@ class Options(BaseModel):
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         """Each option's description is its flag's one text (``flags``), written once."""
         for name, field in cls.model_fields.items():
-            field.description = field.description or described(name)
+            field.description = field.description or FLAGS[name].help
         cls.model_rebuild(force=True)
 
     @classmethod

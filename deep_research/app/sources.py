@@ -233,12 +233,6 @@ class Resolution:
         return (*served, *(MIXED,) * (len(served) > 1))
 
     @property
-    def policy(self) -> SourcePolicy:
-        """What the session records: ``kb_only`` or ``web_only`` when that is all it uses."""
-        hints = set(self.hints)
-        return "kb_only" if hints == {"internal"} else "web_only" if hints == {"web"} else "auto"
-
-    @property
     def descriptions(self) -> dict[SourceHint, str]:
         """What the planner reads of each hint."""
         own = {s.serves: s.description for s in self.used if s.serves not in BUILTIN_SOURCES}

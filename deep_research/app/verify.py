@@ -29,6 +29,7 @@ import asyncio
 import re
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
@@ -82,16 +83,7 @@ class Tally:
     def __init__(self) -> None:
         self.usage = Usage()
 
-    def record(
-        self,
-        role: Role,
-        model: str,
-        usage: Usage,
-        *,
-        cached: bool = False,
-        usage_unknown: bool = False,
-        tier: str = "default",
-    ) -> None:
+    def record(self, role: Role, model: str, usage: Usage, **_: object) -> None:
         # Only chat calls are tallied, and the chat path reads no tier: the standard rate.
         self.usage = self.usage + usage
 
@@ -213,11 +205,8 @@ async def _read(settings: Settings, source: str, reader: Reader | None) -> _Text
         else:
             from deep_research.adapters.web.shared import SharedReader  # see above
 
-            own = SharedReader(reader_settings(settings))
-            try:
+            async with aclosing(SharedReader(reader_settings(settings))) as own:
                 page = await own.read(source)
-            finally:
-                await own.aclose()
         return _Text(page.title, page.url, page.text)
     if CHUNK_ID.fullmatch(source):
         chunk = await asyncio.to_thread(kb_fetch, settings, source)

@@ -23,11 +23,10 @@ from deep_research.adapters.llm.llm import ChatModel
 from deep_research.adapters.llm.planning import LLMPlanner
 from deep_research.adapters.llm.server import ChatServer
 from deep_research.adapters.llm.summary import LLMSummarizer
-from deep_research.adapters.llm.writing import LLMAuthor
 from deep_research.adapters.prices import PriceTable
 from deep_research.app import reserves, run_spec
 from deep_research.app.chat import chat_model, chat_server
-from deep_research.app.checking import claim_checker
+from deep_research.app.checking import claim_checker, section_author
 from deep_research.app.clients import http_client
 from deep_research.app.config import Settings
 from deep_research.app.preparation import Info, Prepared
@@ -194,17 +193,12 @@ def build(
         notices.append(f"web research: {shown}" + (f"; scope: {scope}" if scope else ""))
     executor = RoutingExecutor(routes)
     if extractive:
-        hints = sources.hints
-        hint = MIXED if MIXED in hints else hints[0]
+        hint = MIXED if MIXED in sources.hints else sources.hints[0]
         limits = reserves.writing_limits(settings, PriceTable())
         checker = ClaimChecker()  # every claim is a quoted passage: nothing to verify
         engine = extractive_engine(executor, hint, limits, checkers=(checker,))
     else:
-        author = LLMAuthor(
-            chat("synthesizer").capped(
-                settings.section_max_tokens, "DEEP_RESEARCH_SECTION_MAX_TOKENS"
-            )
-        )
+        author = section_author(settings, chat("synthesizer"))
         engine = Engine(
             planner=LLMPlanner(chat("planner")),
             executor=executor,

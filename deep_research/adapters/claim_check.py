@@ -10,12 +10,9 @@ What a citation is checked against:
   A page that cannot be read leaves the claim ``unverifiable``, but the claim is still
   compared with what the job itself wrote next to the citation: a number changed after the
   job (while compressing, summarizing or writing) is ``contradicted``.
-- a web citation outside the run's web scope (an excluded domain a research job cited, a
-  domain the run does not allow): never read nor checked against anything; it supports
-  nothing (``unsupported``) and its note says why (``OUT_OF_SCOPE``). So too a page the
-  reader refuses as out of scope once it sees it (a redirect out of the scope, or published
-  before ``since``): the claim is not left ``unverifiable`` with the page still cited
-  (``adapters.claim_scope``: the notes, the limitations line, a page read undated).
+- a web citation outside the run's web scope, or a page the reader refuses as out of scope
+  once it sees it (a redirect out of it, published before ``since``): never checked against
+  anything; it supports nothing (``unsupported``), its note says why (``adapters.claim_scope``).
 
 Invariants:
 - A verdict is kept under ``check_key`` (claim text, ref, the source text we hold): a
@@ -26,14 +23,11 @@ Invariants:
 - The judge is paid out of ``CheckJob.money``: a batch whose worst case it cannot cover is
   not asked, and the text verifier's verdicts stand, with a line saying so.
 - Repair, once: an ``unsupported`` or ``contradicted`` claim goes back to its section's
-  writer (``reviser``) with its sources' passages and what differs, at most
-  ``max_revisions`` a report, each paid for out of the same money (or skipped, saying so).
-  The rewrite is checked like any claim and replaces the sentence, in the report and in
-  the session's written sections, only when it differs from it, is one paragraph of text
-  (no heading or list of its own) and its sources then support it; else the sentence stands
-  as written, marked. Every attempt is kept in the ledger; a sentence written twice is sent
-  back once, and a sentence sent back, or a rewrite, is never sent back again. What the
-  writer is told and how its reply is taken: ``adapters.claim_repair``.
+  writer (``reviser``), at most ``max_revisions`` a report, each paid for out of the same
+  money (or skipped, saying so). The rewrite is checked like any claim and replaces the
+  sentence only when its sources then support it; else the sentence stands as written,
+  marked. Every attempt is kept in the ledger (which claims go back, what the writer is
+  told and how its reply is taken: ``adapters.claim_repair``).
 """
 
 from __future__ import annotations

@@ -80,24 +80,19 @@ _AUXILIARIES = frozenset(
 NEGATIONS = frozenset("not no never none nobody nothing neither nor cannot".split())  # noqa: SIM905
 _POLARITY = NEGATIONS | {"always", "still", "longer", "yet", "currently", "officially"}
 """Not content: a flipped negation ("no longer" → "still") leaves the claim's words."""
-_EVENTS = {
-    "founded": "founding", "established": "founding", "incorporated": "founding",
-    "created": "founding", "opened": "opening", "inaugurated": "opening",
-    "launched": "release", "released": "release", "introduced": "release",
-    "debuted": "release", "premiered": "release", "unveiled": "release", "shipped": "release",
-    "published": "release", "issued": "release", "born": "birth", "died": "death",
-    "signed": "signing", "completed": "completion", "built": "completion",
-    "finished": "completion", "announced": "announcement", "acquired": "acquisition",
-    "bought": "acquisition", "merged": "merger", "began": "start", "started": "start",
-    "ended": "end", "closed": "end", "discontinued": "end", "retired": "end",
-    "expired": "end", "deprecated": "deprecation", "discovered": "discovery",
-    "invented": "discovery", "elected": "election", "appointed": "election",
-    "ratified": "adoption", "enacted": "adoption", "adopted": "adoption",
-    "passed": "adoption", "approved": "adoption", "entered": "entry", "listed": "listing",
-    "sank": "sinking", "collapsed": "collapse", "occurred": "event", "happened": "event",
-    "held": "event", "dropped": "end", "removed": "end", "abandoned": "end",
-    "withdrew": "end", "withdrawn": "end", "ceased": "end",
+_EVENT_WORDS = {
+    "founding": "founded established incorporated created", "opening": "opened inaugurated",
+    "release": "launched released introduced debuted premiered unveiled shipped published issued",
+    "birth": "born", "death": "died", "signing": "signed", "merger": "merged",
+    "completion": "completed built finished", "announcement": "announced",
+    "acquisition": "acquired bought", "start": "began started", "deprecation": "deprecated",
+    "end": "ended closed discontinued retired expired dropped removed abandoned withdrew "
+    "withdrawn ceased",
+    "discovery": "discovered invented", "election": "elected appointed", "entry": "entered",
+    "adoption": "ratified enacted adopted passed approved", "listing": "listed",
+    "sinking": "sank", "collapse": "collapsed", "event": "occurred happened held",
 }  # fmt: skip
+_EVENTS = {word: kind for kind, words in _EVENT_WORDS.items() for word in words.split()}
 """Words that tell of a one-time event, by kind: two of one kind are one event
 ("released" / "shipped"), so their dates must agree."""
 _WITH_OBJECT = frozenset({"dropped"})

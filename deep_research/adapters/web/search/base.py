@@ -152,19 +152,18 @@ class RateLimits:
     loop that first uses it (aiolimiter's buckets do); another loop gets ``RuntimeError``.
     """
 
-    def __init__(self, per_second: Mapping[str, float], default: float = 1.0) -> None:
-        for name, rate in {**per_second, "": default}.items():
+    def __init__(self, per_second: Mapping[str, float]) -> None:
+        for name, rate in per_second.items():
             if not (rate > 0 and math.isfinite(rate)):
-                raise ValueError(f"rate for {name or 'the default'} must be > 0, got {rate}")
+                raise ValueError(f"rate for {name} must be > 0, got {rate}")
         self._rates = dict(per_second)
-        self._default = default
         self._buckets: dict[str, AsyncLimiter] = {}
         self._paused_until: dict[str, float] = {}  # loop time
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def rate(self, name: str) -> float:
-        """Requests a second allowed to ``name``."""
-        return self._rates.get(name, self._default)
+        """Requests a second allowed to ``name`` (one for a provider not named)."""
+        return self._rates.get(name, 1.0)
 
     async def acquire(self, name: str) -> None:
         """Wait for ``name``'s turn: past any pause, then a token from its bucket."""

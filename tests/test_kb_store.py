@@ -15,10 +15,12 @@ import pytest
 from deep_research.app.config import Settings
 from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
 from deep_research.kb.catalog import list_kbs, open_kb, remove_kb
+from deep_research.kb.chunking import chunk_markdown
 from deep_research.kb.ingest import ingest
 from deep_research.kb.lexical import LexicalDoc, LexicalIndex
 from deep_research.kb.search import search
 from deep_research.kb.store import LEXICAL_FILE
+from deep_research.kb.stored import chroma_metadata, stored_chunk
 from tests.hash_embeddings import HashEmbeddings
 
 
@@ -269,3 +271,9 @@ def test_a_chroma_server_is_used_when_a_host_is_set(
         open_kb(settings.kb, "shared", embeddings=HashEmbeddings(64))
     remove_kb(settings.kb, "shared")
     assert list_kbs(settings.kb) == []
+
+
+def test_a_chunk_reads_back_from_its_stored_form_unchanged() -> None:
+    text = "---\ntitle: T\ntags: [a, b]\nauthor: Me\n---\n# H\n\nSome body text.\n"
+    for chunk in chunk_markdown(text, "f.md", max_tokens=100, overlap_tokens=0, root="r"):
+        assert stored_chunk(chunk.id, chunk.indexed_text, chroma_metadata(chunk)) == chunk

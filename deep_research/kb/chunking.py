@@ -85,7 +85,12 @@ class Chunk:
         return "\n".join([*context, self.text]) if context else self.text
 
     @property
+    def document(self) -> tuple[str, str]:
+        return (self.root, self.source)
+
+    @property
     def locator(self) -> str:
+        """``root/path#heading:start-end``: what a citation stores (``search.resolve_locator``)."""
         return make_locator(self.root, self.source, self.heading, self.start_line, self.end_line)
 
 

@@ -26,11 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from deep_research.core.errors import KnowledgeBaseError, UsageError
-from deep_research.kb.chunking import document_key, make_anchor
+from deep_research.kb.chunking import Chunk, document_key, make_anchor
 from deep_research.kb.embeddings import normalize_rows
 from deep_research.kb.modes import MODES, Mode
 from deep_research.kb.store import KBStore
-from deep_research.kb.stored import StoredChunk
 
 DENSE_WEIGHT = 0.5
 BM25_WEIGHT = 0.5
@@ -44,7 +43,7 @@ _LOCATOR = re.compile(r"^(?P<anchor>.*):(?P<start>\d+)-(?P<end>\d+)$")
 
 
 @dataclass(frozen=True, kw_only=True)
-class Hit(StoredChunk):
+class Hit(Chunk):
     score: float
 
     @property
@@ -174,7 +173,7 @@ def resolve_locator(store: KBStore, locator: str) -> str:
         }
     )
 
-    def named(chunk: StoredChunk) -> bool:
+    def named(chunk: Chunk) -> bool:
         return make_anchor(chunk.root, chunk.source, chunk.heading) == anchor
 
     documents = sorted({c.document for c in found if named(c)})
@@ -199,13 +198,13 @@ def resolve_locator(store: KBStore, locator: str) -> str:
     )
 
 
-def _lines(chunks: Sequence[StoredChunk], start: int, end: int) -> str | None:
+def _lines(chunks: Sequence[Chunk], start: int, end: int) -> str | None:
     """Lines ``start..end`` of one file rebuilt from the chunks that hold them: a chunk's
     text is exactly its lines, the pieces of a cut line cover it, and a line no chunk
     holds is blank. None when the range does not start and end on text, or a cut line
     cannot be joined back."""
     lines: dict[int, str] = {}
-    cut: dict[int, list[StoredChunk]] = {}
+    cut: dict[int, list[Chunk]] = {}
     for chunk in chunks:
         if chunk.piece:
             cut.setdefault(chunk.start_line, []).append(chunk)
@@ -223,7 +222,7 @@ def _lines(chunks: Sequence[StoredChunk], start: int, end: int) -> str | None:
     return "\n".join(lines.get(n, "") for n in range(start, end + 1))
 
 
-def _join_pieces(pieces: Sequence[StoredChunk]) -> str | None:
+def _join_pieces(pieces: Sequence[Chunk]) -> str | None:
     """The line that overlapping pieces cut from it cover, or None if they leave a gap."""
     line = ""
     for piece in sorted(pieces, key=lambda p: (p.column, p.ordinal)):

@@ -52,7 +52,7 @@ from deep_research.kb.manifest import (
     read_generation,
 )
 from deep_research.kb.settings import KBSettings
-from deep_research.kb.stored import StoredChunk, chroma_metadata, rows, stored_chunk
+from deep_research.kb.stored import chroma_metadata, rows, stored_chunk
 
 if TYPE_CHECKING:
     from langchain_chroma import Chroma
@@ -252,19 +252,19 @@ class KBStore:
         with store_errors("counting chunks"):
             return int(self.collection.count())
 
-    def get_chunks(self, ids: Sequence[str]) -> dict[str, StoredChunk]:
+    def get_chunks(self, ids: Sequence[str]) -> dict[str, Chunk]:
         if not ids:
             return {}
         with store_errors("reading chunks"):
             got = self.collection.get(ids=list(ids), include=["documents", "metadatas"])
         return {c.id: c for c in self._served(stored_chunk(*row) for row in rows(got))}
 
-    def find(self, where: dict[str, Any]) -> list[StoredChunk]:
+    def find(self, where: dict[str, Any]) -> list[Chunk]:
         with store_errors("reading chunks"):
             got = self.collection.get(where=where, include=["documents", "metadatas"])
         return self._served(stored_chunk(*row) for row in rows(got))
 
-    def _served(self, chunks: Iterable[StoredChunk]) -> list[StoredChunk]:
+    def _served(self, chunks: Iterable[Chunk]) -> list[Chunk]:
         """The chunks whose files still resolve inside their roots (one check per file)."""
         chunks = list(chunks)
         manifest = self._manifest_for_reads() if chunks else None

@@ -1,4 +1,4 @@
-"""A chunk as Chroma stores it, and as it is read back.
+"""A chunk as Chroma stores it, and read back as the same `Chunk`.
 
 Its stored document is its ``indexed_text`` (title, heading path, text), which is what the
 embedding model and BM25 both see; ``text_start`` in its metadata marks where the chunk's
@@ -8,35 +8,9 @@ own text begins.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from deep_research.kb.chunking import Chunk, document_key, make_locator
-
-
-@dataclass(frozen=True)
-class StoredChunk:
-    id: str
-    root: str
-    source: str
-    heading: str
-    start_line: int
-    end_line: int
-    text: str
-    title: str
-    tags: tuple[str, ...]
-    ordinal: int
-    piece: bool = False
-    column: int = 0
-
-    @property
-    def document(self) -> tuple[str, str]:
-        return (self.root, self.source)
-
-    @property
-    def locator(self) -> str:
-        """``root/path#heading:start-end``: what a citation stores (``search.resolve_locator``)."""
-        return make_locator(self.root, self.source, self.heading, self.start_line, self.end_line)
+from deep_research.kb.chunking import Chunk, document_key
 
 
 def chroma_metadata(chunk: Chunk) -> dict[str, Any]:
@@ -62,9 +36,9 @@ def chroma_metadata(chunk: Chunk) -> dict[str, Any]:
     return meta
 
 
-def stored_chunk(chunk_id: str, document: str, meta: Mapping[str, Any]) -> StoredChunk:
+def stored_chunk(chunk_id: str, document: str, meta: Mapping[str, Any]) -> Chunk:
     tags = meta.get("tags") or []
-    return StoredChunk(
+    return Chunk(
         id=chunk_id,
         root=str(meta["root"]),
         source=str(meta["source"]),
@@ -72,9 +46,11 @@ def stored_chunk(chunk_id: str, document: str, meta: Mapping[str, Any]) -> Store
         start_line=int(meta["start_line"]),
         end_line=int(meta["end_line"]),
         text=document[int(meta["text_start"]) :],
+        content_hash=str(meta.get("content_hash", "")),
         title=str(meta.get("title", "")),
         tags=tuple(str(t) for t in tags) if isinstance(tags, list) else (),
         ordinal=int(meta.get("ordinal", 0)),
+        meta=tuple((k[3:], value) for k, value in sorted(meta.items()) if k.startswith("fm_")),
         piece=bool(meta.get("piece", False)),
         column=int(meta.get("column", 0)),
     )

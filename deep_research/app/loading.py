@@ -38,10 +38,7 @@ def _field_named(name: str) -> str:
     """The setting ``name`` is, or is an alias of (an error's location may be either)."""
     if name in Settings.model_fields:
         return name
-    for field in Settings.model_fields:
-        if name.upper() in variables(field):
-            return field
-    return name
+    return next((f for f in Settings.model_fields if name.upper() in variables(f)), name)
 
 
 def _origin(field: str) -> str | None:

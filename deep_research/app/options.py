@@ -148,7 +148,6 @@ def option_settings(model: type[BaseModel] = RunOptions) -> dict[str, tuple[str,
 
 
 OPTION_SETTINGS = option_settings()
-"""The settings each ``RunOptions`` field sets."""
 
 
 class Question(Options):

@@ -39,7 +39,6 @@ CHANGES: Mapping[str, Mapping[str, object]] = {
         "report_section_words": 1200,
     },
 }
-"""What each preset changes of the settings' defaults."""
 
 
 def knobs() -> tuple[str, ...]:

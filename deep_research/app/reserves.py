@@ -27,17 +27,12 @@ if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
 
-def search_fees(settings: Settings) -> dict[str, float]:
-    """USD per request of the run's search provider (the only one it may use; a resume
-    replays it): its list price, then what the user priced."""
-    name = settings.search_provider
-    return {name: provider(name).price_usd} | settings.search_prices
-
-
 def price_book(settings: Settings) -> PriceTable:
-    return PriceTable(
-        {m: Price(*figures) for m, figures in settings.prices.items()}, search_fees(settings)
-    )
+    """The models' prices, and USD per request of the run's search provider (the only one it
+    may use; a resume replays it): its list price, then what the user priced."""
+    name = settings.search_provider
+    fees = {name: provider(name).price_usd} | settings.search_prices
+    return PriceTable({m: Price(*figures) for m, figures in settings.prices.items()}, fees)
 
 
 def writing_limits(
@@ -68,7 +63,6 @@ this (or the setting, when lower)."""
 
 
 def _writing_limits(settings: Settings, prices: PriceTable, sections: int) -> WritingLimits:
-    """The writing limits of a report of at most ``sections`` sections."""
     words = settings.report_section_words
     if sections < settings.report_max_sections:
         shortest = min(words, SHORTEST_SECTION_WORDS)

@@ -163,7 +163,6 @@ def source(name: str) -> Source:
 
 
 def web_source(name: str) -> Source:
-    """The web source ``--web-engine`` names."""
     found = source(name)
     if found.serves != "web":
         known = ", ".join(web_names())
@@ -177,7 +176,6 @@ def web_names() -> list[str]:
 
 
 def job_spec(settings: Settings) -> JobSpec:
-    """The research job a branch starts, from the settings."""
     from deep_research.adapters.web.openai_jobs import JobSpec  # lazy: openai
 
     summary = settings.web_reasoning_summary

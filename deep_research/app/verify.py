@@ -184,15 +184,6 @@ class _Text:
     text: str
 
 
-def _clean(claim: str) -> str:
-    claim = " ".join(claim.split())
-    if not claim:
-        raise UsageError("the claim is empty")
-    if len(claim) > MAX_CLAIM_CHARS:
-        raise UsageError(f"the claim is over {MAX_CLAIM_CHARS:,} characters: check one at a time")
-    return claim
-
-
 async def _read(settings: Settings, source: str, reader: Reader | None) -> _Text:
     """The source's text. Raises ``PageSkipped`` or ``KnowledgeBaseError`` when it cannot be
     read, ``UsageError`` when it is not a source at all."""
@@ -236,7 +227,11 @@ async def verify_claim(
     decides)."""
     from deep_research.adapters.web.reader import PageSkipped  # see above
 
-    claim, source = _clean(claim), source.strip()
+    claim, source = " ".join(claim.split()), source.strip()
+    if not claim:
+        raise UsageError("the claim is empty")
+    if len(claim) > MAX_CLAIM_CHARS:
+        raise UsageError(f"the claim is over {MAX_CLAIM_CHARS:,} characters: check one at a time")
     question = " ".join(question.split())
     if len(question) > MAX_QUESTION_CHARS:
         raise UsageError(f"the question is over {MAX_QUESTION_CHARS:,} characters")

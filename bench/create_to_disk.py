@@ -1,11 +1,12 @@
 """How long a paid research job's id is only in memory: from the fake server's create reply
-to the id being readable in the session's state.json (what a resume after kill -9 sees).
+to the id being readable in the saved session's jobs.jsonl, where an id is written first
+(a resume after kill -9 reads it after state.json).
 
 - create_to_disk_ms_first: the first create of a fresh CLI process (median of 5 processes)
 - create_to_disk_ms_p95:   50 creates in one CLI process (95th percentile)
 
 The CLI runs as a child process against the loopback fake OpenAI server of the test suite;
-a watcher thread here reads state.json every ~0.5 ms, so figures carry that resolution.
+a watcher thread here reads those files every ~0.5 ms, so figures carry that resolution.
 `bench/engine.py` runs this (it is not a script of its own).
 """
 
@@ -29,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 class Watcher:
-    """Records, for each job id the fake created, when it first appears in a state.json."""
+    """Records, for each job id the fake created, when it first appears in a saved session."""
 
     def __init__(self, fake: FakeOpenAI, sessions: Path) -> None:
         self.fake = fake
@@ -50,9 +51,8 @@ class Watcher:
         while not self._stop.is_set():
             pending = [r for r in self.fake.response_ids if r not in self.seen]
             if pending:
-                text = "".join(
-                    p.read_text(errors="replace") for p in self.sessions.glob("*/state.json")
-                )
+                files = self.sessions.glob("*/jobs.jsonl")
+                text = "".join(p.read_text(errors="replace") for p in files)
                 now = time.time()
                 for rid in pending:
                     if rid in text:

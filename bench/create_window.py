@@ -8,8 +8,9 @@ submitted twice.
 Each try starts a one-node web run (``--web-engine openai``) as a child process against the
 loopback fake OpenAI server of the test suite, whose job never finishes until told. The
 window opens when the fake receives the create (it makes the job) and closes when the id is
-in the session's state.json. The fake's own thread kills the child with SIGKILL in one of
-two bands, alternately, so the kills spread over the whole window:
+in the saved session (its state.json or, written sooner, its jobs.jsonl). The fake's own
+thread kills the child with SIGKILL in one of two bands, alternately, so the kills spread
+over the whole window:
 
 - ``before_reply``: the job made, the reply not yet sent (0-2 ms after): the child dies
   before the reply can reach it, as when a process dies while OpenAI answers;
@@ -49,6 +50,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.create_to_disk import _cli, _env
+from deep_research.persistence.sessions import SessionStore
 from tests.fake_openai import FakeOpenAI
 from tests.world import ResearchWorld, plan_task
 
@@ -99,8 +101,9 @@ def cpu_hogs(count: int) -> Iterator[None]:
 
 
 def _state(home: Path) -> dict[str, object]:
+    """The saved session as a resume reads it (its state.json, then its jobs.jsonl)."""
     [path] = (home / "sessions").glob("*/state.json")
-    data = json.loads(path.read_text())
+    data = json.loads(SessionStore(path.parent.parent).load(path.parent.name).model_dump_json())
     assert isinstance(data, dict)
     return data
 

@@ -9,6 +9,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from deep_research.frontends.cli import app
+from deep_research.persistence.sessions import SessionStore
 
 
 def cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
@@ -28,6 +29,6 @@ def run_json(env: dict[str, str], *args: str) -> dict[str, Any]:
 
 
 def session_state(env: dict[str, str], session_id: str) -> dict[str, Any]:
-    path = Path(env["DEEP_RESEARCH_HOME"]) / "sessions" / session_id / "state.json"
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
+    """The saved session as a resume reads it: state.json, then its job journal."""
+    store = SessionStore(Path(env["DEEP_RESEARCH_HOME"]) / "sessions")
+    return store.load(session_id).model_dump(mode="json")

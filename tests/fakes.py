@@ -290,12 +290,17 @@ class MemorySaver:
     def __init__(self) -> None:
         self.saved: list[str] = []
         self.saved_now = 0
+        self.saved_jobs: list[tuple[str, dict[str, str]]] = []
 
     async def save(self, state: SessionState) -> None:
         self.saved.append(state.model_dump_json())
 
     def save_now(self, state: SessionState) -> None:
         self.saved_now += 1
+        self.saved.append(state.model_dump_json())
+
+    def save_jobs(self, state: SessionState, node_id: str) -> None:
+        self.saved_jobs.append((node_id, dict(state.nodes[node_id].remote_jobs)))
         self.saved.append(state.model_dump_json())
 
     def last(self) -> SessionState:

@@ -45,7 +45,7 @@ def test_sessions_prune_removes_old_sessions_but_never_a_running_one(env: dict[s
     old, running, fresh = (store.create(q) for q in ("Old?", "Old but running?", "Fresh?"))
     for state in (old, running):
         state.updated_at = datetime.now(UTC) - timedelta(days=40)
-        store.write_serialized(state.session_id, SessionStore.serialize(state))
+        store.write_serialized(state.session_id, store.serialize(state))
     code, out, err = cli(env, "sessions", "prune", "--older-than", "30d", "--dry-run", "--json")
     assert code == 0, err
     assert set(json.loads(out)["removed"]) == {old.session_id, running.session_id}

@@ -13,11 +13,13 @@ import signal
 import subprocess
 import sys
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli, run_json, session_state
 from tests.fake_openai import FakeOpenAI, Fault, ResearchReport
 from tests.world import ResearchWorld, plan_task, verdict
@@ -300,12 +302,12 @@ def test_a_create_whose_id_never_reached_disk_is_not_submitted_again_unless_aske
     ``--resubmit-lost`` does, and says what it may cost."""
     world = ResearchWorld(plans=[[plan_task("t1"), plan_task("t2")]])
     session_id = kill_9_once_two_jobs_poll(env, fake_openai, world)
-    path = Path(env["DEEP_RESEARCH_HOME"]) / "sessions" / session_id / "state.json"
-    saved = json.loads(path.read_text())
-    lost = saved["nodes"]["t1"]
-    lost_job = lost["remote_jobs"].pop("deep_research")
-    lost["job_intents"] = {"deep_research": "2026-11-26T12:00:00Z"}
-    path.write_text(json.dumps(saved))
+    store = SessionStore(Path(env["DEEP_RESEARCH_HOME"]) / "sessions")
+    saved = store.load(session_id)
+    lost = saved.nodes["t1"]
+    lost_job = lost.remote_jobs.pop("deep_research")
+    lost.job_intents = {"deep_research": datetime(2026, 11, 26, 12, tzinfo=UTC)}
+    store.save(saved)
     fake_openai.hold_responses = False
     for response_id in fake_openai.response_ids:
         fake_openai.complete(response_id)

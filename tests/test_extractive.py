@@ -341,6 +341,9 @@ class MemorySaver:
     def save_now(self, state: SessionState) -> None:
         self.saves += 1
 
+    def save_jobs(self, state: SessionState, node_id: str) -> None:
+        self.saves += 1
+
 
 HITS = [
     Hit(f"c{i}", f"{name}#{heading}:{i}-{i + 5}", name, heading, text)

@@ -151,6 +151,9 @@ async def test_a_knowledge_base_failure_mid_run_fails_nodes_not_the_run() -> Non
         def save_now(self, state: SessionState) -> None:
             pass
 
+        def save_jobs(self, state: SessionState, node_id: str) -> None:
+            pass
+
     await ResearchOrchestrator(state, engine, Saver(), guard, config).run()
 
     assert retriever.calls >= 1

@@ -250,7 +250,9 @@ async def test_remote_job_ids_are_saved_before_the_branch_waits() -> None:
     state = new_state()
     await rig.orchestrator(state).run()
     assert seen_saved == ["resp_42"]
-    assert rig.saver.saved_now == 1, "a paid job's id is written at once, not queued"
+    assert rig.saver.saved_jobs == [("a", {"deep_research": "resp_42"}), ("a", {})], (
+        "a paid job's id, and its end, are written at once, not queued"
+    )
     assert state.nodes["a"].remote_jobs == {}
 
 

@@ -561,6 +561,92 @@ def test_save_now_is_synchronous(store: SessionStore) -> None:
     assert store.load(state.session_id).status == "interrupted"
 
 
+# --- the paid jobs' journal ------------------------------------------------------------
+
+
+def test_a_job_id_saved_after_the_last_snapshot_is_read_back(store: SessionStore) -> None:
+    state = store.create("q")
+    state.nodes["a"] = ResearchNode(id="a", question="qa", status="running")
+    checkpoints = Checkpointer(store)
+    checkpoints.save_now(state)
+    state.nodes["a"].job_intents["web"] = datetime(2026, 11, 27, tzinfo=UTC)
+    checkpoints.save_jobs(state, "a")
+    intended = store.load(state.session_id).nodes["a"]
+    assert (intended.job_intents, intended.remote_jobs) == (
+        {"web": state.nodes["a"].job_intents["web"]},
+        {},
+    )
+    del state.nodes["a"].job_intents["web"]
+    state.nodes["a"].remote_jobs["web"] = "resp_1"
+    checkpoints.save_jobs(state, "a")
+    assert store.load(state.session_id).nodes["a"].remote_jobs == {"web": "resp_1"}
+    assert store.load(state.session_id).nodes["a"].job_intents == {}
+    assert (
+        json.loads((store.path(state.session_id) / "state.json").read_text())["nodes"]["a"][
+            "remote_jobs"
+        ]
+        == {}
+    ), "the id reached the journal, not the snapshot"
+
+
+def test_a_snapshot_holds_the_journal_before_it(store: SessionStore) -> None:
+    state = store.create("q")
+    state.nodes["a"] = ResearchNode(id="a", question="qa", status="running")
+    checkpoints = Checkpointer(store)
+    state.nodes["a"].remote_jobs["web"] = "resp_1"
+    checkpoints.save_jobs(state, "a")
+    state.nodes["a"].remote_jobs.clear()  # the job ended: the next snapshot has none
+    state.nodes["a"].status = "done"
+    checkpoints.save_now(state)
+    loaded = store.load(state.session_id)
+    assert loaded.nodes["a"].remote_jobs == {}, "an old line never undoes a newer snapshot"
+    assert loaded.jobs_journaled == 1
+
+
+def test_a_replayed_state_saved_elsewhere_is_not_replayed_again(store: SessionStore) -> None:
+    state = store.create("q")
+    state.nodes["a"] = ResearchNode(id="a", question="qa", status="running")
+    store.save(state)
+    state.nodes["a"].remote_jobs["web"] = "resp_1"
+    Checkpointer(store).save_jobs(state, "a")
+    cancelled = SessionStore(store.root).load(state.session_id)  # e.g. `sessions cancel`
+    assert cancelled.nodes["a"].remote_jobs == {"web": "resp_1"}
+    cancelled.nodes["a"].remote_jobs.clear()
+    SessionStore(store.root).save(cancelled)
+    assert store.load(state.session_id).nodes["a"].remote_jobs == {}
+
+
+def test_a_line_torn_by_a_crash_is_skipped_and_ended(store: SessionStore) -> None:
+    state = store.create("q")
+    state.nodes["a"] = ResearchNode(id="a", question="qa", status="running")
+    store.save(state)
+    journal = store.path(state.session_id) / "jobs.jsonl"
+    journal.write_text('{"node": "a", "remote_jobs": {"web": "resp_')  # killed mid-write
+    assert store.load(state.session_id).nodes["a"].remote_jobs == {}
+    resumed = SessionStore(store.root)  # the next process
+    state.nodes["a"].remote_jobs["web"] = "resp_2"
+    resumed.save_jobs(state, "a")
+    assert resumed.load(state.session_id).nodes["a"].remote_jobs == {"web": "resp_2"}
+    assert resumed.jobs_journaled(state.session_id) == 2
+
+
+async def test_eight_job_ids_at_once_are_eight_lines_not_eight_snapshots(
+    store: SessionStore,
+) -> None:
+    state = store.create("q")
+    checkpoints = Checkpointer(store)
+    for i in range(8):
+        state.nodes[f"t{i}"] = ResearchNode(id=f"t{i}", question=f"q{i}", status="running")
+    await checkpoints.save(state)
+    before = (store.path(state.session_id) / "state.json").stat().st_mtime_ns
+    for i in range(8):
+        state.nodes[f"t{i}"].remote_jobs["web"] = f"resp_{i}"
+        checkpoints.save_jobs(state, f"t{i}")
+    assert (store.path(state.session_id) / "state.json").stat().st_mtime_ns == before
+    loaded = store.load(state.session_id)
+    assert {n.remote_jobs["web"] for n in loaded.nodes.values()} == {f"resp_{i}" for i in range(8)}
+
+
 def test_list_reports_a_running_session_without_a_live_process_as_interrupted(
     tmp_path: Path,
 ) -> None:

@@ -61,6 +61,9 @@ class SessionSaver(Protocol):
 
     def save_now(self, state: SessionState) -> None: ...
 
+    def save_jobs(self, state: SessionState, node_id: str) -> None:
+        """Node ``node_id``'s paid-job intents and ids durable before this returns."""
+
 
 Listener = Callable[[str | JobEvent], None]
 """Receives what the run is doing: one-line messages, and each remote job's latest state."""

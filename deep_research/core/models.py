@@ -383,3 +383,6 @@ class SessionState(BaseModel):
     report_path: str | None = None
     limits: Limits = Field(default_factory=lambda: Limits())
     run_spec: RunSpec = Field(default_factory=lambda: RunSpec())
+    jobs_journaled: int = 0
+    """The lines of the session's paid-jobs journal this state already holds: loading
+    replays the ones after (``persistence.sessions``)."""

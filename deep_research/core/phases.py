@@ -202,19 +202,18 @@ class Phases:
         await self._save()
 
         async def on_remote_job(name: str, response_id: str | None) -> None:
+            # A paid create about to leave, its id, or its end: on disk before this returns
+            # (a line of the job journal, not a snapshot: eight replies at once wait
+            # eight small appends, not eight full states in a row).
             if response_id is None:
                 node.remote_jobs.pop(name, None)
                 node.job_intents.pop(name, None)
-                await self._save()
-                return
-            # A paid create about to leave, or its id: written synchronously, ahead of any
-            # queued checkpoint.
-            if response_id == CREATE_INTENT:
+            elif response_id == CREATE_INTENT:
                 node.job_intents[name] = utcnow()
             else:
                 node.remote_jobs[name] = response_id
                 node.job_intents.pop(name, None)
-            self.saver.save_now(self.state)
+            self.saver.save_jobs(self.state, node.id)
 
         task = BranchTask(
             node_id=node.id,

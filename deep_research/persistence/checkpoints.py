@@ -79,3 +79,8 @@ class Checkpointer:
         """
         self._snapshot(state)
         self._flush(state.session_id)
+
+    def save_jobs(self, state: SessionState, node_id: str) -> None:
+        """A node's paid-job intents and ids on disk now, on the loop: an fsync'ed line of
+        the session's job journal (``SessionStore.save_jobs``), not a snapshot."""
+        self._store.save_jobs(state, node_id)

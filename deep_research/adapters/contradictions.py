@@ -257,12 +257,9 @@ def contradictions(units: Sequence[EvidenceUnit]) -> list[Contradiction]:
         if hit is None or (hit[1], i) in shown or (hit[1], j) in shown:
             continue
         shown.update({(hit[1], i), (hit[1], j)})
-        found.append(
-            Contradiction(
-                kind=hit[0],
-                conflict=hit[1],
-                first=Side(unit_id=a.id, finding=a.finding, refs=tuple(a.refs)),
-                second=Side(unit_id=b.id, finding=b.finding, refs=tuple(b.refs)),
-            )
-        )
+        found.append(Contradiction(kind=hit[0], conflict=hit[1], first=_side(a), second=_side(b)))
     return found
+
+
+def _side(unit: EvidenceUnit) -> Side:
+    return Side(unit_id=unit.id, finding=unit.finding, refs=tuple(unit.refs))

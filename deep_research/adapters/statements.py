@@ -180,15 +180,8 @@ def _dates(text: str) -> tuple[list[Date], str]:
         month = int(g["im"]) if g["im"] else _MONTHS.get(month_name)
         if month_name == "May" and not (day or year):
             return m[0]
-        found.append(
-            Date(
-                int(year) if year else None,
-                month,
-                int(re.sub(r"\D", "", day)) if day else None,
-                m[0].strip(),
-                m.start(),
-            )
-        )
+        number = int(re.sub(r"\D", "", day)) if day else None
+        found.append(Date(int(year) if year else None, month, number, m[0].strip(), m.start()))
         return " " * len(m[0])
 
     return found, _DATES.sub(take, text)

@@ -147,7 +147,7 @@ class PageReader:
         )
         self._robots: dict[str, robots.Rules] = {}
         self._robots_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
-        self._pages: dict[str, Page | PageSkipped] = {}
+        self._pages: dict[str, Page | _Skip] = {}
         self._page_locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -180,21 +180,20 @@ class PageReader:
         async with self._page_locks[key]:
             outcome = self._pages.get(key)
             if outcome is None:
-                outcome = await self._outcome(url, start, scope)
-        if isinstance(outcome, PageSkipped):
+                outcome = await self._outcome(start, scope)
+        if isinstance(outcome, _Skip):
             raise PageSkipped(url, outcome.kind, outcome.reason)
         if (outside := scope.refusal(outcome.url)) is not None:  # read by an earlier run
             raise PageSkipped(url, "out_of_scope", f"redirected out of scope: {outside}")
         return _dated(url, outcome, scope)
 
-    async def _outcome(self, url: str, start: httpx.URL, scope: WebScope) -> Page | PageSkipped:
+    async def _outcome(self, start: httpx.URL, scope: WebScope) -> Page | _Skip:
         try:
             page = await self._read(start, scope)
         except _Skip as skip:
-            skipped = PageSkipped(url, skip.kind, skip.reason)
             if skip.kind in _LASTING:
-                self._pages[str(start)] = skipped
-            return skipped
+                self._pages[str(start)] = _Skip(skip.kind, skip.reason)  # no traceback kept
+            return skip
         self._pages[str(start)] = page
         self._pages.setdefault(page.url, page)
         return page

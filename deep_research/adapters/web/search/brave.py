@@ -26,15 +26,13 @@ from deep_research.adapters.web.search.http_api import HttpSearchApi, hit, kept,
 from deep_research.core.scope import WebScope
 
 _KEY_CODES = frozenset({"SUBSCRIPTION_TOKEN_INVALID", "SUBSCRIPTION_TOKEN_MISSING"})
-_MAX_CHARS = 400
-_MAX_WORDS = 50
 
 
 class Brave(HttpSearchApi):
     name = "brave"
 
     def request(self, query: str, max_results: int, scope: WebScope) -> httpx.Request:
-        narrowed = scoped_query(query, scope, max_chars=_MAX_CHARS, max_words=_MAX_WORDS)
+        narrowed = scoped_query(query, scope, max_chars=400, max_words=50)
         params = {"q": narrowed, "count": str(max_results)}
         if scope.since is not None:
             params["freshness"] = f"{scope.since.isoformat()}to{date.today().isoformat()}"

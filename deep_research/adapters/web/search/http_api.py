@@ -173,8 +173,7 @@ class HttpSearchApi:
                 return self.parse(body, max_results)
             except _BadShape as exc:
                 raise self.failed("bad_response", f"{exc} (HTTP {status})") from None
-        own = self.refusal(status, body)
-        if own is not None:
+        if (own := self.refusal(status, body)) is not None:
             raise own
         if status in (401, 403):
             raise self.failed("auth", f"the API key was refused (HTTP {status})")

@@ -114,15 +114,15 @@ def open_kb(
     client = _client(settings, directory, create=create)
     cname = collection_name(name)
     try:
-        existing = client.get_collection(cname, embedding_function=None)
+        collection = client.get_collection(cname, embedding_function=None)
     except NotFoundError:
-        existing = None
+        collection = None
     except (ChromaError, *UNREACHABLE) as exc:
         raise KnowledgeBaseError(f"cannot open knowledge base {name!r}: {exc}") from exc
-    if existing is None and not create:
+    if collection is None and not create:
         raise missing_kb(settings, name)
-    if existing is not None:
-        stored = (existing.metadata or {}).get(META_MODEL, "")
+    if collection is not None:
+        stored = (collection.metadata or {}).get(META_MODEL, "")
         if stored != model_id:
             raise KnowledgeBaseError(
                 f"knowledge base {name!r} was built with embedding model {str(stored)!r}, not "
@@ -144,7 +144,6 @@ def open_kb(
                 collection_configuration={"hnsw": {"space": "cosine"}},
             )
 
-    collection = existing
     if collection is None:
         vectorstore()  # creates the collection, with our metadata
         with store_errors("opening the knowledge base"):
@@ -153,7 +152,6 @@ def open_kb(
 
 
 def list_kbs(settings: KBSettings) -> list[str]:
-    """Names of the knowledge bases (on the Chroma server when one is configured)."""
     if settings.chroma_host:
         client = _client(settings, settings.kb_dir, create=False)
         with store_errors("listing knowledge bases"):

@@ -50,7 +50,6 @@ TokenCounter = Callable[[Sequence[str]], list[int]]
 
 
 def estimate_token_counts(texts: Sequence[str]) -> list[int]:
-    """`core.memory.estimate_line_tokens` as a `TokenCounter`."""
     return [estimate_line_tokens(text) for text in texts]
 
 

@@ -168,7 +168,6 @@ class MemoEmbeddings(Embeddings):
 
 
 def make_embeddings(settings: KBSettings) -> NamedEmbeddings:
-    """The embedder the settings ask for."""
     # Each kind is imported where it is built: their modules import this one.
     if settings.embedding_provider == "local":
         from deep_research.kb.onnx_embeddings import OnnxEmbeddings

@@ -234,7 +234,6 @@ class _Batch:
 
 
 def _drop(store: KBStore, manifest: Manifest, root: RootEntry, sources: list[str]) -> None:
-    """Delete the chunks of this root's files that are gone, then forget them."""
     store.delete([cid for s in sources for cid in root.files[s].chunk_ids])
     for source in sources:
         del root.files[source]

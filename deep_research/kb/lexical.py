@@ -42,11 +42,10 @@ Document = tuple[str, str]
 
 
 def _tokenize(texts: list[str], *, return_ids: bool) -> object:
-    stemmer = english_stemmer()
     return bm25s.tokenize(
         texts,
         stopwords=STOPWORDS,
-        stemmer=stemmer.stemWords,
+        stemmer=english_stemmer().stemWords,
         return_ids=return_ids,
         show_progress=False,
     )
@@ -105,14 +104,8 @@ class LexicalIndex:
         if isinstance(tokenized, bm25s.tokenization.Tokenized) and tokenized.vocab:
             retriever = bm25s.BM25(k1=BM25_K1, b=BM25_B)
             retriever.index(tokenized, show_progress=False)
-        return cls(
-            generation,
-            [d.id for d in docs],
-            list(index_of),
-            chunk_document,
-            document_tags,
-            retriever,
-        )
+        ids = [d.id for d in docs]
+        return cls(generation, ids, list(index_of), chunk_document, document_tags, retriever)
 
     # --- persistence ------------------------------------------------------------------
 

@@ -124,7 +124,6 @@ def load_manifest(directory: Path) -> Manifest | None:
 
 
 def save_manifest(directory: Path, manifest: Manifest) -> None:
-    """Bump the generation, then write the manifest."""
     bump_generation(directory)
     atomic_write(directory / MANIFEST_FILE, manifest.model_dump_json())
 

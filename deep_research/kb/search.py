@@ -163,15 +163,8 @@ def resolve_locator(store: KBStore, locator: str) -> str:
     anchor, start, end = match["anchor"], int(match["start"]), int(match["end"])
     # The file part ends at some "#" (headings and file names may hold one too).
     keys = [anchor, *(anchor[:i] for i, char in enumerate(anchor) if char == "#")]
-    found = store.find(
-        {
-            "$and": [
-                {"doc": {"$in": keys}},
-                {"start_line": {"$lte": end}},
-                {"end_line": {"$gte": start}},
-            ]
-        }
-    )
+    overlapping = [{"start_line": {"$lte": end}}, {"end_line": {"$gte": start}}]
+    found = store.find({"$and": [{"doc": {"$in": keys}}, *overlapping]})
 
     def named(chunk: Chunk) -> bool:
         return make_anchor(chunk.root, chunk.source, chunk.heading) == anchor

@@ -168,7 +168,6 @@ class KBStore:
 
     @contextmanager
     def write_lock(self) -> Iterator[None]:
-        """One writer at a time, across threads and processes."""
         with exclusive(self.directory, self.name, self._write_lock):
             yield
 

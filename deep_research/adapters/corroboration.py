@@ -71,8 +71,7 @@ def site(url: str) -> str | None:
     found = get_fld(canonical, fail_silently=True)
     if isinstance(found, str) and found:
         return found.lower()
-    host = urlsplit(canonical).netloc
-    return host or None
+    return urlsplit(canonical).netloc or None
 
 
 def kb_root(locator: str) -> str | None:
@@ -91,12 +90,8 @@ def source_key(citation: Citation) -> str:
     ``site:bbc.co.uk``, ``kb:handbook``, else ``ref:S7``."""
     if citation.kind == "kb":
         for where in (citation.locator, citation.url or ""):
-            root = kb_root(where) if where else None
-            if root is not None:
+            if (root := kb_root(where)) is not None:
                 return f"kb:{root}"
-    else:
-        where = citation.url or citation.locator
-        found = site(where) if where.strip() else None
-        if found:
-            return f"site:{found}"
+    elif found := site(citation.url or citation.locator):
+        return f"site:{found}"
     return f"ref:{citation.ref or identity(citation)}"

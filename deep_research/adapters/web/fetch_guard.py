@@ -216,12 +216,9 @@ def _bypassed(url: httpx.URL, no_proxy: str) -> bool:
     """NO_PROXY as curl and urllib read it: ``*``, or names matching as a domain suffix."""
     host = _canonical(url.host)
     netloc = f"{host}:{url.port}" if url.port else host
-    for entry in (e.strip().lower().lstrip(".") for e in no_proxy.split(",")):
-        if entry == "*" or (entry and entry in (host, netloc)):
-            return True
-        if entry and (host.endswith("." + entry) or netloc.endswith("." + entry)):
-            return True
-    return False
+    entries = {e.strip().lower().lstrip(".") for e in no_proxy.split(",")} - {""}
+    names = (host, netloc)
+    return "*" in entries or any(n == e or n.endswith("." + e) for e in entries for n in names)
 
 
 def _canonical(host: str) -> str:

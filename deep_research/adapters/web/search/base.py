@@ -16,7 +16,7 @@ Invariants:
 - A network search reports its provider's per-request fee; a cache hit and a failure cost 0
   (the paid APIs bill successful requests only).
 - The run's web scope (``core.scope.WebScope``) is asked of each provider in its own terms
-  (``site:`` filters, domain lists, date parameters: ``apis.py``, ``duckduckgo.py``) where
+  (``site:`` filters, domain lists, date parameters: each provider's module) where
   it takes them, to spend no request on pages the run may not read; every hit is then kept
   only when ``scope.allows`` its url, whatever the provider did: that filter is the
   guarantee. A scoped search is cached under its own key (the query and the scope's

@@ -36,7 +36,7 @@ from pydantic import SecretStr
 from deep_research.adapters.branches.protocols import SearchHit
 from deep_research.adapters.web.search import Provider
 from deep_research.adapters.web.search.base import SearchFailed, scoped_query, window
-from deep_research.adapters.web.search.http_api import USERINFO, hit
+from deep_research.adapters.web.search.http_api import USERINFO, hit, kept
 from deep_research.core import markdown as md
 from deep_research.core.scope import WebScope
 
@@ -101,12 +101,8 @@ class DuckDuckGo:
             raise SearchFailed(self.name, "network", f"search failed ({_one_line(exc)})") from None
         if not isinstance(found, list):
             raise SearchFailed(self.name, "bad_response", "ddgs returned no list of results")
-        hits = [
-            hit(row.get("href"), row.get("title"), row.get("body"))
-            for row in found
-            if isinstance(row, dict)
-        ]
-        return [h for h in hits if h is not None][:max_results]
+        rows = [row for row in found if isinstance(row, dict)]
+        return kept([hit(r.get("href"), r.get("title"), r.get("body")) for r in rows], max_results)
 
     def _default_client(self) -> DdgsClient:
         from ddgs import DDGS  # loads ddgs' engines only when DuckDuckGo is really used

@@ -57,14 +57,13 @@ async def check_session(settings: Settings, session_id: str) -> Checked:
             async def save() -> None:
                 await asyncio.to_thread(store.save, state)
 
-            loop = asyncio.get_running_loop()
             report = await checker.check(
                 CheckJob(
                     state=state,
                     report=report,
                     meter=guard.meter(),
                     save=save,
-                    deadline=loop.time() + state.limits.max_runtime_seconds,
+                    deadline=asyncio.get_running_loop().time() + state.limits.max_runtime_seconds,
                     money=guard.remaining_usd() + guard.final_reserve_usd,
                     store=claims,
                 )

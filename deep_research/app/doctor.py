@@ -77,6 +77,7 @@ SURFACES = (
     ),
 )
 PAGE_FILES = ("index.html", "app.js", "app.css")
+REINSTALL = "reinstall deep-research (pip install -e . in its folder)"
 
 
 def missing_package(exc: BaseException) -> str | None:
@@ -99,11 +100,7 @@ def check_surface(surface: Surface) -> Check:
         except ImportError as exc:
             package = missing_package(exc)
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            fix = (
-                f"{sys.executable} -m pip install {package}"
-                if package
-                else "reinstall deep-research (pip install -e . in its folder)"
-            )
+            fix = f"{sys.executable} -m pip install {package}" if package else REINSTALL
             return Check(surface.name, "fail", f"cannot import {module}: {reason}", fix)
     return Check(surface.name, "ok", surface.used_by)
 
@@ -112,12 +109,8 @@ def check_page() -> Check:
     folder = resources.files("deep_research.frontends") / "page"
     missing = [name for name in PAGE_FILES if not (folder / name).is_file()]
     if missing:
-        return Check(
-            "page",
-            "fail",
-            f"the serve page's files are missing: {', '.join(missing)}",
-            "reinstall deep-research (pip install -e . in its folder)",
-        )
+        detail = f"the serve page's files are missing: {', '.join(missing)}"
+        return Check("page", "fail", detail, REINSTALL)
     return Check("page", "ok", "the serve page's files are installed")
 
 

@@ -314,8 +314,7 @@ async def choose_engine(prepared: Prepared, on_info: Info | None = None) -> Prep
         async with clients.openai_client(settings, "lookup") as client:
             found = await lookup_models(client, [model], cache=CacheLookups(cache))
     except DeepResearchError as exc:  # a refused key: the model check that follows says so
-        why = f"as {server} could not be asked about {model}: {exc}"
-        return _chose(prepared, "search", why)
+        return _chose(prepared, "search", f"as {server} could not be asked about {model}: {exc}")
     finally:
         cache.close()
     status = found[model]

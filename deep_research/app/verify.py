@@ -246,8 +246,7 @@ async def verify_claim(
             reason=" ".join(str(exc).split()),
         )
     found = await asyncio.to_thread(verify, claim, text.text, question)
-    problem = ""
-    explanation = ""
+    problem = explanation = ""
     if found.uncertain and judge is not None:
         settled = await settle([ToJudge(claim, found.passages, question)], [found], judge)
         found, problem = settled.verdicts[0], settled.problem or settled.overruled[0]

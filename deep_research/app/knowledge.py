@@ -10,7 +10,6 @@ from pydantic import BaseModel, Field
 
 from deep_research.app.config import Settings
 from deep_research.core.errors import KnowledgeBaseError, UsageError
-from deep_research.kb.chunking import make_locator
 
 # The functions import the knowledge base (Chroma, bm25s) when called: the servers publish
 # this module's models when they start (``test_startup``).
@@ -74,9 +73,7 @@ def kb_fetch(settings: Settings, chunk_id: str, *, kb: str | None = None) -> KbC
     return KbChunk(
         chunk_id=chunk.id,
         kb=store.name,
-        locator=make_locator(
-            chunk.root, chunk.source, chunk.heading, chunk.start_line, chunk.end_line
-        ),
+        locator=chunk.locator,
         root=chunk.root,
         source=chunk.source,
         heading=chunk.heading,

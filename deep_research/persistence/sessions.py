@@ -20,13 +20,10 @@ Invariants:
   ``list()`` shows such a session as ``corrupt`` instead of skipping it, and lists the
   others. One saved with another ``schema_version`` than ``SCHEMA_VERSION`` (or none) is
   refused the same way, in one line naming both versions: no other format is read.
-- A paid create's intent and its id are on disk before the create leaves / as its reply
-  arrives: a line appended to ``jobs.jsonl`` and fsync'ed (``save_jobs``), not a whole
-  state (~200 KB at 50 nodes). ``state.json`` says how many of its lines it already holds
-  (``jobs_journaled``); loading replays the ones after, and skips a line torn by a crash.
+- A paid job's intent and id are a line of ``jobs.jsonl`` first (``persistence.jobs``);
+  loading replays the lines ``state.json`` does not hold yet.
 - At most one process drives a session: ``lock()`` holds an exclusive ``flock``
-  that the kernel drops when the holder exits or dies, so a crash never leaves a
-  stale lock behind.
+  (``persistence.locks``) that the kernel drops when the holder dies.
 - Nothing written here contains secrets: ``SessionState`` has no secret fields
   and Settings never reach this module.
 """
@@ -35,13 +32,11 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import fcntl
 import json
 import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -50,24 +45,15 @@ from pydantic import BaseModel, ValidationError
 
 from deep_research.core.errors import SessionError, SessionLocked, StorageError
 from deep_research.core.models import RunStatus, SessionState, StopReason, utcnow
+from deep_research.persistence import jobs, locks
 from deep_research.persistence.atomic import atomic_write_text
 
 SCHEMA_VERSION: int = SessionState.model_fields["schema_version"].default
 STATE_FILE = "state.json"
 REPORT_FILE = "report.md"
 REPORT_DATA_FILE = "report.json"
-LOCK_FILE = "lock"
-JOBS_FILE = "jobs.jsonl"
 
 _ID = re.compile(r"^[0-9a-f]{4,32}$")
-
-
-class _JobsLine(BaseModel):
-    """A line of jobs.jsonl: a node's paid jobs as they stand."""
-
-    node: str
-    remote_jobs: dict[str, str]
-    job_intents: dict[str, datetime]
 
 
 UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -205,56 +191,23 @@ class SessionStore:
     def load(self, session_id_or_prefix: str) -> SessionState:
         return self._read(self.resolve(session_id_or_prefix))
 
-    # --- paid research jobs --------------------------------------------------------
+    # --- paid research jobs (``persistence.jobs``) ----------------------------------
 
     def save_jobs(self, state: SessionState, node_id: str) -> None:
-        """Make node ``node_id``'s job intents and ids durable now (see the invariants)."""
-        node = state.nodes[node_id]
-        line = _JobsLine(node=node_id, remote_jobs=node.remote_jobs, job_intents=node.job_intents)
-        file = self._existing(state.session_id) / JOBS_FILE
+        """Node ``node_id``'s job intents and ids on disk now: a line of its journal."""
         lines = self.jobs_journaled(state.session_id)
         try:
-            with file.open("a", encoding="utf-8") as journal:
-                journal.write(line.model_dump_json() + "\n")
-                journal.flush()
-                os.fsync(journal.fileno())
+            jobs.append(self._existing(state.session_id), state, node_id)
         except OSError as exc:
             raise StorageError(f"cannot save session {state.session_id}: {exc}") from exc
         self._journaled[state.session_id] = lines + 1
 
     def jobs_journaled(self, session_id: str) -> int:
-        """The lines of the session's jobs.jsonl; a line a crash tore is ended first."""
         if (known := self._journaled.get(session_id)) is None:
-            file = self.path(session_id) / JOBS_FILE
-            try:
-                data = file.read_bytes()
-            except FileNotFoundError:
-                data = b""
-            if data and not data.endswith(b"\n"):
-                with file.open("ab") as journal:
-                    journal.write(b"\n")
-                data += b"\n"
-            known = self._journaled[session_id] = data.count(b"\n")
+            known = self._journaled[session_id] = jobs.length(self.path(session_id))
         return known
 
-    def _replay_jobs(self, state: SessionState) -> SessionState:
-        try:
-            data = (self.path(state.session_id) / JOBS_FILE).read_bytes()
-        except FileNotFoundError:
-            return state
-        lines = data.split(b"\n")[:-1]  # the last: "" or a line torn by a crash
-        for raw in lines[state.jobs_journaled :]:
-            with contextlib.suppress(ValidationError):
-                line = _JobsLine.model_validate_json(raw)
-                if node := state.nodes.get(line.node):
-                    node.remote_jobs, node.job_intents = line.remote_jobs, line.job_intents
-        state.jobs_journaled = len(lines)  # this state holds them now, whoever saves it
-        return state
-
     def _read(self, session_id: str) -> SessionState:
-        return self._replay_jobs(self._parse(session_id))
-
-    def _parse(self, session_id: str) -> SessionState:
         file = self.path(session_id) / STATE_FILE
         try:
             raw = file.read_bytes()
@@ -271,7 +224,7 @@ class SessionStore:
                 and state.schema_version == SCHEMA_VERSION
                 and state.session_id == session_id
             ):
-                return state
+                return jobs.replay(self.path(session_id), state)
         try:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -307,7 +260,7 @@ class SessionStore:
             raise SessionError(
                 f"session {session_id} is corrupt: {file} belongs to session {state.session_id}"
             )
-        return state
+        return jobs.replay(self.path(session_id), state)
 
     def write_report(self, session_id: str, markdown: str, data: str | None = None) -> Path:
         """Write report.md (its control characters, from model and page text, left out:
@@ -327,39 +280,9 @@ class SessionStore:
 
     # --- locking -----------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def lock(self, session_id: str) -> Iterator[None]:
-        """Hold the session's exclusive lock, or raise ``SessionLocked`` at once.
-
-        flock locks belong to an open file description, so a second ``lock()`` in
-        the same process also fails: a session is driven by one owner, period. The
-        lock file is never deleted — unlinking it would let a second process lock
-        a fresh inode while the first still holds the old one.
-        """
-        path = self._existing(session_id) / LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-                raise SessionLocked(
-                    f"session {session_id} is being run by another process (pid {holder})"
-                ) from None
-            # The pid is only for the message above; the flock is the lock. A full disk
-            # leaves the pid unwritten (the holder reads "unknown"), not the run unlocked:
-            # what the run saves then fails with the disk's own error, naming its file.
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-            try:
-                yield
-            finally:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, 0)
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+    def lock(self, session_id: str) -> contextlib.AbstractContextManager[None]:
+        """Hold the session's exclusive lock, or raise ``SessionLocked`` at once."""
+        return locks.hold(self._existing(session_id), session_id)
 
     def shown_status(self, state: SessionState) -> RunStatus:
         """The status to show: a run whose process is gone before it finished reads as
@@ -375,19 +298,8 @@ class SessionStore:
         return state.status
 
     def is_locked(self, session_id: str) -> bool:
-        """True while some process drives the session (probes the flock without taking it)."""
-        path = self.path(session_id) / LOCK_FILE
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)  # closing drops a lock we may just have taken
-        return False
+        """True while some process drives the session."""
+        return locks.held(self.path(session_id))
 
     # --- removing ----------------------------------------------------------------
 

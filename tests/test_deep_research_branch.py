@@ -13,14 +13,11 @@ import openai
 import pytest
 from openai.types.responses import Response
 
-from deep_research.adapters.branches.openai_research import (
-    JOB_NAME,
-    DeepResearchExecutor,
-    ReportCache,
-)
+from deep_research.adapters.branches.openai_research import JOB_NAME, DeepResearchExecutor
 from deep_research.adapters.web.job_prompt import MAX_DEPENDENCY_CHARS, build_user_message
 from deep_research.adapters.web.openai_jobs import SOURCES_INCLUDE, JobSpec
 from deep_research.adapters.web.output import extract_report
+from deep_research.adapters.web.search.base import ResultStore
 from deep_research.core.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError
 from deep_research.core.models import Citation, Usage
 from deep_research.core.ports import CREATE_INTENT, BranchTask, Finding, JobEvent, Meter
@@ -117,7 +114,7 @@ async def client(fake_openai: FakeOpenAI) -> AsyncIterator[openai.AsyncOpenAI]:
 
 def executor(
     client: openai.AsyncOpenAI,
-    cache: ReportCache | None = None,
+    cache: ResultStore | None = None,
     spec: JobSpec = SPEC,
     **kw: Any,
 ) -> tuple[DeepResearchExecutor, FakeCompressor]:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
-from typing import Protocol
+from dataclasses import KW_ONLY, InitVar, dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 import openai
 from openai.types.responses import Response
@@ -63,6 +63,9 @@ from deep_research.core.ports import (
 )
 from deep_research.core.scope import page_key
 
+if TYPE_CHECKING:
+    from deep_research.adapters.web.search.base import ResultStore
+
 JOB_NAME = "deep_research"
 CACHE_TOOL = "openai_web_research"
 
@@ -71,14 +74,6 @@ class ReportCompressor(Protocol):
     async def compress(self, question: str, report: str, meter: Meter) -> str:
         """Condense a long report into notes, keeping its ``[n]`` markers."""
         ...
-
-
-class ReportCache(Protocol):
-    """What we need of ``deep_research.persistence.cache.ResultCache``."""
-
-    async def get(self, tool: str, model: str, query: str) -> str | None: ...
-
-    async def set(self, tool: str, model: str, query: str, value: str) -> None: ...
 
 
 class DeepResearchReport(BaseModel):
@@ -94,39 +89,31 @@ class DeepResearchReport(BaseModel):
     """Pages it cited outside the scope, left out of ``citations`` and ``text``."""
 
 
+@dataclass
 class DeepResearchExecutor:
-    def __init__(
-        self,
-        client: openai.AsyncOpenAI,
-        *,
-        spec: JobSpec,
-        max_wait_seconds: float,
-        poll_seconds: float,
-        compressor: ReportCompressor,
-        cache: ReportCache | None,
-        prices: PriceBook | None = None,
-        max_backoff_seconds: float = 60.0,
-        clock: Callable[[], float] = time.monotonic,
-        kb_tool: KbTool | None = None,
-    ) -> None:
-        self._jobs = ResponsesJobs(client, retry_base_seconds=min(poll_seconds, 0.5))
-        self.spec = spec
-        self.kb_tool = kb_tool
-        """The user's KB offered to every job as an MCP tool (``DEEP_RESEARCH_KB_MCP_URL``)."""
-        self._prices = prices or PriceTable()
-        self._max_wait = max_wait_seconds
-        self._poll = poll_seconds
-        self._max_backoff = max_backoff_seconds
-        self._compressor = compressor
-        self._cache = cache
-        self._clock = clock
-        self._summary_refused = False  # once refused, not asked again in this run
+    client: InitVar[openai.AsyncOpenAI]
+    _: KW_ONLY
+    spec: JobSpec
+    max_wait_seconds: float
+    poll_seconds: float
+    compressor: ReportCompressor
+    cache: ResultStore | None
+    prices: PriceBook = field(default_factory=PriceTable)
+    max_backoff_seconds: float = 60.0
+    kb_tool: KbTool | None = None
+    """The user's KB offered to every job as an MCP tool (``DEEP_RESEARCH_KB_MCP_URL``)."""
+    summary_refused: bool = field(default=False, init=False)
+    """Once refused, not asked again in this run."""
+    jobs: ResponsesJobs = field(init=False)
+
+    def __post_init__(self, client: openai.AsyncOpenAI) -> None:
+        self.jobs = ResponsesJobs(client, retry_base_seconds=min(self.poll_seconds, 0.5))
 
     def worst_case_usd(self) -> float:
         """At the default tier, whatever tier the job is sent to: a reply may name another
         than the one asked for (it is booked at the one it names)."""
         return web_job_worst_case(
-            self._prices,
+            self.prices,
             self.spec.model,
             max_tool_calls=self.spec.max_tool_calls,
             max_output_tokens=self.spec.max_output_tokens,
@@ -167,10 +154,10 @@ class DeepResearchExecutor:
                     raise
             finally:
                 meter.release(worst, tokens)
-            if self._cache is not None:
-                await self._cache.set(CACHE_TOOL, self.spec.model, key, report.model_dump_json())
+            if self.cache is not None:
+                await self.cache.set(CACHE_TOOL, self.spec.model, key, report.model_dump_json())
             await on_remote_job(JOB_NAME, None)  # terminal and its result kept: forget the id
-        notes = await self._compressor.compress(task.question, report.text, meter)
+        notes = await self.compressor.compress(task.question, report.text, meter)
         return BranchResult(
             notes=notes,
             citations=tuple(report.citations),
@@ -181,9 +168,7 @@ class DeepResearchExecutor:
         )
 
     async def _cached(self, key: str, meter: Meter) -> DeepResearchReport | None:
-        if self._cache is None:
-            return None
-        raw = await self._cache.get(CACHE_TOOL, self.spec.model, key)
+        raw = await self.cache.get(CACHE_TOOL, self.spec.model, key) if self.cache else None
         if raw is None:
             return None
         try:
@@ -249,17 +234,17 @@ class _Job:
         self, executor: DeepResearchExecutor, task: BranchTask, on_remote_job: RemoteJobHook
     ) -> None:
         self._ex = executor
-        self._jobs = executor._jobs
+        self._jobs = executor.jobs
         self._task = task
         self._save = on_remote_job
-        self._started = executor._clock()
+        self._started = time.monotonic()
         self._status = "queued"  # as last seen at the provider
         self.job_id: str | None = task.remote_jobs.get(JOB_NAME)
 
     async def run(self, developer: str, user: str, meter: Meter) -> Response:
         ex = self._ex
         try:
-            async with asyncio.timeout(ex._max_wait):
+            async with asyncio.timeout(ex.max_wait_seconds):
                 response = await self._reattach() if self.job_id else None
                 if response is None:
                     response = await self._submit(developer, user)
@@ -267,7 +252,7 @@ class _Job:
         except TimeoutError:
             kept = await self._give_up(meter)
             raise BranchError(
-                f"the research job did not finish within {ex._max_wait:g} s "
+                f"the research job did not finish within {ex.max_wait_seconds:g} s "
                 "(DEEP_RESEARCH_WEB_MAX_WAIT_SECONDS); "
                 + ("it was cancelled" if not kept else "its cancel failed; resume re-attaches")
             ) from None
@@ -283,19 +268,19 @@ class _Job:
                     model=self._ex.spec.describe(),
                     status=self._status,
                     polls=polls,
-                    elapsed_seconds=self._ex._clock() - self._started,
+                    elapsed_seconds=time.monotonic() - self._started,
                     note=note,
                 )
             )
 
     async def _backoff(self, delay: float) -> float:
         await asyncio.sleep(delay)
-        return min(delay * 1.5, self._ex._max_backoff)
+        return min(delay * 1.5, self._ex.max_backoff_seconds)
 
     async def _reattach(self) -> Response | None:
         """The saved job, or None if the provider lost it (then it is submitted anew)."""
         assert self.job_id is not None
-        delay = self._ex._poll
+        delay = self._ex.poll_seconds
         while True:
             try:
                 return await self._jobs.retrieve(self.job_id, include=self._ex.spec.include)
@@ -311,7 +296,7 @@ class _Job:
         ex, task = self._ex, self._task
         where = f"session {task.session_id or '?'}, node {task.node_id}"
         body = ex.spec.body(
-            developer, user, with_summary=not ex._summary_refused, kb_tool=ex.kb_tool
+            developer, user, with_summary=not ex.summary_refused, kb_tool=ex.kb_tool
         )
         create = asyncio.ensure_future(self._create_and_save(body, where))
         try:
@@ -333,7 +318,7 @@ class _Job:
             try:
                 created = await self._jobs.create(body, where=where)
             except SummaryRefused:
-                refused = self._ex._summary_refused = True
+                refused = self._ex.summary_refused = True
                 reasoning = dict(body.get("reasoning") or {})  # type: ignore[call-overload]
                 reasoning.pop("summary", None)
                 body = {**body, "reasoning": reasoning}
@@ -352,7 +337,7 @@ class _Job:
 
     async def _poll(self, response: Response) -> Response:
         assert self.job_id is not None
-        delay, polls = self._ex._poll, 0
+        delay, polls = self._ex.poll_seconds, 0
         while response.status in PENDING:
             self._emit(str(response.status), polls)
             delay = await self._backoff(delay)

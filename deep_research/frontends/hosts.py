@@ -1,6 +1,6 @@
 """The checks both servers (the HTTP API and the MCP server over HTTP) make at the door:
 the ``Host`` names they answer to, the ``Origin`` values they accept, what counts as a
-loopback bind, and the bearer token.
+loopback bind, the bearer token; and the JSON of a refusal, the shape of every error of theirs.
 
 A server that checks ``Host`` cannot be reached through DNS rebinding: a page on
 ``evil.example`` whose name an attacker points at this machine still sends
@@ -30,6 +30,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from starlette.responses import JSONResponse
+
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 
@@ -38,6 +40,13 @@ def bearer_token_matches(authorization: str | None, token: bytes) -> bool:
     any case, the token compared in constant time."""
     scheme, _, given = (authorization or "").partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token)
+
+
+def error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    """``{"error": {"code", "message"}}``: every error the HTTP API (or the MCP server's door)
+    answers."""
+    body = {"error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers or None)
 
 
 def is_loopback(host: str) -> bool:

@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException
 from deep_research.app.saved import Busy
 from deep_research.core.errors import DeepResearchError
 from deep_research.frontends.common import error_code, wrong_host
-from deep_research.frontends.hosts import bearer_token_matches
+from deep_research.frontends.hosts import bearer_token_matches, error
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +35,6 @@ HTTP_STATUS = {
 }
 """The HTTP status of each of our errors' stable codes (``common.ERROR_CODES``: one table
 of codes for the CLI's ``--json`` and this API)."""
-
-
-def error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
-    body = {"error": {"code": code, "message": message}}
-    return JSONResponse(body, status_code=status, headers=headers or None)
 
 
 def install_guard(

@@ -25,14 +25,14 @@ from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from mcp_types import Tool as ToolInfo
 from pydantic import ValidationError
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from deep_research.adapters.web.search.http_api import user_agent
 from deep_research.app.config import Settings
 from deep_research.app.runs import RunManager
 from deep_research.core.errors import ConfigError
 from deep_research.frontends.common import wrong_host
-from deep_research.frontends.hosts import LOOPBACK_NAMES, bearer_token_matches
+from deep_research.frontends.hosts import LOOPBACK_NAMES, bearer_token_matches, error
 from deep_research.frontends.mcp import kb_tools, research_tools, web_tools
 from deep_research.frontends.mcp.context import ToolContext
 
@@ -131,7 +131,7 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
     server = StrictServer(
         "deep-research",
         instructions=INSTRUCTIONS,
-        version=_version(),
+        version=user_agent().removeprefix("deep-research/"),
         lifespan=lifespan,
         log_level="WARNING",
     )
@@ -147,15 +147,6 @@ def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPS
     for tools in TOOLS:
         tools.register(server, context)
     return server
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("deep-research")
-    except PackageNotFoundError:
-        return "0"
 
 
 # --- transports -------------------------------------------------------------------------
@@ -197,7 +188,7 @@ async def _save_and_exit(manager: RunManager) -> None:
 def http_app(settings: Settings, server: MCPServer[None], port: int) -> ASGIApp:
     """The streamable HTTP app at ``/mcp``: the SDK's Host/Origin checks for this server's
     loopback address (and the public URL's host), and the API token when one is set. ``Host``
-    is checked first as ``serve`` checks it (``OneHost``): the SDK reads only the first."""
+    is checked first as ``serve`` checks it (``Door``): the SDK reads only the first."""
     hosts = [f"{name}:{port}" for name in sorted(LOOPBACK_NAMES)]
     origins = [f"http://{host}" for host in hosts]
     token = settings.token()
@@ -207,17 +198,16 @@ def http_app(settings: Settings, server: MCPServer[None], port: int) -> ASGIApp:
                 "DEEP_RESEARCH_KB_MCP_URL publishes this server: set DEEP_RESEARCH_API_TOKEN "
                 "too (every request must then carry it)"
             )
-        hosts += public_hosts(settings.kb_mcp_url)
-        scheme = urlsplit(settings.kb_mcp_url).scheme
-        origins += [f"{scheme}://{host}" for host in public_hosts(settings.kb_mcp_url)]
+        public = public_hosts(settings.kb_mcp_url)
+        hosts += public
+        origins += [f"{urlsplit(settings.kb_mcp_url).scheme}://{host}" for host in public]
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH, transport_security=security, host="127.0.0.1"
     )
-    guarded = app if token is None else BearerToken(app, token)
-    return OneHost(guarded, frozenset(host.lower() for host in hosts))
+    return Door(app, frozenset(host.lower() for host in hosts), token)
 
 
 def public_hosts(url: str) -> list[str]:
@@ -245,46 +235,27 @@ def serve_http(settings: Settings, port: int) -> None:
     )
 
 
-def refusal(status: int, code: str, message: str, **headers: str) -> JSONResponse:
-    """One of our errors, in the shape the HTTP API gives them."""
-    body = {"error": {"code": code, "message": message}}
-    return JSONResponse(body, status_code=status, headers=headers or None)
-
-
-class OneHost:
+class Door:
     """Every HTTP request must carry one ``Host``, one of ``hosts`` (``common.wrong_host``,
     the check ``serve`` makes): with a second one, the SDK's own check would pass a request
-    whose first is ours, whatever the second says."""
+    whose first is ours, whatever the second says. With a token, it must also carry
+    ``Authorization: Bearer <token>``."""
 
-    def __init__(self, app: ASGIApp, hosts: frozenset[str]) -> None:
+    def __init__(self, app: ASGIApp, hosts: frozenset[str], token: str | None) -> None:
         self.app = app
         self.hosts = hosts
+        self.token = token.encode() if token is not None else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and wrong_host(Headers(scope=scope).getlist("host"), self.hosts):
-            refused = refusal(421, "wrong_host", "this server does not answer to that Host")
-            await refused(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+        refused = self.refused(Headers(scope=scope)) if scope["type"] == "http" else None
+        await (refused or self.app)(scope, receive, send)
 
-
-class BearerToken:
-    """Every HTTP request must carry ``Authorization: Bearer <token>``."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self.token = token.encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not bearer_token_matches(
-            Headers(scope=scope).get("authorization"), self.token
+    def refused(self, headers: Headers) -> ASGIApp | None:
+        if wrong_host(headers.getlist("host"), self.hosts):
+            return error(421, "wrong_host", "this server does not answer to that Host")
+        if self.token is not None and not bearer_token_matches(
+            headers.get("authorization"), self.token
         ):
-            refused = refusal(
-                401,
-                "unauthorized",
-                "a valid bearer token is required",
-                **{"WWW-Authenticate": "Bearer"},
-            )
-            await refused(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+            unauthorized = "a valid bearer token is required"
+            return error(401, "unauthorized", unauthorized, **{"WWW-Authenticate": "Bearer"})
+        return None

@@ -67,19 +67,13 @@ class Caps:
     """USD all sessions may spend in one UTC day (what is in their ledgers), reservations
     of admitted runs included."""
 
-    @classmethod
-    def of(cls, settings: Settings) -> Caps:
-        return cls(
-            settings.server_max_runs,
-            settings.server_max_cost_usd,
-            settings.server_daily_budget_usd,
-        )
-
 
 class RunManager:
     def __init__(self, settings: Settings, caps: Caps | None = None) -> None:
         self.settings = settings
-        self.caps = caps or Caps.of(settings)
+        self.caps = caps or Caps(
+            settings.server_max_runs, settings.server_max_cost_usd, settings.server_daily_budget_usd
+        )
         self.ledger = daily_ledger(settings, self.caps.daily_budget)
         self._slots = asyncio.Semaphore(self.caps.max_runs)
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -102,11 +96,8 @@ class RunManager:
         """Prepare, check and save a new run, then research it in the background. Its cost
         limit is reserved in today's budget first; any failure before the run is launched
         gives it back."""
-        self._check_open()
         asked = options.max_cost_usd
-        preparation.check_budget({"max_cost_usd": asked})
-        if asked is not None and asked > self.caps.max_cost_per_run:
-            raise UsageError(self._over_cap(asked))
+        self._admit({"max_cost_usd": asked})
         wanted = asked or min(self.settings.max_cost_usd, self.caps.max_cost_per_run)
         held = await self._reserve(wanted, exact=asked is not None)
         stack = ExitStack()
@@ -130,15 +121,11 @@ class RunManager:
         return self._launch(run, stack, held.id)
 
     async def resume(self, session_id: str, request: ResumeRequest) -> str:
-        self._check_open()
-        preparation.check_budget(request.given())
-        cost = request.max_cost_usd
-        if cost is not None and cost > self.caps.max_cost_per_run:
-            raise UsageError(self._over_cap(cost))
+        self._admit(request.given())
         # What it may spend now: the per-run cap and today's budget bound the new spend.
         state = saved.status(self.settings, session_id)
         spent = totals(state.ledger).cost_usd
-        limit = cost or state.limits.max_cost_usd
+        limit = request.max_cost_usd or state.limits.max_cost_usd
         wanted = max(0.0, min(limit - spent, self.caps.max_cost_per_run))
         held = await self._reserve(wanted, exact=False, replacing=state.session_id)
         budget = request.model_copy(update={"max_cost_usd": min(limit, spent + held.amount_usd)})
@@ -177,15 +164,18 @@ class RunManager:
         if not reserved.cancelled() and reserved.exception() is None:
             self._release(reserved.result().id, "not started")
 
-    def _check_open(self) -> None:
+    def _admit(self, given: dict[str, Any]) -> None:
+        """Refuse, before anything is saved, a request while the server shuts down, a limit
+        no run can have, or a ``max_cost_usd`` over the per-run cap."""
         if self._closing:
             raise UsageError("the server is shutting down: it starts no new runs")
-
-    def _over_cap(self, asked: float) -> str:
-        return (
-            f"max_cost ${asked:.2f} is over this server's cap of "
-            f"${self.caps.max_cost_per_run:.2f} a run (DEEP_RESEARCH_SERVER_MAX_COST_USD)"
-        )
+        preparation.check_budget(given)
+        asked = given.get("max_cost_usd")
+        if asked is not None and asked > self.caps.max_cost_per_run:
+            raise UsageError(
+                f"max_cost ${asked:.2f} is over this server's cap of "
+                f"${self.caps.max_cost_per_run:.2f} a run (DEEP_RESEARCH_SERVER_MAX_COST_USD)"
+            )
 
     def _launch(self, run: lifecycle.Run, stack: ExitStack, reservation: str) -> str:
         """Research ``run`` in a task. ``stack`` holds the session's lock, from its creation
@@ -262,8 +252,6 @@ class RunManager:
             await asyncio.wait({task})
 
     async def cancel(self, session_id: str) -> lifecycle.CancelResult:
-        """Stop the run here (saved as interrupted), then its research jobs at the provider;
-        the cancelled nodes are recorded, and ``resume`` leaves them alone."""
         session_id = SessionStore(self.settings.sessions_dir).resolve(session_id)
         await self._stop(session_id)
         return await lifecycle.cancel(self.settings, session_id)
@@ -296,7 +284,7 @@ def daily_ledger(settings: Settings, budget_usd: float | None = None) -> DailyLe
 
 
 # What a run imports as it starts (``lifecycle.execute``), beyond what ``preparation.prepare``
-# imports; its web engine's build imports its own (``WebEngineKind.warm_modules``).
+# imports; each source's build imports its own (``Source.warm_modules``).
 # The prompts are read from a package; structured replies go through LangChain's fallbacks.
 RUN_MODULES = (
     "deep_research.app.wiring",
@@ -315,7 +303,10 @@ def warm_up(runs: RunManager) -> None:
     machine, 12 s measured on a loaded one), the TLS context, the price data of the
     configured models and, with a knowledge base and a local embedding model, that model. A
     setting that stops it is the first run's to meet and report."""
-    from deep_research.app import clients, run_kb  # load OpenAI, Chroma: in the warm-up thread
+    # OpenAI, Chroma and LangChain load here, in the warm-up thread.
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from deep_research.app import clients, run_kb
 
     settings = runs.settings
     try:
@@ -325,7 +316,9 @@ def warm_up(runs: RunManager) -> None:
         preparation.estimate(prepared)
         clients.tls_context()
         clients.touch_apis(settings)
-        _touch_langchain()
+        # LangChain loads its tracing and message-format modules on a model's first call:
+        # one call to an in-process model that sends nothing.
+        FakeListChatModel(responses=["warm"]).invoke("warm-up")
         used = prepared.sources().used
         for module in RUN_MODULES + tuple(m for s in used for m in s.warm_modules):
             importlib.import_module(module)
@@ -338,14 +331,6 @@ def warm_up(runs: RunManager) -> None:
         log.warning("warm-up stopped (the first run builds the rest): %s", exc)
     except Exception:  # a bug: the first run meets it too, but the log says where
         log.warning("warm-up failed (the first run builds the rest)", exc_info=True)
-
-
-def _touch_langchain() -> None:
-    """LangChain loads its tracing and message-format modules on a model's first call: one
-    call to an in-process model that sends nothing."""
-    from langchain_core.language_models.fake_chat_models import FakeListChatModel
-
-    FakeListChatModel(responses=["warm"]).invoke("warm-up")
 
 
 def start_warm_up(runs: RunManager) -> asyncio.Event:

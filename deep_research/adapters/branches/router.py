@@ -48,12 +48,9 @@ class RoutingExecutor:
         for outcome in outcomes:
             if isinstance(outcome, BaseException) and not isinstance(outcome, BranchError):
                 raise outcome  # budget stops, cancellation and bugs are not branch failures
-        found = [
-            (r, o) for r, o in zip(routes, outcomes, strict=True) if isinstance(o, BranchResult)
-        ]
-        failed = [
-            (r, o) for r, o in zip(routes, outcomes, strict=True) if isinstance(o, BranchError)
-        ]
+        pairs = list(zip(routes, outcomes, strict=True))
+        found = [(r, o) for r, o in pairs if isinstance(o, BranchResult)]
+        failed = [(r, o) for r, o in pairs if isinstance(o, BranchError)]
         if not found:
             raise BranchError("; ".join(f"{r.name}: {error}" for r, error in failed))
         # One part stands as it is; several are merged under their headings.

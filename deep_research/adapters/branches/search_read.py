@@ -174,18 +174,17 @@ class SearchReadExecutor:
                 *(self.searcher.search(q, self.limits.results_per_query) for q in queries),
                 return_exceptions=True,
             )
-            model = search_model(self.searcher.name)
-            for outcome in results:
-                if isinstance(outcome, SearchResults):
-                    meter.record("search", model, Usage(web_search_calls=1), cached=outcome.cached)
         finally:
             if fees > 0:
                 meter.release(fees)
         found = [r for r in results if isinstance(r, SearchResults)]
-        failed = [r for r in results if isinstance(r, BaseException)]
-        for error in failed:
-            if not isinstance(error, BranchError):
+        model = search_model(self.searcher.name)
+        for outcome in found:
+            meter.record("search", model, Usage(web_search_calls=1), cached=outcome.cached)
+        for error in results:
+            if isinstance(error, BaseException) and not isinstance(error, BranchError):
                 raise error
+        failed = [r for r in results if isinstance(r, BranchError)]
         if not found:
             raise failed[0]
         for error in failed:

@@ -177,8 +177,7 @@ def exit_code(state: SessionState) -> int:
     """What a finished run's end means to a script: 0 when it found something (or had
     nothing left to do after an earlier run did), ``EXIT_NO_FINDINGS`` when no sub-question
     was ever researched (its report says why: a limit, a failed plan, failed branches)."""
-    found = any(node.status == "done" for node in state.nodes.values())
-    return 0 if found else EXIT_NO_FINDINGS
+    return 0 if any(node.status == "done" for node in state.nodes.values()) else EXIT_NO_FINDINGS
 
 
 def save_interrupted(run: Run) -> int:
@@ -194,9 +193,6 @@ def interrupt_unstarted(run: Run) -> None:
     run.store.save(run.state)
     RunObserver(run.state, run.events.append).end(report_path=None)
     run.events.close()
-
-
-# --- sessions -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

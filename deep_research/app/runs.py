@@ -90,8 +90,6 @@ class RunManager:
             level = logging.WARNING if prepared.engine_fallback else logging.INFO
             log.log(level, "%s", choice)
 
-    # --- starting ------------------------------------------------------------------------
-
     async def start(self, question: str, options: RunOptions) -> str:
         """Prepare, check and save a new run, then research it in the background. Its cost
         limit is reserved in today's budget first; any failure before the run is launched
@@ -234,8 +232,6 @@ class RunManager:
         state = run.state
         if state.status in ("complete", "stopped", "failed") and not _jobs_out(state):
             await asyncio.to_thread(self._release, reservation, state.session_id)
-
-    # --- following and stopping ------------------------------------------------------------
 
     def live_log(self, session_id: str) -> EventLog | None:
         """The event log of a run this process runs now (None: it runs no such run)."""

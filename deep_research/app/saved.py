@@ -96,11 +96,8 @@ def read_report_data(path: str) -> Report | str:
     with it. Where that file is missing, damaged or of another ``schema_version``, the report
     is rebuilt from its session; where that fails too, it is its markdown, shown as written."""
     report = Path(path)
-    try:
+    with contextlib.suppress(OSError, ValidationError):
         data = Report.model_validate_json(report.with_name(REPORT_DATA_FILE).read_bytes())
-    except (OSError, ValidationError):
-        pass
-    else:
         if "schema_version" in data.model_fields_set and data.schema_version == REPORT_VERSION:
             return data
     try:

@@ -25,8 +25,6 @@ if TYPE_CHECKING:
 
 
 def _build(run: SourceRun) -> Executor:
-    """The configured provider under the process's rate limits, the process's page reader,
-    the KB's ranking; notes by the branch model (None: the best passages quoted)."""
     # Lazy: LangChain, ddgs, trafilatura and Chroma load when a run builds the source.
     from deep_research.adapters.llm.branch import LLMEvidenceWriter
     from deep_research.adapters.llm.queries import LLMQueryWriter

@@ -179,7 +179,6 @@ class DeepResearchExecutor:
         return report
 
     def _finish(self, response: Response, meter: Meter) -> DeepResearchReport:
-        """Record what the job cost, then extract the report or explain the failure."""
         usage = usage_of(response)
         meter.record(
             "deep_research",

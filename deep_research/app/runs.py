@@ -208,12 +208,11 @@ class RunManager:
 
     async def _research(self, run: lifecycle.Run, began: asyncio.Event, reservation: str) -> None:
         if self._slots.locked():
-            waiting = sum(1 for t in self._tasks.values() if not t.done())
             run.events.append(
                 RunEvent(
                     type="message",
                     message=f"queued: {self.caps.max_runs} runs are researching "
-                    f"({waiting - 1} waiting); this one starts when one ends",
+                    f"({len(self.running()) - 1} waiting); this one starts when one ends",
                 )
             )
         async with self._slots:

@@ -51,10 +51,6 @@ def _worst_case(
     return WorstCase(per_job, spec.describe(), "web research job")
 
 
-def _describe(settings: Settings, spec: JobSpec | None) -> str:
-    return f"OpenAI research jobs ({(spec or job_spec(settings)).model})"
-
-
 SOURCE = Source(
     name="openai",
     serves="web",
@@ -62,7 +58,7 @@ SOURCE = Source(
     build=_build,
     needs_model=True,
     worst_case=_worst_case,
-    describe=_describe,
+    describe=lambda settings, spec: f"OpenAI research jobs ({(spec or job_spec(settings)).model})",
     runs_jobs=True,
     warm_modules=(
         "deep_research.adapters.branches.openai_research",

@@ -276,20 +276,29 @@ class _Job:
         await asyncio.sleep(delay)
         return min(delay * 1.5, self._ex.max_backoff_seconds)
 
+    async def _read(self, polls: int) -> Response | None:
+        """The job as the provider has it; None when the read failed (said in the live view).
+        A job the provider lost is forgotten, and ``JobGone`` raised."""
+        assert self.job_id is not None
+        try:
+            return await self._jobs.retrieve(self.job_id, include=self._ex.spec.include)
+        except Transient as exc:
+            self._emit(None, polls, str(exc))
+            return None
+        except JobGone:
+            await self._save(JOB_NAME, None)
+            raise
+
     async def _reattach(self) -> Response | None:
         """The saved job, or None if the provider lost it (then it is submitted anew)."""
-        assert self.job_id is not None
         delay = self._ex.poll_seconds
-        while True:
-            try:
-                return await self._jobs.retrieve(self.job_id, include=self._ex.spec.include)
-            except Transient as exc:
-                self._emit(None, 0, str(exc))
+        try:
+            while (response := await self._read(0)) is None:
                 delay = await self._backoff(delay)
-            except JobGone:
-                await self._save(JOB_NAME, None)
-                self.job_id = None
-                return None
+            return response
+        except JobGone:
+            self.job_id = None
+            return None
 
     async def _submit(self, developer: str, user: str) -> Response:
         ex, task = self._ex, self._task
@@ -335,21 +344,14 @@ class _Job:
         return created.parse()
 
     async def _poll(self, response: Response) -> Response:
-        assert self.job_id is not None
         delay, polls = self._ex.poll_seconds, 0
         while response.status in PENDING:
             self._emit(str(response.status), polls)
             delay = await self._backoff(delay)
-            try:
-                response = await self._jobs.retrieve(self.job_id, include=self._ex.spec.include)
-                polls += 1
-            except Transient as exc:
-                # The job runs on (and is paid for) whatever our connection does: keep
-                # polling until the maximum wait rather than abandon it.
-                self._emit(None, polls, str(exc))
-            except JobGone:
-                await self._save(JOB_NAME, None)
-                raise
+            # A failed read is not the job's end: it runs on (and is paid for) whatever our
+            # connection does, so polling goes on until the maximum wait.
+            if (read := await self._read(polls)) is not None:
+                response, polls = read, polls + 1
         self._emit(str(response.status), polls)
         return response
 

@@ -242,8 +242,7 @@ class RunManager:
     async def wait(self, session_id: str) -> None:
         """Until the run of ``session_id`` in this process has ended (at once if none).
         Cancelling the waiter leaves the run alone."""
-        task = self._tasks.get(session_id)
-        if task is not None:
+        if (task := self._tasks.get(session_id)) is not None:
             await asyncio.wait({task})
 
     async def cancel(self, session_id: str) -> lifecycle.CancelResult:
@@ -261,10 +260,9 @@ class RunManager:
     async def _stop(self, session_id: str) -> None:
         """Cancel the run's task and wait until it has saved the run and let go of its lock
         (its done callback has run)."""
-        task = self._tasks.get(session_id)
-        if task is not None:
+        if (task := self._tasks.get(session_id)) is not None:
             task.cancel()
-            await asyncio.wait({task})
+        await self.wait(session_id)
 
 
 def _jobs_out(state: SessionState) -> bool:

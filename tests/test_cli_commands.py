@@ -284,7 +284,7 @@ def test_every_json_error_code_has_an_http_status() -> None:
     from deep_research.frontends.common import ERROR_CODES
     from deep_research.frontends.http.guard import HTTP_STATUS
 
-    assert [code for _, code in ERROR_CODES] == list(HTTP_STATUS)
+    assert [code for _, code, _ in ERROR_CODES] == list(HTTP_STATUS), "no code twice"
 
 
 def test_json_output_keeps_text_as_it_is_in_every_command(env: dict[str, str]) -> None:

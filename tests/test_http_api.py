@@ -806,13 +806,15 @@ async def test_both_servers_take_the_same_authorization_headers(
     from starlette.responses import PlainTextResponse
 
     from deep_research.frontends.hosts import bearer_token_matches
-    from deep_research.frontends.mcp.server import BearerToken
+    from deep_research.frontends.mcp.server import Door
 
     headers = [None, "Bearer nope", f"bearer {TOKEN}", f"Basic {TOKEN}", f"Bearer  {TOKEN}"]
     headers.append(f"Bearer {TOKEN}")
     api = await serve(llm_settings, token=TOKEN)
     mcp = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=BearerToken(PlainTextResponse("ok"), TOKEN)),
+        transport=httpx.ASGITransport(
+            app=Door(PlainTextResponse("ok"), frozenset({"127.0.0.1:8000"}), TOKEN)
+        ),
         base_url="http://127.0.0.1:8000",
     )
     async with mcp:

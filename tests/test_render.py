@@ -86,7 +86,7 @@ def test_questions_errors_and_notes_are_shown_as_written_never_as_markup() -> No
         id="n2", question="Paths", status="failed", error="no such file [/etc/x]"
     )
     console = Console(width=200, record=True, force_terminal=True, file=open("/dev/null", "w"))  # noqa: SIM115
-    console.print(render.node_table(state.nodes.values()))
+    console.print(render.node_table(state.nodes.values(), {}, {}))
     assert 'href="https://phish' not in console.export_html(clear=False)
     drawn = console.export_text()
     assert "See [link=https://phish.example]NIST[/link] [bold]now[/bold]" in drawn

@@ -1,13 +1,11 @@
 """What every command shares: the --json option, how a run is summarised as JSON, an error
-as JSON (the HTTP API's codes), how a report is printed, and the ``Host`` check both servers
-make (``wrong_host``)."""
+as JSON (the HTTP API's codes) and how a report is printed."""
 
 from __future__ import annotations
 
 import json
 import re
 import sys
-from collections.abc import Collection
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -51,9 +49,7 @@ def run_summary(state: SessionState) -> dict[str, Any]:
 
 
 def session_detail(state: SessionState, report_path: str | None) -> dict[str, Any]:
-    """``sessions show --json``, and the HTTP API's status of a run: the same object.
-    ``resume`` is the command that finishes an interrupted run (None for any other), as
-    ``sessions show`` prints it."""
+    """``sessions show --json``, and the HTTP API's status of a run: the same object."""
     node_fields = {
         "id",
         "question",
@@ -80,13 +76,6 @@ def session_detail(state: SessionState, report_path: str | None) -> dict[str, An
     }
 
 
-def wrong_host(given: list[str], hosts: Collection[str]) -> bool:
-    """Whether a request's ``Host`` headers (``given``) are not one of ``hosts`` (lower case):
-    none, one not listed, or more than one. Of two, which one is meant is moot: a proxy, the
-    MCP SDK or a framework may each read another, so a listed first one proves nothing."""
-    return len(given) != 1 or given[0].lower() not in hosts
-
-
 def resume_hint(state: SessionState) -> str | None:
     """``deep-research resume ID`` for an interrupted run (its status as shown)."""
     return f"deep-research resume {state.session_id}" if state.status == "interrupted" else None
@@ -108,22 +97,23 @@ def hit_json(hit: Hit) -> dict[str, object]:
     }
 
 
-ERROR_CODES: tuple[tuple[type[DeepResearchError], str], ...] = (
-    (SessionLocked, "session_busy"),
-    (SessionError, "unknown_session"),
-    (UsageError, "bad_request"),
-    (ConfigError, "invalid_settings"),
-    (KnowledgeBaseError, "knowledge_base"),
-    (ProviderError, "provider_failed"),
-    (StorageError, "storage"),
-    (DeepResearchError, "failed"),
+ERROR_CODES: tuple[tuple[type[DeepResearchError], str, int], ...] = (
+    (SessionLocked, "session_busy", 409),
+    (SessionError, "unknown_session", 404),
+    (UsageError, "bad_request", 400),
+    (ConfigError, "invalid_settings", 422),
+    (KnowledgeBaseError, "knowledge_base", 422),
+    (ProviderError, "provider_failed", 502),
+    (StorageError, "storage", 507),
+    (DeepResearchError, "failed", 500),
 )
-"""Each error's stable code (most specific first): the HTTP API's, so a script reads one
-set. Beyond these: ``interrupted`` (Ctrl-C) and ``internal`` (a bug)."""
+"""Each error's stable code (most specific first), one set for the CLI's ``--json`` and the
+HTTP API, and its HTTP status there. Beyond these: ``interrupted`` (Ctrl-C) and
+``internal`` (a bug)."""
 
 
 def error_code(exc: DeepResearchError) -> str:
-    return next(code for kind, code in ERROR_CODES if isinstance(exc, kind))
+    return next(code for kind, code, _ in ERROR_CODES if isinstance(exc, kind))
 
 
 def error_json(code: str, message: str, exit_code: int) -> dict[str, Any]:

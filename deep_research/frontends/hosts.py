@@ -27,7 +27,7 @@ import ipaddress
 import socket
 import struct
 import sys
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from starlette.responses import JSONResponse
@@ -47,6 +47,13 @@ def error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
     answers."""
     body = {"error": {"code": code, "message": message}}
     return JSONResponse(body, status_code=status, headers=headers or None)
+
+
+def wrong_host(given: list[str], hosts: Collection[str]) -> bool:
+    """Whether a request's ``Host`` headers (``given``) are not one of ``hosts`` (lower case):
+    none, one not listed, or more than one. Of two, which one is meant is moot: a proxy, the
+    MCP SDK or a framework may each read another, so a listed first one proves nothing."""
+    return len(given) != 1 or given[0].lower() not in hosts
 
 
 def is_loopback(host: str) -> bool:

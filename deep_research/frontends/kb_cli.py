@@ -1,9 +1,6 @@
-"""`deep-research kb ...`: ingest, search, stats, list, rm.
+"""`deep-research kb ingest|search|stats|list|rm`: the markdown knowledge base.
 
-Errors are raised as typed `DeepResearchError`s; the top-level ``main`` maps them to
-one stderr line and an exit code. ``--json`` prints exactly one JSON value on stdout;
-progress goes to stderr.
-"""
+Each command imports what it uses in its body (see ``cli``)."""
 
 from __future__ import annotations
 
@@ -13,11 +10,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from deep_research.core import markdown as md
 from deep_research.core.errors import KnowledgeBaseError, UsageError
-from deep_research.frontends.common import JsonOpt, print_json
+from deep_research.frontends.common import JsonOpt, hit_json, print_json
 from deep_research.kb.modes import SCORE_MEANING, Mode
 
 if TYPE_CHECKING:  # imported inside the commands: Chroma and numpy load in seconds
@@ -42,18 +40,12 @@ KbOpt = Annotated[
 ]
 
 
-def _out() -> Console:
-    """Results on stdout; a closed pipe ends the command quietly, as everywhere."""
+def _console(*, stderr: bool = False) -> Console:
+    """Results on stdout, progress and notes on stderr; a closed pipe ends the command
+    quietly, as everywhere."""
     from deep_research.frontends.render import PipeConsole
 
-    return PipeConsole(highlight=False, soft_wrap=True)
-
-
-def _err() -> Console:
-    """Progress and notes on stderr."""
-    from deep_research.frontends.render import PipeConsole
-
-    return PipeConsole(stderr=True, highlight=False, soft_wrap=True)
+    return PipeConsole(stderr=stderr, highlight=False, soft_wrap=True)
 
 
 @kb_app.command("ingest")
@@ -84,21 +76,15 @@ def ingest_command(
     if root_name is not None:
         check_root_name(root_name)
     store = open_kb(settings.kb, kb, create=True)
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from rich import progress
 
     columns = (
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
+        progress.TextColumn("[progress.description]{task.description}"),
+        progress.BarColumn(),
+        progress.MofNCompleteColumn(),
+        progress.TimeElapsedColumn(),
     )
-    with Progress(*columns, console=_err(), transient=True) as bar:
+    with progress.Progress(*columns, console=_console(stderr=True), transient=True) as bar:
         report = ingest(store, path, name=root_name, progress=_ProgressBar(bar))
     if as_json:
         print_json(report.summary())
@@ -144,7 +130,7 @@ def _print_report(report: IngestReport) -> None:
         ("seconds", round(report.seconds, 2)),
     ):
         table.add_row(label, str(count))
-    console = _out()
+    console = _console()
     console.print(table)
     for skipped in report.skipped:
         console.print(f"skipped {skipped.path}: {skipped.reason}", markup=False)
@@ -177,18 +163,16 @@ def search_command(
     store = open_kb(settings.kb, kb)
     hits = search(store, query, k=k, mode=mode, mmr=mmr, path_glob=path, tags=tag)
     if as_json:
-        from deep_research.frontends.common import hit_json
-
         print_json([hit_json(hit) for hit in hits])
         return
-    console = _out()
+    console = _console()
     if not hits:
         console.print("no matches")
         return
     for rank, hit in enumerate(hits, start=1):
         anchor = make_anchor(hit.root, hit.source, hit.heading)
         console.print(
-            f"[bold]{rank}. {_escape(anchor)}[/bold]  "
+            f"[bold]{rank}. {escape(anchor)}[/bold]  "
             f"lines {hit.start_line}-{hit.end_line}  score {hit.score:.4f}"
         )
         about = " · ".join(
@@ -197,12 +181,6 @@ def search_command(
         if about:
             console.print(f"   {about}", markup=False, style="dim")
         console.print(f"   {md.clip(hit.text, SNIPPET_CHARS)}", markup=False)
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
 
 
 @kb_app.command("stats")
@@ -227,7 +205,7 @@ def stats_command(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
         table.add_row(f"root {root.name!r}", f"{where}  ({root.files} files)")
     table.add_row("embedding model", stats.embedding_model)
     table.add_row("size on disk", f"{stats.size_bytes / 1_000_000:.1f} MB")
-    _out().print(table)
+    _console().print(table)
 
 
 @kb_app.command("list")
@@ -258,7 +236,7 @@ def list_command(as_json: JsonOpt = False) -> None:
             ]
         )
         return
-    console = _out()
+    console = _console()
     for name in names:
         marker = "  (default)" if name == settings.kb_name else ""
         console.print(f"{name}{marker}", markup=False)
@@ -302,7 +280,7 @@ def rm_command(
     if not yes and not typer.confirm(f"delete knowledge base {target!r}?", err=True):
         raise typer.Abort()
     remove_kb(settings.kb, target)
-    _err().print(f"removed knowledge base {target!r}", markup=False)
+    _console(stderr=True).print(f"removed knowledge base {target!r}", markup=False)
 
 
 def _remove_root(settings: Settings, kb: str, root: str, *, yes: bool) -> None:
@@ -314,7 +292,7 @@ def _remove_root(settings: Settings, kb: str, root: str, *, yes: bool) -> None:
     if not yes and not typer.confirm(f"drop root {found!r} from knowledge base {kb!r}?", err=True):
         raise typer.Abort()
     removed = remove_root(store, found)
-    _err().print(
+    _console(stderr=True).print(
         f"dropped root {removed.root!r} ({removed.files} files, {removed.chunks} chunks) "
         f"from knowledge base {kb!r}",
         markup=False,

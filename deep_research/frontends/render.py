@@ -30,6 +30,7 @@ from rich.tree import Tree
 from deep_research.core.budget import totals
 from deep_research.core.models import ResearchNode, SessionState
 from deep_research.core.ports import JobEvent
+from deep_research.frontends.common import resume_hint
 from deep_research.persistence.sessions import UNPRINTABLE, SessionSummary
 
 
@@ -155,7 +156,7 @@ class LiveView:
         )
         now = time.monotonic()
         ages = {node: now - at for node, at in frame.received.items()}
-        table = node_table(frame.nodes, live=True, jobs=frame.jobs, ages=ages)
+        table = node_table(frame.nodes, frame.jobs, ages)
         # Whole, wrapped: the err console soft-wraps, which a Live would crop at its width.
         events = (Text(f"  {e}", style="dim", no_wrap=False, overflow="fold") for e in frame.events)
         return Group(header, table, *events)
@@ -173,14 +174,10 @@ def job_state(event: JobEvent, since: float = 0.0) -> str:
 
 
 def node_table(
-    nodes: Iterable[ResearchNode],
-    *,
-    live: bool = False,
-    jobs: Mapping[str, JobEvent] | None = None,
-    ages: Mapping[str, float] | None = None,
+    nodes: Iterable[ResearchNode], jobs: Mapping[str, JobEvent], ages: Mapping[str, float]
 ) -> Table:
+    """The live view's table: a running node's time ticks on, with its job's state."""
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
-    jobs = jobs or {}
     for column in ("id", "status", "source", "time", "cost", "remote job", "question"):
         table.add_column(column, no_wrap=column != "question", overflow="ellipsis")
     now = datetime.now().astimezone()
@@ -188,9 +185,7 @@ def node_table(
         if node.started_at is None:
             took = ""
         else:
-            end = node.finished_at or (
-                now if live and node.status == "running" else node.started_at
-            )
+            end = node.finished_at or (now if node.status == "running" else node.started_at)
             took = f"{(end - node.started_at).total_seconds():,.0f}s"
         question = Text(node.question)
         if node.error:
@@ -202,7 +197,7 @@ def node_table(
             took,
             f"${node.cost_usd:.4f}" if node.cost_usd else "",
             Text(
-                job_state(jobs[node.id], (ages or {}).get(node.id, 0.0))
+                job_state(jobs[node.id], ages.get(node.id, 0.0))
                 if node.id in jobs and node.status == "running"
                 else ""
             ),
@@ -291,8 +286,7 @@ def session_detail(state: SessionState, report_path: str | None) -> None:
     # Never wrapped: a path is copied whole from the terminal.
     where = Text.assemble(("report:   ", "bold"), report_path or "(not written yet)")
     out.print(where, soft_wrap=True)
-    if state.status == "interrupted":
-        hint = f"deep-research resume {state.session_id}"
+    if hint := resume_hint(state):
         out.print(Text.assemble(("resume:   ", "bold"), hint), soft_wrap=True)
     if state.claims is not None:
         counts = ", ".join(f"{n} {verdict}" for verdict, n in state.claims.by_verdict.items())

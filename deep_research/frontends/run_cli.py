@@ -2,8 +2,7 @@
 
 The commands read the question (an argument, stdin or a file), parse the run options, show
 the worst-case cost before anything is spent (and ask above a limit), then drive the run
-with a live view and print the report. ``cli`` registers them on the root command, which
-maps their errors to one stderr line and an exit code.
+with a live view and print the report.
 """
 
 from __future__ import annotations
@@ -294,13 +293,10 @@ def _interrupted(run: lifecycle.Run, *, as_json: bool) -> NoReturn:
 def _show_report(markdown: str, path: str | None, session_id: str, *, full: bool) -> None:
     """The report on stdout (its first screen on a terminal, unless ``full``); its path,
     and how to see all of it, on stderr."""
+    from deep_research.app.saved import read_report_data
     from deep_research.frontends import render
 
-    data = None
-    if path is not None:
-        from deep_research.app.saved import read_report_data
-
-        data = read_report_data(path)
+    data = read_report_data(path) if path is not None else None
     brief = print_report(markdown, data, full=full)
     if path is not None:
         more = f" (all of it: deep-research sessions report {session_id} --full)" if brief else ""

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from deep_research.core.errors import EXIT_DECLINED
-from deep_research.frontends.common import JsonOpt, print_json, print_report
+from deep_research.core.errors import EXIT_DECLINED, ProviderError, SessionError, UsageError
+from deep_research.frontends.common import JsonOpt, print_json, print_report, session_detail
 
 if TYPE_CHECKING:
     from deep_research.persistence.sessions import SessionStore
@@ -78,7 +78,6 @@ def sessions_show(
 ) -> None:
     """One run: its tree, status, spend and report path."""
     from deep_research.frontends import render
-    from deep_research.frontends.common import session_detail
 
     store = _store()
     state = store.load(session_id)
@@ -101,7 +100,6 @@ def sessions_report(
 ) -> None:
     """Print a session's report again: on a terminal its answer and contents (--full: all of
     it), piped its markdown as written."""
-    from deep_research.core.errors import SessionError
     from deep_research.frontends import render
 
     store = _store()
@@ -134,7 +132,6 @@ def sessions_cancel(
 
     from deep_research.app import lifecycle
     from deep_research.app.loading import load_settings
-    from deep_research.core.errors import ProviderError
     from deep_research.frontends import render
 
     result = asyncio.run(lifecycle.cancel(load_settings(), session_id))
@@ -169,7 +166,6 @@ def sessions_rm(
     """Delete a session and its report. Refused while a process runs it."""
     from deep_research.app import maintenance, saved
     from deep_research.app.loading import load_settings
-    from deep_research.core.errors import UsageError
     from deep_research.frontends import render
 
     settings = load_settings()
@@ -234,7 +230,6 @@ _UNITS = {"h": 3600, "d": 86400, "w": 7 * 86400}
 
 def parse_age(text: str) -> timedelta:
     """``12h``, ``30d``, ``2w`` -> a timedelta."""
-    from deep_research.core.errors import UsageError
 
     number, unit = text.strip()[:-1], text.strip()[-1:].lower()
     if not number.isdigit() or unit not in _UNITS:

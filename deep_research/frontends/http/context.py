@@ -26,6 +26,5 @@ class ServerContext:
 
 
 def context(request: Request) -> ServerContext:
-    """The server's context, as a route's dependency."""
     shared: ServerContext = request.app.state.context
     return shared

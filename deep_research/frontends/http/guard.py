@@ -14,27 +14,17 @@ from starlette.exceptions import HTTPException
 
 from deep_research.app.saved import Busy
 from deep_research.core.errors import DeepResearchError
-from deep_research.frontends.common import error_code, wrong_host
-from deep_research.frontends.hosts import bearer_token_matches, error
+from deep_research.frontends.common import ERROR_CODES, error_code
+from deep_research.frontends.hosts import bearer_token_matches, error, wrong_host
+from deep_research.frontends.http.page import FILES
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024
-PUBLIC = frozenset({"/", "/app.js", "/app.css", "/openapi.json", "/docs", "/redoc"})
+PUBLIC = frozenset({*FILES, "/openapi.json"})
 """What a GET needs no token for: files with no data in them."""
 
-HTTP_STATUS = {
-    "session_busy": 409,
-    "unknown_session": 404,
-    "bad_request": 400,
-    "invalid_settings": 422,
-    "knowledge_base": 422,
-    "provider_failed": 502,
-    "storage": 507,
-    "failed": 500,
-}
-"""The HTTP status of each of our errors' stable codes (``common.ERROR_CODES``: one table
-of codes for the CLI's ``--json`` and this API)."""
+HTTP_STATUS = {code: status for _, code, status in ERROR_CODES}
 
 
 def install_guard(

@@ -4,7 +4,7 @@ elsewhere. ``app.css`` is the one stylesheet of the page and of the HTML report.
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 
 from fastapi import APIRouter, Response
@@ -33,35 +33,29 @@ def page_policy() -> str:
     )
 
 
-@router.get("/")
-async def page() -> Response:
-    """The page to watch runs: start one, follow its tree live, read its report."""
-    return asset("index.html", "text/html; charset=utf-8")
+FILES = {
+    "/": "index.html",
+    "/app.js": "app.js",
+    "/app.css": "app.css",
+    "/docs": "docs.html",
+    "/redoc": "docs.html",
+}
+"""The page's files by path: the page to watch runs (start one, follow its tree live, read
+its report), and the API's description where Swagger UI and ReDoc would be (both load from
+a CDN)."""
+MEDIA_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
 
 
-@router.get("/app.js")
-async def script() -> Response:
-    return asset("app.js", "text/javascript; charset=utf-8")
-
-
-@router.get("/app.css")
-async def style() -> Response:
-    return asset("app.css", "text/css; charset=utf-8")
-
-
-@router.get("/docs")
-@router.get("/redoc")
-async def docs() -> Response:
-    """No Swagger UI or ReDoc: both load from a CDN. The description they would show."""
-    return asset("docs.html", "text/html; charset=utf-8")
-
-
-def asset(name: str, media_type: str) -> Response:
+def asset(name: str) -> Response:
     """One of the page's files (no build step, no external assets), under a
     content security policy that allows nothing from elsewhere and no inline script."""
-    return Response(
-        (WEB_DIR / name).read_bytes(), media_type=media_type, headers=protected(page_policy())
-    )
+    media_type = f"{MEDIA_TYPES[Path(name).suffix]}; charset=utf-8"
+    policy = protected(page_policy())
+    return Response((WEB_DIR / name).read_bytes(), media_type=media_type, headers=policy)
+
+
+for path, name in FILES.items():
+    router.add_api_route(path, partial(asset, name), methods=["GET"])
 
 
 def protected(policy: str) -> dict[str, str]:

@@ -181,8 +181,7 @@ async def resume(
     """Continue a stopped or interrupted run with the choices it started with (optionally
     new limits); it goes on in the server."""
     await server.warmed()
-    resumed = await server.runs.resume(session_id, body)
-    return accepted(resumed)
+    return accepted(await server.runs.resume(session_id, body))
 
 
 @router.post("/research/{session_id}/cancel")

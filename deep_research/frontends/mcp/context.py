@@ -1,7 +1,5 @@
-"""What the MCP tools share, apart from the server that registers them: the
-``ToolContext`` each module's ``register`` gets, our errors as one-line tool errors
-(``one_line_errors``), and a tool whose arguments are an ``app.options`` model's fields
-(``takes``). The tool modules import this, and ``server`` imports the tool modules."""
+"""What the tool modules share (and import, as ``server`` imports them): the ``ToolContext``,
+one-line tool errors and ``takes``."""
 
 from __future__ import annotations
 
@@ -25,9 +23,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ToolContext:
-    """What the tools share, given to each module's ``register``: the settings, the server's
-    runs (one ``RunManager``), the page reader verify_claim builds on its first call, and
-    the annotations of the tools that only read and of the ones that spend."""
+    """Given to each module's ``register``; ``reading`` and ``spending`` annotate the tools
+    that only read and the ones that spend."""
 
     settings: Settings
     runs: RunManager

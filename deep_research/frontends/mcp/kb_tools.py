@@ -1,11 +1,10 @@
 """The knowledge-base tools: kb_search (the best chunks for a query) and kb_fetch (one chunk
-by its id); and how a chunk is named and addressed when a tool gives it a title and a URL."""
+by its id)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Annotated
-from urllib.parse import quote
 
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
@@ -18,7 +17,6 @@ from deep_research.frontends.mcp.views import KbHit, KbHits
 
 
 def register(server: MCPServer[None], context: ToolContext) -> None:
-    """kb_search and kb_fetch."""
     settings, reading = context.settings, context.reading
 
     @server.tool(annotations=reading)
@@ -42,12 +40,3 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
         """One knowledge-base chunk by its id: its exact text and where it is (locator)."""
         with one_line_errors():
             return await asyncio.to_thread(knowledge.kb_fetch, settings, chunk_id)
-
-
-def kb_url(locator: str) -> str:
-    """A knowledge-base locator as a URL (citations need one): ``kb://root/path#heading:1-9``."""
-    return knowledge.KB_SCHEME + quote(locator, safe="/#:-._~")
-
-
-def _title(title: str, heading: str) -> str:
-    return f"{title} › {heading}" if heading and heading != title else title

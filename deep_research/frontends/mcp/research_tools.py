@@ -43,7 +43,6 @@ SessionId = Annotated[
 
 
 def register(server: MCPServer[None], context: ToolContext) -> None:
-    """The research tools: a run started, resumed, followed, read and cancelled."""
     settings, manager = context.settings, context.runs
     reading, spending = context.reading, context.spending
 
@@ -64,8 +63,7 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
         repeats the run's choices. Returns at once, like research_start."""
         request = ResumeRequest.model_validate(arguments)
         with one_line_errors():
-            resumed = await manager.resume(session_id, request)
-            return Started(session_id=resumed)
+            return Started(session_id=await manager.resume(session_id, request))
 
     @server.tool(annotations=reading)
     async def research_follow(

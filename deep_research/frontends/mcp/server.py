@@ -1,9 +1,6 @@
-"""The MCP server's own plumbing: ``create_server`` builds the server and the context its
-tools share, then lets each module of tools (``TOOLS``) register its own;
-``StrictServer`` turns arguments a tool does not take, and arguments that fail validation,
-into one-line tool errors; and the transports, stdio (``serve_stdio``) and streamable HTTP
-(``serve_http``, with its Host, Origin and bearer-token checks). What the tools share is in
-``context``; the package's docstring has the tools and the invariants."""
+"""The MCP server's plumbing: ``create_server`` (each module of ``TOOLS`` registers its own
+tools), ``StrictServer`` (arguments a tool does not take, or that fail validation, as
+one-line tool errors) and the transports, stdio and streamable HTTP."""
 
 from __future__ import annotations
 
@@ -31,8 +28,7 @@ from deep_research.adapters.web.search.http_api import user_agent
 from deep_research.app.config import Settings
 from deep_research.app.runs import RunManager
 from deep_research.core.errors import ConfigError
-from deep_research.frontends.common import wrong_host
-from deep_research.frontends.hosts import LOOPBACK_NAMES, bearer_token_matches, error
+from deep_research.frontends.hosts import LOOPBACK_NAMES, bearer_token_matches, error, wrong_host
 from deep_research.frontends.mcp import kb_tools, research_tools, web_tools
 from deep_research.frontends.mcp.context import ToolContext
 
@@ -236,7 +232,7 @@ def serve_http(settings: Settings, port: int) -> None:
 
 
 class Door:
-    """Every HTTP request must carry one ``Host``, one of ``hosts`` (``common.wrong_host``,
+    """Every HTTP request must carry one ``Host``, one of ``hosts`` (``hosts.wrong_host``,
     the check ``serve`` makes): with a second one, the SDK's own check would pass a request
     whose first is ours, whatever the second says. With a token, it must also carry
     ``Authorization: Bearer <token>``."""

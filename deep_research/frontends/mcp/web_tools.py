@@ -1,12 +1,13 @@
 """The tools for the web's clients: verify_claim (does a page or a chunk support a claim?),
-with the page reader it builds on its first call; and search and fetch,
-the knowledge base as ChatGPT connectors and OpenAI research jobs
-(DEEP_RESEARCH_KB_MCP_URL) expect it."""
+with the page reader it builds on its first call; and search and fetch, the knowledge base
+as ChatGPT connectors and OpenAI research jobs (DEEP_RESEARCH_KB_MCP_URL) expect it: each
+chunk with a title and a URL."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING, Annotated
+from urllib.parse import quote
 
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
@@ -17,7 +18,6 @@ from deep_research.app.clients import reader_settings
 from deep_research.app.config import Settings
 from deep_research.app.verify import Verification
 from deep_research.frontends.mcp.context import ToolContext, one_line_errors
-from deep_research.frontends.mcp.kb_tools import _title, kb_url
 from deep_research.frontends.mcp.views import Document, SearchResult, SearchResults
 
 if TYPE_CHECKING:
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 
 def register(server: MCPServer[None], context: ToolContext) -> None:
-    """verify_claim, search and fetch."""
     settings, manager, reader = context.settings, context.runs, context.reader
     reading = context.reading
 
@@ -97,6 +96,15 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
             url=kb_url(chunk.locator),
             metadata={"locator": chunk.locator, "kb": chunk.kb},
         )
+
+
+def kb_url(locator: str) -> str:
+    """A knowledge-base locator as a URL (citations need one): ``kb://root/path#heading:1-9``."""
+    return knowledge.KB_SCHEME + quote(locator, safe="/#:-._~")
+
+
+def _title(title: str, heading: str) -> str:
+    return f"{title} › {heading}" if heading and heading != title else title
 
 
 class LazyReader:

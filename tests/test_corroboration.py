@@ -112,7 +112,7 @@ def test_corroboration_counts_independent_sources() -> None:
     assert corroboration(bbc) == Corroboration(level="single source", sources=("site:bbc.co.uk",))
     found = corroboration([*bbc, kb("handbook/a.md#A:1-2", "S3"), web("https://a.github.io")])
     assert found.level == "corroborated"
-    assert found.count == 3
+    assert len(found.sources) == 3
     assert found.sources == ("site:bbc.co.uk", "kb:handbook", "site:a.github.io")
     assert corroboration([]).level == "none"
     assert corroboration([web("https://a.github.io"), web("https://b.github.io")]).level == (

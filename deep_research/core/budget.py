@@ -85,29 +85,24 @@ class Totals(BaseModel):
     """Sums over a ledger.
 
     ``usage`` counts only tokens actually spent: cache hits are left out, so they
-    never push a run into its token limit. ``by_node`` leaves out entries not tied
-    to a node (planner, judge, synthesis); ``by_role`` covers every entry.
+    never push a run into its token limit. (A node's own spend is on the node.)
     """
 
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float = 0.0
     by_role: dict[str, float] = Field(default_factory=dict)
-    by_node: dict[str, float] = Field(default_factory=dict)
 
 
 def totals(entries: Iterable[LedgerEntry]) -> Totals:
     usage = Usage()
     cost = 0.0
     by_role: dict[str, float] = {}
-    by_node: dict[str, float] = {}
     for entry in entries:
         if not entry.cached:
             usage = usage + entry.usage
         cost += entry.cost_usd
         by_role[entry.role] = by_role.get(entry.role, 0.0) + entry.cost_usd
-        if entry.node_id is not None:
-            by_node[entry.node_id] = by_node.get(entry.node_id, 0.0) + entry.cost_usd
-    return Totals(usage=usage, cost_usd=cost, by_role=by_role, by_node=by_node)
+    return Totals(usage=usage, cost_usd=cost, by_role=by_role)
 
 
 def make_entry(
@@ -123,13 +118,12 @@ def make_entry(
 ) -> LedgerEntry:
     """A ledger entry with its cost computed (at the service ``tier`` the call ran on); a
     cache hit is free but keeps its usage."""
-    book = prices
     return LedgerEntry(
         role=role,
         model=model,
         node_id=node_id,
         usage=usage,
-        cost_usd=0.0 if cached else book.cost(model, usage, tier=tier),
+        cost_usd=0.0 if cached else prices.cost(model, usage, tier=tier),
         cached=cached,
         usage_unknown=usage_unknown,
     )

@@ -83,10 +83,6 @@ class Reading:
     text: str
     untied: tuple[str, ...] = ()
 
-    @property
-    def note(self) -> str:
-        return untied_note(self.untied)
-
 
 def read_notes(notes: str, items: int, shown: Iterable[str] = ()) -> Reading:
     """A branch's ``notes``, written against passages numbered ``[1]..[items]`` and earlier

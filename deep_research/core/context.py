@@ -6,12 +6,14 @@ nodes the tree holds — that is what keeps every prompt from growing with the r
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Mapping
 
 from deep_research.core.citations import cited_refs
 from deep_research.core.memory import cap_tokens, estimate_tokens
 from deep_research.core.models import ResearchNode, SessionState
 from deep_research.core.ports import Finding
+from deep_research.core.tree import UNDONE
 
 CATALOG_SIZE = 16
 """Nodes the planner and judge see by id (done first, newest first)."""
@@ -79,7 +81,7 @@ def gaps(state: SessionState) -> list[str]:
     """What the research has not covered: failed, blocked, unresearched, judged missing."""
     found: list[str] = []
     for node in state.nodes.values():
-        if node.status in ("failed", "blocked", "cancelled"):
+        if node.status in UNDONE:
             found.append(f"{node.question} — {node.status}: {node.error}")
         elif node.status == "pending":
             found.append(f"{node.question} — not researched")
@@ -90,9 +92,7 @@ def gaps(state: SessionState) -> list[str]:
 
 def overview(nodes: Collection[ResearchNode]) -> str:
     """Status counts and a bounded list of nodes, one line each (the judge's tree view)."""
-    counts: dict[str, int] = {}
-    for node in nodes:
-        counts[node.status] = counts.get(node.status, 0) + 1
+    counts = Counter(node.status for node in nodes)
     lines = [", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))]
     for node in catalog(nodes)[:OVERVIEW_NODES]:
         lines.append(

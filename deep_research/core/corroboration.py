@@ -36,22 +36,14 @@ class Corroboration(BaseModel):
     level: CorroborationLevel
     sources: tuple[str, ...] = ()
 
-    @property
-    def count(self) -> int:
-        return len(self.sources)
-
     @classmethod
     def of(cls, keys: Iterable[str]) -> Corroboration:
         """The corroboration of the sources ``keys`` name (repeats are one source)."""
         unique = tuple(dict.fromkeys(k for k in keys if k))
-        level: CorroborationLevel = (
-            "corroborated"
-            if len(unique) >= CORROBORATED_AT
-            else "single source"
-            if unique
-            else "none"
-        )
-        return cls(level=level, sources=unique)
+        if not unique:
+            return cls(level="none")
+        corroborated = len(unique) >= CORROBORATED_AT
+        return cls(level="corroborated" if corroborated else "single source", sources=unique)
 
 
 # --- contradictions -----------------------------------------------------------------

@@ -19,6 +19,7 @@ from deep_research.core.models import (
     Verdict,
 )
 from deep_research.core.scope import page_key
+from deep_research.core.tree import UNDONE
 
 STOP_TEXT = {
     "complete": "complete: the judge found the answer complete",
@@ -73,12 +74,8 @@ def limitations(state: SessionState, nodes: list[ResearchNode]) -> list[str]:
         lines.append(f"- The run {STOP_TEXT[state.stop_reason]}{detail}.")
     for node in nodes:
         question, error = md.text(node.question), md.text(node.error or "")
-        if node.status == "failed":
-            lines.append(f"- **Failed:** {question} — {error}")
-        elif node.status == "blocked":
-            lines.append(f"- **Blocked:** {question} — {error}")
-        elif node.status == "cancelled":
-            lines.append(f"- **Cancelled:** {question} — {error}")
+        if node.status in UNDONE:
+            lines.append(f"- **{node.status.capitalize()}:** {question} — {error}")
         elif node.status in ("pending", "running"):
             why = (
                 "skipped: no model configured"

@@ -95,11 +95,6 @@ class BudgetGuard:
     def elapsed(self) -> float:
         return self._clock() - self._started
 
-    @property
-    def deadline(self) -> float:
-        """The loop-clock deadline for this process's run (``asyncio.timeout_at``)."""
-        return self._started + self.limits.max_runtime_seconds
-
     def remaining_usd(self) -> float:
         """What new work may still claim: net of spend, reservations and the final reserve."""
         return self._unspent() - self._reserved_usd
@@ -142,11 +137,16 @@ class BudgetGuard:
 
 
 class NodeMeter:
-    """The ``Meter`` port bound to one node (or to none, for planner/judge/synthesis)."""
+    """The ``Meter`` port bound to one node (or to none, for planner/judge/synthesis): the
+    guard's budget, each call booked on the node."""
 
     def __init__(self, guard: BudgetGuard, node_id: str | None) -> None:
         self._guard = guard
         self.node_id = node_id
+        self.remaining_usd = guard.remaining_usd
+        self.remaining_tokens = guard.remaining_tokens
+        self.reserve = guard.reserve
+        self.release = guard.release
 
     def record(
         self,
@@ -167,18 +167,6 @@ class NodeMeter:
             usage_unknown=usage_unknown,
             tier=tier,
         )
-
-    def remaining_usd(self) -> float:
-        return self._guard.remaining_usd()
-
-    def remaining_tokens(self) -> int:
-        return self._guard.remaining_tokens()
-
-    async def reserve(self, amount_usd: float, tokens: int = 0) -> bool:
-        return await self._guard.reserve(amount_usd, tokens)
-
-    def release(self, amount_usd: float, tokens: int = 0) -> None:
-        self._guard.release(amount_usd, tokens)
 
 
 def call_cost_estimate(

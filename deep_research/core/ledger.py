@@ -232,12 +232,12 @@ def marked(
     sections = [s.model_copy() for s in report.sections]
     for claim in flagged:
         mark = f" [⚠ {claim.id} {claim.verdict}](#{anchor(CLAIM_CHECK)})"
-        if claim.section == ANSWER and _find(lead, claim.text):
-            lead = _after(lead, claim.text, mark)
+        if claim.section == ANSWER and (marked_lead := _after(lead, claim.text, mark)):
+            lead = marked_lead
             continue
         for section in sections:
-            if section.title == claim.section and _find(section.body, claim.text):
-                section.body = _after(section.body, claim.text, mark)
+            if section.title == claim.section and (body := _after(section.body, claim.text, mark)):
+                section.body = body
                 break
     totals = ledger.totals()
     checked = totals.claims - totals.by_verdict.get("quoted", 0)
@@ -294,14 +294,10 @@ def _pattern(sentence: str) -> re.Pattern[str]:
     return re.compile(r"(?:\s+>)*\s+".join(re.escape(w) for w in sentence.split()))
 
 
-def _find(body: str, sentence: str) -> bool:
-    return _pattern(sentence).search(body) is not None
-
-
-def _after(body: str, sentence: str, mark: str) -> str:
+def _after(body: str, sentence: str, mark: str) -> str | None:
+    """``body`` with ``mark`` after the sentence; None when the sentence is not in it."""
     found = _pattern(sentence).search(body)
-    assert found is not None
-    return body[: found.end()] + mark + body[found.end() :]
+    return None if found is None else body[: found.end()] + mark + body[found.end() :]
 
 
 def replaced(body: str, before: str, after: str) -> str | None:

@@ -82,34 +82,23 @@ class Slots:
 
 
 def chain_lengths(tree: ResearchTree) -> dict[str, int]:
-    """For each node, the number of nodes on the longest dependency chain it starts."""
+    """For each node, the number of nodes on the longest dependency chain it starts: Kahn's
+    topological order over ``depends_on`` (the tree keeps the graph acyclic), read back."""
     dependents: dict[str, list[str]] = {nid: [] for nid in tree.nodes}
     for node in tree.nodes.values():
         for dep in node.depends_on:
             dependents[dep].append(node.id)
-    length: dict[str, int] = {}
-    for nid in reversed(topological_order(tree)):
-        length[nid] = 1 + max((length[c] for c in dependents[nid]), default=0)
-    return length
-
-
-def topological_order(tree: ResearchTree) -> list[str]:
-    """Kahn's algorithm over ``depends_on`` (the tree keeps the graph acyclic)."""
     remaining = {nid: len(n.depends_on) for nid, n in tree.nodes.items()}
-    dependents: dict[str, list[str]] = {nid: [] for nid in tree.nodes}
-    for node in tree.nodes.values():
-        for dep in node.depends_on:
-            dependents[dep].append(node.id)
-    queue = [nid for nid, count in remaining.items() if count == 0]
-    order: list[str] = []
-    while queue:
-        nid = queue.pop()
-        order.append(nid)
+    order = [nid for nid, count in remaining.items() if count == 0]
+    for nid in order:  # grows as it is read: a node once its last dependency is in
         for child in dependents[nid]:
             remaining[child] -= 1
             if remaining[child] == 0:
-                queue.append(child)
-    return order
+                order.append(child)
+    length: dict[str, int] = {}
+    for nid in reversed(order):
+        length[nid] = 1 + max((length[c] for c in dependents[nid]), default=0)
+    return length
 
 
 async def gather_owned(coros: list[Coroutine[Any, Any, None]]) -> None:

@@ -154,10 +154,6 @@ class WebScope(BaseModel):
     def _location(cls, value: str) -> str:
         return location(value) if value.strip() else ""
 
-    @property
-    def empty(self) -> bool:
-        return not (self.domains or self.exclude_domains or self.since or self.location)
-
     def allows(self, url: str) -> bool:
         """``url``'s host is in scope (its date is ``dated_in``'s to judge)."""
         host = host_of(url)

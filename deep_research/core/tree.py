@@ -27,6 +27,8 @@ MIN_QUESTION_WORDS = 3
 """A sub-question has at least this many words (see `question_words`): "[4]", "10/23" or
 "—" from a small model is a marker, a number or punctuation, not something to research."""
 _ID_RE = re.compile(r"[^A-Za-z0-9_.-]+")
+UNDONE = ("failed", "blocked", "cancelled")
+"""Statuses of a node that will not be done unless the user retries it."""
 
 
 @dataclass(frozen=True)
@@ -59,15 +61,6 @@ class ResearchTree:
 
     def with_status(self, *statuses: str) -> list[ResearchNode]:
         return [n for n in self.nodes.values() if n.status in statuses]
-
-    def dependents(self, node_id: str) -> list[ResearchNode]:
-        return [n for n in self.nodes.values() if node_id in n.depends_on]
-
-    def counts(self) -> dict[str, int]:
-        counts = {s: 0 for s in ("pending", "running", "done", "failed", "blocked", "cancelled")}
-        for node in self.nodes.values():
-            counts[node.status] += 1
-        return counts
 
     # --- transitions --------------------------------------------------------
 
@@ -127,8 +120,8 @@ class ResearchTree:
         frontier = [node_id]
         while frontier:
             current = frontier.pop()
-            for dependent in self.dependents(current):
-                if dependent.status != "pending":
+            for dependent in self.nodes.values():
+                if current not in dependent.depends_on or dependent.status != "pending":
                     continue
                 dependent.status = "blocked"
                 dependent.error = f"blocked: depends on {current} ({self.nodes[current].status})"
@@ -255,16 +248,8 @@ def validate_plan(
                 note(task.id, "repaired", f"unknown dependency {ref!r} removed")
             elif target == task.id:
                 note(task.id, "repaired", "dependency on itself removed")
-            elif target in existing and existing[target].status in (
-                "failed",
-                "blocked",
-                "cancelled",
-            ):
-                note(
-                    task.id,
-                    "repaired",
-                    f"dependency on {existing[target].status} node {target} removed",
-                )
+            elif target in existing and (status := existing[target].status) in UNDONE:
+                note(task.id, "repaired", f"dependency on {status} node {target} removed")
             elif target not in clean:
                 clean.append(target)
         deps[task.id] = clean

@@ -166,7 +166,7 @@ def _tied(text: str, found: Sequence[Marker], tie: Callable[[str], str | None]) 
             tied = tie(name)
             if tied is None:
                 left.append(f"[{name}]")
-            out.append(tied or _literal(name))
+            out.append(_literal(name) if tied is None else tied)
         return "".join(out)
 
     return Reading(_rewrite(text, found, write), tuple(left))
@@ -190,15 +190,7 @@ def _rewrite(text: str, found: Sequence[Marker], write: Callable[[Marker], str])
 def _renamed(text: str, name: Callable[[str], str]) -> str:
     """``text`` with each live marker written name by name (``name``), a span made literal,
     and a literal one left as it is."""
-
-    def write(marker: Marker) -> str:
-        if marker.literal:
-            return text[marker.start : marker.end]
-        if marker.span:
-            return _literal(marker.body)
-        return "".join(name(n) for n in marker.names)
-
-    return _rewrite(text, markers(text), write)
+    return _tied(text, markers(text), name).text
 
 
 def escape_literal(text: str) -> str:

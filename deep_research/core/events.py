@@ -50,34 +50,25 @@ class RunObserver:
 
     def start(self, *, resumed: bool) -> None:
         word = "resumed" if resumed else "started"
-        self._emit(
-            RunEvent(
-                type="start",
-                message=f"session {self.state.session_id} {word}",
-                data={"question": self.state.question, "resumed": resumed},
-            )
-        )
+        message = f"session {self.state.session_id} {word}"
+        self._say("start", message, question=self.state.question, resumed=resumed)
 
     def __call__(self, message: str | JobEvent) -> None:
         """The orchestrator's listener: the message itself, then what it changed."""
         if isinstance(message, JobEvent):
-            self._emit(
-                RunEvent(
-                    type="job",
-                    node_id=message.node_id,
-                    message=message.note or f"{message.node_id}: {message.status}",
-                    data={
-                        "job_id": message.job_id,
-                        "model": message.model,
-                        "status": message.status,
-                        "polls": message.polls,
-                        "elapsed_seconds": round(message.elapsed_seconds, 1),
-                        "note": message.note,
-                    },
-                )
+            self._say(
+                "job",
+                message.note or f"{message.node_id}: {message.status}",
+                message.node_id,
+                job_id=message.job_id,
+                model=message.model,
+                status=message.status,
+                polls=message.polls,
+                elapsed_seconds=round(message.elapsed_seconds, 1),
+                note=message.note,
             )
         else:
-            self._emit(RunEvent(type="message", message=message))
+            self._say("message", message)
         self.changed()
 
     def changed(self) -> None:
@@ -87,61 +78,39 @@ class RunObserver:
                 continue
             self._statuses[node.id] = node.status
             detail = f": {node.error}" if node.error else ""
-            self._emit(
-                RunEvent(
-                    type="node",
-                    node_id=node.id,
-                    message=f"{node.id} {node.status}{detail}",
-                    data={
-                        "status": node.status,
-                        "question": node.question,
-                        "source_hint": node.source_hint,
-                        "depends_on": list(node.depends_on),
-                        "error": node.error,
-                        "cost_usd": round(node.cost_usd, 6),
-                    },
-                )
+            self._say(
+                "node",
+                f"{node.id} {node.status}{detail}",
+                node.id,
+                status=node.status,
+                question=node.question,
+                source_hint=node.source_hint,
+                depends_on=list(node.depends_on),
+                error=node.error,
+                cost_usd=round(node.cost_usd, 6),
             )
         spend = self._spent()
         if spend != self._spend:
             self._spend = spend
             cost, tokens = spend
-            self._emit(
-                RunEvent(
-                    type="spend",
-                    message=f"${cost:.4f} · {tokens:,} tokens",
-                    data={"cost_usd": cost, "tokens": tokens},
-                )
-            )
+            self._say("spend", f"${cost:.4f} · {tokens:,} tokens", cost_usd=cost, tokens=tokens)
 
     def end(self, *, report_path: str | None, failure: str = "") -> None:
         """The run is over (finished, stopped, interrupted, or ``failure``): the last event."""
         self.changed()
         state = self.state
         if state.stop_reason is not None:
-            self._emit(
-                RunEvent(
-                    type="stop",
-                    message=f"stopped: {state.stop_reason}"
-                    + (f" ({state.stop_detail})" if state.stop_detail else ""),
-                    data={"stop_reason": state.stop_reason, "detail": state.stop_detail},
-                )
-            )
+            detail = f" ({state.stop_detail})" if state.stop_detail else ""
+            message = f"stopped: {state.stop_reason}{detail}"
+            self._say("stop", message, stop_reason=state.stop_reason, detail=state.stop_detail)
         if report_path:
-            self._emit(
-                RunEvent(
-                    type="report", message=f"report: {report_path}", data={"path": report_path}
-                )
-            )
+            self._say("report", f"report: {report_path}", path=report_path)
         status = "failed" if failure else state.status
-        self._emit(
-            RunEvent(
-                type="end",
-                message=f"session {state.session_id}: {status}"
-                + (f" ({failure})" if failure else ""),
-                data={"status": status, "stop_reason": state.stop_reason, "error": failure},
-            )
-        )
+        message = f"session {state.session_id}: {status}" + (f" ({failure})" if failure else "")
+        self._say("end", message, status=status, stop_reason=state.stop_reason, error=failure)
+
+    def _say(self, type_: EventType, message: str, node_id: str | None = None, **data: Any) -> None:
+        self._emit(RunEvent(type=type_, node_id=node_id, message=message, data=data))
 
     def _spent(self) -> tuple[float, int]:
         spend = totals(self.state.ledger)

@@ -46,8 +46,6 @@ class BudgetGuard:
         self.spent_usd = sum(e.cost_usd for e in state.ledger)
         self.spent_tokens = sum(e.usage.total_tokens for e in state.ledger if not e.cached)
 
-    # --- recording ----------------------------------------------------------
-
     def record(
         self,
         role: Role,
@@ -83,8 +81,6 @@ class BudgetGuard:
 
     def meter(self, node_id: str | None = None) -> NodeMeter:
         return NodeMeter(self, node_id)
-
-    # --- limits -------------------------------------------------------------
 
     def start(self) -> None:
         """The run's time limit counts from here, its start, not from the guard's making (a

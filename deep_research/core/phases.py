@@ -24,6 +24,7 @@ from deep_research.core.intake import take_result
 from deep_research.core.memory import cap_tokens
 from deep_research.core.models import (
     COMPLETE_CONFIDENCE,
+    MIXED,
     IterationRecord,
     PlannedTask,
     ResearchNode,
@@ -131,15 +132,14 @@ class Phases:
             # An unusable first plan (none, unreadable, every task dropped) still leaves
             # the question itself worth researching; a replan with nothing new is just that.
             self._on_event("no sub-question to research: researching the question itself")
+            sources = policy.allowed_sources
             fallback = PlannedTask(
                 id="q1",
                 question=state.question,
                 depends_on=[],
                 parallelizable=True,
                 priority=5,
-                source_hint="mixed"
-                if "mixed" in policy.allowed_sources
-                else policy.allowed_sources[0],
+                source_hint=MIXED if MIXED in sources else sources[0],
                 parent_id=None,
             )
             # The user's question is researched as asked, however short.
@@ -191,10 +191,7 @@ class Phases:
         """Research one node; a ``Stop`` when the budget cannot cover it (it is requeued)."""
         if node.job_intents:  # an earlier process sent a paid create and lost its id
             blocked = self.tree.fail(node, lost_job_reason(node, self.state.session_id))
-            self._on_event(
-                f"failed {node.id}: {node.error}"
-                + (f" (blocked {', '.join(blocked)})" if blocked else "")
-            )
+            self._on_event(f"failed {node.id}: {node.error}{_blocked(blocked)}")
             await self._save()
             return None
         self.tree.start(node)
@@ -235,17 +232,13 @@ class Phases:
             return Stop(exc.reason, str(exc))
         except JobCancelled as exc:
             blocked = self.tree.cancel(node, str(exc))
-            self._on_event(
-                f"cancelled {node.id}" + (f" (blocked {', '.join(blocked)})" if blocked else "")
-            )
+            self._on_event(f"cancelled {node.id}{_blocked(blocked)}")
         except SettingRefused:  # every node would be refused alike: the run stops (``run``)
             self.tree.requeue(node)
             raise
         except (BranchError, ProviderError) as exc:
             blocked = self.tree.fail(node, str(exc))
-            self._on_event(
-                f"failed {node.id}: {exc}" + (f" (blocked {', '.join(blocked)})" if blocked else "")
-            )
+            self._on_event(f"failed {node.id}: {exc}{_blocked(blocked)}")
         except asyncio.CancelledError:
             self.tree.requeue(node)
             raise
@@ -386,6 +379,10 @@ class Phases:
             f"{COMPLETE_CONFIDENCE:.2f}: not taken as complete"
         )
         return False
+
+
+def _blocked(ids: list[str]) -> str:
+    return f" (blocked {', '.join(ids)})" if ids else ""
 
 
 def _failed(task: asyncio.Task[None]) -> bool:

@@ -187,15 +187,12 @@ def _body_parts(report: Report) -> list[tuple[str, str]]:
     """(heading, text) of the answer and of each section: the heading as markdown text, the
     text with no heading, raw HTML or link into the page of its own (``md.demoted``; the
     builder's marks, which link to its "Claim check", are kept)."""
-    parts = []
-    if report.lead.strip():
-        note = f"_{md.text(report.lead_note)}_\n\n" if report.lead_note else ""
-        parts.append((ANSWER, note + md.demoted(report.lead.strip(), _BUILDER_IDS)))
-    for section in report.sections:
-        note = f"_{md.text(section.note)}_\n\n" if section.note else ""
-        body = md.demoted(section.body.strip(), _BUILDER_IDS)
-        parts.append((md.text(section.title), note + body))
-    return parts
+    lead = [(ANSWER, report.lead, report.lead_note)] if report.lead.strip() else []
+    sections = [(md.text(s.title), s.body, s.note) for s in report.sections]
+    return [
+        (title, (f"_{md.text(note)}_\n\n" if note else "") + md.demoted(text.strip(), _BUILDER_IDS))
+        for title, text, note in lead + sections
+    ]
 
 
 def heading_ids(titles: list[str], sections: range) -> list[str]:

@@ -48,8 +48,6 @@ class ResearchTree:
         # Shared with the session state on purpose: the tree mutates what gets checkpointed.
         self.nodes = nodes
 
-    # --- queries ------------------------------------------------------------
-
     def ready(self) -> list[ResearchNode]:
         """Pending nodes whose dependencies are all done, most urgent first."""
         ready = [
@@ -61,8 +59,6 @@ class ResearchTree:
 
     def with_status(self, *statuses: str) -> list[ResearchNode]:
         return [n for n in self.nodes.values() if n.status in statuses]
-
-    # --- transitions --------------------------------------------------------
 
     def start(self, node: ResearchNode) -> None:
         node.status = "running"
@@ -140,8 +136,6 @@ class ResearchTree:
         for node in interrupted:
             self.requeue(node)
         return [n.id for n in interrupted]
-
-    # --- plans --------------------------------------------------------------
 
     def add_plan(
         self, tasks: Iterable[PlannedTask], *, iteration: int, policy: PlanPolicy

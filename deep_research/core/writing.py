@@ -100,8 +100,6 @@ class SectionedWriter:
         self.author = author
         self.limits = limits or WritingLimits()
 
-    # --- outline ----------------------------------------------------------------------
-
     async def outline(self, state: SessionState, meter: Meter) -> Writing:
         """The outline of what is done: the saved one while it is current, else a new one."""
         done = _done(state)
@@ -138,8 +136,6 @@ class SectionedWriter:
                 CatalogEntry(tuple(n.id for n in nodes), question, cap_tokens(gist, share // 2))
             )
         return entries
-
-    # --- write ------------------------------------------------------------------------
 
     async def write(self, job: WriteJob) -> Report:
         state = job.state
@@ -187,12 +183,8 @@ class SectionedWriter:
                     written = await self.author.section(reads, job.meter)
                     section.text = read_reply(written, reads.evidence, reads.related).text
                     section.status, section.note = "written", ""
-            except TimeoutError:
-                _quote(
-                    section, request.evidence, "the time limit was reached before it was written"
-                )
-            except ProviderError as exc:
-                _quote(section, request.evidence, f"writing it failed ({exc})")
+            except (TimeoutError, ProviderError) as exc:
+                _quote(section, request.evidence, _unwritten(exc))
             await job.save()
 
         await asyncio.gather(
@@ -315,8 +307,7 @@ class SectionedWriter:
         points = tuple(
             (s.title, tuple(key_points(s.text))) for s in writing.sections if s.text.strip()
         )
-        gaps = job.gaps
-        request = LeadRequest(job.state.question, points, gaps, self.limits.lead_words)
+        request = LeadRequest(job.state.question, points, job.gaps, self.limits.lead_words)
         try:
             async with asyncio.timeout_at(job.deadline):
                 _in_time(job.deadline)
@@ -324,18 +315,10 @@ class SectionedWriter:
                 writing.lead = read_reply(lead, *(ps for _title, ps in points)).text
             writing.lead_status, writing.lead_note = "written", ""
         except (TimeoutError, ProviderError) as exc:
-            why = (
-                "the time limit was reached before it was written"
-                if isinstance(exc, TimeoutError)
-                else f"writing it failed ({exc})"
-            )
             flat = [p for _title, ps in points for p in ps[:1]]
             writing.lead = "\n".join(f"- {p}" for p in flat)
-            writing.lead_status, writing.lead_note = "quoted", why
+            writing.lead_status, writing.lead_note = "quoted", _unwritten(exc)
         await job.save()
-
-
-# --- pure helpers ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -352,6 +335,13 @@ def _in_time(deadline: float) -> None:
     """Raise ``TimeoutError`` past ``deadline``: no call starts that could not finish."""
     if asyncio.get_running_loop().time() >= deadline:
         raise TimeoutError
+
+
+def _unwritten(exc: TimeoutError | ProviderError) -> str:
+    """Why a part is quoted instead of written."""
+    if isinstance(exc, TimeoutError):
+        return "the time limit was reached before it was written"
+    return f"writing it failed ({exc})"
 
 
 def _done(state: SessionState) -> list[ResearchNode]:

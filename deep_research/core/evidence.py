@@ -30,9 +30,7 @@ report)."""
 
 def findings(notes: str) -> list[str]:
     """The notes' findings, in order (see the module docstring), read from a markdown parse
-    (``core.markdown.paragraphs``): a list item's paragraph is one finding, and so is a
-    table's body row (its cells joined by " | "); any other paragraph's sentences are one
-    each (in a quote too); headings of any kind, a table's header and code are none."""
+    (``core.markdown.paragraphs``): a table row's cells are joined by " | "."""
     found: list[str] = []
     for paragraph in md.paragraphs(notes):
         whole = paragraph.kind != "paragraph"

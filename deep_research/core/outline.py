@@ -84,14 +84,11 @@ def repair(
                 sections, key=lambda s: len(words & prefix_words(s.title + " " + s.question))
             )
             best.node_ids.append(node.id)
-    sections = merged(sections, max_sections)
-    for i, section in enumerate(sections, start=1):
-        section.id = f"s{i}"
-    return sections
+    return merged(sections, max_sections)  # numbered there
 
 
 def merged(sections: list[SectionPlan], most: int) -> list[SectionPlan]:
-    """At most ``most`` sections: the smallest merged into its smaller neighbour."""
+    """At most ``most`` sections, numbered: the smallest merged into its smaller neighbour."""
     sections = [s.model_copy(deep=True) for s in sections]
     while len(sections) > max(1, most):
         i = min(range(len(sections)), key=lambda k: len(sections[k].node_ids))

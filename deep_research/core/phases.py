@@ -106,19 +106,16 @@ class Phases:
             source_descriptions=self.config.source_descriptions,
         )
         try:
-            plan = await self.engine.planner.plan(request, self.guard.meter())
-            tasks = plan.tasks
-        except StructuredOutputError as exc:
+            tasks = (await self.engine.planner.plan(request, self.guard.meter())).tasks
+        except ProviderError as exc:  # a StructuredOutputError too
             if replan:
                 return Stop("error", f"replanning failed: {exc}")
+            if not isinstance(exc, StructuredOutputError):
+                raise
             # A plan the model could not write (a small model, a server without structured
             # output): the question itself is still worth researching, as after an empty plan.
             self._on_event(f"the plan could not be read ({exc})")
             tasks = []
-        except ProviderError as exc:
-            if replan:
-                return Stop("error", f"replanning failed: {exc}")
-            raise
         policy = PlanPolicy(
             max_depth=self.config.max_depth,
             max_tasks=self.config.max_nodes_per_plan,

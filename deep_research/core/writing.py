@@ -174,7 +174,16 @@ class SectionedWriter:
         async def one(
             section: SectionPlan, own: list[EvidenceUnit], plan: _Condensing | None
         ) -> None:
-            request = self._section_request(state, writing, section, own, related[section.id])
+            request = SectionRequest(
+                question=state.question,
+                section=section,
+                others=tuple(
+                    (s.title, tuple(s.points)) for s in writing.sections if s is not section
+                ),
+                evidence=tuple(fair_within(own, self.limits.own_evidence_tokens)),
+                related=tuple(related[section.id]),
+                max_words=self.limits.section_words,
+            )
             try:
                 async with asyncio.timeout_at(job.deadline), limit:
                     _in_time(job.deadline)
@@ -202,25 +211,6 @@ class SectionedWriter:
         if limits.costs.condense > 0:
             most = min(most, math.floor(job.spare_usd / limits.costs.condense))
         return max(0, most)
-
-    def _section_request(
-        self,
-        state: SessionState,
-        writing: Writing,
-        section: SectionPlan,
-        own: Sequence[EvidenceUnit],
-        related: Sequence[str],
-    ) -> SectionRequest:
-        """``own``: the units given to ``section`` (``packing.given``); ``related``: the
-        findings of other sections' units that no section reads, given to this one."""
-        return SectionRequest(
-            question=state.question,
-            section=section,
-            others=tuple((s.title, tuple(s.points)) for s in writing.sections if s is not section),
-            evidence=tuple(fair_within(own, self.limits.own_evidence_tokens)),
-            related=tuple(related),
-            max_words=self.limits.section_words,
-        )
 
     def _left_out(self, own: Sequence[EvidenceUnit]) -> list[EvidenceUnit]:
         """The units past a section's budget that its fair cut leaves out."""

@@ -188,7 +188,6 @@ class Author(Protocol):
 
     async def section(self, request: SectionRequest, meter: Meter) -> str:
         """The section's markdown body (no heading), citing with the ``[S#]`` it was given."""
-        ...
 
     async def lead(self, request: LeadRequest, meter: Meter) -> str: ...
 
@@ -212,7 +211,6 @@ class Reviser(Protocol):
 
     async def revise(self, request: RevisionRequest, meter: Meter) -> str:
         """The sentence rewritten to state only what the passages do, citing with ``[N]``."""
-        ...
 
 
 @runtime_checkable
@@ -222,4 +220,3 @@ class Condenser(Protocol):
 
     async def condense(self, request: CondenseRequest, meter: Meter) -> str:
         """The chunk's facts, shorter, each with its markers exactly as given."""
-        ...

@@ -43,25 +43,20 @@ class Meter(Protocol):
         tier: str = "default",
     ) -> None:
         """Book one call. ``tier``: the service tier its reply says it ran on ("flex")."""
-        ...
 
     def remaining_usd(self) -> float:
         """What the cost budget has left, net of work already in flight."""
-        ...
 
     def remaining_tokens(self) -> int:
         """What the token budget has left, net of work already in flight."""
-        ...
 
     async def reserve(self, amount_usd: float, tokens: int = 0) -> bool:
         """Claim part of the budget (dollars and tokens) for a call about to start. Waits
         while reservations of work in flight could still free enough; False when it cannot
         fit even then."""
-        ...
 
     def release(self, amount_usd: float, tokens: int = 0) -> None:
         """Give back a reservation once the call's real usage is recorded (or it failed)."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -165,7 +160,6 @@ class BranchExecutor(Protocol):
         self, task: BranchTask, meter: Meter, on_remote_job: RemoteJobHook
     ) -> BranchResult:
         """Research one node. Raises ``BranchError`` for an expected failure."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -210,7 +204,6 @@ class ReportWriter(Protocol):
 
     async def outline(self, state: SessionState, meter: Meter) -> Writing | None:
         """The outline of the done nodes (the saved one while current); None: no outline."""
-        ...
 
     async def write(self, job: WriteJob) -> Report: ...
 
@@ -221,7 +214,6 @@ class EvidenceSink(Protocol):
 
     async def keep(self, node_id: str, units: Sequence[EvidenceUnit]) -> None:
         """Keep ``units`` as the node's (replacing any it had: a rerun after a crash)."""
-        ...
 
 
 class ClaimStore(Protocol):
@@ -232,7 +224,6 @@ class ClaimStore(Protocol):
 
     def load(self) -> ClaimLedger | None:
         """The last check's ledger (None: none yet, or unreadable)."""
-        ...
 
     def save(self, ledger: ClaimLedger) -> None: ...
 
@@ -277,7 +268,6 @@ class Summarizer(Protocol):
         self, question: str, summary: str, digests: list[NodeDigest], cap_tokens: int, meter: Meter
     ) -> str:
         """Fold the digests into the rolling summary; the result must stay within the cap."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -303,4 +293,3 @@ class PriceBook(Protocol):
     def cost(self, model: str, usage: Usage, *, tier: str = "default") -> float:
         """``tier``: the service tier the call ran on, as its reply names it ("flex" costs
         half the tokens; web-search fees are the same on every tier)."""
-        ...

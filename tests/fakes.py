@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Generic, TypeVar
 
 from deep_research.adapters.prices import PriceTable
@@ -285,12 +286,15 @@ class FakeJudge:
 
 
 class MemorySaver:
-    """A SessionSaver that keeps the last snapshot, as JSON, like the real one writes."""
+    """A SessionSaver that keeps its snapshots, as JSON, like the real one writes, and a
+    job journal as the real one's: a node's jobs as they stood, read over the snapshot
+    taken before them (``persistence.jobs``), never a whole state."""
 
     def __init__(self) -> None:
         self.saved: list[str] = []
         self.saved_now = 0
-        self.saved_jobs: list[tuple[str, dict[str, str]]] = []
+        self.journal: list[tuple[int, str, dict[str, str], dict[str, datetime]]] = []
+        """(snapshots taken before the line, node id, its remote jobs, its job intents)"""
 
     async def save(self, state: SessionState) -> None:
         self.saved.append(state.model_dump_json())
@@ -300,11 +304,23 @@ class MemorySaver:
         self.saved.append(state.model_dump_json())
 
     def save_jobs(self, state: SessionState, node_id: str) -> None:
-        self.saved_jobs.append((node_id, dict(state.nodes[node_id].remote_jobs)))
-        self.saved.append(state.model_dump_json())
+        node = state.nodes[node_id]
+        self.journal.append(
+            (len(self.saved), node_id, dict(node.remote_jobs), dict(node.job_intents))
+        )
+
+    @property
+    def saved_jobs(self) -> list[tuple[str, dict[str, str]]]:
+        return [(node_id, jobs) for _, node_id, jobs, _ in self.journal]
 
     def last(self) -> SessionState:
-        return SessionState.model_validate_json(self.saved[-1])
+        """The state a resume would read: the last snapshot, the lines after it replayed."""
+        state = SessionState.model_validate_json(self.saved[-1])
+        for after, node_id, jobs, intents in self.journal:
+            if after == len(self.saved) and node_id in state.nodes:
+                state.nodes[node_id].remote_jobs = dict(jobs)
+                state.nodes[node_id].job_intents = dict(intents)
+        return state
 
 
 @dataclass

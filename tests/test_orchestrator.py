@@ -232,6 +232,7 @@ async def test_resume_never_reruns_done_nodes_and_takes_a_new_budget() -> None:
 async def test_remote_job_ids_are_saved_before_the_branch_waits() -> None:
     gate = asyncio.Event()
     seen_saved: list[str] = []
+    ended: list[bool] = []
 
     class RemoteExecutor(FakeExecutor):
         async def run(self, task, meter, on_remote_job):  # type: ignore[no-untyped-def]
@@ -239,7 +240,9 @@ async def test_remote_job_ids_are_saved_before_the_branch_waits() -> None:
             seen_saved.append(rig.saver.last().nodes[task.node_id].remote_jobs["deep_research"])
             gate.set()
             result = await super().run(task, meter, on_remote_job)
+            snapshots = len(rig.saver.saved)
             await on_remote_job("deep_research", None)
+            ended.append(len(rig.saver.saved) > snapshots)
             return result
 
     rig = Rig(
@@ -250,10 +253,11 @@ async def test_remote_job_ids_are_saved_before_the_branch_waits() -> None:
     state = new_state()
     await rig.orchestrator(state).run()
     assert seen_saved == ["resp_42"]
-    assert rig.saver.saved_jobs == [("a", {"deep_research": "resp_42"}), ("a", {})], (
-        "a paid job's id, and its end, are written at once, not queued"
+    assert rig.saver.saved_jobs == [("a", {"deep_research": "resp_42"})], (
+        "a paid job's id is written at once, not queued"
     )
     assert state.nodes["a"].remote_jobs == {}
+    assert ended == [True], "a job's end is saved with the whole state (its cost booked)"
 
 
 async def test_malformed_first_plan_falls_back_to_the_question_itself() -> None:

@@ -616,6 +616,51 @@ def test_a_replayed_state_saved_elsewhere_is_not_replayed_again(store: SessionSt
     assert store.load(state.session_id).nodes["a"].remote_jobs == {}
 
 
+def test_a_line_torn_by_a_failed_write_is_ended_by_the_next(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = store.create("q")
+    state.nodes["a"] = ResearchNode(id="a", question="qa", status="running")
+    state.nodes["b"] = ResearchNode(id="b", question="qb", status="running")
+    store.save(state)
+    journal = store.path(state.session_id) / "jobs.jsonl"
+    real_fsync = os.fsync
+
+    def full_disk(fd: int) -> None:
+        journal.write_text('{"node": "a", "remote_jo')  # what reached the disk
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    state.nodes["a"].remote_jobs["web"] = "resp_a"
+    with pytest.raises(StorageError, match="No space left"):
+        store.save_jobs(state, "a")
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    state.nodes["b"].job_intents["web"] = datetime(2026, 11, 27, tzinfo=UTC)
+    store.save_jobs(state, "b")
+    assert store.load(state.session_id).nodes["b"].job_intents, "b's intent reads"
+
+
+def test_a_journal_that_cannot_be_read_is_one_corrupt_session(store: SessionStore) -> None:
+    state = store.create("q")
+    (store.path(state.session_id) / "jobs.jsonl").mkdir()  # not a file: read_bytes fails
+    with pytest.raises(SessionError, match="cannot read"):
+        store.load(state.session_id)
+    assert [row.status for row in store.list()] == ["corrupt"]
+
+
+def test_a_session_of_schema_4_is_read_and_saved_as_5(store: SessionStore) -> None:
+    state = store.create("q")
+    file = store.path(state.session_id) / "state.json"
+    data = json.loads(file.read_text())
+    assert data["schema_version"] == SCHEMA_VERSION == 5
+    data["schema_version"] = 4  # the version before the job journal
+    del data["jobs_journaled"]
+    file.write_text(json.dumps(data))
+    loaded = store.load(state.session_id)
+    store.save(loaded)
+    assert json.loads(file.read_text())["schema_version"] == 5
+
+
 def test_a_line_torn_by_a_crash_is_skipped_and_ended(store: SessionStore) -> None:
     state = store.create("q")
     state.nodes["a"] = ResearchNode(id="a", question="qa", status="running")
@@ -680,7 +725,7 @@ def test_a_run_stopped_before_its_report_was_written_reads_as_interrupted(
     assert store.list()[0].status == saved_as
 
 
-@pytest.mark.parametrize("saved", [SCHEMA_VERSION - 1, SCHEMA_VERSION + 1, None])
+@pytest.mark.parametrize("saved", [3, SCHEMA_VERSION + 1, None])
 def test_a_session_of_another_schema_is_refused_by_show_and_resume(
     store: SessionStore, env: dict[str, str], saved: int | None
 ) -> None:
@@ -705,7 +750,7 @@ def test_a_session_of_another_schema_is_refused_by_show_and_resume(
     shown = "none" if saved is None else saved
     expected = (
         f"session {state.session_id} was saved by another version of deep-research "
-        f"(schema {shown}, this one reads {SCHEMA_VERSION})"
+        f"(schema {shown}, this one reads 4 and {SCHEMA_VERSION})"
     )
     for command in (("sessions", "show"), ("resume",)):
         code, _, err = cli(env, *command, state.session_id)

@@ -354,9 +354,11 @@ class LedgerEntry(BaseModel):
 class SessionState(BaseModel):
     """Everything a session needs to resume; written atomically after every change."""
 
-    schema_version: int = 4
+    schema_version: int = 5
     """The format of ``state.json``: written on every save; a session saved with another
-    is refused on load (``persistence.sessions``), never read as this one."""
+    is refused on load (``persistence.sessions``), never read as this one. 5: job ids may
+    be in ``jobs.jsonl`` first (a binary reading 4 would not see them and pay again); a 4
+    is read as a 5 with no journal."""
     session_id: str
     question: str
     created_at: datetime = Field(default_factory=utcnow)

@@ -196,13 +196,15 @@ class Phases:
         await self._save()
 
         async def on_remote_job(name: str, response_id: str | None) -> None:
-            # A paid create about to leave, its id, or its end: on disk before this returns
-            # (a line of the job journal, not a snapshot: eight replies at once wait
-            # eight small appends, not eight full states in a row).
-            if response_id is None:
+            if response_id is None:  # the job ended: its cost is booked, save it all
                 node.remote_jobs.pop(name, None)
                 node.job_intents.pop(name, None)
-            elif response_id == CREATE_INTENT:
+                await self._save()
+                return
+            # A paid create about to leave, or its id: on disk before this returns (a line
+            # of the job journal, not a snapshot: eight replies at once wait eight small
+            # appends, not eight full states in a row).
+            if response_id == CREATE_INTENT:
                 node.job_intents[name] = utcnow()
             else:
                 node.remote_jobs[name] = response_id

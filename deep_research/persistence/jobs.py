@@ -10,8 +10,9 @@ together wait for eight in a row).
 - ``state.json`` records how many lines it already holds (``SessionState.jobs_journaled``,
   stamped by ``SessionStore.serialize``); loading replays the lines after those, so an
   old line never undoes a newer snapshot.
-- A line cut short by a crash does not parse and is skipped; the next writer ends it
-  before appending (``length``), so the lines after it read.
+- A line cut short by a crash, or by a failed write, does not parse and is skipped; the
+  next writer (or the same one after the failure) ends it before appending (``length``),
+  so the lines after it read. A journal that cannot be read is a ``SessionError``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from deep_research.core.errors import SessionError
 from deep_research.core.models import SessionState
 
 JOBS_FILE = "jobs.jsonl"
@@ -60,10 +62,13 @@ def length(directory: Path) -> int:
 
 def replay(directory: Path, state: SessionState) -> SessionState:
     """``state`` with the journal's lines it does not hold yet applied."""
+    file = directory / JOBS_FILE
     try:
-        data = (directory / JOBS_FILE).read_bytes()
+        data = file.read_bytes()
     except FileNotFoundError:
         return state
+    except OSError as exc:
+        raise SessionError(f"session {state.session_id}: cannot read {file}: {exc}") from None
     lines = data.split(b"\n")[:-1]  # the last: "" or a line torn by a crash
     for raw in lines[state.jobs_journaled :]:
         with contextlib.suppress(ValidationError):

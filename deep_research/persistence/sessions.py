@@ -18,8 +18,8 @@ Invariants:
 - A corrupt or unreadable (nested past the parsers' depth, too) ``state.json`` is
   reported as a ``SessionError`` naming the file and is never overwritten by this module;
   ``list()`` shows such a session as ``corrupt`` instead of skipping it, and lists the
-  others. One saved with another ``schema_version`` than ``SCHEMA_VERSION`` (or none) is
-  refused the same way, in one line naming both versions: no other format is read.
+  others. One saved with a ``schema_version`` not in ``READS`` (or none) is refused the
+  same way, in one line naming both versions: no other format is read.
 - A paid job's intent and id are a line of ``jobs.jsonl`` first (``persistence.jobs``);
   loading replays the lines ``state.json`` does not hold yet.
 - At most one process drives a session: ``lock()`` holds an exclusive ``flock``
@@ -49,6 +49,8 @@ from deep_research.persistence import jobs, locks
 from deep_research.persistence.atomic import atomic_write_text
 
 SCHEMA_VERSION: int = SessionState.model_fields["schema_version"].default
+READS = (4, SCHEMA_VERSION)
+"""The versions this one reads: 4 had no job journal, and is otherwise the same."""
 STATE_FILE = "state.json"
 REPORT_FILE = "report.md"
 REPORT_DATA_FILE = "report.json"
@@ -171,6 +173,7 @@ class SessionStore:
 
     def serialize(self, state: SessionState) -> str:
         """The state as state.json holds it, with the job journal's lines it holds."""
+        state.schema_version = SCHEMA_VERSION
         state.jobs_journaled = self.jobs_journaled(state.session_id)
         # Compact: indenting costs ~50% more event-loop time per checkpoint; use `jq` to read.
         return state.model_dump_json()
@@ -199,6 +202,7 @@ class SessionStore:
         try:
             jobs.append(self._existing(state.session_id), state, node_id)
         except OSError as exc:
+            del self._journaled[state.session_id]  # counted again: a torn line is ended
             raise StorageError(f"cannot save session {state.session_id}: {exc}") from exc
         self._journaled[state.session_id] = lines + 1
 
@@ -221,7 +225,7 @@ class SessionStore:
             state = SessionState.model_validate_json(raw)
             if (
                 "schema_version" in state.model_fields_set  # not the default: we always write it
-                and state.schema_version == SCHEMA_VERSION
+                and state.schema_version in READS
                 and state.session_id == session_id
             ):
                 return jobs.replay(self.path(session_id), state)
@@ -238,11 +242,11 @@ class SessionStore:
         if not isinstance(data, dict):
             raise SessionError(f"session {session_id} is corrupt: {file} is not a JSON object")
         version = data.get("schema_version")
-        if type(version) is not int or version != SCHEMA_VERSION:
+        if type(version) is not int or version not in READS:
             saved = "none" if version is None else repr(version)
             raise SessionError(
                 f"session {session_id} was saved by another version of deep-research "
-                f"(schema {saved}, this one reads {SCHEMA_VERSION}): {file}"
+                f"(schema {saved}, this one reads {' and '.join(map(str, READS))}): {file}"
             )
         try:
             state = SessionState.model_validate(data)

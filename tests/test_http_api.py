@@ -648,7 +648,7 @@ async def test_the_report_is_linked_from_what_the_builder_wrote_never_from_what_
     # session cannot be read either is shown as written, its [N] not linked.
     path = saved.report_path(llm_settings, session_id)
     assert path is not None
-    assert isinstance(saved.read_report_data(path), Report)
+    assert isinstance(saved.read_report_data(saved.sessions(llm_settings), session_id), Report)
     Path(path).with_name("report.json").unlink()
     html = await client.get(f"/research/{session_id}/report", headers={"Accept": "text/html"})
     assert html.status_code == 200

@@ -74,9 +74,12 @@ MEASURED_START = {
     "deep_research.frontends.run_cli",
     "deep_research.frontends.serve_cli",
     "deep_research.frontends.sessions_cli",
+    "deep_research.persistence.sessions",
 }
 """Modules whose own start is timed (tests/test_startup.py, bench/startup.py): the CLI's,
-which import what a command needs when it runs, so that ``--help`` loads none of it."""
+which import what a command needs when it runs, so that ``--help`` loads none of it; and
+the file store ``sessions list`` reads, whose parts (the event log's asyncio, the claim
+ledger's models) load when a run first uses them."""
 HEAVY = {
     "chromadb",
     "ddgs",
@@ -204,3 +207,33 @@ def test_no_module_is_over_400_lines() -> None:
         name: len(path.read_text("utf-8").splitlines()) for name, path in package_modules().items()
     }
     assert {name: n for name, n in lines.items() if n > 400} == {}
+
+
+SESSION_FILES = {
+    "deep_research.persistence.sessions",
+    "deep_research.persistence.events",
+    "deep_research.persistence.evidence",
+    "deep_research.persistence.claims",
+    "deep_research.persistence.jobs",
+    "deep_research.persistence.locks",
+}
+"""The file implementation of the ``Sessions`` port (``persistence/port.py``)."""
+UNPRINTABLE_ONLY = {("deep_research.persistence.sessions", "UNPRINTABLE")}
+"""What the layers above may take from them: the report's control characters (rendering)."""
+
+
+def test_above_persistence_a_session_is_reached_through_the_port_only() -> None:
+    """No use-case, adapter or front-end names a session's files, so sessions kept elsewhere
+    (PostgreSQL, for a team) are a drop-in: ``port.open_sessions`` picks the implementation."""
+    offenders = []
+    for layer in ("adapters", "app", "sources", "frontends"):
+        for path in sorted((PACKAGE / layer).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                for module, names, line in _imports(node):
+                    taken = {(module, name) for name in names} or {(module, "*")}
+                    if module in SESSION_FILES and not taken <= UNPRINTABLE_ONLY:
+                        offenders.append(f"{path.relative_to(PACKAGE)}:{line}: {module}")
+            if ".path(" in (text := path.read_text(encoding="utf-8")) and "store.path(" in text:
+                offenders.append(f"{path.relative_to(PACKAGE)}: store.path(...)")
+    assert offenders == []

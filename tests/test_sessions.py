@@ -400,8 +400,8 @@ def test_write_report_is_atomic(store: SessionStore) -> None:
     state = store.create("q")
     path = store.write_report(state.session_id, "# One\n")
     path = store.write_report(state.session_id, "# Two — ünïcode\n")
-    assert path == store.path(state.session_id) / "report.md"
-    assert path.read_text(encoding="utf-8") == "# Two — ünïcode\n"
+    assert path == str(store.path(state.session_id) / "report.md")
+    assert Path(path).read_text(encoding="utf-8") == "# Two — ünïcode\n"
     assert files_in(store.path(state.session_id)) == {"state.json", "report.md"}
 
 

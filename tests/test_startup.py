@@ -151,7 +151,7 @@ def test_sessions_show_reads_a_run_as_the_service_does(tmp_path: Path) -> None:
     report = store.write_report(state.session_id, "# Report\n")
     with store.lock(state.session_id):
         shown = run_json(env, "sessions", "show", state.session_id[:6])
-    assert (shown["status"], shown["report_path"]) == ("running", str(report))
+    assert (shown["status"], shown["report_path"]) == ("running", report)
 
 
 ENGINE = ("chromadb", "langchain", "openai", "trafilatura", "onnxruntime", "bm25s", "genai_prices")

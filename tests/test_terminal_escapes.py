@@ -92,7 +92,7 @@ def test_the_report_on_disk_holds_no_control_character(home: Path) -> None:
     store = SessionStore(home / "sessions")
     state = store.create("Why?")
     written = store.write_report(state.session_id, f"# Report\n\n\tIt is {HOSTILE} so.\r\n")
-    text = written.read_text(encoding="utf-8")
+    text = Path(written).read_text(encoding="utf-8")
     assert clean(text), repr(text)
     assert "\n\n\tIt is " in text, "newlines and tabs stay"
     assert "hidden" in text, "the text stays"

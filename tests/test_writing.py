@@ -389,7 +389,7 @@ def test_a_report_json_of_another_version_is_rebuilt_from_its_session(tmp_path: 
     data = json.loads(current.model_dump_json())
     data["title"] = "Saved title"
     (session / "report.json").write_text(json.dumps(data))
-    loaded = saved.read_report_data(str(session / "report.md"))
+    loaded = saved.read_report_data(store, state.session_id)
     assert not isinstance(loaded, str)
     assert loaded.title == "Saved title", "the current version's file is read as saved"
     for other in (
@@ -397,12 +397,12 @@ def test_a_report_json_of_another_version_is_rebuilt_from_its_session(tmp_path: 
         {k: v for k, v in data.items() if k != "schema_version"},
     ):
         (session / "report.json").write_text(json.dumps(other))
-        rebuilt = saved.read_report_data(str(session / "report.md"))
+        rebuilt = saved.read_report_data(store, state.session_id)
         assert not isinstance(rebuilt, str)
         assert rebuilt.title == current.title != "Saved title"
         assert rebuilt.sources[0].url == "https://x.example/1"
     (session / "state.json").write_text("{ damaged")
-    assert saved.read_report_data(str(session / "report.md")) == "# old report\n"
+    assert saved.read_report_data(store, state.session_id) == "# old report\n"
 
 
 async def test_a_section_cannot_add_a_heading_at_the_reports_own_levels() -> None:

@@ -7,7 +7,6 @@ import asyncio
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deep_research.adapters.claim_check import ClaimChecker
@@ -24,8 +23,7 @@ from deep_research.core.models import SessionState
 from deep_research.core.ports import CheckJob, PriceBook, ReportChecker
 from deep_research.core.report import assemble, footer
 from deep_research.persistence.cache import ResultCache
-from deep_research.persistence.claims import SessionClaims
-from deep_research.persistence.sessions import SessionStore
+from deep_research.persistence.port import open_sessions
 
 if TYPE_CHECKING:
     from deep_research.adapters.branches.protocols import Page
@@ -35,8 +33,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Checked:
     state: SessionState
-    report_path: Path
-    ledger_path: Path
+    report_path: str
+    ledger_path: str | None
 
 
 async def check_session(settings: Settings, session_id: str) -> Checked:
@@ -44,13 +42,13 @@ async def check_session(settings: Settings, session_id: str) -> Checked:
     lock: the report as it stands is assembled from the session, checked (only what no
     earlier check settled), and written again with its marks; ``claims.json`` beside it.
     The judge is paid for out of what the session's cost limit has left."""
-    store = SessionStore(settings.sessions_dir)
+    store = open_sessions(settings.sessions_dir)
     session_id = store.resolve(session_id)
     with store.lock(session_id):
         state = store.load(session_id)
         settings = run_spec.replay(settings, state.run_spec, max_parallel=None)
         report = assemble(state)
-        claims = SessionClaims(store.path(session_id))
+        claims = store.claims(session_id)
         async with AsyncExitStack() as resources:
             checker, guard = build_check(settings, state, resources)
 
@@ -72,7 +70,7 @@ async def check_session(settings: Settings, session_id: str) -> Checked:
         written = store.write_report(session_id, report.markdown, report.model_dump_json())
         state.report_path = str(written)
         store.save(state)
-    return Checked(state, written, claims.path)
+    return Checked(state, written, store.claims_location(session_id))
 
 
 def section_author(settings: Settings, synthesizer: ChatModel) -> LLMAuthor:

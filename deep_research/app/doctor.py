@@ -35,7 +35,7 @@ from deep_research.app.verify import Tally
 from deep_research.core.errors import DeepResearchError
 from deep_research.kb.catalog import list_kbs, open_kb
 from deep_research.persistence.cache import ResultCache
-from deep_research.persistence.sessions import SessionStore
+from deep_research.persistence.port import open_sessions
 
 if TYPE_CHECKING:
     from deep_research.core.models import WebEngine
@@ -117,7 +117,7 @@ def check_page() -> Check:
 def check_data_dir(settings: Settings) -> tuple[Check, int]:
     home = settings.home
     try:
-        count = len(SessionStore(settings.sessions_dir).list())
+        count = len(open_sessions(settings.sessions_dir).list())
     except OSError as exc:
         return Check("data directory", "fail", f"{home}: {exc}"), 0
     return Check("data directory", "ok", f"{home} ({count} sessions)"), count

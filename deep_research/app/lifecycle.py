@@ -40,8 +40,7 @@ from deep_research.core.events import RunObserver
 from deep_research.core.models import SessionState, Usage
 from deep_research.core.report import footer
 from deep_research.core.tree import ResearchTree
-from deep_research.persistence.events import FILE_NAME, EventLog
-from deep_research.persistence.sessions import SessionStore
+from deep_research.persistence.port import Events, Sessions, open_sessions
 
 # The composition root (``wiring``) and the OpenAI client load LangChain, OpenAI and Chroma:
 # imported where a run is built, so a mistake (a bad flag, an unknown session) fails before
@@ -60,14 +59,14 @@ class Run:
     resumed: bool = False
     report_markdown: str | None = field(default=None, init=False)
     """The report, once ``execute`` has written it."""
-    events: EventLog = field(init=False)
+    events: Events = field(init=False)
     """The session's event log; a server adds live listeners before ``execute``."""
 
     def __post_init__(self) -> None:
-        self.events = EventLog(self.store.path(self.state.session_id) / FILE_NAME)
+        self.events = self.store.events(self.state.session_id)
 
     @property
-    def store(self) -> SessionStore:
+    def store(self) -> Sessions:
         return self.runtime.store
 
     @property
@@ -105,7 +104,7 @@ def reopen(
     settings; only ``budget`` and ``max_parallel`` override it. An unknown id fails before
     the engine's modules load."""
     check_budget(budget.given())  # before the session is touched: it is saved as given
-    store = SessionStore(settings.sessions_dir)
+    store = open_sessions(settings.sessions_dir)
     session_id = store.resolve(session_id)
     # Loaded inside the lock: a resume that finished meanwhile is never overwritten by a
     # stale snapshot (whose done nodes would run, and be paid for, again).
@@ -209,7 +208,7 @@ async def cancel(settings: Settings, session_id: str) -> CancelResult:
     """Cancel a session's research jobs at the provider, also while another process runs
     it; cancelled nodes are recorded as such and not researched again by ``resume``
     (unless asked)."""
-    store = SessionStore(settings.sessions_dir)
+    store = open_sessions(settings.sessions_dir)
     state = store.load(session_id)
     owned = [(n.id, name, jid) for n in state.nodes.values() for name, jid in n.remote_jobs.items()]
     if not owned:
@@ -230,7 +229,7 @@ async def cancel(settings: Settings, session_id: str) -> CancelResult:
 
 def _record_cancels(
     settings: Settings,
-    store: SessionStore,
+    store: Sessions,
     session_id: str,
     owned: list[tuple[str, str, str]],
     outcomes: list[CancelOutcome],

@@ -6,19 +6,20 @@ from datetime import timedelta
 
 from deep_research.app.config import Settings
 from deep_research.core.errors import StorageError
-from deep_research.persistence.sessions import SessionStore, SessionSummary
+from deep_research.persistence.port import open_sessions
+from deep_research.persistence.records import SessionSummary
 
 
 def remove_session(settings: Settings, session_id: str) -> str:
     """Delete a session (refused while a process runs it); its full id."""
-    return SessionStore(settings.sessions_dir).remove(session_id)
+    return open_sessions(settings.sessions_dir).remove(session_id)
 
 
 def prune_sessions(
     settings: Settings, older_than: timedelta, *, dry_run: bool = False
 ) -> tuple[list[SessionSummary], list[str]]:
     """Delete the sessions unchanged for longer than ``older_than``; (removed, running)."""
-    return SessionStore(settings.sessions_dir).prune(older_than, dry_run=dry_run)
+    return open_sessions(settings.sessions_dir).prune(older_than, dry_run=dry_run)
 
 
 def clear_cache(settings: Settings) -> int:

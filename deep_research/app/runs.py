@@ -52,8 +52,7 @@ from deep_research.core.errors import BudgetTooSmall, DeepResearchError, UsageEr
 from deep_research.core.events import RunEvent
 from deep_research.core.models import SessionState
 from deep_research.persistence.daily import DIR, DailyLedger, Reservation
-from deep_research.persistence.events import EventLog
-from deep_research.persistence.sessions import SessionStore
+from deep_research.persistence.port import Events, open_sessions
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +76,7 @@ class RunManager:
         self.ledger = daily_ledger(settings, self.caps.daily_budget)
         self._slots = asyncio.Semaphore(self.caps.max_runs)
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._logs: dict[str, EventLog] = {}
+        self._logs: dict[str, Events] = {}
         self._closing = False
         self._engine_said = ""
 
@@ -232,9 +231,9 @@ class RunManager:
         if state.status in ("complete", "stopped", "failed") and not _jobs_out(state):
             await asyncio.to_thread(self._release, reservation, state.session_id)
 
-    def live_log(self, session_id: str) -> EventLog | None:
+    def live_log(self, session_id: str) -> Events | None:
         """The event log of a run this process runs now (None: it runs no such run)."""
-        return self._logs.get(SessionStore(self.settings.sessions_dir).resolve(session_id))
+        return self._logs.get(open_sessions(self.settings.sessions_dir).resolve(session_id))
 
     def running(self) -> list[str]:
         return [sid for sid, task in self._tasks.items() if not task.done()]
@@ -246,7 +245,7 @@ class RunManager:
             await asyncio.wait({task})
 
     async def cancel(self, session_id: str) -> lifecycle.CancelResult:
-        session_id = SessionStore(self.settings.sessions_dir).resolve(session_id)
+        session_id = open_sessions(self.settings.sessions_dir).resolve(session_id)
         await self._stop(session_id)
         return await lifecycle.cancel(self.settings, session_id)
 
@@ -273,7 +272,7 @@ def _jobs_out(state: SessionState) -> bool:
 def daily_ledger(settings: Settings, budget_usd: float | None = None) -> DailyLedger:
     """The daily budget's ledger in the data directory, shared by every server process."""
     budget = settings.server_daily_budget_usd if budget_usd is None else budget_usd
-    return DailyLedger(settings.home / DIR, SessionStore(settings.sessions_dir), budget)
+    return DailyLedger(settings.home / DIR, open_sessions(settings.sessions_dir), budget)
 
 
 # What a run imports as it starts (``lifecycle.execute``), beyond what ``preparation.prepare``

@@ -13,7 +13,6 @@ from collections.abc import AsyncGenerator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
@@ -23,27 +22,27 @@ from deep_research.core.errors import DeepResearchError, SessionError, UsageErro
 from deep_research.core.events import TERMINAL
 from deep_research.core.models import EvidenceUnit, SessionState
 from deep_research.core.report import REPORT_VERSION, Report, assemble
-from deep_research.persistence.events import FILE_NAME, follow, follow_live, read_events
-from deep_research.persistence.evidence import (
-    read_units_and_damage,
-    read_vectors,
-    write_vectors,
-)
-from deep_research.persistence.sessions import REPORT_DATA_FILE, SessionStore, SessionSummary
+from deep_research.persistence.port import Sessions, follow_live, open_sessions
+from deep_research.persistence.records import SessionSummary
 
 if TYPE_CHECKING:
     from deep_research.core.events import RunEvent
-    from deep_research.persistence.events import EventLog
+    from deep_research.persistence.port import Events, Evidence
+
+
+def sessions(settings: Settings) -> Sessions:
+    """Where this installation keeps its sessions."""
+    return open_sessions(settings.sessions_dir)
 
 
 def list_sessions(settings: Settings) -> list[SessionSummary]:
-    return SessionStore(settings.sessions_dir).list()
+    return sessions(settings).list()
 
 
 def status(settings: Settings, session_id: str) -> SessionState:
     """A session as saved, its status as ``sessions list`` shows it: one whose process is
     gone before it finished reads as interrupted (``SessionStore.shown_status``)."""
-    store = SessionStore(settings.sessions_dir)
+    store = sessions(settings)
     state = store.load(session_id)
     state.status = store.shown_status(state)
     return state
@@ -55,20 +54,19 @@ async def watch(
     *,
     after: int | None = None,
     poll_seconds: float = 0.05,
-    live: EventLog | None = None,
+    live: Events | None = None,
 ) -> AsyncGenerator[RunEvent, None]:
     """A session's events as they happen, from any process: those after event id ``after``
     (None: from the start of its latest run, or of the next one when that has ended and a
     process holds the session), until that run ends — or at once, when no
     process runs the session and everything written has been read. ``live``: the run's
     log, when this process runs it (events arrive as written, not by polling)."""
-    store = SessionStore(settings.sessions_dir)
+    store = sessions(settings)
     session_id = store.resolve(session_id)
-    path = store.path(session_id) / FILE_NAME
     if after is None and live is not None:
         after = live.opened_after  # this run's, even before its start event (queued)
     if after is None:
-        events = read_events(path)
+        events = store.events(session_id).read()
         starts = [event.id for event in events if event.type == "start"]
         after = starts[-1] - 1 if starts else 0
         if events and events[-1].type in TERMINAL and store.is_locked(session_id):
@@ -78,38 +76,35 @@ async def watch(
     if live is not None:
         source = follow_live(live, after)
     else:
-        source = follow(
-            path, after, poll_seconds=poll_seconds, running=lambda: store.is_locked(session_id)
+        source = store.follow(
+            session_id,
+            after,
+            poll_seconds=poll_seconds,
+            running=lambda: store.is_locked(session_id),
         )
     async with contextlib.aclosing(source):  # a follower that stops lets go of the log now
         async for event in source:
             yield event
 
 
-def read_report(path: str) -> str:
-    """A report this tool wrote (a path from ``report_path``, never a client's)."""
-    return Path(path).read_text(encoding="utf-8", errors="replace")
+def report_path(settings: Settings, session_id: str) -> str | None:
+    """Where the session's report is (a file's path), None before one is written."""
+    store = sessions(settings)
+    return store.report_location(store.resolve(session_id))
 
 
-def read_report_data(path: str) -> Report | str:
-    """The report at ``path`` (from ``report_path``) as data, from the report.json written
-    with it. Where that file is missing, damaged or of another ``schema_version``, the report
-    is rebuilt from its session; where that fails too, it is its markdown, shown as written."""
-    report = Path(path)
-    with contextlib.suppress(OSError, ValidationError):
-        data = Report.model_validate_json(report.with_name(REPORT_DATA_FILE).read_bytes())
+def read_report_data(store: Sessions, session_id: str) -> Report | str:
+    """The report of ``session_id`` (a full id) as data, as it was written with it. Where
+    that is missing, damaged or of another ``schema_version``, the report is rebuilt from
+    its session; where that fails too, it is its markdown, shown as written."""
+    with contextlib.suppress(ValidationError):
+        data = Report.model_validate_json(store.report_data(session_id) or "null")
         if "schema_version" in data.model_fields_set and data.schema_version == REPORT_VERSION:
             return data
     try:
-        return assemble(SessionStore(report.parent.parent).load(report.parent.name))
+        return assemble(store.load(session_id))
     except (SessionError, OSError, ValidationError):
-        return read_report(path)  # shown as written, its citations not linked
-
-
-def report_path(settings: Settings, session_id: str) -> str | None:
-    store = SessionStore(settings.sessions_dir)
-    path = store.path(store.resolve(session_id)) / "report.md"
-    return str(path) if path.exists() else None
+        return store.report(session_id) or ""  # shown as written, its citations not linked
 
 
 MAX_EVIDENCE_PAGE = 100
@@ -178,17 +173,17 @@ def read_evidence(
     query embeds at most ``MAX_EMBEDDED_PER_QUERY`` of them."""
     if offset < 0 or not 1 <= limit <= MAX_EVIDENCE_PAGE:
         raise UsageError(f"offset must be >= 0 and limit 1-{MAX_EVIDENCE_PAGE}")
-    store = SessionStore(settings.sessions_dir)
-    session_dir = store.path(store.resolve(session_id))
-    units, damage = read_units_and_damage(session_dir)
+    store = sessions(settings)
+    evidence = store.evidence(store.resolve(session_id))
+    units, damage = evidence.read()
     query = " ".join(query.split())
     if query and units:
-        units = _ranked(settings, session_dir, query, units)
+        units = _ranked(settings, evidence, query, units)
     return EvidencePage(len(units), offset, units[offset : offset + limit], damage)
 
 
 def _ranked(
-    settings: Settings, session_dir: Path, query: str, units: list[EvidenceUnit]
+    settings: Settings, evidence: Evidence, query: str, units: list[EvidenceUnit]
 ) -> list[EvidenceUnit]:
     # Lazy: LangChain and Chroma, for a query only; the servers import this module at start.
     from deep_research.kb.embeddings import make_embeddings
@@ -196,7 +191,7 @@ def _ranked(
 
     embedder = make_embeddings(settings.kb)
     target = embedder.embed_query(query)
-    saved = read_vectors(session_dir, embedder.model_id)
+    saved = evidence.vectors(embedder.model_id)
     if saved and len(next(iter(saved.values()))) != len(target):
         saved = {}  # vectors of another size (a damaged file): made again, then replaced
     texts = [unit.finding for unit in units]
@@ -205,6 +200,6 @@ def _ranked(
     if now := missing[:MAX_EMBEDDED_PER_QUERY]:
         vectors = saved | dict(zip(now, embedder.embed_documents(now), strict=True))
         with contextlib.suppress(OSError):  # a read-only directory still answers
-            write_vectors(session_dir, embedder.model_id, vectors)
+            evidence.save_vectors(embedder.model_id, vectors)
     order = rank(query, texts, KnownVectors(vectors, target))
     return [units[i] for i, _ in order]

@@ -39,15 +39,13 @@ from deep_research.core.errors import ConfigError
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import MIXED, ChatRole, SessionState, SourceHint
 from deep_research.core.orchestrator import ResearchOrchestrator
-from deep_research.core.ports import BranchExecutor, JobControl, ReportChecker
+from deep_research.core.ports import BranchExecutor, ClaimStore, JobControl, ReportChecker
 from deep_research.core.writing import SectionedWriter
 from deep_research.kb.store import KBStore
 from deep_research.persistence.cache import ResultCache
 from deep_research.persistence.checkpoints import Checkpointer
-from deep_research.persistence.claims import SessionClaims
 from deep_research.persistence.daily import DailyLedger
-from deep_research.persistence.evidence import SessionEvidence
-from deep_research.persistence.sessions import SessionStore
+from deep_research.persistence.port import Evidence, Sessions, open_sessions
 
 
 @dataclass
@@ -63,16 +61,16 @@ class Runtime:
     """The sources it researches with (``sources.resolve``'s)."""
     engine: Engine
     config: RunConfig
-    store: SessionStore
+    store: Sessions
     state: SessionState
     """The session, its ``run_spec`` recorded from the choices above."""
     checkpointer: Checkpointer
     """Saves the session after every step, off the event loop."""
     guard: BudgetGuard
     """The session's budget guard, the final report's share kept back (``guard_for``)."""
-    evidence: SessionEvidence
+    evidence: Evidence
     """The session's evidence units, kept as each branch finishes."""
-    claims: SessionClaims
+    claims: ClaimStore
     """The session's claim ledger, written by the claim check."""
     notices: list[str]
     resources: AsyncExitStack
@@ -113,12 +111,12 @@ def start_run(prepared: Prepared, on_info: Info) -> Runtime:
     settings = prepared.settings
     kb = knowledge_base(settings, prepared.policy, on_info=on_info)
     sources = resolve(settings, prepared.policy, kb=kb is not None, web=prepared.engine)
-    return build(prepared, sources, kb, SessionStore(settings.sessions_dir))
+    return build(prepared, sources, kb, open_sessions(settings.sessions_dir))
 
 
 def reopen_run(
     settings: Settings,
-    store: SessionStore,
+    store: Sessions,
     state: SessionState,
     *,
     max_parallel: int | None,
@@ -151,7 +149,7 @@ def build(
     prepared: Prepared,
     sources: Resolution,
     kb: KBStore | None,
-    store: SessionStore,
+    store: Sessions,
     state: SessionState | None = None,
 ) -> Runtime:
     """A run's runtime: the LLM chains, or the extractive stand-ins (no model), with the
@@ -218,7 +216,6 @@ def build(
             run_spec=recorded,
         )
     state.run_spec = recorded
-    folder = store.path(state.session_id)
     return Runtime(
         prepared,
         sources,
@@ -228,8 +225,8 @@ def build(
         state,
         Checkpointer(store),
         reserves.guard_for(settings, state),
-        SessionEvidence(folder),
-        SessionClaims(folder),
+        store.evidence(state.session_id),
+        store.claims(state.session_id),
         notices,
         resources,
         None if extractive else server,

@@ -276,8 +276,8 @@ def check(
             {
                 "session_id": checked.state.session_id,
                 "claims": totals.model_dump(mode="json"),
-                "report_path": str(checked.report_path),
-                "claims_path": str(checked.ledger_path),
+                "report_path": checked.report_path,
+                "claims_path": checked.ledger_path,
             }
         )
         return

@@ -258,7 +258,7 @@ def _drive(run: lifecycle.Run, *, as_json: bool, full: bool = False) -> None:
     if as_json:
         print_json(run_summary(state) | {"exit_code": lifecycle.exit_code(state)})
         raise typer.Exit(lifecycle.exit_code(state))
-    _show_report(run.report_markdown or "", state.report_path, state.session_id, full=full)
+    _show_report(run, full=full)
     # Read back after everything booked: the claim check pays its judge after the first draft.
     saved = run.store.load(state.session_id)
     spend = totals(saved.ledger)
@@ -290,14 +290,15 @@ def _interrupted(run: lifecycle.Run, *, as_json: bool) -> NoReturn:
     raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
-def _show_report(markdown: str, path: str | None, session_id: str, *, full: bool) -> None:
+def _show_report(run: lifecycle.Run, *, full: bool) -> None:
     """The report on stdout (its first screen on a terminal, unless ``full``); its path,
     and how to see all of it, on stderr."""
     from deep_research.app.saved import read_report_data
     from deep_research.frontends import render
 
-    data = read_report_data(path) if path is not None else None
-    brief = print_report(markdown, data, full=full)
+    path, session_id = run.state.report_path, run.state.session_id
+    data = read_report_data(run.store, session_id) if path is not None else None
+    brief = print_report(run.report_markdown or "", data, full=full)
     if path is not None:
         more = f" (all of it: deep-research sessions report {session_id} --full)" if brief else ""
         render.info(f"report: {path}{more}")

@@ -14,7 +14,7 @@ from deep_research.core.errors import EXIT_DECLINED, ProviderError, SessionError
 from deep_research.frontends.common import JsonOpt, print_json, print_report, session_detail
 
 if TYPE_CHECKING:
-    from deep_research.persistence.sessions import SessionStore
+    from deep_research.persistence.port import Sessions
 
 sessions_app = typer.Typer(
     help="Past runs: list, show, report, watch, cancel their research jobs, rm, prune.",
@@ -82,8 +82,7 @@ def sessions_show(
     store = _store()
     state = store.load(session_id)
     state.status = store.shown_status(state)  # as saved.status and `list` say
-    report = store.path(state.session_id) / "report.md"
-    report_path = str(report) if report.exists() else None
+    report_path = store.report_location(state.session_id)
     if as_json:
         print_json(session_detail(state, report_path))
     else:
@@ -104,19 +103,19 @@ def sessions_report(
 
     store = _store()
     state = store.load(session_id)
-    path = store.path(state.session_id) / "report.md"
-    if not path.exists():
+    markdown = store.report(state.session_id)
+    if markdown is None:
         sid, status = state.session_id, store.shown_status(state)
         if status == "running":
             raise SessionError(f"session {sid} is running: `deep-research sessions watch {sid}`")
         raise SessionError(
             f"session {sid} has no report ({status}): `deep-research resume {sid}` writes one"
         )
-    from deep_research.app.saved import read_report, read_report_data
+    from deep_research.app.saved import read_report_data
 
-    brief = print_report(read_report(str(path)), read_report_data(str(path)), full=full)
+    brief = print_report(markdown, read_report_data(store, state.session_id), full=full)
     if brief:
-        render.info(f"report: {path} (all of it: --full)")
+        render.info(f"report: {store.report_location(state.session_id)} (all of it: --full)")
 
 
 @sessions_app.command("cancel")
@@ -215,14 +214,14 @@ def sessions_prune(
     render.info(f"{verb} {len(removed)} session(s)")
 
 
-def _store() -> SessionStore:
-    """The session store, found from the data directory alone (``Settings.sessions_dir``):
+def _store() -> Sessions:
+    """The sessions, found from the data directory alone (``Settings.sessions_dir``):
     listing and showing runs read no other setting, so they start without pydantic-settings
     and the asyncio it imports (bench/startup.py times them)."""
     from deep_research.app.home import settings_home
-    from deep_research.persistence.sessions import SessionStore
+    from deep_research.persistence.port import open_sessions
 
-    return SessionStore(settings_home() / "sessions")
+    return open_sessions(settings_home() / "sessions")
 
 
 _UNITS = {"h": 3600, "d": 86400, "w": 7 * 86400}

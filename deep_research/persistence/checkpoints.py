@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 
 from deep_research.core.models import SessionState, utcnow
-from deep_research.persistence.sessions import SessionStore
+from deep_research.persistence.port import Sessions
 
 
 class Checkpointer:
@@ -24,7 +24,7 @@ class Checkpointer:
     the state as of the call or newer.
     """
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(self, store: Sessions) -> None:
         import asyncio  # here, not at the top: `sessions list` starts without it (~25 ms)
 
         self._store = store
@@ -82,5 +82,5 @@ class Checkpointer:
 
     def save_jobs(self, state: SessionState, node_id: str) -> None:
         """A node's paid-job intents and ids on disk now, on the loop: an fsync'ed line of
-        the session's job journal (``SessionStore.save_jobs``), not a snapshot."""
+        the session's job journal (``Sessions.save_jobs``), not a snapshot."""
         self._store.save_jobs(state, node_id)

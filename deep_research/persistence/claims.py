@@ -1,6 +1,6 @@
 """A session's claim ledger: ``claims.json`` beside ``state.json`` (``core.ledger``).
 
-    store = SessionClaims(session_dir)
+    store = sessions.claims(session_id)   # a SessionClaims, in the session's directory
     store.units()          # the evidence store's units (what the check reads)
     store.load()           # the last check's ledger, or None
     store.save(ledger)     # replaced atomically

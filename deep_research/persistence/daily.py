@@ -49,7 +49,7 @@ from pydantic import BaseModel, Field, ValidationError
 from deep_research.core.errors import DeepResearchError, SessionError, StorageError, UsageError
 from deep_research.core.models import utcnow
 from deep_research.persistence.atomic import atomic_write_text
-from deep_research.persistence.sessions import SessionStore
+from deep_research.persistence.port import Sessions
 
 DIR = "daily"
 FILE = "ledger.json"
@@ -103,7 +103,7 @@ class DailyLedger:
     def __init__(
         self,
         directory: Path,
-        sessions: SessionStore,
+        sessions: Sessions,
         budget_usd: float,
         *,
         clock: Callable[[], datetime] = utcnow,

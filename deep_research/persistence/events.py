@@ -3,8 +3,9 @@
 Written only by the process that holds the session's lock (the one running it), read by
 any process (``sessions watch``, the HTTP API's SSE stream), which follows the file as it
 grows; the process running the run hands its events to its own followers as they are
-written (``follow_live``). Ids increase by one across the whole session, resumes included:
-a follower that reconnects with the last id it saw misses nothing and sees nothing twice.
+written (``port.follow_live``). Ids increase by one across the whole session, resumes
+included: a follower that reconnects with the last id it saw misses nothing and sees
+nothing twice.
 
 Invariants: a line is written whole (one ``write`` of the line and its newline, then a
 flush), so a reader meets at most one partial last line, which it leaves for the next
@@ -49,6 +50,9 @@ class EventLog:
         for listener in list(self.listeners):
             listener(stored)
         return stored
+
+    def read(self, after: int = 0) -> list[RunEvent]:
+        return read_events(self.path, after)
 
     def close(self) -> None:
         if self._file is not None:
@@ -105,26 +109,3 @@ async def follow(
                 yield event
             return
         await asyncio.sleep(poll_seconds)
-
-
-async def follow_live(log: EventLog, after: int = 0) -> AsyncGenerator[RunEvent, None]:
-    """``follow`` for a run of this process: its events as ``log`` appends them (no polling),
-    after those already written. Stops after the run's ``end`` event."""
-    queue: asyncio.Queue[RunEvent] = asyncio.Queue()
-    log.listeners.append(queue.put_nowait)  # first: nothing appended from now on is missed
-    try:
-        for event in read_events(log.path, after):
-            after = event.id
-            yield event
-            if event.type in TERMINAL:
-                return
-        while True:
-            event = await queue.get()
-            if event.id <= after:
-                continue  # read from the file already
-            after = event.id
-            yield event
-            if event.type in TERMINAL:
-                return
-    finally:
-        log.listeners.remove(queue.put_nowait)

@@ -1,7 +1,8 @@
 """A session's evidence store: ``evidence.jsonl`` beside ``state.json``, append-only.
 
-    await SessionEvidence(store.path(session_id)).keep("t3", units)   # when t3 finishes
-    read_units(store.path(session_id))                                 # every unit, in order
+    evidence = store.evidence(session_id)   # a SessionEvidence, in the session's directory
+    await evidence.keep("t3", units)         # when t3 finishes
+    evidence.read()                          # every unit, in order; what was damaged
 
 - One JSON line per unit (``EvidenceUnit`` plus ``batch``), written when its node finishes,
   flushed and fsynced before the session counts the units (``state.evidence_units``).
@@ -9,7 +10,7 @@
   node's latest batch only, so nothing is counted twice and the ids (``t3.1``…) stay.
 - A line cut short by a crash, or one that does not parse, is skipped: the rest reads (the
   next batch starts on a line of its own), and the reader is told how many were skipped.
-- Vectors for ranking (``read_vectors``/``write_vectors``) sit in ``evidence.vectors.npz``,
+- Vectors for ranking (``vectors``/``save_vectors``) sit in ``evidence.vectors.npz``,
   keyed by the embedder's identity: another embedder's vectors are ignored, not mixed, and
   a damaged file (not a zip, arrays of the wrong shape) reads as none: they are made again.
 """
@@ -40,7 +41,17 @@ class SessionEvidence:
     """The store of one session (an ``EvidenceSink``)."""
 
     def __init__(self, session_dir: Path) -> None:
+        self.directory = session_dir
         self.path = session_dir / FILE_NAME
+
+    def read(self) -> tuple[list[EvidenceUnit], str]:
+        return read_units_and_damage(self.directory)
+
+    def vectors(self, embedder_id: str) -> dict[str, list[float]]:
+        return read_vectors(self.directory, embedder_id)
+
+    def save_vectors(self, embedder_id: str, vectors: Mapping[str, list[float]]) -> None:
+        write_vectors(self.directory, embedder_id, vectors)
 
     async def keep(self, node_id: str, units: Sequence[EvidenceUnit]) -> None:
         import asyncio

@@ -32,66 +32,40 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import json
 import os
 import re
 import shutil
-import uuid
+from collections.abc import AsyncGenerator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from deep_research.core.errors import SessionError, SessionLocked, StorageError
-from deep_research.core.models import RunStatus, SessionState, StopReason, utcnow
+from deep_research.core.models import RunStatus, SessionState, utcnow
 from deep_research.persistence import jobs, locks
 from deep_research.persistence.atomic import atomic_write_text
+from deep_research.persistence.records import (
+    SCHEMA_VERSION,
+    SESSION_ID,
+    SessionSummary,
+    check_id,
+    decode,
+    new_session_id,
+)
 
-SCHEMA_VERSION: int = SessionState.model_fields["schema_version"].default
-READS = (4, SCHEMA_VERSION)
-"""The versions this one reads: 4 had no job journal, and is otherwise the same."""
+if TYPE_CHECKING:
+    from deep_research.core.events import RunEvent
+    from deep_research.persistence.claims import SessionClaims
+    from deep_research.persistence.events import EventLog
+    from deep_research.persistence.evidence import SessionEvidence
+
 STATE_FILE = "state.json"
 REPORT_FILE = "report.md"
 REPORT_DATA_FILE = "report.json"
 
-_ID = re.compile(r"^[0-9a-f]{4,32}$")
-
-
 UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 """C0 and C1 controls but newline and tab: what starts a terminal's escape sequences
 (``cat report.md`` must not clear the screen, hide text or set the window's title)."""
-
-
-def new_session_id() -> str:
-    """12 lowercase hex characters: 48 random bits, short enough to type."""
-    return uuid.uuid4().hex[:12]
-
-
-def _check_id(session_id: str) -> str:
-    # fullmatch + ASCII-only pattern: `$` alone would accept a trailing newline.
-    if not isinstance(session_id, str) or not _ID.fullmatch(session_id):
-        raise SessionError(
-            f"invalid session id {session_id!r}: expected 4-32 lowercase hex characters"
-        )
-    return session_id
-
-
-class SessionSummary(BaseModel):
-    """One row of ``deep-research sessions list``."""
-
-    session_id: str
-    question: str
-    status: RunStatus | Literal["corrupt"]
-    stop_reason: StopReason | None = None
-    created_at: datetime
-    updated_at: datetime
-    cost_usd: float = 0.0
-    nodes_done: int = 0
-    nodes_total: int = 0
-    report_path: str | None = None
-    error: str | None = None
-    """Why a corrupt session could not be read."""
 
 
 class SessionStore:
@@ -104,11 +78,11 @@ class SessionStore:
 
     def path(self, session_id: str) -> Path:
         """The directory of ``session_id`` (validated; need not exist)."""
-        return self.root / _check_id(session_id)
+        return self.root / check_id(session_id)
 
     def resolve(self, session_id_or_prefix: str) -> str:
         """The full id for a full id or a unique prefix, like git."""
-        prefix = _check_id(session_id_or_prefix)
+        prefix = check_id(session_id_or_prefix)
         if (self.root / prefix).is_dir():
             return prefix
         matches = sorted(sid for sid in self._ids() if sid.startswith(prefix))
@@ -125,7 +99,7 @@ class SessionStore:
         except FileNotFoundError:
             return []
         # Anything not shaped like an id (temp dirs, stray files) is not a session.
-        return [e.name for e in entries if _ID.fullmatch(e.name) and e.is_dir()]
+        return [e.name for e in entries if SESSION_ID.fullmatch(e.name) and e.is_dir()]
 
     def changed_since(self, when: datetime) -> builtins.list[str]:
         """The sessions whose state.json was written at or after ``when``: no other holds a
@@ -219,54 +193,59 @@ class SessionStore:
             raise SessionError(f"session {session_id} is corrupt: {file} is missing") from None
         except OSError as exc:
             raise SessionError(f"session {session_id}: cannot read {file}: {exc}") from None
-        # Fast path: parse and validate straight from bytes (list() reads every session).
-        # Only a failure takes the slow path below, whose job is a precise message.
-        with contextlib.suppress(ValidationError):
-            state = SessionState.model_validate_json(raw)
-            if (
-                "schema_version" in state.model_fields_set  # not the default: we always write it
-                and state.schema_version in READS
-                and state.session_id == session_id
-            ):
-                return jobs.replay(self.path(session_id), state)
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise SessionError(
-                f"session {session_id} is corrupt: {file} is not valid JSON ({exc})"
-            ) from None
-        except RecursionError:
-            raise SessionError(
-                f"session {session_id} is corrupt: {file} is not valid JSON (nested too deeply)"
-            ) from None
-        if not isinstance(data, dict):
-            raise SessionError(f"session {session_id} is corrupt: {file} is not a JSON object")
-        version = data.get("schema_version")
-        if type(version) is not int or version not in READS:
-            saved = "none" if version is None else repr(version)
-            raise SessionError(
-                f"session {session_id} was saved by another version of deep-research "
-                f"(schema {saved}, this one reads {' and '.join(map(str, READS))}): {file}"
-            )
-        try:
-            state = SessionState.model_validate(data)
-        except RecursionError:
-            raise SessionError(
-                f"session {session_id} is corrupt: {file} is nested too deeply"
-            ) from None
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "state"
-            raise SessionError(
-                f"session {session_id} is corrupt: {file}: {where}: {first['msg']}"
-            ) from None
-        if state.session_id != session_id:
-            raise SessionError(
-                f"session {session_id} is corrupt: {file} belongs to session {state.session_id}"
-            )
-        return jobs.replay(self.path(session_id), state)
+        return jobs.replay(self.path(session_id), decode(session_id, raw, str(file)))
 
-    def write_report(self, session_id: str, markdown: str, data: str | None = None) -> Path:
+    # --- its parts: events, evidence, claims, report ------------------------------
+
+    def events(self, session_id: str) -> EventLog:
+        from deep_research.persistence.events import FILE_NAME, EventLog
+
+        return EventLog(self._existing(session_id) / FILE_NAME)
+
+    def follow(
+        self,
+        session_id: str,
+        after: int = 0,
+        *,
+        poll_seconds: float = 0.05,
+        running: Callable[[], bool] | None = None,
+    ) -> AsyncGenerator[RunEvent, None]:
+        from deep_research.persistence import events  # asyncio: not on `sessions list`
+
+        path = self.path(session_id) / events.FILE_NAME
+        return events.follow(path, after, poll_seconds=poll_seconds, running=running)
+
+    def evidence(self, session_id: str) -> SessionEvidence:
+        from deep_research.persistence.evidence import SessionEvidence
+
+        return SessionEvidence(self._existing(session_id))
+
+    def claims(self, session_id: str) -> SessionClaims:
+        from deep_research.persistence.claims import SessionClaims
+
+        return SessionClaims(self._existing(session_id))
+
+    def report(self, session_id: str) -> str | None:
+        with contextlib.suppress(FileNotFoundError):
+            return (self.path(session_id) / REPORT_FILE).read_text("utf-8", errors="replace")
+        return None
+
+    def report_data(self, session_id: str) -> str | None:
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            return (self.path(session_id) / REPORT_DATA_FILE).read_text("utf-8")
+        return None
+
+    def report_location(self, session_id: str) -> str | None:
+        path = self.path(session_id) / REPORT_FILE
+        return str(path) if path.exists() else None
+
+    def claims_location(self, session_id: str) -> str | None:
+        from deep_research.persistence.claims import FILE_NAME
+
+        path = self.path(session_id) / FILE_NAME
+        return str(path) if path.exists() else None
+
+    def write_report(self, session_id: str, markdown: str, data: str | None = None) -> str:
         """Write report.md (its control characters, from model and page text, left out:
         ``UNPRINTABLE``), and ``data`` (the report as JSON) to report.json first, each
         atomically; returns the path of report.md. Without ``data``, an older report.json
@@ -280,7 +259,7 @@ class SessionStore:
             atomic_write_text(path, UNPRINTABLE.sub("", markdown))
         except OSError as exc:
             raise StorageError(f"cannot write the report of session {session_id}: {exc}") from exc
-        return path
+        return str(path)
 
     # --- locking -----------------------------------------------------------------
 
@@ -295,7 +274,7 @@ class SessionStore:
         a full disk)."""
         unfinished = state.status == "running" or (
             state.status in ("complete", "stopped")
-            and not (self.path(state.session_id) / REPORT_FILE).exists()
+            and self.report_location(state.session_id) is None
         )
         if unfinished and not self.is_locked(state.session_id):
             return "interrupted"

@@ -160,15 +160,17 @@ async def report(
 ) -> PlainTextResponse | HTMLResponse:
     """The report: markdown, or HTML with clickable citations when the client accepts
     ``text/html``."""
-    path = saved.report_path(server.settings, session_id)
-    if path is None:
+    store = saved.sessions(server.settings)
+    session_id = store.resolve(session_id)
+    markdown = store.report(session_id)
+    if markdown is None:
         raise SessionError(f"session {session_id} has no report yet")
     if "text/html" in accept:
         style = stylesheet()
-        page = render_html(saved.read_report_data(path), stylesheet=style)
+        page = render_html(saved.read_report_data(store, session_id), stylesheet=style)
         return HTMLResponse(page, headers=protected(report_policy(style)))
     return PlainTextResponse(
-        saved.read_report(path),
+        markdown,
         media_type="text/markdown; charset=utf-8",
         headers=protected(REPORT_POLICY),
     )

@@ -128,13 +128,13 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
         its sections."""
         with one_line_errors():
             state = saved.status(settings, session_id)
-            path = saved.report_path(settings, state.session_id)
+            written = saved.sessions(settings).report(state.session_id)
             done = sum(1 for n in state.nodes.values() if n.status == "done")
             return Report(
                 session_id=state.session_id,
                 status=state.status,
-                final=path is not None,
-                markdown=saved.read_report(path) if path else assemble(state).markdown,
+                final=written is not None,
+                markdown=assemble(state).markdown if written is None else written,
                 nodes_done=done,
                 nodes_total=len(state.nodes),
             )

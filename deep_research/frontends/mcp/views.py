@@ -17,7 +17,7 @@ from deep_research.core.models import (
     StopReason,
 )
 from deep_research.kb.modes import SCORE_MEANING
-from deep_research.persistence.sessions import SessionSummary
+from deep_research.persistence.records import SessionSummary
 
 
 class Started(BaseModel):

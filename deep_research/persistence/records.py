@@ -1,0 +1,108 @@
+"""What every ``Sessions`` implementation shares (``persistence.port``): a session's id, its
+row in a listing, and reading a saved state back, with the one-line errors a user sees."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ValidationError
+
+from deep_research.core.errors import SessionError
+from deep_research.core.models import RunStatus, SessionState, StopReason
+
+SCHEMA_VERSION: int = SessionState.model_fields["schema_version"].default
+READS = (4, SCHEMA_VERSION)
+"""The versions this one reads: 4 had no job journal, and is otherwise the same."""
+
+SESSION_ID = re.compile(r"^[0-9a-f]{4,32}$")
+
+
+def new_session_id() -> str:
+    """12 lowercase hex characters: 48 random bits, short enough to type."""
+    return uuid.uuid4().hex[:12]
+
+
+def check_id(session_id: str) -> str:
+    """``session_id`` if it is shaped like one (or a prefix of one), else ``SessionError``:
+    checked before it names a file or a row, so ``../x`` or a look-alike never does."""
+    # fullmatch + ASCII-only pattern: `$` alone would accept a trailing newline.
+    if not isinstance(session_id, str) or not SESSION_ID.fullmatch(session_id):
+        raise SessionError(
+            f"invalid session id {session_id!r}: expected 4-32 lowercase hex characters"
+        )
+    return session_id
+
+
+class SessionSummary(BaseModel):
+    """One row of ``deep-research sessions list``."""
+
+    session_id: str
+    question: str
+    status: RunStatus | Literal["corrupt"]
+    stop_reason: StopReason | None = None
+    created_at: datetime
+    updated_at: datetime
+    cost_usd: float = 0.0
+    nodes_done: int = 0
+    nodes_total: int = 0
+    report_path: str | None = None
+    error: str | None = None
+    """Why a corrupt session could not be read."""
+
+
+def decode(session_id: str, raw: bytes, where: str) -> SessionState:
+    """A saved state (``where``: the file or row it was read from, for the message), or a
+    one-line ``SessionError``: not JSON, another schema version, not a state, another
+    session's."""
+
+    # Fast path: parse and validate straight from bytes (list() reads every session).
+    # Only a failure takes the slow path below, whose job is a precise message.
+    with contextlib.suppress(ValidationError):
+        state = SessionState.model_validate_json(raw)
+        if (
+            "schema_version" in state.model_fields_set  # not the default: we always write it
+            and state.schema_version in READS
+            and state.session_id == session_id
+        ):
+            return state
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SessionError(
+            f"session {session_id} is corrupt: {where} is not valid JSON ({exc})"
+        ) from None
+    except RecursionError:
+        raise SessionError(
+            f"session {session_id} is corrupt: {where} is not valid JSON (nested too deeply)"
+        ) from None
+    if not isinstance(data, dict):
+        raise SessionError(f"session {session_id} is corrupt: {where} is not a JSON object")
+    version = data.get("schema_version")
+    if type(version) is not int or version not in READS:
+        saved = "none" if version is None else repr(version)
+        raise SessionError(
+            f"session {session_id} was saved by another version of deep-research "
+            f"(schema {saved}, this one reads {' and '.join(map(str, READS))}): {where}"
+        )
+    try:
+        state = SessionState.model_validate(data)
+    except RecursionError:
+        raise SessionError(
+            f"session {session_id} is corrupt: {where} is nested too deeply"
+        ) from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "state"
+        raise SessionError(
+            f"session {session_id} is corrupt: {where}: {field}: {first['msg']}"
+        ) from None
+    if state.session_id != session_id:
+        raise SessionError(
+            f"session {session_id} is corrupt: {where} belongs to session {state.session_id}"
+        )
+    return state

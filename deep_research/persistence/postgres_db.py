@@ -1,0 +1,242 @@
+"""The connection behind ``PgSessions``, and the lease that says which worker runs a session.
+
+Invariants:
+- One connection per ``Database``, opened on first use and checked to be at
+  ``schema.VERSION``; threads take turns, one transaction each (``run``). A psycopg error
+  never escapes: it is a ``StorageError`` naming the database, never its password.
+- A connection that had already served and fails is replaced once and the work run again
+  (a server restart, a failover, an idle connection cut): every write is idempotent under
+  that retry but acquiring a lease, which is not retried.
+- A lease is ``(lease_owner, lease_epoch, lease_expires)`` on the session's row. Acquiring
+  takes a free or expired lease and adds one to the epoch; a thread renews it every third of
+  its time to live; releasing frees it only while the epoch is still ours. A holder that
+  dies stops renewing, so its lease expires: the lock goes with its holder, ``lease_seconds``
+  later.
+- Every write through a ``Database`` holding a session's lease is fenced (``write``): it
+  locks the session's row and checks the epoch first, so a worker whose lease another worker
+  took over fails with ``StorageError`` and never overwrites the newer worker's state.
+  Writes with no lease held (``create``, ``sessions cancel``) are not fenced, as with files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from deep_research.core.errors import SessionError, SessionLocked, StorageError
+from deep_research.persistence import schema
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Cursor = psycopg.Cursor[tuple[Any, ...]]
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+_DEFAULTS = {"connect_timeout": "10", "application_name": "deep-research"}
+"""Connection parameters the address may set otherwise."""
+
+
+def no_session(session_id: str) -> SessionError:
+    return SessionError(f"no session {session_id}; see `deep-research sessions list`")
+
+
+class Database:
+    def __init__(self, conninfo: str) -> None:
+        self.conninfo = conninfo
+        self.where = schema.redacted(conninfo)
+        self.held: dict[str, int] = {}
+        """The lease epoch of each session this ``Database`` holds."""
+        self._lock = threading.Lock()
+        self._conn: Connection | None = None
+
+    # --- transactions ----------------------------------------------------------------
+
+    def run(self, work: Callable[[Cursor], T], *, retry: bool = True) -> T:
+        """``work`` in one transaction (committed when it returns, rolled back if it raises)."""
+        with self._lock:
+            reused = self._conn is not None
+            try:
+                return self._attempt(work)
+            except psycopg.OperationalError as exc:
+                self._close()
+                if not (retry and reused):
+                    raise self._failure(exc) from exc
+                log.warning("%s: connection lost (%s); reconnecting", self.where, exc)
+            try:
+                return self._attempt(work)
+            except psycopg.OperationalError as exc:
+                self._close()
+                raise self._failure(exc) from exc
+
+    def write(self, session_id: str, work: Callable[[Cursor], T]) -> T:
+        """``run`` a write of ``session_id``'s, fenced: a missing session is a
+        ``SessionError``, a lease taken over from this ``Database`` a ``StorageError``."""
+
+        def fenced(cur: Cursor) -> T:
+            row = cur.execute(
+                "SELECT lease_epoch FROM sessions WHERE session_id = %s FOR NO KEY UPDATE",
+                (session_id,),
+            ).fetchone()
+            if row is None:
+                raise no_session(session_id)
+            held = self.held.get(session_id)
+            if held is not None and row[0] != held:
+                raise StorageError(f"session {session_id} was taken over by another worker")
+            return work(cur)
+
+        return self.run(fenced)
+
+    def _attempt(self, work: Callable[[Cursor], T]) -> T:
+        try:
+            conn = self._connection()
+            with conn.transaction(), conn.cursor() as cur:
+                return work(cur)
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error as exc:
+            raise self._failure(exc) from exc
+
+    def _connection(self) -> Connection:
+        if self._conn is None or self._conn.closed:
+            given = conninfo_to_dict(self.conninfo)
+            defaults = {k: v for k, v in _DEFAULTS.items() if k not in given}
+            conn = psycopg.connect(make_conninfo(self.conninfo, **defaults), autocommit=True)
+            try:
+                schema.check(conn, self.where)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _failure(self, exc: psycopg.Error) -> StorageError:
+        return StorageError(f"the database at {self.where}: {schema.first_line(exc)}")
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    # --- leases ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def lease(self, session_id: str, seconds: float) -> Iterator[None]:
+        """Hold ``session_id``'s lease, renewed while held; ``SessionLocked`` at once when
+        another holds it."""
+        epoch = self.run(lambda cur: _acquire(cur, session_id, seconds), retry=False)
+        self.held[session_id] = epoch
+        stop = threading.Event()
+        renewer = threading.Thread(
+            target=self._renew,
+            args=(session_id, epoch, seconds, stop),
+            name=f"lease-{session_id}",
+            daemon=True,
+        )
+        renewer.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            renewer.join()
+            del self.held[session_id]
+            try:
+                self.run(lambda cur: _release(cur, session_id, epoch))
+            except StorageError as exc:  # it expires by itself
+                log.warning("session %s: lease not released (%s)", session_id, exc)
+
+    def _renew(self, session_id: str, epoch: int, seconds: float, stop: threading.Event) -> None:
+        while not stop.wait(seconds / 3):
+            try:
+                kept = self.run(lambda cur: _extend(cur, session_id, epoch, seconds))
+            except StorageError as exc:  # the next round tries again
+                log.warning("session %s: lease not renewed (%s)", session_id, exc)
+                continue
+            if not kept:
+                log.warning("session %s: lease taken over by another worker", session_id)
+                return
+
+    def locked(self, session_id: str) -> bool:
+        """True while a live lease is on ``session_id``."""
+        return self.run(
+            lambda cur: bool(
+                cur.execute(
+                    "SELECT 1 FROM sessions WHERE session_id = %s "
+                    "AND lease_owner IS NOT NULL AND lease_expires > now()",
+                    (session_id,),
+                ).fetchone()
+            )
+        )
+
+
+def owner() -> str:
+    """Who holds a lease, as the ``SessionLocked`` message names it."""
+    return f"pid {os.getpid()} on {socket.gethostname()}"
+
+
+def _acquire(cur: Cursor, session_id: str, seconds: float) -> int:
+    row = cur.execute(
+        "UPDATE sessions SET lease_owner = %s, lease_epoch = lease_epoch + 1, "
+        "lease_expires = now() + make_interval(secs => %s) "
+        "WHERE session_id = %s AND (lease_owner IS NULL OR lease_expires <= now()) "
+        "RETURNING lease_epoch",
+        (owner(), seconds, session_id),
+    ).fetchone()
+    if row is None:
+        raise _refusal(cur, session_id)
+    return int(row[0])
+
+
+def delete_unleased(cur: Cursor, session_id: str) -> None:
+    """Delete the session (and all it holds) unless a live lease is on it."""
+    deleted = cur.execute(
+        "DELETE FROM sessions WHERE session_id = %s "
+        "AND (lease_owner IS NULL OR lease_expires <= now()) RETURNING 1",
+        (session_id,),
+    ).fetchone()
+    if deleted is None:
+        raise _refusal(cur, session_id)
+
+
+def _refusal(cur: Cursor, session_id: str) -> SessionError:
+    """Why a session could not be had: there is none, or a live lease is on it."""
+    holder = cur.execute(
+        "SELECT lease_owner FROM sessions WHERE session_id = %s", (session_id,)
+    ).fetchone()
+    if holder is None:
+        return no_session(session_id)
+    return SessionLocked(
+        f"session {session_id} is being run by another process ({holder[0] or 'unknown'})"
+    )
+
+
+def _extend(cur: Cursor, session_id: str, epoch: int, seconds: float) -> bool:
+    return (
+        cur.execute(
+            "UPDATE sessions SET lease_expires = now() + make_interval(secs => %s) "
+            "WHERE session_id = %s AND lease_epoch = %s AND lease_owner IS NOT NULL "
+            "RETURNING 1",
+            (seconds, session_id, epoch),
+        ).fetchone()
+        is not None
+    )
+
+
+def _release(cur: Cursor, session_id: str, epoch: int) -> None:
+    cur.execute(
+        "UPDATE sessions SET lease_owner = NULL, lease_expires = NULL "
+        "WHERE session_id = %s AND lease_epoch = %s",
+        (session_id, epoch),
+    )

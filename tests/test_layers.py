@@ -82,6 +82,7 @@ the file store ``sessions list`` reads, whose parts (the event log's asyncio, th
 ledger's models) load when a run first uses them."""
 HEAVY = {
     "chromadb",
+    "dbos",
     "ddgs",
     "genai_prices",
     "langchain",
@@ -89,6 +90,7 @@ HEAVY = {
     "langchain_openai",
     "onnxruntime",
     "openai",
+    "psycopg",
     "tokenizers",
     "trafilatura",
 }

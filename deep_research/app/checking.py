@@ -17,13 +17,13 @@ from deep_research.app import reserves, run_spec
 from deep_research.app.chat import chat_model, chat_server
 from deep_research.app.clients import http_client, reader_settings
 from deep_research.app.config import Settings
+from deep_research.app.saved import sessions
 from deep_research.core.authoring import Reviser, WritingLimits
 from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import SessionState
 from deep_research.core.ports import CheckJob, PriceBook, ReportChecker
 from deep_research.core.report import assemble, footer
 from deep_research.persistence.cache import ResultCache
-from deep_research.persistence.port import open_sessions
 
 if TYPE_CHECKING:
     from deep_research.adapters.branches.protocols import Page
@@ -42,7 +42,7 @@ async def check_session(settings: Settings, session_id: str) -> Checked:
     lock: the report as it stands is assembled from the session, checked (only what no
     earlier check settled), and written again with its marks; ``claims.json`` beside it.
     The judge is paid for out of what the session's cost limit has left."""
-    store = open_sessions(settings.sessions_dir)
+    store = sessions(settings)
     session_id = store.resolve(session_id)
     with store.lock(session_id):
         state = store.load(session_id)

@@ -277,6 +277,9 @@ class Settings(BaseSettings):
     # --- storage and the knowledge base -----------------------------------------
     home: Home = Field(default_factory=default_home)
     """Sessions, cache and knowledge-base store (blank: the default directory)."""
+    database_url: SecretStr | None = None
+    """A PostgreSQL URL: sessions live there, shared by a team (the ``team`` extra; ``db
+    upgrade`` first). Unset: files under the data directory."""
     kb_name: KbName = "default"
     """The knowledge base runs and kb commands use (a run with no model reads 'sample' until
     this one exists)."""

@@ -30,12 +30,12 @@ from deep_research.app import chat, clients, preflight, preparation, presets, re
 from deep_research.app.config import SECRETS, Settings
 from deep_research.app.loading import variables
 from deep_research.app.options import RunOptions
+from deep_research.app.saved import sessions
 from deep_research.app.urls import mask_url
 from deep_research.app.verify import Tally
 from deep_research.core.errors import DeepResearchError
 from deep_research.kb.catalog import list_kbs, open_kb
 from deep_research.persistence.cache import ResultCache
-from deep_research.persistence.port import open_sessions
 
 if TYPE_CHECKING:
     from deep_research.core.models import WebEngine
@@ -115,9 +115,18 @@ def check_page() -> Check:
 
 
 def check_data_dir(settings: Settings) -> tuple[Check, int]:
+    """The data directory, with the sessions it holds; a team's database when sessions
+    live there (``Settings.database_url``): reachable, at this version's schema."""
     home = settings.home
+    if settings.database_url is not None:
+        try:
+            store = sessions(settings)
+            count = len(store.list())
+        except DeepResearchError as exc:
+            return Check("sessions", "fail", str(exc)), 0
+        return Check("sessions", "ok", f"{store.where} ({count} sessions)"), count
     try:
-        count = len(open_sessions(settings.sessions_dir).list())
+        count = len(sessions(settings).list())
     except OSError as exc:
         return Check("data directory", "fail", f"{home}: {exc}"), 0
     return Check("data directory", "ok", f"{home} ({count} sessions)"), count

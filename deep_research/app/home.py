@@ -16,6 +16,7 @@ from deep_research.core.errors import ConfigError
 
 ENV_FILE = ".env"
 HOME_VARIABLE = "DEEP_RESEARCH_HOME"
+DATABASE_VARIABLE = "DEEP_RESEARCH_DATABASE_URL"
 
 
 def default_home() -> Path:
@@ -54,6 +55,15 @@ def settings_home(dotenv: Mapping[str, str] | None = None) -> Path:
     dotenv = read_dotenv() if dotenv is None else dotenv
     environ = {name.upper(): value for name, value in os.environ.items()}
     return home_from(environ.get(HOME_VARIABLE, dotenv.get(HOME_VARIABLE)))
+
+
+def settings_database_url(dotenv: Mapping[str, str] | None = None) -> str | None:
+    """``Settings.database_url`` as ``settings_home`` finds the data directory (None: unset
+    or blank, the sessions are files)."""
+    dotenv = read_dotenv() if dotenv is None else dotenv
+    environ = {name.upper(): value for name, value in os.environ.items()}
+    url = environ.get(DATABASE_VARIABLE, dotenv.get(DATABASE_VARIABLE))
+    return url if url and url.strip() else None
 
 
 def data_home() -> Path:

@@ -35,12 +35,13 @@ from deep_research.app import clients, reserves
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides
 from deep_research.app.preparation import Info, Prepared, check_budget, estimate
+from deep_research.app.saved import sessions
 from deep_research.core.errors import EXIT_NO_FINDINGS, ConfigError, SessionLocked
 from deep_research.core.events import RunObserver
 from deep_research.core.models import SessionState, Usage
 from deep_research.core.report import footer
 from deep_research.core.tree import ResearchTree
-from deep_research.persistence.port import Events, Sessions, open_sessions
+from deep_research.persistence.port import Events, Sessions
 
 # The composition root (``wiring``) and the OpenAI client load LangChain, OpenAI and Chroma:
 # imported where a run is built, so a mistake (a bad flag, an unknown session) fails before
@@ -104,7 +105,7 @@ def reopen(
     settings; only ``budget`` and ``max_parallel`` override it. An unknown id fails before
     the engine's modules load."""
     check_budget(budget.given())  # before the session is touched: it is saved as given
-    store = open_sessions(settings.sessions_dir)
+    store = sessions(settings)
     session_id = store.resolve(session_id)
     # Loaded inside the lock: a resume that finished meanwhile is never overwritten by a
     # stale snapshot (whose done nodes would run, and be paid for, again).
@@ -208,7 +209,7 @@ async def cancel(settings: Settings, session_id: str) -> CancelResult:
     """Cancel a session's research jobs at the provider, also while another process runs
     it; cancelled nodes are recorded as such and not researched again by ``resume``
     (unless asked)."""
-    store = open_sessions(settings.sessions_dir)
+    store = sessions(settings)
     state = store.load(session_id)
     owned = [(n.id, name, jid) for n in state.nodes.values() for name, jid in n.remote_jobs.items()]
     if not owned:

@@ -1,25 +1,41 @@
-"""Housekeeping: remove or prune saved sessions, clear the result cache."""
+"""Housekeeping: remove or prune saved sessions, clear the result cache, bring a team's
+database to this version's schema."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 from deep_research.app.config import Settings
-from deep_research.core.errors import StorageError
-from deep_research.persistence.port import open_sessions
+from deep_research.app.saved import sessions
+from deep_research.core.errors import ConfigError, StorageError
+from deep_research.persistence.port import team_extra
 from deep_research.persistence.records import SessionSummary
 
 
 def remove_session(settings: Settings, session_id: str) -> str:
     """Delete a session (refused while a process runs it); its full id."""
-    return open_sessions(settings.sessions_dir).remove(session_id)
+    return sessions(settings).remove(session_id)
 
 
 def prune_sessions(
     settings: Settings, older_than: timedelta, *, dry_run: bool = False
 ) -> tuple[list[SessionSummary], list[str]]:
     """Delete the sessions unchanged for longer than ``older_than``; (removed, running)."""
-    return open_sessions(settings.sessions_dir).prune(older_than, dry_run=dry_run)
+    return sessions(settings).prune(older_than, dry_run=dry_run)
+
+
+def upgrade_database(settings: Settings) -> tuple[str, list[int], int]:
+    """Create or migrate the sessions schema in ``Settings.database_url``: (the database, as
+    messages name it, the versions applied now, the version it is at)."""
+    if settings.database_url is None:
+        raise ConfigError(
+            "DEEP_RESEARCH_DATABASE_URL is not set: without it sessions are files, "
+            "and there is no database to upgrade"
+        )
+    with team_extra():
+        from deep_research.persistence import schema  # psycopg: a team's only
+    url = settings.database_url.get_secret_value()
+    return schema.redacted(url), schema.upgrade(url), schema.VERSION
 
 
 def clear_cache(settings: Settings) -> int:

@@ -47,12 +47,13 @@ from typing import Any
 from deep_research.app import lifecycle, preparation, saved
 from deep_research.app.config import Settings
 from deep_research.app.options import ResumeRequest, RunOptions
+from deep_research.app.saved import sessions
 from deep_research.core.budget import totals
 from deep_research.core.errors import BudgetTooSmall, DeepResearchError, UsageError
 from deep_research.core.events import RunEvent
 from deep_research.core.models import SessionState
 from deep_research.persistence.daily import DIR, DailyLedger, Reservation
-from deep_research.persistence.port import Events, open_sessions
+from deep_research.persistence.port import Events
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +234,7 @@ class RunManager:
 
     def live_log(self, session_id: str) -> Events | None:
         """The event log of a run this process runs now (None: it runs no such run)."""
-        return self._logs.get(open_sessions(self.settings.sessions_dir).resolve(session_id))
+        return self._logs.get(sessions(self.settings).resolve(session_id))
 
     def running(self) -> list[str]:
         return [sid for sid, task in self._tasks.items() if not task.done()]
@@ -245,7 +246,7 @@ class RunManager:
             await asyncio.wait({task})
 
     async def cancel(self, session_id: str) -> lifecycle.CancelResult:
-        session_id = open_sessions(self.settings.sessions_dir).resolve(session_id)
+        session_id = sessions(self.settings).resolve(session_id)
         await self._stop(session_id)
         return await lifecycle.cancel(self.settings, session_id)
 
@@ -272,7 +273,7 @@ def _jobs_out(state: SessionState) -> bool:
 def daily_ledger(settings: Settings, budget_usd: float | None = None) -> DailyLedger:
     """The daily budget's ledger in the data directory, shared by every server process."""
     budget = settings.server_daily_budget_usd if budget_usd is None else budget_usd
-    return DailyLedger(settings.home / DIR, open_sessions(settings.sessions_dir), budget)
+    return DailyLedger(settings.home / DIR, sessions(settings), budget)
 
 
 # What a run imports as it starts (``lifecycle.execute``), beyond what ``preparation.prepare``

@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 
 
 def sessions(settings: Settings) -> Sessions:
-    """Where this installation keeps its sessions."""
-    return open_sessions(settings.sessions_dir)
+    """Where this installation keeps its sessions (``Settings.database_url``, else files)."""
+    url = settings.database_url.get_secret_value() if settings.database_url else None
+    return open_sessions(settings.sessions_dir, url)
 
 
 def list_sessions(settings: Settings) -> list[SessionSummary]:

@@ -31,6 +31,7 @@ from deep_research.app.clients import http_client
 from deep_research.app.config import Settings
 from deep_research.app.preparation import Info, Prepared
 from deep_research.app.run_kb import kb_tool, knowledge_base
+from deep_research.app.saved import sessions
 from deep_research.app.sources import Resolution, SourceRun, resolve, source, spec_for
 from deep_research.app.verify import LLMSupportJudge
 from deep_research.core.authoring import WritingLimits
@@ -45,7 +46,7 @@ from deep_research.kb.store import KBStore
 from deep_research.persistence.cache import ResultCache
 from deep_research.persistence.checkpoints import Checkpointer
 from deep_research.persistence.daily import DailyLedger
-from deep_research.persistence.port import Evidence, Sessions, open_sessions
+from deep_research.persistence.port import Evidence, Sessions
 
 
 @dataclass
@@ -111,7 +112,7 @@ def start_run(prepared: Prepared, on_info: Info) -> Runtime:
     settings = prepared.settings
     kb = knowledge_base(settings, prepared.policy, on_info=on_info)
     sources = resolve(settings, prepared.policy, kb=kb is not None, web=prepared.engine)
-    return build(prepared, sources, kb, open_sessions(settings.sessions_dir))
+    return build(prepared, sources, kb, sessions(settings))
 
 
 def reopen_run(

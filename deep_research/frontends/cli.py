@@ -225,6 +225,12 @@ cache_app = typer.Typer(
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(kb_app, name="kb")
 app.add_typer(cache_app, name="cache")
+db_app = typer.Typer(
+    help="A team's PostgreSQL database (DEEP_RESEARCH_DATABASE_URL; the team extra).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(db_app, name="db")
 
 
 def _print_version(value: bool) -> None:
@@ -299,6 +305,25 @@ def cache_clear(as_json: JsonOpt = False) -> None:
         print_json({"freed_bytes": freed})
     else:
         render.info(f"cache cleared ({freed / 1_000_000:.1f} MB)")
+
+
+@db_app.command("upgrade")
+def db_upgrade(as_json: JsonOpt = False) -> None:
+    """Create the sessions schema in DEEP_RESEARCH_DATABASE_URL, or migrate it to this
+    version's: once per release, before the workers start (safe to run again, or from two
+    machines at once)."""
+    from deep_research.app import maintenance
+    from deep_research.app.loading import load_settings
+    from deep_research.frontends import render
+
+    where, applied, version = maintenance.upgrade_database(load_settings())
+    if as_json:
+        print_json({"database": where, "applied": applied, "version": version})
+    elif applied:
+        shown = ", ".join(map(str, applied))
+        render.info(f"{where}: schema at version {version} (applied {shown})")
+    else:
+        render.info(f"{where}: schema at version {version} already")
 
 
 app.command()(serve)

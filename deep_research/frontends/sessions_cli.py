@@ -218,10 +218,11 @@ def _store() -> Sessions:
     """The sessions, found from the data directory alone (``Settings.sessions_dir``):
     listing and showing runs read no other setting, so they start without pydantic-settings
     and the asyncio it imports (bench/startup.py times them)."""
-    from deep_research.app.home import settings_home
+    from deep_research.app.home import read_dotenv, settings_database_url, settings_home
     from deep_research.persistence.port import open_sessions
 
-    return open_sessions(settings_home() / "sessions")
+    dotenv = read_dotenv()
+    return open_sessions(settings_home(dotenv) / "sessions", settings_database_url(dotenv))
 
 
 _UNITS = {"h": 3600, "d": 86400, "w": 7 * 86400}

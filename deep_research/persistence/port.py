@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+import functools
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from deep_research.core.errors import ConfigError
 from deep_research.core.events import TERMINAL
 from deep_research.persistence.sessions import SessionStore
 
@@ -71,6 +73,9 @@ class Evidence(Protocol):
 class Sessions(Protocol):
     """Every saved session: its state, paid-job journal, lock, events, evidence, claims and
     report."""
+
+    where: str
+    """Where the sessions are, as messages name it (a directory; a database, no password)."""
 
     # --- state ---
     def create(self, question: str, **fields: Any) -> SessionState: ...
@@ -147,9 +152,34 @@ class Sessions(Protocol):
         """Where a user finds the claim ledger (a file's path), or None before a check."""
 
 
-def open_sessions(sessions_dir: Path) -> Sessions:
-    """The sessions of this installation: the files under ``sessions_dir``."""
-    return SessionStore(sessions_dir)
+def open_sessions(sessions_dir: Path, database_url: str | None = None) -> Sessions:
+    """The sessions of this installation: in the PostgreSQL database at ``database_url``
+    (a team's), else the files under ``sessions_dir``."""
+    if not database_url:
+        return SessionStore(sessions_dir)
+    return _database(database_url)
+
+
+@functools.cache
+def _database(database_url: str) -> Sessions:
+    """One ``PgSessions`` a database per process: one connection, and the leases this
+    process holds known to every write it makes (each is fenced by its lease)."""
+    with team_extra():
+        from deep_research.persistence.postgres import PgSessions  # psycopg: a team's only
+    return PgSessions(database_url)
+
+
+@contextlib.contextmanager
+def team_extra() -> Iterator[None]:
+    """Say how to install PostgreSQL's driver when an import inside is missing it."""
+    try:
+        yield
+    except ImportError as exc:
+        if not (exc.name or "").startswith(("psycopg", "dbos")):
+            raise
+        raise ConfigError(
+            "DEEP_RESEARCH_DATABASE_URL needs the team extra: pip install 'deep-research[team]'"
+        ) from None
 
 
 async def follow_live(log: Events, after: int = 0) -> AsyncGenerator[RunEvent, None]:

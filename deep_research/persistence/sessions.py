@@ -71,6 +71,7 @@ UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 class SessionStore:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.where = str(root)
         self._journaled: dict[str, int] = {}
         """Lines in each session's jobs.jsonl, counted on first use by the driving process."""
 

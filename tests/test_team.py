@@ -1,0 +1,118 @@
+"""Team mode from the command line: ``DEEP_RESEARCH_DATABASE_URL`` puts the sessions in
+PostgreSQL (``db upgrade`` first), and every command reads and writes them there."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deep_research.core.errors import ConfigError
+from deep_research.persistence.port import team_extra
+from tests.clirun import cli, run_json
+from tests.pg import fresh_database
+from tests.test_cli_kb_runs import kb_env, no_model  # noqa: F401 - the fixture
+
+DATABASE = "DEEP_RESEARCH_DATABASE_URL"
+
+
+# Set up before ``env``, which clears every DEEP_RESEARCH_ variable, the test server's too.
+@pytest.fixture
+def empty_database() -> Iterator[str]:
+    with fresh_database(upgraded=False) as conninfo:
+        yield conninfo
+
+
+@pytest.fixture
+def database() -> Iterator[str]:
+    with fresh_database() as conninfo:
+        yield conninfo
+
+
+def test_db_upgrade_without_a_database_url_says_there_is_none(env: dict[str, str]) -> None:
+    code, out, err = cli(env, "db", "upgrade")
+    assert code == 3, err
+    assert out == ""
+    assert err.strip().splitlines() == [
+        "error: DEEP_RESEARCH_DATABASE_URL is not set: without it sessions are files, "
+        "and there is no database to upgrade"
+    ]
+
+
+def test_a_missing_driver_names_the_team_extra() -> None:
+    with pytest.raises(ConfigError, match=r"pip install 'deep-research\[team\]'"), team_extra():
+        raise ImportError("No module named 'psycopg'", name="psycopg")
+    with pytest.raises(ImportError, match="numpy"), team_extra():
+        raise ImportError("No module named 'numpy'", name="numpy")  # not ours to explain
+
+
+def test_db_upgrade_creates_the_schema_once_and_never_shows_the_password(
+    empty_database: str, env: dict[str, str]
+) -> None:
+    url = f"{empty_database} password=s3cret-pw"  # trust authentication ignores it
+    first = run_json(env | {DATABASE: url}, "db", "upgrade")
+    assert first["applied"]
+    assert first["applied"][-1] == first["version"]
+    again = run_json(env | {DATABASE: url}, "db", "upgrade")
+    assert (again["applied"], again["version"]) == ([], first["version"])
+    code, out, err = cli(env | {DATABASE: url}, "db", "upgrade")
+    assert code == 0, err
+    assert "already" in err
+    assert "s3cret-pw" not in json.dumps([first, again]) + out + err
+
+
+def test_a_run_keeps_its_session_in_the_database_and_every_command_reads_it(
+    database: str,
+    kb_env: dict[str, str],  # noqa: F811 - the fixture
+) -> None:
+    env = no_model(kb_env) | {DATABASE: database}
+    done = run_json(env, "How are costs capped?")
+    assert done["status"] == "complete"
+    session_id = done["session_id"]
+    sessions_dir = Path(env["DEEP_RESEARCH_HOME"]) / "sessions"
+    assert not sessions_dir.exists() or not any(sessions_dir.iterdir()), "no files"
+
+    assert [row["session_id"] for row in _listed(env)] == [session_id]
+    shown = run_json(env, "sessions", "show", session_id[:6])
+    assert shown["status"] == "complete"
+    assert shown["report_path"] == f"db:{session_id}/report.md"
+    code, out, err = cli(env, "sessions", "report", session_id)
+    assert code == 0, err
+    assert "Extractive mode" in out
+
+    events = [json.loads(line) for line in _watched(env, session_id)]
+    assert [e["id"] for e in events] == list(range(events[0]["id"], events[-1]["id"] + 1))
+    assert events[-1]["type"] == "end"
+
+    without = {k: v for k, v in env.items() if k != DATABASE}
+    assert _listed(without) == [], "the files hold none"
+
+    [check] = [c for c in run_json(env, "doctor")["checks"] if c["name"] == "sessions"]
+    assert check["status"] == "ok"
+    assert check["detail"].endswith("(1 sessions)")
+
+
+def test_doctor_names_a_database_it_cannot_reach(env: dict[str, str]) -> None:
+    closed = "postgresql://someone:s3cret-pw@127.0.0.1:9/nowhere?connect_timeout=2"
+    code, out, err = cli(env | {DATABASE: closed}, "doctor", "--json")
+    [check] = [c for c in json.loads(out)["checks"] if c["name"] == "sessions"]
+    assert check["status"] == "fail"
+    assert "127.0.0.1:9/nowhere" in check["detail"]
+    assert "\n" not in check["detail"]
+    assert "s3cret-pw" not in out + err
+    assert code != 0
+
+
+def _listed(env: dict[str, str]) -> list[dict[str, object]]:
+    code, out, err = cli(env, "sessions", "list", "--json")
+    assert code == 0, err
+    rows: list[dict[str, object]] = json.loads(out)
+    return rows
+
+
+def _watched(env: dict[str, str], session_id: str) -> list[str]:
+    code, out, err = cli(env, "sessions", "watch", session_id, "--json")
+    assert code == 0, err
+    return out.strip().splitlines()

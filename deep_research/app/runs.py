@@ -285,6 +285,7 @@ RUN_MODULES = (
     "deep_research.core.report",
     "deep_research.persistence.claims",
     "deep_research.persistence.evidence",
+    "deep_research.persistence.events",
     "deep_research.prompts",
     "langchain_core.runnables.fallbacks",
 )

@@ -31,8 +31,7 @@ from deep_research.core.budget import totals
 from deep_research.core.models import ResearchNode, SessionState
 from deep_research.core.ports import JobEvent
 from deep_research.frontends.common import resume_hint
-from deep_research.persistence.records import SessionSummary
-from deep_research.persistence.sessions import UNPRINTABLE
+from deep_research.persistence.records import UNPRINTABLE, SessionSummary
 
 
 class PipeConsole(Console):

@@ -30,7 +30,9 @@ from deep_research.core.models import SessionState
 JOBS_FILE = "jobs.jsonl"
 
 
-class _Line(BaseModel):
+class Line(BaseModel):
+    """One line of the journal (a row of PostgreSQL's): a node's intents and ids as they stand."""
+
     node: str
     remote_jobs: dict[str, str]
     job_intents: dict[str, datetime]
@@ -39,7 +41,7 @@ class _Line(BaseModel):
 def append(directory: Path, state: SessionState, node_id: str) -> None:
     """Node ``node_id``'s jobs as a line of the journal, fsync'ed (raises ``OSError``)."""
     node = state.nodes[node_id]
-    line = _Line(node=node_id, remote_jobs=node.remote_jobs, job_intents=node.job_intents)
+    line = Line(node=node_id, remote_jobs=node.remote_jobs, job_intents=node.job_intents)
     with (directory / JOBS_FILE).open("a", encoding="utf-8") as journal:
         journal.write(line.model_dump_json() + "\n")
         journal.flush()
@@ -72,7 +74,7 @@ def replay(directory: Path, state: SessionState) -> SessionState:
     lines = data.split(b"\n")[:-1]  # the last: "" or a line torn by a crash
     for raw in lines[state.jobs_journaled :]:
         with contextlib.suppress(ValidationError):
-            line = _Line.model_validate_json(raw)
+            line = Line.model_validate_json(raw)
             if node := state.nodes.get(line.node):
                 node.remote_jobs, node.job_intents = line.remote_jobs, line.job_intents
     state.jobs_journaled = len(lines)  # this state holds them now, whoever saves it

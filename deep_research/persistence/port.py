@@ -13,7 +13,8 @@ Invariants every implementation keeps (the contract suite checks them):
 - a saved state is read back whole, or the session reads as ``corrupt`` (never half of one);
 - a paid job's intent and id are kept by ``save_jobs`` before it returns, and ``load``
   returns them even when no snapshot followed;
-- at most one holder of ``lock`` at a time; the lock goes with its holder's death;
+- at most one holder of ``lock`` at a time; the lock goes with its holder's death (a file's
+  ``flock`` at once; a database's lease once it lapses, ``lease_seconds`` later);
 - event ids increase by one across a session's runs, resumes included.
 """
 
@@ -146,10 +147,12 @@ class Sessions(Protocol):
         """The report as JSON, as written with it (``write_report``'s ``data``), or None."""
 
     def report_location(self, session_id: str) -> str | None:
-        """Where a user finds the report (a file's path), or None before one is written."""
+        """Where a user finds the report (a file's path; ``db:<id>/report.md`` in a
+        database), or None before one is written."""
 
     def claims_location(self, session_id: str) -> str | None:
-        """Where a user finds the claim ledger (a file's path), or None before a check."""
+        """Where a user finds the claim ledger (as ``report_location``), or None before a
+        check."""
 
 
 def open_sessions(sessions_dir: Path, database_url: str | None = None) -> Sessions:

@@ -46,12 +46,13 @@ from deep_research.persistence.postgres_parts import (
 )
 from deep_research.persistence.records import (
     SCHEMA_VERSION,
+    UNPRINTABLE,
     SessionSummary,
     check_id,
     decode,
     new_session_id,
+    shown_status,
 )
-from deep_research.persistence.sessions import UNPRINTABLE
 
 if TYPE_CHECKING:
     from deep_research.persistence.port import Sessions
@@ -212,7 +213,7 @@ class PgSessions:
         return SessionSummary(
             session_id=session_id,
             question=state.question,
-            status=_shown(state, reported=reported, locked=locked),
+            status=shown_status(state, reported=lambda: reported, locked=lambda: locked),
             stop_reason=state.stop_reason,
             created_at=state.created_at,
             updated_at=state.updated_at,
@@ -234,8 +235,12 @@ class PgSessions:
 
     def shown_status(self, state: SessionState) -> RunStatus:
         """The status to show: an unfinished run nobody holds reads as interrupted."""
-        reported = self.report_location(state.session_id) is not None
-        return _shown(state, reported=reported, locked=self.is_locked(state.session_id))
+        session_id = state.session_id
+        return shown_status(
+            state,
+            reported=lambda: self.report_location(session_id) is not None,
+            locked=lambda: self.is_locked(session_id),
+        )
 
     # --- removing ----------------------------------------------------------------
 
@@ -360,15 +365,6 @@ class PgSessions:
 def _location(session_id: str, part: str) -> str:
     """A name for a part kept in the database, in the shape of a path: ``db:<id>/<part>``."""
     return f"db:{session_id}/{part}"
-
-
-def _shown(state: SessionState, *, reported: bool, locked: bool) -> RunStatus:
-    """``SessionStore.shown_status``'s rule: a run saved running, or stopped with no report
-    yet, that nobody holds was interrupted."""
-    unfinished = state.status == "running" or (
-        state.status in ("complete", "stopped") and not reported
-    )
-    return "interrupted" if unfinished and not locked else state.status
 
 
 if TYPE_CHECKING:

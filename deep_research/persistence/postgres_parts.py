@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from deep_research.core.events import RunEvent
 from deep_research.core.ledger import ClaimLedger
 from deep_research.core.models import EvidenceUnit, SessionState
-from deep_research.persistence.jobs import _Line as JobsLine
+from deep_research.persistence.jobs import Line as JobsLine
 from deep_research.persistence.postgres_db import Cursor, Database, no_session
 
 log = logging.getLogger(__name__)

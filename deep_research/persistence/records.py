@@ -7,6 +7,7 @@ import contextlib
 import json
 import re
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Literal
 
@@ -20,6 +21,24 @@ READS = (4, SCHEMA_VERSION)
 """The versions this one reads: 4 had no job journal, and is otherwise the same."""
 
 SESSION_ID = re.compile(r"^[0-9a-f]{4,32}$")
+
+
+UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""C0 and C1 controls but newline and tab: what starts a terminal's escape sequences
+(``cat report.md`` must not clear the screen, hide text or set the window's title)."""
+
+
+def shown_status(
+    state: SessionState, *, reported: Callable[[], bool], locked: Callable[[], bool]
+) -> RunStatus:
+    """The status to show: a run whose process is gone before it finished reads as
+    interrupted (``resume`` finishes it), whether it was saved running (kill -9, a crash) or
+    stopped with no report yet (killed while writing or checking the report, a full disk).
+    ``reported`` and ``locked`` are asked only when the answer depends on them."""
+    unfinished = state.status == "running" or (
+        state.status in ("complete", "stopped") and not reported()
+    )
+    return "interrupted" if unfinished and not locked() else state.status
 
 
 def new_session_id() -> str:

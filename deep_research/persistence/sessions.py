@@ -33,7 +33,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
-import re
 import shutil
 from collections.abc import AsyncGenerator, Callable
 from datetime import UTC, datetime, timedelta
@@ -47,10 +46,12 @@ from deep_research.persistence.atomic import atomic_write_text
 from deep_research.persistence.records import (
     SCHEMA_VERSION,
     SESSION_ID,
+    UNPRINTABLE,
     SessionSummary,
     check_id,
     decode,
     new_session_id,
+    shown_status,
 )
 
 if TYPE_CHECKING:
@@ -62,10 +63,6 @@ if TYPE_CHECKING:
 STATE_FILE = "state.json"
 REPORT_FILE = "report.md"
 REPORT_DATA_FILE = "report.json"
-
-UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""C0 and C1 controls but newline and tab: what starts a terminal's escape sequences
-(``cat report.md`` must not clear the screen, hide text or set the window's title)."""
 
 
 class SessionStore:
@@ -269,17 +266,12 @@ class SessionStore:
         return locks.hold(self._existing(session_id), session_id)
 
     def shown_status(self, state: SessionState) -> RunStatus:
-        """The status to show: a run whose process is gone before it finished reads as
-        interrupted (``resume`` finishes it), whether it was saved running (kill -9, a
-        crash) or stopped with no report yet (killed while writing or checking the report,
-        a full disk)."""
-        unfinished = state.status == "running" or (
-            state.status in ("complete", "stopped")
-            and self.report_location(state.session_id) is None
+        session_id = state.session_id
+        return shown_status(
+            state,
+            reported=lambda: self.report_location(session_id) is not None,
+            locked=lambda: self.is_locked(session_id),
         )
-        if unfinished and not self.is_locked(state.session_id):
-            return "interrupted"
-        return state.status
 
     def is_locked(self, session_id: str) -> bool:
         """True while some process drives the session."""

@@ -131,7 +131,7 @@ async def test_following_from_an_id_misses_nothing_and_repeats_nothing(tmp_path:
 async def test_a_live_follower_gets_the_backlog_then_each_event_as_it_is_written(
     tmp_path: Path,
 ) -> None:
-    from deep_research.persistence.port import follow_live
+    from deep_research.app.saved import follow_live
 
     log = EventLog(tmp_path / "events.jsonl")
     log.append(RunEvent(type="start"))

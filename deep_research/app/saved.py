@@ -22,7 +22,7 @@ from deep_research.core.errors import DeepResearchError, SessionError, UsageErro
 from deep_research.core.events import TERMINAL
 from deep_research.core.models import EvidenceUnit, SessionState
 from deep_research.core.report import REPORT_VERSION, Report, assemble
-from deep_research.persistence.port import Sessions, follow_live, open_sessions
+from deep_research.persistence.port import Sessions, open_sessions
 from deep_research.persistence.records import SessionSummary
 
 if TYPE_CHECKING:
@@ -204,3 +204,26 @@ def _ranked(
             evidence.save_vectors(embedder.model_id, vectors)
     order = rank(query, texts, KnownVectors(vectors, target))
     return [units[i] for i, _ in order]
+
+
+async def follow_live(log: Events, after: int = 0) -> AsyncGenerator[RunEvent, None]:
+    """``follow`` for a run of this process: its events as ``log`` appends them (no polling),
+    after those already written. Stops after the run's ``end`` event."""
+    queue: asyncio.Queue[RunEvent] = asyncio.Queue()
+    log.listeners.append(queue.put_nowait)  # first: nothing appended from now on is missed
+    try:
+        for event in log.read(after):
+            after = event.id
+            yield event
+            if event.type in TERMINAL:
+                return
+        while True:
+            event = await queue.get()
+            if event.id <= after:
+                continue  # read from the file already
+            after = event.id
+            yield event
+            if event.type in TERMINAL:
+                return
+    finally:
+        log.listeners.remove(queue.put_nowait)

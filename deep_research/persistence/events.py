@@ -3,7 +3,7 @@
 Written only by the process that holds the session's lock (the one running it), read by
 any process (``sessions watch``, the HTTP API's SSE stream), which follows the file as it
 grows; the process running the run hands its events to its own followers as they are
-written (``port.follow_live``). Ids increase by one across the whole session, resumes
+written (``app.saved.follow_live``). Ids increase by one across the whole session, resumes
 included: a follower that reconnects with the last id it saw misses nothing and sees
 nothing twice.
 

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from deep_research.core.errors import ConfigError
-from deep_research.core.events import TERMINAL
 from deep_research.persistence.sessions import SessionStore
 
 if TYPE_CHECKING:
@@ -183,28 +182,3 @@ def team_extra() -> Iterator[None]:
         raise ConfigError(
             "DEEP_RESEARCH_DATABASE_URL needs the team extra: pip install 'deep-research[team]'"
         ) from None
-
-
-async def follow_live(log: Events, after: int = 0) -> AsyncGenerator[RunEvent, None]:
-    """``follow`` for a run of this process: its events as ``log`` appends them (no polling),
-    after those already written. Stops after the run's ``end`` event."""
-    import asyncio
-
-    queue: asyncio.Queue[RunEvent] = asyncio.Queue()
-    log.listeners.append(queue.put_nowait)  # first: nothing appended from now on is missed
-    try:
-        for event in log.read(after):
-            after = event.id
-            yield event
-            if event.type in TERMINAL:
-                return
-        while True:
-            event = await queue.get()
-            if event.id <= after:
-                continue  # read from the file already
-            after = event.id
-            yield event
-            if event.type in TERMINAL:
-                return
-    finally:
-        log.listeners.remove(queue.put_nowait)

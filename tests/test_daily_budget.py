@@ -28,7 +28,7 @@ from deep_research.core.models import LedgerEntry
 from deep_research.frontends.mcp.server import create_server
 from deep_research.kb.catalog import open_kb
 from deep_research.kb.ingest import ingest
-from deep_research.persistence.daily import DailyLedger, DayIsSpent
+from deep_research.persistence.daily import DailyLedger, DayIsSpent, FileBook
 from deep_research.persistence.sessions import SessionStore
 from tests.conftest import NOTES
 from tests.fake_openai import FakeOpenAI
@@ -129,7 +129,7 @@ async def test_an_interrupted_run_keeps_its_reservation_for_the_day_and_a_resume
     held = runs.ledger.committed()
     assert held.total == pytest.approx(RUN), "spent + what it may still spend"
     tomorrow = DailyLedger(
-        runs.ledger.directory,
+        runs.ledger.book,
         SessionStore(settings.sessions_dir),
         DAY,
         clock=lambda: datetime.now(UTC) + timedelta(days=1),
@@ -153,7 +153,7 @@ def test_the_ledger_counts_sessions_bookings_and_what_reservations_may_still_spe
     offline: Settings,
 ) -> None:
     store = SessionStore(offline.sessions_dir)
-    ledger = DailyLedger(offline.home / "daily", store, 10.0)
+    ledger = DailyLedger(FileBook(offline.home / "daily"), store, 10.0)
     spend(offline, 2.0)  # a CLI run, today
     spend(offline, 30.0, datetime(2026, 1, 1, tzinfo=UTC))  # another day
     held = ledger.reserve(5.0, exact=True)
@@ -179,7 +179,7 @@ def test_the_ledger_counts_sessions_bookings_and_what_reservations_may_still_spe
 
 
 def test_an_unreadable_ledger_refuses_admissions_and_names_its_file(offline: Settings) -> None:
-    ledger = DailyLedger(offline.home / "daily", SessionStore(offline.sessions_dir), 10.0)
+    ledger = DailyLedger(FileBook(offline.home / "daily"), SessionStore(offline.sessions_dir), 10.0)
     ledger.reserve(1.0, exact=True)
     (offline.home / "daily" / "ledger.json").write_text("{torn")
     with pytest.raises(Exception, match=r"ledger\.json"):
@@ -246,7 +246,7 @@ async def test_two_server_processes_share_one_daily_budget(
     home = Path(small_env["DEEP_RESEARCH_HOME"])
     store = SessionStore(home / "sessions")
     assert len(store.list()) == 2
-    ledger = DailyLedger(home / "daily", store, DAY)
+    ledger = DailyLedger(FileBook(home / "daily"), store, DAY)
     assert ledger.committed().total <= DAY
 
 
@@ -283,7 +283,7 @@ async def test_the_judge_of_verify_claim_is_booked_and_refused_once_the_day_is_s
     world.install(fake_openai)
     source = knowledge.kb_search(with_kb, "worst-case cost reserved", k=1)[0].chunk_id
     assert_unsure(with_kb, source)
-    ledger = DailyLedger(with_kb.home / "daily", SessionStore(with_kb.sessions_dir), DAY)
+    ledger = DailyLedger(FileBook(with_kb.home / "daily"), SessionStore(with_kb.sessions_dir), DAY)
     judge = wiring.support_judge(with_kb, daily_ledger(with_kb))
 
     checked = await verify.verify_claim(with_kb, UNSURE, source, judge=judge)

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from deep_research.core.errors import ConfigError
-from deep_research.persistence.port import team_extra
+from deep_research.core.errors import ConfigError, DeepResearchError
+from deep_research.persistence.daily import Book, DailyLedger, DayIsSpent, FileBook
+from deep_research.persistence.port import open_sessions, team_extra
+from deep_research.persistence.postgres_db import DatabaseBook
 from tests.clirun import cli, run_json
-from tests.pg import fresh_database
+from tests.pg import execute, fresh_database
 from tests.test_cli_kb_runs import kb_env, no_model  # noqa: F401 - the fixture
 
 DATABASE = "DEEP_RESEARCH_DATABASE_URL"
@@ -116,3 +119,51 @@ def _watched(env: dict[str, str], session_id: str) -> list[str]:
     code, out, err = cli(env, "sessions", "watch", session_id, "--json")
     assert code == 0, err
     return out.strip().splitlines()
+
+
+# --- the servers' daily budget, one figure for every machine -------------------------------
+
+
+@pytest.fixture(params=["files", "postgresql"])
+def two_books(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Book, Book, str]]:
+    """Two servers' handles on one ledger (and the sessions their figure reads)."""
+    if request.param == "files":
+        yield FileBook(tmp_path / "daily"), FileBook(tmp_path / "daily"), ""
+        return
+    with fresh_database() as conninfo:
+        yield DatabaseBook(conninfo), DatabaseBook(conninfo), conninfo
+
+
+def test_two_servers_admit_against_one_daily_figure(
+    two_books: tuple[Book, Book, str], tmp_path: Path
+) -> None:
+    first, second, conninfo = two_books
+    store = open_sessions(tmp_path / "sessions", conninfo or None)
+    ledgers = [DailyLedger(first, store, 10.0), DailyLedger(second, store, 10.0)]
+
+    def admitted(i: int) -> bool:
+        try:
+            ledgers[i % 2].reserve(1.0, exact=True)
+        except DayIsSpent:
+            return False
+        return True
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(admitted, range(20)))
+    assert sum(results) == 10, "never more than the day's budget, whichever server asks"
+    assert ledgers[1].committed().reserved == pytest.approx(10.0)
+    held = ledgers[0].reservations()
+    ledgers[1].release(held[0].id)
+    assert ledgers[0].committed().reserved == pytest.approx(9.0)
+
+
+def test_a_damaged_ledger_in_the_database_refuses_admissions_and_says_where(
+    database: str,
+) -> None:
+    ledger = DailyLedger(DatabaseBook(database), open_sessions(Path("unused"), database), 10.0)
+    ledger.reserve(1.0, exact=True)
+    execute(database, "UPDATE daily_book SET book = '{torn' WHERE id = 1")
+    with pytest.raises(DeepResearchError, match=r"daily_book\) is damaged"):
+        ledger.reserve(1.0, exact=True)
+    [[kept]] = execute(database, "SELECT book FROM daily_book")
+    assert kept == "{torn", "a refused change writes nothing"

@@ -52,7 +52,7 @@ from deep_research.core.budget import totals
 from deep_research.core.errors import BudgetTooSmall, DeepResearchError, UsageError
 from deep_research.core.events import RunEvent
 from deep_research.core.models import SessionState
-from deep_research.persistence.daily import DIR, DailyLedger, Reservation
+from deep_research.persistence.daily import DIR, DailyLedger, Reservation, open_book
 from deep_research.persistence.port import Events
 
 log = logging.getLogger(__name__)
@@ -271,9 +271,11 @@ def _jobs_out(state: SessionState) -> bool:
 
 
 def daily_ledger(settings: Settings, budget_usd: float | None = None) -> DailyLedger:
-    """The daily budget's ledger in the data directory, shared by every server process."""
+    """The daily budget's ledger, shared by every server process: in the data directory,
+    or in a team's database when the sessions are there (every machine's servers)."""
     budget = settings.server_daily_budget_usd if budget_usd is None else budget_usd
-    return DailyLedger(settings.home / DIR, sessions(settings), budget)
+    url = settings.database_url.get_secret_value() if settings.database_url else None
+    return DailyLedger(open_book(settings.home / DIR, url), sessions(settings), budget)
 
 
 # What a run imports as it starts (``lifecycle.execute``), beyond what ``preparation.prepare``

@@ -1,7 +1,9 @@
-"""The servers' daily budget: one ledger, in the data directory, that every server process
-(``serve``, ``mcp``) admits against.
+"""The servers' daily budget: one ledger that every server process (``serve``, ``mcp``)
+admits against, kept in a ``Book``: the data directory's (``FileBook``), or a team's
+database when the sessions are there (``postgres_db.DatabaseBook``), so every machine of
+the team admits against one figure.
 
-Layout::
+Layout of ``FileBook``::
 
     <home>/daily/ledger.json   open reservations, and the day's spend outside sessions
     <home>/daily/lock          flock'ed around every read-check-write of ledger.json
@@ -12,9 +14,9 @@ dated that day: CLI runs included), plus what was booked outside sessions
 less what its session has spent since it was made.
 
 Invariants:
-- Every change reads ``ledger.json``, decides and writes it back whole (temp file, fsync,
-  ``os.replace``) under an exclusive ``flock`` of ``lock``: two processes never admit
-  against the same figure.
+- Every change reads the ledger, decides and writes it back whole, with every other process
+  kept out (``Book.update``: ``flock`` and an atomic file; a locked row in one transaction):
+  two processes never admit against the same figure.
 - ``reserve`` adds a reservation only when the day's committed figure plus its amount stays
   within the budget; a refusal is ``DayIsSpent``, naming the setting. So admissions never
   take the day over: only spend that no reservation covers can (a CLI run, which the
@@ -28,28 +30,27 @@ Invariants:
   reservation ends the session's earlier one.
 - ``settle`` ends a reservation of a call outside any session and books what it cost.
 - Reservations and bookings of past days are dropped whenever the file is written.
-- A damaged or unreadable ``ledger.json`` refuses every change, naming the file, rather
-  than forget what was reserved; a ledger that cannot be written is a ``StorageError``.
+- A damaged or unreadable ledger refuses every change, naming where it is, rather than
+  forget what was reserved; a ledger that cannot be written is a ``StorageError``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
 from deep_research.core.errors import DeepResearchError, SessionError, StorageError, UsageError
 from deep_research.core.models import utcnow
 from deep_research.persistence.atomic import atomic_write_text
-from deep_research.persistence.port import Sessions
+from deep_research.persistence.port import Sessions, team_extra
 
 DIR = "daily"
 FILE = "ledger.json"
@@ -59,6 +60,64 @@ SLACK_USD = 1e-9
 """Float sums of cents: a run that fits exactly is not refused by rounding."""
 
 Kind = Literal["run", "call"]
+T = TypeVar("T")
+
+
+class Book(Protocol):
+    """Where the ledger is kept."""
+
+    where: str
+    """As messages name it (a file; a database, no password)."""
+
+    def update(self, step: Callable[[bytes | None], tuple[T, str | None]]) -> T:
+        """``step`` on the ledger as kept (None: none yet), every other process kept out
+        until the text it returns is written (None: nothing to write); its result."""
+
+
+class FileBook:
+    """The ledger as ``<directory>/ledger.json``, changed under a ``flock`` of ``lock``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.where = str(directory / FILE)
+
+    def update(self, step: Callable[[bytes | None], tuple[T, str | None]]) -> T:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot use the daily budget's ledger: {exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # every holder is brief: wait for it
+            try:
+                raw: bytes | None = (self.directory / FILE).read_bytes()
+            except FileNotFoundError:
+                raw = None
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot read the daily budget's ledger {self.where}: {exc}"
+                ) from None
+            result, text = step(raw)
+            if text is not None:
+                try:
+                    atomic_write_text(self.directory / FILE, text)
+                except OSError as exc:  # the previous file stands: nothing half-written
+                    raise StorageError(
+                        f"cannot write the daily budget's ledger {self.where}: {exc}"
+                    ) from None
+            return result
+        finally:
+            os.close(fd)  # drops the lock
+
+
+def open_book(directory: Path, database_url: str | None) -> Book:
+    """The servers' ledger: in the team's database when the sessions are there."""
+    if not database_url:
+        return FileBook(directory)
+    with team_extra():
+        from deep_research.persistence.postgres_db import DatabaseBook  # psycopg: a team's
+
+    return DatabaseBook(database_url)
 
 
 class DayIsSpent(UsageError):
@@ -102,13 +161,13 @@ class Committed:
 class DailyLedger:
     def __init__(
         self,
-        directory: Path,
+        book: Book,
         sessions: Sessions,
         budget_usd: float,
         *,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        self.directory = directory
+        self.book = book
         self.sessions = sessions
         self.budget_usd = budget_usd
         self._clock = clock
@@ -117,13 +176,11 @@ class DailyLedger:
 
     def committed(self) -> Committed:
         """Today's figures (read under the lock: never a half-written state)."""
-        with self._locked() as book:
-            return self._committed(book, self._clock())
+        return self._locked(lambda book: self._committed(book, self._clock()))
 
     def reservations(self) -> list[Reservation]:
         """The reservations that count today."""
-        with self._locked() as book:
-            return self._live(book, self._clock())
+        return self._locked(lambda book: self._live(book, self._clock()))
 
     # --- changing ---------------------------------------------------------------------------
 
@@ -140,7 +197,8 @@ class DailyLedger:
         is left. ``replacing``: a session being resumed, whose earlier reservation is left
         out of the figure (``attach`` then ends it). Raises ``DayIsSpent``."""
         now = self._clock()
-        with self._locked(write=True) as book:
+
+        def admit(book: _Book) -> Reservation:
             ignored = set()
             if replacing is not None and not self.sessions.is_locked(replacing):
                 ignored = {r.id for r in book.reservations if r.session_id == replacing}
@@ -155,10 +213,13 @@ class DailyLedger:
             book.reservations.append(held)
             return held
 
+        return self._locked(admit, write=True)
+
     def attach(self, reservation_id: str, session_id: str) -> None:
         """The run of ``reservation_id`` is saved as ``session_id``: its spend now counts
         against it, and the session's earlier reservation (a resumed run's) ends."""
-        with self._locked(write=True) as book:
+
+        def tie(book: _Book) -> None:
             kept: list[Reservation] = []
             for held in book.reservations:
                 if held.id == reservation_id:
@@ -168,17 +229,25 @@ class DailyLedger:
                 kept.append(held)
             book.reservations = kept
 
+        self._locked(tie, write=True)
+
     def release(self, reservation_id: str) -> None:
         """The run has ended; what it spent is in its session's ledger."""
-        with self._locked(write=True) as book:
+
+        def end(book: _Book) -> None:
             book.reservations = [r for r in book.reservations if r.id != reservation_id]
+
+        self._locked(end, write=True)
 
     def settle(self, reservation_id: str, cost_usd: float) -> None:
         """A call outside any session is done: book what it cost on today's account."""
         today = self._clock().date()
-        with self._locked(write=True) as book:
+
+        def book_it(book: _Book) -> None:
             book.reservations = [r for r in book.reservations if r.id != reservation_id]
             book.booked_usd[today] = book.booked_usd.get(today, 0.0) + max(0.0, cost_usd)
+
+        self._locked(book_it, write=True)
 
     # --- the figure -------------------------------------------------------------------------
 
@@ -214,48 +283,33 @@ class DailyLedger:
         )
         return Committed(spent_today, book.booked_usd.get(now.date(), 0.0), reserved)
 
-    # --- the file ---------------------------------------------------------------------------
+    # --- the book -------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _locked(self, *, write: bool = False) -> Iterator[_Book]:
-        """The ledger under the exclusive lock; written back (past days dropped) when
-        ``write`` and the block ends without an error."""
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StorageError(f"cannot use the daily budget's ledger: {exc}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # every holder is brief: wait for it
-            book = self._read()
-            yield book
-            if write:
-                now = self._clock()
-                book.reservations = self._live(book, now)
-                book.booked_usd = {d: v for d, v in book.booked_usd.items() if d == now.date()}
-                try:
-                    atomic_write_text(self.directory / FILE, book.model_dump_json())
-                except OSError as exc:  # the previous file stands: nothing half-written
-                    raise StorageError(
-                        f"cannot write the daily budget's ledger {self.directory / FILE}: {exc}"
-                    ) from None
-        finally:
-            os.close(fd)  # drops the lock
+    def _locked(self, decide: Callable[[_Book], T], *, write: bool = False) -> T:
+        """``decide`` on the ledger, every other process kept out; written back (past days
+        dropped) when ``write`` and ``decide`` returns without an error."""
 
-    def _read(self) -> _Book:
-        path = self.directory / FILE
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
+        def step(raw: bytes | None) -> tuple[T, str | None]:
+            book = self._parsed(raw)
+            result = decide(book)
+            if not write:
+                return result, None
+            now = self._clock()
+            book.reservations = self._live(book, now)
+            book.booked_usd = {d: v for d, v in book.booked_usd.items() if d == now.date()}
+            return result, book.model_dump_json()
+
+        return self.book.update(step)
+
+    def _parsed(self, raw: bytes | None) -> _Book:
+        if raw is None:
             return _Book()
-        except OSError as exc:
-            raise StorageError(f"cannot read the daily budget's ledger {path}: {exc}") from None
         try:
             return _Book.model_validate_json(raw)
         except ValidationError:
             raise DeepResearchError(
-                f"the daily budget's ledger {path} is damaged: runs are refused until it is "
-                f"removed (what it reserved today is then forgotten)"
+                f"the daily budget's ledger {self.book.where} is damaged: runs are refused "
+                "until it is removed (what it reserved today is then forgotten)"
             ) from None
 
 

@@ -240,3 +240,26 @@ def _release(cur: Cursor, session_id: str, epoch: int) -> None:
         "WHERE session_id = %s AND lease_epoch = %s",
         (session_id, epoch),
     )
+
+
+class DatabaseBook:
+    """The servers' daily ledger (``persistence.daily.Book``) as the one row of
+    ``daily_book``, changed in one transaction that holds the row: every server of the
+    team admits against one figure. A lost connection is not retried (a reservation made
+    twice would hold twice the money): the caller's request fails, and the next one
+    reconnects."""
+
+    def __init__(self, conninfo: str) -> None:
+        self._db = Database(conninfo)  # its own connection: a step reads the sessions
+        self.where = f"{self._db.where} (daily_book)"
+
+    def update(self, step: Callable[[bytes | None], tuple[T, str | None]]) -> T:
+        def held(cur: Cursor) -> T:
+            row = cur.execute("SELECT book FROM daily_book WHERE id = 1 FOR UPDATE").fetchone()
+            raw = None if row is None or row[0] is None else str(row[0]).encode("utf-8")
+            result, text = step(raw)
+            if text is not None:
+                cur.execute("UPDATE daily_book SET book = %s WHERE id = 1", (text,))
+            return result
+
+        return self._db.run(held, retry=False)

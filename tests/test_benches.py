@@ -45,6 +45,8 @@ class Started:
         self.stdout = work / "stdout"
         self.stderr = work / "stderr"
         env = {k: v for k, v in os.environ.items() if not k.upper().startswith(STRIPPED)}
+        if url := os.environ.get(DATABASE):  # a test server, never a user's: benches use it
+            env[DATABASE] = url
         env["DEEP_RESEARCH_HOME"] = str(work / "home")
         with self.stdout.open("wb") as out, self.stderr.open("wb") as err:
             self.process = subprocess.Popen(
@@ -90,6 +92,9 @@ def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Star
 SCIFACT = REPO.parent / "shared" / "benchmarks" / "scifact"
 NEEDS_DATA = {"kb.py": SCIFACT}
 """Benches that read public data kept beside the repository, not in it (CI has it)."""
+DATABASE = "DEEP_RESEARCH_TEST_DATABASE_URL"
+NEEDS_DATABASE = {"team.py"}
+"""Benches that need a PostgreSQL server to create databases on (CI starts one)."""
 
 
 @pytest.mark.parametrize("name", ENTRY_POINTS)
@@ -100,6 +105,11 @@ def test_a_smoke_run_computes_every_figure(name: str, started: dict[str, Started
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message + " (a clone without ../shared beside it)")
+    if name in NEEDS_DATABASE and not os.environ.get(DATABASE):
+        message = f"bench/{name} needs a PostgreSQL server: {DATABASE} is not set"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
     bench = started[name]
     code, lines = bench.finish()
     assert code == 0, f"bench/{name} --smoke --json exited {code}{bench.tail()}"

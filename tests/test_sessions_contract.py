@@ -236,7 +236,7 @@ def test_the_lock_is_exclusive_and_goes_with_its_holder(backend: Backend) -> Non
         assert other.is_locked(state.session_id)
         for contender in (store, other):
             with (
-                pytest.raises(SessionLocked, match="is being run by another process"),
+                pytest.raises(SessionLocked, match=r"is being run by (another|this) process"),
                 contender.lock(state.session_id),
             ):
                 pass
@@ -565,3 +565,58 @@ def test_a_database_at_another_schema_version_is_refused() -> None:
         assert "deep-research db upgrade" in str(caught.value)
         with pytest.raises(StorageError, match="newer than this deep-research knows"):
             upgrade(conninfo)
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "postgresql://postgres:s3cret%zz@127.0.0.1:9/x",  # a bad percent-escape
+        "postgresql://postgres:s3cret@[::1:9/x",  # an unclosed IPv6 bracket
+        "postgresql://u:s3 cret@127.0.0.1:9/x",  # a space
+    ],
+)
+def test_an_address_that_does_not_parse_is_said_to_without_quoting_it(address: str) -> None:
+    """libpq quotes the part of an address it cannot parse, the password with it."""
+    from deep_research.persistence.postgres import PgSessions
+
+    with pytest.raises(StorageError) as caught:
+        PgSessions(address).list()
+    assert "does not parse" in str(caught.value)
+    assert "s3cret" not in str(caught.value)
+    assert "s3 cret" not in str(caught.value)
+
+
+def test_a_lease_is_taken_at_once_after_the_connection_was_cut(pg: Backend) -> None:
+    store = pg.open()
+    state = store.create("q")
+    store.load(state.session_id)  # the connection has served: a cut one is replaced
+    execute(
+        pg.conninfo,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE application_name = 'deep-research' AND datname = current_database()",
+    )
+    with store.lock(state.session_id):
+        assert pg.open().is_locked(state.session_id)
+    assert not pg.open().is_locked(state.session_id)
+
+
+def test_a_statement_stuck_on_one_session_never_stops_another_lease_being_renewed(
+    database: str,
+) -> None:
+    import psycopg
+
+    with pg_backend(database, lease_seconds=1.5) as pg:
+        store = pg.open()
+        stuck, running = store.create("stuck"), store.create("running")
+        with psycopg.connect(database) as other, store.lock(running.session_id):
+            other.execute(  # another client holds stuck's row (its transaction stays open)
+                "SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE",
+                (stuck.session_id,),
+            )
+            writer = threading.Thread(target=store.save, args=(stuck,), daemon=True)
+            writer.start()  # waits on that row, holding store's connection
+            time.sleep(3.0)  # two lease times: only a renewal keeps it
+            assert pg.open().is_locked(running.session_id), "renewed on its own connection"
+            other.rollback()
+            writer.join(10)
+        assert not writer.is_alive()

@@ -44,6 +44,29 @@ def test_db_upgrade_without_a_database_url_says_there_is_none(env: dict[str, str
     ]
 
 
+def test_a_blank_database_url_is_unset_for_every_command(env: dict[str, str]) -> None:
+    blank = env | {DATABASE: "  "}
+    code, _, err = cli(blank, "db", "upgrade")
+    assert code == 3, err
+    assert "DEEP_RESEARCH_DATABASE_URL is not set" in err
+    assert _listed(blank) == []
+    checks = {c["name"] for c in run_json(blank, "doctor")["checks"]}
+    assert "data directory" in checks
+    assert "sessions" not in checks
+
+
+def test_an_address_that_does_not_parse_never_shows_its_password(env: dict[str, str]) -> None:
+    bad = env | {DATABASE: "postgresql://postgres:s3cret%zz@127.0.0.1:9/x"}
+    code, out, err = cli(bad, "sessions", "list")
+    assert code != 0
+    assert err.strip().splitlines() == [
+        "error: the database at postgresql://(unparsable address): the address does not parse "
+        "(DEEP_RESEARCH_DATABASE_URL)"
+    ]
+    code, out, err = cli(bad, "doctor", "--json")
+    assert "s3cret" not in out + err
+
+
 def test_a_missing_driver_names_the_team_extra() -> None:
     with pytest.raises(ConfigError, match=r"pip install 'deep-research\[team\]'"), team_extra():
         raise ImportError("No module named 'psycopg'", name="psycopg")

@@ -277,7 +277,7 @@ class Settings(BaseSettings):
     # --- storage and the knowledge base -----------------------------------------
     home: Home = Field(default_factory=default_home)
     """Sessions, cache and knowledge-base store (blank: the default directory)."""
-    database_url: SecretStr | None = None
+    database_url: OptionalSecret = None
     """A PostgreSQL URL: sessions live there, shared by a team (the ``team`` extra; ``db
     upgrade`` first). Unset: files under the data directory."""
     kb_name: KbName = "default"

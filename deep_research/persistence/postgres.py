@@ -57,6 +57,9 @@ from deep_research.persistence.records import (
 if TYPE_CHECKING:
     from deep_research.persistence.port import Sessions
 
+MIN_POLL_SECONDS = 0.25
+"""A follower's shortest poll: the database serves every watcher of every machine."""
+
 _SUMMARY_ROWS = """
 SELECT s.session_id, s.state, s.updated_at,
        s.lease_owner IS NOT NULL AND s.lease_expires > now(),
@@ -287,8 +290,9 @@ class PgSessions:
         poll_seconds: float = 0.05,
         running: Callable[[], bool] | None = None,
     ) -> AsyncGenerator[RunEvent, None]:
-        """Events above ``after`` as they are kept, polled every ``poll_seconds``; stops after
-        an ``end`` event, or once ``running`` says no and a last read found what was left."""
+        """Events above ``after`` as they are kept, polled every ``poll_seconds`` (at least
+        ``MIN_POLL_SECONDS``: each poll is a query, each watcher's); stops after an ``end``
+        event, or once ``running`` says no and a last read found what was left."""
         session_id = check_id(session_id)
         while True:
             events = await asyncio.to_thread(read_events, self._db, session_id, after)
@@ -297,11 +301,11 @@ class PgSessions:
                 yield event
                 if event.type in TERMINAL:
                     return
-            if not events and running is not None and not running():
+            if not events and running is not None and not await asyncio.to_thread(running):
                 for event in await asyncio.to_thread(read_events, self._db, session_id, after):
                     yield event
                 return
-            await asyncio.sleep(poll_seconds)
+            await asyncio.sleep(max(poll_seconds, MIN_POLL_SECONDS))
 
     def evidence(self, session_id: str) -> PgEvidence:
         return PgEvidence(self._db, check_id(session_id))

@@ -6,12 +6,13 @@ Invariants:
   never escapes: it is a ``StorageError`` naming the database, never its password.
 - A connection that had already served and fails is replaced once and the work run again
   (a server restart, a failover, an idle connection cut): every write is idempotent under
-  that retry but acquiring a lease, which is not retried.
+  that retry (a lease's acquire too: a retry finds the lease its lost reply took) but a
+  change of the daily ledger, which is not retried.
 - A lease is ``(lease_owner, lease_epoch, lease_expires)`` on the session's row. Acquiring
   takes a free or expired lease and adds one to the epoch; a thread renews it every third of
-  its time to live; releasing frees it only while the epoch is still ours. A holder that
-  dies stops renewing, so its lease expires: the lock goes with its holder, ``lease_seconds``
-  later.
+  its time to live, on a connection of its own; releasing frees it only while the epoch is
+  still ours. A holder that dies stops renewing, so its lease expires: the lock goes with
+  its holder, ``lease_seconds`` later. A process holds a session once at a time.
 - Every write through a ``Database`` holding a session's lease is fenced (``write``): it
   locks the session's row and checks the epoch first, so a worker whose lease another worker
   took over fails with ``StorageError`` and never overwrites the newer worker's state.
@@ -25,6 +26,7 @@ import logging
 import os
 import socket
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -40,8 +42,18 @@ T = TypeVar("T")
 Cursor = psycopg.Cursor[tuple[Any, ...]]
 Connection = psycopg.Connection[tuple[Any, ...]]
 
-_DEFAULTS = {"connect_timeout": "10", "application_name": "deep-research"}
-"""Connection parameters the address may set otherwise."""
+_DEFAULTS = {
+    "connect_timeout": "10",
+    "application_name": "deep-research",
+    "keepalives": "1",
+    "keepalives_idle": "15",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+    "options": "-c lock_timeout=10s -c statement_timeout=60s",
+}
+"""Connection parameters the address may set otherwise: a dead peer is noticed in ~30 s, and
+no statement waits forever on a row another client holds (every thread of a process shares
+one connection: one stuck statement would hold them all)."""
 
 
 def no_session(session_id: str) -> SessionError:
@@ -68,13 +80,13 @@ class Database:
             except psycopg.OperationalError as exc:
                 self._close()
                 if not (retry and reused):
-                    raise self._failure(exc) from exc
+                    raise self._failure(exc) from None
                 log.warning("%s: connection lost (%s); reconnecting", self.where, exc)
             try:
                 return self._attempt(work)
             except psycopg.OperationalError as exc:
                 self._close()
-                raise self._failure(exc) from exc
+                raise self._failure(exc) from None
 
     def write(self, session_id: str, work: Callable[[Cursor], T]) -> T:
         """``run`` a write of ``session_id``'s, fenced: a missing session is a
@@ -102,7 +114,7 @@ class Database:
         except psycopg.OperationalError:
             raise
         except psycopg.Error as exc:
-            raise self._failure(exc) from exc
+            raise self._failure(exc) from None
 
     def _connection(self) -> Connection:
         if self._conn is None or self._conn.closed:
@@ -118,7 +130,9 @@ class Database:
         return self._conn
 
     def _failure(self, exc: psycopg.Error) -> StorageError:
-        return StorageError(f"the database at {self.where}: {schema.first_line(exc)}")
+        return StorageError(
+            f"the database at {self.where}: {schema.first_line(exc, self.conninfo)}"
+        )
 
     def _close(self) -> None:
         if self._conn is not None:
@@ -136,12 +150,16 @@ class Database:
     def lease(self, session_id: str, seconds: float) -> Iterator[None]:
         """Hold ``session_id``'s lease, renewed while held; ``SessionLocked`` at once when
         another holds it."""
-        epoch = self.run(lambda cur: _acquire(cur, session_id, seconds), retry=False)
+        if session_id in self.held:  # as a second flock of the same file is refused
+            raise SessionLocked(f"session {session_id} is being run by this process ({owner()})")
+        holder = f"{owner()} #{uuid.uuid4().hex[:8]}"  # a retried acquire finds its own
+        epoch = self.run(lambda cur: _acquire(cur, session_id, seconds, holder))
         self.held[session_id] = epoch
         stop = threading.Event()
+        renewals = Database(self.conninfo)  # never queued behind this one's statements
         renewer = threading.Thread(
-            target=self._renew,
-            args=(session_id, epoch, seconds, stop),
+            target=_renew,
+            args=(renewals, session_id, epoch, seconds, stop),
             name=f"lease-{session_id}",
             daemon=True,
         )
@@ -151,22 +169,12 @@ class Database:
         finally:
             stop.set()
             renewer.join()
+            renewals.close()
             del self.held[session_id]
             try:
                 self.run(lambda cur: _release(cur, session_id, epoch))
             except StorageError as exc:  # it expires by itself
                 log.warning("session %s: lease not released (%s)", session_id, exc)
-
-    def _renew(self, session_id: str, epoch: int, seconds: float, stop: threading.Event) -> None:
-        while not stop.wait(seconds / 3):
-            try:
-                kept = self.run(lambda cur: _extend(cur, session_id, epoch, seconds))
-            except StorageError as exc:  # the next round tries again
-                log.warning("session %s: lease not renewed (%s)", session_id, exc)
-                continue
-            if not kept:
-                log.warning("session %s: lease taken over by another worker", session_id)
-                return
 
     def locked(self, session_id: str) -> bool:
         """True while a live lease is on ``session_id``."""
@@ -181,18 +189,36 @@ class Database:
         )
 
 
+def _renew(
+    db: Database, session_id: str, epoch: int, seconds: float, stop: threading.Event
+) -> None:
+    """Extend the lease every third of its time to live, on ``db``'s own connection."""
+    while not stop.wait(seconds / 3):
+        try:
+            kept = db.run(lambda cur: _extend(cur, session_id, epoch, seconds))
+        except StorageError as exc:  # the next round tries again
+            log.warning("session %s: lease not renewed (%s)", session_id, exc)
+            continue
+        if not kept:
+            log.warning("session %s: lease taken over by another worker", session_id)
+            return
+
+
 def owner() -> str:
     """Who holds a lease, as the ``SessionLocked`` message names it."""
     return f"pid {os.getpid()} on {socket.gethostname()}"
 
 
-def _acquire(cur: Cursor, session_id: str, seconds: float) -> int:
+def _acquire(cur: Cursor, session_id: str, seconds: float, holder: str) -> int:
+    """Take a free or lapsed lease (or, retried after a lost reply, the one ``holder``
+    took); its new epoch."""
     row = cur.execute(
         "UPDATE sessions SET lease_owner = %s, lease_epoch = lease_epoch + 1, "
         "lease_expires = now() + make_interval(secs => %s) "
-        "WHERE session_id = %s AND (lease_owner IS NULL OR lease_expires <= now()) "
+        "WHERE session_id = %s "
+        "AND (lease_owner IS NULL OR lease_expires <= now() OR lease_owner = %s) "
         "RETURNING lease_epoch",
-        (owner(), seconds, session_id),
+        (holder, seconds, session_id, holder),
     ).fetchone()
     if row is None:
         raise _refusal(cur, session_id)
@@ -206,8 +232,8 @@ def delete_unleased(cur: Cursor, session_id: str) -> None:
         "AND (lease_owner IS NULL OR lease_expires <= now()) RETURNING 1",
         (session_id,),
     ).fetchone()
-    if deleted is None:
-        raise _refusal(cur, session_id)
+    if deleted is None and isinstance(refusal := _refusal(cur, session_id), SessionLocked):
+        raise refusal  # none at all: gone already (a retry whose first reply was lost)
 
 
 def _refusal(cur: Cursor, session_id: str) -> SessionError:

@@ -28,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -132,7 +133,8 @@ def upgrade(conninfo: str) -> list[int]:
                 conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
             return list(range(current + 1, VERSION + 1))
     except psycopg.Error as exc:
-        raise StorageError(f"cannot upgrade the database at {where}: {first_line(exc)}") from exc
+        reason = first_line(exc, conninfo)
+        raise StorageError(f"cannot upgrade the database at {where}: {reason}") from None
 
 
 def check(conn: psycopg.Connection[Any], where: str) -> None:
@@ -166,7 +168,16 @@ def _refuse_newer(current: int, where: str) -> None:
         )
 
 
-def first_line(exc: BaseException) -> str:
-    """The error's first line (psycopg's messages go on with DETAIL and HINT lines)."""
+def first_line(exc: BaseException, conninfo: str) -> str:
+    """The error's first line (psycopg's messages go on with DETAIL and HINT lines), never
+    the password: libpq quotes the part of an address it cannot parse, so an address that
+    does not parse is said to, in words of ours only."""
+    try:
+        password = str(conninfo_to_dict(conninfo).get("password") or "")
+    except psycopg.ProgrammingError:
+        return "the address does not parse (DEEP_RESEARCH_DATABASE_URL)"
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    line = text.splitlines()[0] if text else type(exc).__name__
+    for secret in filter(None, (conninfo, password, quote(password, safe=""))):
+        line = line.replace(secret, "***")
+    return line

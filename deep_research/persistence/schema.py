@@ -12,6 +12,7 @@ Tables (every one but ``sessions`` keyed by its session, deleted with it)::
     session_vectors    the units' vectors under one embedder (float32, little-endian)
     session_claims     the claim check's ledger
     session_reports    the report's markdown, and the report as JSON
+    workers            each live worker's heartbeat (version 2; ``persistence.workers``)
 
 Payloads are JSON as ``text``, not ``jsonb``: ``jsonb`` refuses ``\\u0000``, which page text
 can carry, and a state must read back byte for byte.
@@ -83,7 +84,15 @@ CREATE TABLE session_reports (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+_V2 = """
+CREATE TABLE workers (
+    executor_id  text PRIMARY KEY,
+    started_at   timestamptz NOT NULL,
+    heartbeat_at timestamptz NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 """Version N is ``MIGRATIONS[N - 1]``."""
 VERSION = len(MIGRATIONS)
 

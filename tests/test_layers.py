@@ -74,6 +74,7 @@ MEASURED_START = {
     "deep_research.frontends.run_cli",
     "deep_research.frontends.serve_cli",
     "deep_research.frontends.sessions_cli",
+    "deep_research.frontends.worker_cli",
     "deep_research.persistence.sessions",
 }
 """Modules whose own start is timed (tests/test_startup.py, bench/startup.py): the CLI's,

@@ -280,6 +280,11 @@ class Settings(BaseSettings):
     database_url: OptionalSecret = None
     """A PostgreSQL URL: sessions live there, shared by a team (the ``team`` extra; ``db
     upgrade`` first). Unset: files under the data directory."""
+    worker_concurrency: int = Field(default=2, ge=1, le=64)
+    """Runs one `deep-research worker` researches at once."""
+    worker_timeout_seconds: float = Field(default=60.0, ge=1, le=3600)
+    """A worker silent this long is dead: its runs resume on another (and session leases
+    lapse after it)."""
     kb_name: KbName = "default"
     """The knowledge base runs and kb commands use (a run with no model reads 'sample' until
     this one exists)."""

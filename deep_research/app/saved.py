@@ -31,9 +31,11 @@ if TYPE_CHECKING:
 
 
 def sessions(settings: Settings) -> Sessions:
-    """Where this installation keeps its sessions (``Settings.database_url``, else files)."""
+    """Where this installation keeps its sessions (``Settings.database_url``, else files).
+    A database's leases last ``worker_timeout_seconds``: a session's lease lapses when its
+    worker is declared dead (``app.team``), not later."""
     url = settings.database_url.get_secret_value() if settings.database_url else None
-    return open_sessions(settings.sessions_dir, url)
+    return open_sessions(settings.sessions_dir, url, lease_seconds=settings.worker_timeout_seconds)
 
 
 def list_sessions(settings: Settings) -> list[SessionSummary]:

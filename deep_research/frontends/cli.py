@@ -6,6 +6,7 @@ deep-research check ID              check the claims of a session's report
 deep-research sessions list|show    past runs
 deep-research kb ingest|search|...  the markdown knowledge base
 deep-research serve                 the HTTP API and its page
+deep-research submit|worker         a team's queued runs (PostgreSQL, DBOS)
 deep-research mcp                   the MCP server (a question named like a command: `run "mcp"`)
 
 The commands only parse, call the use-cases in ``app/`` and print: the MCP server and the
@@ -40,6 +41,7 @@ from deep_research.frontends.kb_cli import kb_app
 from deep_research.frontends.run_cli import resume, run
 from deep_research.frontends.serve_cli import mcp, serve
 from deep_research.frontends.sessions_cli import sessions_app
+from deep_research.frontends.worker_cli import submit, worker
 
 _debug = False
 _ROOT_OPTIONS = ("--help", "-h", "--version", "--install-completion", "--show-completion")
@@ -231,6 +233,8 @@ db_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(db_app, name="db")
+app.command()(worker)  # a team's queued runs: `submit` queues one, `worker` researches them
+app.command()(submit)
 
 
 def _print_version(value: bool) -> None:

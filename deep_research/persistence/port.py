@@ -154,21 +154,24 @@ class Sessions(Protocol):
         check."""
 
 
-def open_sessions(sessions_dir: Path, database_url: str | None = None) -> Sessions:
+def open_sessions(
+    sessions_dir: Path, database_url: str | None = None, *, lease_seconds: float = 60.0
+) -> Sessions:
     """The sessions of this installation: in the PostgreSQL database at ``database_url``
-    (a team's), else the files under ``sessions_dir``."""
+    (a team's, its leases lapsing ``lease_seconds`` after their holder stops), else the
+    files under ``sessions_dir``."""
     if not database_url:
         return SessionStore(sessions_dir)
-    return _database(database_url)
+    return _database(database_url, lease_seconds)
 
 
 @functools.cache
-def _database(database_url: str) -> Sessions:
+def _database(database_url: str, lease_seconds: float) -> Sessions:
     """One ``PgSessions`` a database per process: one connection, and the leases this
     process holds known to every write it makes (each is fenced by its lease)."""
     with team_extra():
         from deep_research.persistence.postgres import PgSessions  # psycopg: a team's only
-    return PgSessions(database_url)
+    return PgSessions(database_url, lease_seconds=lease_seconds)
 
 
 @contextlib.contextmanager

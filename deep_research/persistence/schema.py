@@ -13,6 +13,7 @@ Tables (every one but ``sessions`` keyed by its session, deleted with it)::
     session_claims     the claim check's ledger
     session_reports    the report's markdown, and the report as JSON
     daily_book         the servers' daily budget's ledger (``persistence.daily``): one row
+    workers            each live worker's heartbeat (``persistence.workers``)
 
 Payloads are JSON as ``text``, not ``jsonb``: ``jsonb`` refuses ``\\u0000``, which page text
 can carry, and a state must read back byte for byte.
@@ -91,6 +92,11 @@ CREATE TABLE daily_book (
     book text
 );
 INSERT INTO daily_book VALUES (1, NULL);
+CREATE TABLE workers (
+    executor_id  text PRIMARY KEY,
+    started_at   timestamptz NOT NULL,
+    heartbeat_at timestamptz NOT NULL
+);
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1, _V2)

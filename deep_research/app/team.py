@@ -1,0 +1,288 @@
+"""A team's research service: runs queued in PostgreSQL, researched by workers (DBOS).
+
+    session_id = submit(settings, question, options)   # saved and queued; nothing run
+    serve_worker(settings)                              # `deep-research worker`: runs them
+
+DBOS is the queue, the one-runner guarantee and the recovery trigger; the run itself is
+not split into DBOS steps. A run is one workflow (its id: the session's) of one step,
+``research``, which is today's resume of the session: our own checkpoints decide what is
+done, and research jobs already created are re-attached by their saved ids, never created
+again. A step that starts over (its worker died) is therefore a resume, not a rerun.
+
+Invariants:
+- Workers of one release share ``APP_VERSION`` (never DBOS's default, a hash of the
+  source): each recovers the others' workflows.
+- Each worker process has its own executor id (``executor_id``): DBOS recovers a workflow
+  on the executor id that ran it, so a shared one would run a live worker's runs twice.
+- DBOS 3.4 recovers no dead worker by itself. Each worker beats in ``workers``
+  (``persistence.workers``) every third of ``worker_timeout_seconds``, and reaps every
+  half: the one worker that deletes a silent worker's row puts that executor's PENDING
+  runs back on the queue, where a live worker takes them up.
+- A session's lease lasts ``worker_timeout_seconds`` too (``saved.sessions``): by the time
+  a worker is reaped, the leases of the runs it held have lapsed or soon will; the step
+  waits for one at most twice that, and the lease's epoch fences the dead worker's writes
+  should it come back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING, Any
+
+from dbos import DBOS, DBOSClient, DBOSConfig, EnqueueOptions
+from psycopg.conninfo import conninfo_to_dict
+from sqlalchemy.engine import URL
+
+from deep_research.app import lifecycle, preparation
+from deep_research.app.config import Settings
+from deep_research.app.options import BudgetOverrides, RunOptions
+from deep_research.app.saved import sessions
+from deep_research.core.errors import BudgetTooSmall, ConfigError, SessionLocked, StorageError
+from deep_research.persistence.workers import Heartbeats
+
+if TYPE_CHECKING:
+    from deep_research.app.preparation import Info
+    from deep_research.core.ports import JobEvent
+
+log = logging.getLogger(__name__)
+
+APP_NAME = "deep-research"
+APP_VERSION = "team-1"
+"""Changed only when a release's workflows can no longer resume an older release's."""
+QUEUE = "runs"
+WORKFLOW = "deep_research.run_session"
+
+_worker: dict[str, Settings] = {}
+"""The settings of this process's worker, set by ``serve_worker`` before DBOS launches."""
+
+
+def database_url(settings: Settings) -> str:
+    """``Settings.database_url``, or a ``ConfigError`` saying team mode needs it."""
+    if settings.database_url is None:
+        raise ConfigError(
+            "DEEP_RESEARCH_DATABASE_URL is not set: workers and queued runs keep their "
+            "sessions and queue in a team's PostgreSQL database"
+        )
+    return settings.database_url.get_secret_value()
+
+
+def dbos_url(conninfo: str) -> str:
+    """``conninfo`` (a URL or ``key=value`` pairs) as the URL DBOS takes."""
+    parts: dict[str, Any] = conninfo_to_dict(conninfo)
+    known = {k: parts.pop(k, None) for k in ("user", "password", "host", "port", "dbname")}
+    url = URL.create(
+        "postgresql",
+        username=known["user"],
+        password=known["password"],
+        host=known["host"],
+        port=int(known["port"]) if known["port"] else None,
+        database=known["dbname"],
+        query={k: str(v) for k, v in parts.items()},
+    )
+    return url.render_as_string(hide_password=False)
+
+
+# --- submitting -------------------------------------------------------------------------
+
+
+def submit(settings: Settings, question: str, options: RunOptions, on_info: Info) -> str:
+    """Prepare and save a new session as ``lifecycle.start`` does, without running it, and
+    queue its run (workflow id: the session id, so queueing it twice is once); its id."""
+    url = database_url(settings)
+    prepared = preparation.prepare(settings, question, options)
+    if not prepared.extractive:
+        prepared = asyncio.run(preparation.choose_engine(prepared, on_info))
+    refused = preparation.refusal(prepared, preparation.estimate(prepared))
+    if refused is not None:
+        raise BudgetTooSmall(refused)
+    from deep_research.app import wiring  # LangChain, OpenAI, Chroma: after the checks
+
+    runtime = wiring.start_run(prepared, on_info)
+    asyncio.run(runtime.resources.aclose())  # built to save the session; the worker runs it
+    enqueue(url, runtime.state.session_id)
+    return runtime.state.session_id
+
+
+def enqueue(conninfo: str, session_id: str) -> None:
+    """Queue the run of the saved session ``session_id`` (again: nothing happens)."""
+    url = dbos_url(conninfo)
+    DBOS.migrate(url)  # the queue's tables, before any worker made them
+    client = DBOSClient(system_database_url=url, application_name=APP_NAME)
+    try:
+        options: EnqueueOptions = {
+            "workflow_name": WORKFLOW,
+            "queue_name": QUEUE,
+            "workflow_id": session_id,
+            "app_version": APP_VERSION,
+        }
+        client.enqueue(options, session_id)
+    finally:
+        client.destroy()
+
+
+# --- the workflow -----------------------------------------------------------------------
+
+
+@DBOS.workflow(name=WORKFLOW)
+async def run_session(session_id: str) -> str:
+    """One run: one step, the session's resume. Its status when it stopped."""
+    return await research(session_id)
+
+
+@DBOS.step(name="research")
+async def research(session_id: str) -> str:
+    settings = _worker["settings"]
+    store = sessions(settings)
+    state = store.load(session_id)
+    if state.status != "running" and store.report_location(session_id) is not None:
+        log.info("run %s: finished already (%s)", session_id, state.status)
+        return state.status
+    with ExitStack() as stack:
+        run = await _reopened(settings, session_id, stack)
+        run.resumed = bool(run.events.opened_after)  # a first run's log starts empty
+        try:
+            await lifecycle.execute(run, _log_event(session_id))
+        except Exception:
+            log.exception("run %s failed", session_id)
+            raise
+        log.info("run %s: %s (%s)", session_id, run.state.status, run.state.stop_reason)
+        return run.state.status
+    raise AssertionError("unreachable")  # mypy: ExitStack may swallow exceptions
+
+
+async def _reopened(settings: Settings, session_id: str, stack: ExitStack) -> lifecycle.Run:
+    """The session, reopened under its lease: while another holds it (a dead worker's,
+    lapsing), asked again for at most twice ``worker_timeout_seconds``."""
+    patience = 2 * settings.worker_timeout_seconds
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return stack.enter_context(
+                lifecycle.reopen(
+                    settings,
+                    session_id,
+                    BudgetOverrides(),
+                    max_parallel=None,
+                    retry_cancelled=False,
+                    on_info=lambda message: log.info("run %s: %s", session_id, message),
+                )
+            )
+        except SessionLocked as exc:
+            if time.monotonic() >= deadline:
+                raise SessionLocked(
+                    f"{exc}, still after {patience:.0f} s (twice "
+                    "DEEP_RESEARCH_WORKER_TIMEOUT_SECONDS): is that process alive and "
+                    "running it outside the workers?"
+                ) from None
+            await asyncio.sleep(settings.worker_timeout_seconds / 6)
+
+
+def _log_event(session_id: str) -> Callable[[str | JobEvent], None]:
+    def event(message: str | JobEvent) -> None:
+        if isinstance(message, str):
+            log.debug("run %s: %s", session_id, message)
+
+    return event
+
+
+# --- the worker -------------------------------------------------------------------------
+
+
+def executor_id() -> str:
+    """This process's DBOS executor id: its machine, pid and a random part."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def serve_worker(settings: Settings, executor: str | None = None) -> int:
+    """Research queued runs, ``worker_concurrency`` at once, until SIGTERM or Ctrl-C; and
+    resume a dead worker's runs. 0 when stopped; 1 when this worker was declared dead (its
+    runs are another's now)."""
+    conninfo = database_url(settings)
+    url = dbos_url(conninfo)
+    executor = executor or executor_id()
+    timeout = settings.worker_timeout_seconds
+    stop = threading.Event()
+    dead = threading.Event()
+    _worker["settings"] = settings
+    config: DBOSConfig = {
+        "name": APP_NAME,
+        "system_database_url": url,
+        "executor_id": executor,
+        "application_version": APP_VERSION,
+    }
+    with Heartbeats(conninfo, executor, timeout) as beats, _signals(stop):
+        DBOS(config=config)
+        try:
+            DBOS.launch()
+            DBOS.register_queue(QUEUE, worker_concurrency=settings.worker_concurrency)
+            beating = threading.Thread(
+                target=_beat, args=(beats, stop, dead), name="worker-heartbeat", daemon=True
+            )
+            beating.start()
+            log.info("worker %s: up (%d runs at once)", executor, settings.worker_concurrency)
+            while not stop.is_set():
+                _reap(beats)
+                stop.wait(timeout / 2)
+            beating.join()
+        finally:
+            DBOS.destroy()
+        if not dead.is_set():
+            beats.leave()  # its unfinished runs go on elsewhere at the next reap
+    log.info("worker %s: stopped", executor)
+    return 1 if dead.is_set() else 0
+
+
+def _beat(beats: Heartbeats, stop: threading.Event, dead: threading.Event) -> None:
+    while not stop.wait(beats.timeout_seconds / 3):
+        try:
+            alive = beats.beat()
+        except StorageError as exc:  # the next beat tries again
+            log.warning("worker %s: heartbeat failed (%s)", beats.executor_id, exc)
+            continue
+        if not alive:
+            log.error("worker %s: declared dead by another; stopping", beats.executor_id)
+            dead.set()
+            stop.set()
+
+
+def _reap(beats: Heartbeats) -> None:
+    """Put the PENDING runs of every worker found dead back on the queue."""
+    try:
+        found = beats.reap()
+    except StorageError as exc:  # the next round reaps again
+        log.warning("worker %s: reaping failed (%s)", beats.executor_id, exc)
+        return
+    for gone in found:
+        try:
+            pending = DBOS.list_workflows(
+                status="PENDING", executor_id=gone, name=WORKFLOW, load_input=False
+            )
+            ids = [workflow.workflow_id for workflow in pending]
+            log.warning("worker %s is dead: resuming its runs %s", gone, ids)
+            if ids:
+                DBOS.resume_workflows(ids, queue_name=QUEUE)
+        except Exception:
+            # Its row is gone: put it back, dead, or its runs would wait for no one.
+            log.exception("worker %s: its runs not resumed; the next reap tries again", gone)
+            beats.mourn(gone)
+
+
+@contextmanager
+def _signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM and Ctrl-C stop the worker (``stop``) instead of the process."""
+    handled = (signal.SIGTERM, signal.SIGINT)
+    before = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in handled}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,240 @@
+"""A team's queued runs: `deep-research submit` saves and queues them, `deep-research worker`
+processes (DBOS on PostgreSQL) research them, and a worker killed with kill -9 has its runs
+finished by another, each research job created once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.clirun import cli, run_json
+from tests.fake_openai import FakeOpenAI
+from tests.pg import execute, fresh_database
+from tests.test_cli_kb_runs import kb_env, no_model  # noqa: F401 - the fixture
+from tests.world import ResearchWorld, plan_task
+
+REPO = Path(__file__).resolve().parents[1]
+DATABASE = "DEEP_RESEARCH_DATABASE_URL"
+TIMEOUT = "2"
+"""DEEP_RESEARCH_WORKER_TIMEOUT_SECONDS: a worker silent 2 s is dead."""
+
+
+# Set up before ``env``, which clears every DEEP_RESEARCH_ variable, the test server's too.
+@pytest.fixture
+def database() -> Iterator[str]:
+    with fresh_database() as conninfo:
+        yield conninfo
+
+
+class Workers:
+    """`deep-research worker` child processes, their output in files; killed at the end."""
+
+    def __init__(self, env: dict[str, str], logs: Path) -> None:
+        self.env = {**os.environ, **env, "PYTHONPATH": str(REPO)}
+        self.logs = logs
+        self.children: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> subprocess.Popen[bytes]:
+        log = self.logs / f"worker{len(self.children)}.log"
+        with log.open("wb") as out:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "deep_research", "worker"],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        self.children.append(child)
+        return child
+
+    def output(self) -> str:
+        return "\n".join(p.read_text() for p in sorted(self.logs.glob("worker*.log")))
+
+    def stop(self, child: subprocess.Popen[bytes]) -> int:
+        child.send_signal(signal.SIGTERM)
+        return child.wait(timeout=30)
+
+    def close(self) -> None:
+        for child in self.children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+
+@pytest.fixture
+def workers_for(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], Workers]]:
+    made: list[Workers] = []
+
+    def make(env: dict[str, str]) -> Workers:
+        logs = tmp_path / "logs"
+        logs.mkdir(exist_ok=True)
+        made.append(Workers(env, logs))
+        return made[-1]
+
+    yield make
+    for workers in made:
+        workers.close()
+
+
+def statuses(database: str, session_ids: list[str]) -> dict[str, str]:
+    rows = execute(database, "SELECT session_id, state FROM sessions")
+    return {sid: json.loads(state)["status"] for sid, state in rows if sid in session_ids}
+
+
+def wait_until(
+    check: Callable[[], bool], seconds: float, workers: Workers, what: str, poll: float = 0.1
+) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        dead = [c.returncode for c in workers.children if c.poll() is not None]
+        if time.monotonic() > deadline or (dead and dead != [-signal.SIGKILL]):
+            pytest.fail(f"{what}: not after {seconds} s; workers said:\n{workers.output()}")
+        time.sleep(poll)
+
+
+def event_types(database: str, session_id: str) -> list[tuple[int, str]]:
+    rows = execute(
+        database,
+        "SELECT id, event FROM session_events WHERE session_id = %s ORDER BY id",
+        (session_id,),
+    )
+    return [(int(i), json.loads(event)["type"]) for i, event in rows]
+
+
+def workflows(database: str) -> dict[str, tuple[str, str]]:
+    """Each DBOS workflow: (status, the executor that ran it last), by id."""
+    rows = execute(database, "SELECT workflow_uuid, status, executor_id FROM dbos.workflow_status")
+    return {wid: (status, executor) for wid, status, executor in rows}
+
+
+def team_env(env: dict[str, str], database: str) -> dict[str, str]:
+    return env | {
+        DATABASE: database,
+        "DEEP_RESEARCH_WORKER_TIMEOUT_SECONDS": TIMEOUT,
+    }
+
+
+def test_submit_and_worker_need_a_database(env: dict[str, str]) -> None:
+    for args in (("worker",), ("submit", "What is HNSW?")):
+        code, _, err = cli(env, *args)
+        assert code == 3, err
+        assert err.strip().splitlines() == [
+            "error: DEEP_RESEARCH_DATABASE_URL is not set: workers and queued runs keep "
+            "their sessions and queue in a team's PostgreSQL database"
+        ]
+
+
+def test_one_worker_researches_every_queued_run_once(
+    database: str,
+    kb_env: dict[str, str],  # noqa: F811 - the fixture
+    workers_for: Callable[[dict[str, str]], Workers],
+) -> None:
+    env = team_env(no_model(kb_env), database)
+    questions = ["How are costs capped?", "When does a node start?", "What runs in parallel?"]
+    submitted = [run_json(env, "submit", q) for q in questions]
+    session_ids = [s["session_id"] for s in submitted]
+    assert {s["status"] for s in submitted} == {"queued"}
+    assert set(statuses(database, session_ids).values()) == {"running"}, "saved, not run"
+    assert {s for s, _ in workflows(database).values()} == {"ENQUEUED"}
+
+    workers = workers_for(env)
+    began = time.monotonic()
+    worker = workers.start()
+    wait_until(
+        lambda: (
+            set(statuses(database, session_ids).values()) == {"complete"}
+            and {status for status, _ in workflows(database).values()} == {"SUCCESS"}
+        ),
+        45,
+        workers,
+        "every run complete",
+    )
+    print(f"\n3 extractive runs researched {time.monotonic() - began:.1f} s after the start")
+    for session_id in session_ids:
+        events = event_types(database, session_id)
+        assert [i for i, _ in events] == list(range(1, len(events) + 1))
+        assert [t for _, t in events].count("start") == 1, "researched once"
+        assert events[-1][1] == "end"
+        code, out, err = cli(env, "sessions", "report", session_id)
+        assert code == 0, err
+        assert "Extractive mode" in out
+    assert {s for s, _ in workflows(database).values()} == {"SUCCESS"}
+
+    from deep_research.app import team
+
+    team.enqueue(database, session_ids[0])  # queued again: the same workflow, done already
+    assert len(workflows(database)) == 3
+    assert workers.stop(worker) == 0, workers.output()
+    [(beat,)] = execute(database, "SELECT heartbeat_at::text FROM workers")
+    assert beat == "-infinity", "a worker that stops says so: its runs go on elsewhere"
+
+
+def test_a_killed_workers_runs_finish_on_another_and_no_job_is_created_twice(
+    database: str,
+    env: dict[str, str],
+    fake_openai: FakeOpenAI,
+    workers_for: Callable[[dict[str, str]], Workers],
+) -> None:
+    runs = 6
+    plans = [[plan_task("t1", question=f"What is known about aspect {i}?")] for i in range(runs)]
+    ResearchWorld(plans=plans).install(fake_openai)
+    fake_openai.hold_responses = True  # every research job in flight until released
+    env = team_env(env, database) | {"DEEP_RESEARCH_WORKER_CONCURRENCY": "3"}
+    session_ids = [run_json(env, "submit", f"Question number {i}?")["session_id"] for i in range(6)]
+
+    workers = workers_for(env)
+    first, second = workers.start(), workers.start()
+    wait_until(
+        lambda: (
+            len(fake_openai.response_ids) == runs
+            and all(fake_openai.retrieves[r] for r in fake_openai.response_ids)
+        ),
+        45,
+        workers,
+        "six research jobs created and polled (their ids saved)",
+    )
+    running = workflows(database)
+    executors = {executor for _, executor in running.values()}
+    assert len(executors) == 2, "three runs on each worker"
+    killed_executor = next(  # the first worker's: it wrote its id before the second started
+        e for e in executors if f"-{first.pid}-" in e
+    )
+    orphans = {wid for wid, (_, e) in running.items() if e == killed_executor}
+    assert len(orphans) == 3
+
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    killed = time.monotonic()
+    fake_openai.hold_responses = False
+    for response_id in fake_openai.response_ids:
+        fake_openai.complete(response_id)
+    wait_until(
+        lambda: (
+            set(statuses(database, session_ids).values()) == {"complete"}
+            and {status for status, _ in workflows(database).values()} == {"SUCCESS"}
+        ),
+        45,
+        workers,
+        "every run complete, the killed worker's too",
+    )
+    print(f"\nthe killed worker's runs complete {time.monotonic() - killed:.1f} s after kill -9")
+
+    assert fake_openai.count("/v1/responses", "POST") == runs, "no research job created twice"
+    assert sorted(fake_openai.research_inputs.values()) == [1] * runs
+    after = workflows(database)
+    assert {status for status, _ in after.values()} == {"SUCCESS"}
+    for session_id in session_ids:
+        events = event_types(database, session_id)
+        assert [i for i, _ in events] == list(range(1, len(events) + 1)), "ids contiguous"
+        starts = [t for _, t in events].count("start")
+        assert starts == (2 if session_id in orphans else 1), (session_id, events)
+        if session_id in orphans:
+            assert after[session_id][1] != killed_executor, "finished by the live worker"
+    assert workers.stop(second) == 0, workers.output()

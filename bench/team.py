@@ -15,6 +15,18 @@ Figures (targets from the team-service issue), medians of --runs:
 - checkpoint_pg_over_file  the ratio                                                   <= 3
 - job_line_file_ms         a paid job's id kept (``save_jobs``: one journal line), files
 - job_line_pg_ms           the same into PostgreSQL (a row, fenced)
+- runs_per_minute_1 / _2 / _4  12 queued runs of one shape (a plan of 2 web sub-questions,
+                           their research jobs, the judge, the report; every model call
+                           200 ms at the loopback fake OpenAI server of the tests) through 1,
+                           2 and 4 `deep-research worker` processes, one run at a time each:
+                           runs over the minutes from the first run's start event to the
+                           last one's end event (the workers' start-up is not counted)
+- worker_cpu_seconds_1 / _2 / _4  the CPU the workers used for those runs, their start-up
+                           and warm-up (~2.5 s each) included: what 2 cores cap
+- speedup_4_workers        runs_per_minute_4 / runs_per_minute_1                       >= 3.5
+- recovery_seconds         a worker killed (kill -9) with a run in flight, the worker
+                           timeout 2 s: from the kill to that run's start on the other
+                           worker                                                      <= 4
 The server's ``fsync`` and ``synchronous_commit`` are printed beside them (``details``): the
 files are fsync'ed; CI's throwaway server runs with ``fsync=off``, which flatters it.
 """
@@ -25,11 +37,16 @@ import argparse
 import asyncio
 import json
 import os
+import resource
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,7 +57,13 @@ from deep_research.persistence.checkpoints import Checkpointer  # noqa: E402
 from deep_research.persistence.port import Sessions  # noqa: E402
 from deep_research.persistence.postgres import PgSessions  # noqa: E402
 from deep_research.persistence.sessions import SessionStore  # noqa: E402
+from tests.fake_openai import FakeOpenAI  # noqa: E402
 from tests.pg import URL_VARIABLE, execute, fresh_database  # noqa: E402
+from tests.world import ResearchWorld, plan_task  # noqa: E402
+
+LATENCY = 0.2
+TIMEOUT = 2.0
+"""DEEP_RESEARCH_WORKER_TIMEOUT_SECONDS of the workers here."""
 
 NOTE = (
     "Independent nodes run in parallel, up to the run's limit, each as soon as its "
@@ -111,6 +134,176 @@ async def figures(nodes: int, runs: int) -> tuple[dict[str, float], dict[str, st
     return numbers, {"fsync": str(fsync), "synchronous_commit": str(synchronous)}
 
 
+# --- runs through workers -----------------------------------------------------------------
+
+
+def worker_env(conninfo: str, fake: FakeOpenAI, home: Path) -> dict[str, str]:
+    """A worker's environment: this bench's database, fake and data directory only."""
+    mine = ("OPENAI_", "DEEP_RESEARCH_")
+    kept = {k: v for k, v in os.environ.items() if not k.upper().startswith(mine)}
+    return kept | {
+        "PYTHONPATH": str(REPO),
+        "DEEP_RESEARCH_HOME": str(home),
+        "DEEP_RESEARCH_DATABASE_URL": conninfo,
+        "DEEP_RESEARCH_WORKER_TIMEOUT_SECONDS": str(TIMEOUT),
+        "DEEP_RESEARCH_WORKER_CONCURRENCY": "1",
+        "OPENAI_BASE_URL": fake.base_url,
+        "OPENAI_API_KEY": "sk-bench",
+        "DEEP_RESEARCH_WEB_ENGINE": "openai",
+        "DEEP_RESEARCH_DEEP_RESEARCH_POLL_SECONDS": "0.05",
+        "DEEP_RESEARCH_CHECK_FETCH": "off",
+    }
+
+
+def submit(env: dict[str, str], runs: int) -> list[str]:
+    """``runs`` new sessions saved and queued (in this process: as `submit` does), with the
+    settings a worker reads from ``env``."""
+    from deep_research.app import team
+    from deep_research.app.config import Settings
+    from deep_research.app.options import RunOptions
+
+    before = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        settings = Settings(_env_file=None)  # type: ignore[call-arg]
+        return [
+            team.submit(settings, f"What is known about topic {i}?", RunOptions(), _quiet)
+            for i in range(runs)
+        ]
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
+
+
+def _quiet(_message: object) -> None:
+    pass
+
+
+@contextmanager
+def workers(env: dict[str, str], logs: Path) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
+    """Start `deep-research worker` processes (its output in ``logs``); stopped at the end."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        with (logs / f"worker{len(started)}.log").open("ab") as out:
+            started.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "deep_research", "worker"],
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        return started[-1]
+
+    try:
+        yield start
+    finally:
+        for child in started:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in started:
+            try:
+                child.wait(30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
+def events(conninfo: str, kind: str) -> dict[str, list[datetime]]:
+    """When each session's events of ``kind`` were kept, in order."""
+    rows = execute(
+        conninfo,
+        "SELECT session_id, event FROM session_events ORDER BY session_id, id",
+    )
+    found: dict[str, list[datetime]] = {}
+    for session_id, event in rows:
+        data = json.loads(event)
+        if data["type"] == kind:
+            found.setdefault(session_id, []).append(datetime.fromisoformat(data["at"]))
+    return found
+
+
+def wait_for(check: Callable[[], bool], seconds: float, what: str, logs: Path) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            tail = "".join(p.read_text()[-2000:] for p in sorted(logs.glob("*.log")))
+            sys.exit(f"bench/team.py: {what} not after {seconds:.0f} s\n{tail}")
+        time.sleep(0.2)
+
+
+def world(fake: FakeOpenAI, runs: int) -> None:
+    plans = [[plan_task("t1"), plan_task("t2")] for _ in range(runs)]
+    ResearchWorld(plans=plans, verdicts=[]).install(fake)
+    fake.latency = LATENCY
+
+
+def runs_per_minute(count: int, runs: int, work: Path) -> tuple[float, float]:
+    """Queued runs per minute through ``count`` workers (see the module docstring), and the
+    CPU seconds the workers used, start-up included."""
+    with FakeOpenAI(polls_to_complete=1) as fake, fresh_database() as conninfo:
+        world(fake, runs)
+        env = worker_env(conninfo, fake, work / f"home{count}")
+        sessions = submit(env, runs)
+        logs = work / f"logs{count}"
+        logs.mkdir()
+        cpu = _children_cpu()
+        with workers(env, logs) as start:
+            for _ in range(count):
+                start()
+            done = lambda: len(events(conninfo, "end")) == runs  # noqa: E731
+            wait_for(done, 60 + 20 * runs, "every run", logs)
+        cpu = _children_cpu() - cpu
+        starts, ends = events(conninfo, "start"), events(conninfo, "end")
+        assert set(ends) == set(sessions)
+        first = min(at[0] for at in starts.values())
+        last = max(at[-1] for at in ends.values())
+        return runs / ((last - first).total_seconds() / 60), cpu
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the worker processes waited for so far (start-up and warm-up too)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def recovery_seconds(work: Path) -> float:
+    """From kill -9 of a worker holding two runs (their research jobs in flight) to the
+    later of their starts on another worker, up with two free slots."""
+    with FakeOpenAI(polls_to_complete=1) as fake, fresh_database() as conninfo:
+        world(fake, 2)
+        fake.hold_responses = True
+        env = worker_env(conninfo, fake, work / "home-kill")
+        env["DEEP_RESEARCH_WORKER_CONCURRENCY"] = "2"
+        victims = submit(env, 2)
+        logs = work / "logs-kill"
+        logs.mkdir()
+        held = "SELECT count(*) FROM sessions WHERE lease_owner IS NOT NULL"
+        with workers(env, logs) as start:
+            first = start()
+            jobs_out = lambda: len(fake.response_ids) == 4  # noqa: E731 - 2 sub-questions a run
+            wait_for(lambda: execute(conninfo, held) == [(2,)] and jobs_out(), 90, "held", logs)
+            start()
+            beating = "SELECT count(*) FROM workers"
+            wait_for(lambda: execute(conninfo, beating) == [(2,)], 60, "a second worker", logs)
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+            killed = time.time()
+            again = lambda: all(  # noqa: E731
+                len(events(conninfo, "start").get(victim, [])) == 2 for victim in victims
+            )
+            wait_for(again, 60, "both runs resumed", logs)
+            resumed = max(events(conninfo, "start")[victim][1] for victim in victims)
+            fake.hold_responses = False
+            for response_id in list(fake.response_ids):
+                fake.complete(response_id)
+            done = lambda: len(events(conninfo, "end")) == 2  # noqa: E731
+            wait_for(done, 60, "both runs ended", logs)
+            return resumed.timestamp() - killed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -126,6 +319,14 @@ def main() -> None:
     os.environ[URL_VARIABLE] = url  # fresh_database reads it
     nodes, runs = (6, 2) if args.smoke else (48, args.runs)
     numbers, details = asyncio.run(figures(nodes, runs))
+    queued = 2 if args.smoke else 12
+    with tempfile.TemporaryDirectory() as work:
+        for count in (1, 2, 4):
+            rate, cpu = runs_per_minute(count, queued, Path(work))
+            numbers[f"runs_per_minute_{count}"] = rate
+            numbers[f"worker_cpu_seconds_{count}"] = cpu
+        numbers["speedup_4_workers"] = numbers["runs_per_minute_4"] / numbers["runs_per_minute_1"]
+        numbers["recovery_seconds"] = recovery_seconds(Path(work))
     for name, value in numbers.items():
         print(f"{name:>24}: {value:.2f}")
     print(f"{'server':>24}: {details}")

@@ -253,8 +253,8 @@ def test_a_server_says_once_at_start_which_engine_auto_chose(
         fake_openai.models.pop("gpt-5.5")
     runs = RunManager(settings.model_copy(update={"web_engine": "auto"}))
     with caplog.at_level(logging.INFO, logger="deep_research"):
-        warm_up(runs)
-        warm_up(runs)
+        warm_up(runs.settings, runs.say_engine)
+        warm_up(runs.settings, runs.say_engine)
     [said] = [r for r in caplog.records if "web engine auto" in r.getMessage()]
     if serves:
         assert said.levelno == logging.INFO

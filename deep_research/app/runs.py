@@ -40,6 +40,7 @@ import contextlib
 import importlib
 import logging
 import threading
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -293,7 +294,7 @@ RUN_MODULES = (
 )
 
 
-def warm_up(runs: RunManager) -> None:
+def warm_up(settings: Settings, say_engine: Callable[[preparation.Prepared], None]) -> None:
     """Build what a run needs, as a first run would: the choice of ``auto`` (said once, see
     ``RunManager.say_engine``), the engine's modules (~3 s of imports on an idle 2-core
     machine, 12 s measured on a loaded one), the TLS context, the price data of the
@@ -304,11 +305,10 @@ def warm_up(runs: RunManager) -> None:
 
     from deep_research.app import clients, run_kb
 
-    settings = runs.settings
     try:
         prepared = preparation.prepare(settings, "What does a run need?", RunOptions())
         prepared = asyncio.run(preparation.choose_engine(prepared))
-        runs.say_engine(prepared)
+        say_engine(prepared)
         preparation.estimate(prepared)
         clients.tls_context()
         clients.touch_apis(settings)
@@ -337,7 +337,7 @@ def start_warm_up(runs: RunManager) -> asyncio.Event:
 
     def build() -> None:
         try:
-            warm_up(runs)
+            warm_up(runs.settings, runs.say_engine)
         finally:
             with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
                 loop.call_soon_threadsafe(ended.set)

@@ -121,6 +121,23 @@ def team_env(env: dict[str, str], database: str) -> dict[str, str]:
     }
 
 
+@pytest.mark.parametrize(
+    ("address", "refused"),
+    [
+        ("host=/var/run/postgresql dbname=r user=u", "not a Unix socket"),
+        ("postgresql://u@h1,h2/r", "not a Unix socket or a list of hosts"),
+        ("postgresql://u@h/r?sslpassword=k3y-s3cret", "cannot pass sslpassword"),
+    ],
+)
+def test_an_address_dbos_would_misread_or_log_is_refused(address: str, refused: str) -> None:
+    from deep_research.app import team
+    from deep_research.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=refused) as caught:
+        team.dbos_url(address)
+    assert "k3y-s3cret" not in str(caught.value)
+
+
 def test_submit_and_worker_need_a_database(env: dict[str, str]) -> None:
     for args in (("worker",), ("submit", "What is HNSW?")):
         code, _, err = cli(env, *args)
@@ -169,8 +186,11 @@ def test_one_worker_researches_every_queued_run_once(
 
     from deep_research.app import team
 
+    before = event_types(database, session_ids[0])
     team.enqueue(database, session_ids[0])  # queued again: the same workflow, done already
+    time.sleep(1.5)  # three polls of the worker's queue (every 0.5 s at this timeout)
     assert len(workflows(database)) == 3
+    assert event_types(database, session_ids[0]) == before, "not researched again"
     assert workers.stop(worker) == 0, workers.output()
     [(beat,)] = execute(database, "SELECT heartbeat_at::text FROM workers")
     assert beat == "-infinity", "a worker that stops says so: its runs go on elsewhere"
@@ -238,3 +258,35 @@ def test_a_killed_workers_runs_finish_on_another_and_no_job_is_created_twice(
         if session_id in orphans:
             assert after[session_id][1] != killed_executor, "finished by the live worker"
     assert workers.stop(second) == 0, workers.output()
+
+
+def test_a_dead_worker_is_handed_on_once_and_kept_while_handing_on_fails(database: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from deep_research.persistence.workers import Heartbeats
+
+    with Heartbeats(database, "alive-a", 60) as a, Heartbeats(database, "alive-b", 60) as b:
+        execute(database, "INSERT INTO workers VALUES ('gone', now(), '-infinity')")
+
+        def down(_gone: str) -> None:
+            raise RuntimeError("the queue cannot be reached")
+
+        assert a.reap(down) == []
+        assert execute(database, "SELECT count(*) FROM workers WHERE executor_id = 'gone'") == [
+            (1,)
+        ], "kept for the next reap"
+
+        handed: list[str] = []
+
+        def slowly(gone: str) -> None:
+            time.sleep(0.5)  # both reapers at it at once
+            handed.append(gone)
+
+        with ThreadPoolExecutor(2) as pool:
+            reaped = list(pool.map(lambda beats: beats.reap(slowly), (a, b)))
+        assert handed == ["gone"], "handed on by one reaper, once"
+        assert sorted(reaped) == [[], ["gone"]]
+        assert execute(database, "SELECT executor_id FROM workers ORDER BY 1") == [
+            ("alive-a",),
+            ("alive-b",),
+        ]

@@ -79,6 +79,17 @@ def dbos_url(conninfo: str) -> str:
     """``conninfo`` (a URL or ``key=value`` pairs) as the URL DBOS takes."""
     parts: dict[str, Any] = conninfo_to_dict(conninfo)
     known = {k: parts.pop(k, None) for k in ("user", "password", "host", "port", "dbname")}
+    host, port = str(known["host"] or ""), str(known["port"] or "")
+    if host.startswith("/") or "," in host + port:
+        raise ConfigError(
+            "workers need DEEP_RESEARCH_DATABASE_URL as one host and port (postgresql://"
+            "user:password@host:5432/db), not a Unix socket or a list of hosts"
+        )
+    if secret := [k for k in parts if "password" in k]:
+        raise ConfigError(
+            f"workers cannot pass {', '.join(sorted(secret))} to DBOS without logging it: "
+            "give the key's password to the database another way (a .pgpass file)"
+        )
     url = URL.create(
         "postgresql",
         username=known["user"],
@@ -148,6 +159,9 @@ async def research(session_id: str) -> str:
         return state.status
     with ExitStack() as stack:
         run = await _reopened(settings, session_id, stack)
+        if run.state.status != "running" and store.report_location(session_id) is not None:
+            log.info("run %s: finished meanwhile (%s)", session_id, run.state.status)
+            return run.state.status  # by a worker wrongly thought dead, as it waited
         run.resumed = bool(run.events.opened_after)  # a first run's log starts empty
         try:
             await lifecycle.execute(run, _log_event(session_id))
@@ -203,9 +217,9 @@ def executor_id() -> str:
 
 
 def serve_worker(settings: Settings, executor: str | None = None) -> int:
-    """Research queued runs, ``worker_concurrency`` at once, until SIGTERM or Ctrl-C; and
-    resume a dead worker's runs. 0 when stopped; 1 when this worker was declared dead (its
-    runs are another's now)."""
+    """Research queued runs, ``worker_concurrency`` at once, until SIGTERM or Ctrl-C (a
+    second one ends the process at once); and resume a dead worker's runs. 0 when stopped;
+    1 when this worker was declared dead (its runs are another's now)."""
     conninfo = database_url(settings)
     url = dbos_url(conninfo)
     executor = executor or executor_id()
@@ -222,7 +236,13 @@ def serve_worker(settings: Settings, executor: str | None = None) -> int:
     # What a run imports and builds (~3 s cold), before this worker takes one: a run it
     # takes over from a dead worker starts at once (recovery was 5.4-6.5 s, cold).
     runs.warm_up(settings, _say_engine)
-    with Heartbeats(conninfo, executor, timeout) as beats, _signals(stop):
+    signalled = _Signalled()
+    with Heartbeats(conninfo, executor, timeout) as beats, _signals(signalled):
+        health = _Health(timeout)  # its row was just written: a beat
+        beating = threading.Thread(
+            target=_beat, args=(beats, stop, dead, health), name="worker-heartbeat", daemon=True
+        )
+        beating.start()
         DBOS(config=config)
         try:
             DBOS.launch()
@@ -231,21 +251,33 @@ def serve_worker(settings: Settings, executor: str | None = None) -> int:
                 worker_concurrency=settings.worker_concurrency,
                 polling_interval_sec=min(1.0, timeout / 4),  # a run waits at most that
             )
-            beating = threading.Thread(
-                target=_beat, args=(beats, stop, dead), name="worker-heartbeat", daemon=True
-            )
-            beating.start()
             log.info("worker %s: up (%d runs at once)", executor, settings.worker_concurrency)
-            while not stop.is_set():
-                _reap(beats)
-                stop.wait(timeout / 4)
-            beating.join()
+            while not (stop.is_set() or signalled.yes):
+                if health.steady(timeout):
+                    _reap(beats)
+                _sleep(timeout / 4, lambda: stop.is_set() or signalled.yes)
         finally:
-            DBOS.destroy()
-        if not dead.is_set():
+            DBOS.destroy()  # cancels the running steps: each saves its run, interrupted
+            stop.set()  # beating until then: never reaped while it saves them
+            beating.join()
+        if dead.is_set():
+            beats.mourn(executor)  # runs taken after it was reaped: the next reap hands on
+        else:
             beats.leave()  # its unfinished runs go on elsewhere at the next reap
     log.info("worker %s: stopped", executor)
     return 1 if dead.is_set() else 0
+
+
+class _Health:
+    """When this worker's heartbeats last failed: one cut off from the database for a
+    while does not reap the others, silent as it was through the same outage."""
+
+    def __init__(self, timeout: float) -> None:
+        self.failed_at = time.monotonic() - timeout
+
+    def steady(self, timeout: float) -> bool:
+        """Beating without a failure for at least ``timeout``."""
+        return time.monotonic() - self.failed_at >= timeout
 
 
 def _say_engine(prepared: preparation.Prepared) -> None:
@@ -253,11 +285,12 @@ def _say_engine(prepared: preparation.Prepared) -> None:
         log.info("%s", prepared.engine_choice)
 
 
-def _beat(beats: Heartbeats, stop: threading.Event, dead: threading.Event) -> None:
+def _beat(beats: Heartbeats, stop: threading.Event, dead: threading.Event, health: _Health) -> None:
     while not stop.wait(beats.timeout_seconds / 3):
         try:
             alive = beats.beat()
         except StorageError as exc:  # the next beat tries again
+            health.failed_at = time.monotonic()
             log.warning("worker %s: heartbeat failed (%s)", beats.executor_id, exc)
             continue
         if not alive:
@@ -269,30 +302,47 @@ def _beat(beats: Heartbeats, stop: threading.Event, dead: threading.Event) -> No
 def _reap(beats: Heartbeats) -> None:
     """Put the PENDING runs of every worker found dead back on the queue."""
     try:
-        found = beats.reap()
+        beats.reap(_hand_on)
     except StorageError as exc:  # the next round reaps again
         log.warning("worker %s: reaping failed (%s)", beats.executor_id, exc)
-        return
-    for gone in found:
-        try:
-            pending = DBOS.list_workflows(
-                status="PENDING", executor_id=gone, name=WORKFLOW, load_input=False
-            )
-            ids = [workflow.workflow_id for workflow in pending]
-            log.warning("worker %s is dead: resuming its runs %s", gone, ids)
-            if ids:
-                DBOS.resume_workflows(ids, queue_name=QUEUE)
-        except Exception:
-            # Its row is gone: put it back, dead, or its runs would wait for no one.
-            log.exception("worker %s: its runs not resumed; the next reap tries again", gone)
-            beats.mourn(gone)
+
+
+def _hand_on(gone: str) -> None:
+    pending = DBOS.list_workflows(
+        status="PENDING", executor_id=gone, name=WORKFLOW, load_input=False
+    )
+    ids = [workflow.workflow_id for workflow in pending]
+    log.warning("worker %s is dead: resuming its runs %s", gone, ids)
+    if ids:
+        DBOS.resume_workflows(ids, queue_name=QUEUE)
+
+
+class _Signalled:
+    """Set by the signal handler: a plain flag (taking a lock in a handler can deadlock)."""
+
+    yes = False
+
+
+def _sleep(seconds: float, done: Callable[[], bool]) -> None:
+    """Sleep ``seconds``, waking every 0.1 s to see whether ``done``."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
 
 
 @contextmanager
-def _signals(stop: threading.Event) -> Iterator[None]:
-    """SIGTERM and Ctrl-C stop the worker (``stop``) instead of the process."""
+def _signals(signalled: _Signalled) -> Iterator[None]:
+    """The first SIGTERM or Ctrl-C stops the worker (``signalled``); a second one ends the
+    process as the default handler does."""
     handled = (signal.SIGTERM, signal.SIGINT)
-    before = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in handled}
+    before = {sig: signal.getsignal(sig) for sig in handled}
+
+    def first(sig: int, _frame: object) -> None:
+        signalled.yes = True
+        signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
+
+    for sig in handled:
+        signal.signal(sig, first)
     try:
         yield
     finally:

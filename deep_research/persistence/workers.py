@@ -2,14 +2,15 @@
 
     with Heartbeats(url, executor_id, timeout) as beats:   # the row is written at once
         beats.beat()          # False: another worker declared this one dead meanwhile
-        beats.reap()          # the executors silent longer than ``timeout``, now removed
+        beats.reap(hand_on)   # each executor silent longer than ``timeout`` handed on, removed
         beats.leave()         # this worker stops: the next reaper hands its runs on
 
 Invariants:
 - A worker is dead once its ``heartbeat_at`` is ``timeout`` old, by the database's clock
   (``now()``): workers on machines whose clocks disagree still agree on who is dead.
-- ``reap`` deletes the dead rows and returns their ids in one statement: of two workers
-  reaping at once, exactly one gets each dead executor, so its runs are handed on once.
+- ``reap`` holds the dead rows (``FOR UPDATE SKIP LOCKED``) while their runs are handed on,
+  and deletes them in the same transaction: of two workers reaping at once, exactly one
+  gets each dead executor; one that dies midway leaves the rows for the next.
 - A worker whose row was reaped is not brought back by ``beat``: its runs are another's.
 - One connection of its own (a ``postgres_db.Database``: one thread at a time, opened again
   after it broke, no password in its errors): the heartbeat thread and the reaper never
@@ -18,10 +19,14 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 from deep_research.persistence.postgres_db import Cursor, Database
+
+log = logging.getLogger(__name__)
 
 
 class Heartbeats:
@@ -44,19 +49,36 @@ class Heartbeats:
             )
         )
 
-    def reap(self) -> list[str]:
-        """The workers silent for ``timeout_seconds`` (this one never), removed now: the
-        caller hands their runs on."""
-        rows = self._run(
-            "DELETE FROM workers WHERE heartbeat_at < now() - make_interval(secs => %s) "
-            "AND executor_id <> %s RETURNING executor_id",
-            (self.timeout_seconds, self.executor_id),
-            retry=False,  # run again after a lost reply, it would return none of them
-        )
-        return [str(row[0]) for row in rows]
+    def reap(self, hand_on: Callable[[str], None]) -> list[str]:
+        """Hand on (``hand_on``: put its unfinished runs back on the queue) each worker
+        silent for ``timeout_seconds`` (this one never), then remove it; the ones removed.
+        One transaction holds their rows meanwhile: two reapers never hand one on twice, and
+        a reaper that dies or fails before the end leaves them for the next (handing on
+        again finds nothing left to resume)."""
+
+        def sweep(cur: Cursor) -> list[str]:
+            cur.execute(
+                "SELECT executor_id FROM workers "
+                "WHERE heartbeat_at < now() - make_interval(secs => %s) AND executor_id <> %s "
+                "FOR UPDATE SKIP LOCKED",
+                (self.timeout_seconds, self.executor_id),
+            )
+            handed: list[str] = []
+            for (gone,) in cur.fetchall():
+                try:
+                    hand_on(str(gone))
+                except Exception:
+                    log.exception("worker %s: its runs not handed on; the next reap tries", gone)
+                    continue
+                handed.append(str(gone))
+            cur.execute("DELETE FROM workers WHERE executor_id = ANY(%s)", (handed,))
+            return handed
+
+        return self._db.run(sweep)
 
     def mourn(self, executor_id: str) -> None:
-        """Put a reaped worker back, dead: the next ``reap`` returns it again."""
+        """Put a reaped worker back, dead (this one, declared dead while it ran): the next
+        ``reap`` hands on what it took meanwhile."""
         self._run(
             "INSERT INTO workers VALUES (%s, now(), '-infinity') ON CONFLICT DO NOTHING",
             (executor_id,),

@@ -8,12 +8,12 @@ import json
 import re
 import uuid
 from collections.abc import Callable
-from datetime import datetime
-from typing import Literal
+from datetime import UTC, datetime, timedelta
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from deep_research.core.errors import SessionError
+from deep_research.core.errors import SessionError, SessionLocked
 from deep_research.core.models import RunStatus, SessionState, StopReason
 
 SCHEMA_VERSION: int = SessionState.model_fields["schema_version"].default
@@ -125,3 +125,35 @@ def decode(session_id: str, raw: bytes, where: str) -> SessionState:
             f"session {session_id} is corrupt: {where} belongs to session {state.session_id}"
         )
     return state
+
+
+class _Removable(Protocol):
+    def list(self) -> list[SessionSummary]: ...
+
+    def is_locked(self, session_id: str) -> bool: ...
+
+    def remove(self, session_id_or_prefix: str) -> str: ...
+
+
+def prune(
+    store: _Removable, older_than: timedelta, *, now: datetime | None = None, dry_run: bool = False
+) -> tuple[list[SessionSummary], list[str]]:
+    """Remove ``store``'s sessions last changed more than ``older_than`` ago; (removed,
+    skipped because someone runs them). ``dry_run`` removes nothing."""
+    cutoff = (now or datetime.now(UTC)) - older_than
+    removed: list[SessionSummary] = []
+    running: list[str] = []
+    for row in store.list():
+        if row.updated_at >= cutoff:
+            continue
+        if store.is_locked(row.session_id):
+            running.append(row.session_id)
+            continue
+        if not dry_run:
+            try:
+                store.remove(row.session_id)
+            except SessionLocked:  # started between the check and the removal
+                running.append(row.session_id)
+                continue
+        removed.append(row)
+    return removed, running

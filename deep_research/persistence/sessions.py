@@ -39,7 +39,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deep_research.core.errors import SessionError, SessionLocked, StorageError
+from deep_research.core.errors import SessionError, StorageError
 from deep_research.core.models import RunStatus, SessionState, utcnow
 from deep_research.persistence import jobs, locks
 from deep_research.persistence.atomic import atomic_write_text
@@ -51,6 +51,7 @@ from deep_research.persistence.records import (
     check_id,
     decode,
     new_session_id,
+    prune,
     shown_status,
 )
 
@@ -293,25 +294,7 @@ class SessionStore:
     def prune(
         self, older_than: timedelta, *, now: datetime | None = None, dry_run: bool = False
     ) -> tuple[builtins.list[SessionSummary], builtins.list[str]]:
-        """Remove the sessions last changed more than ``older_than`` ago; (removed, skipped
-        because a process runs them). ``dry_run`` removes nothing."""
-        cutoff = (now or datetime.now(UTC)) - older_than
-        removed: builtins.list[SessionSummary] = []
-        running: builtins.list[str] = []
-        for row in self.list():
-            if row.updated_at >= cutoff:
-                continue
-            if self.is_locked(row.session_id):
-                running.append(row.session_id)
-                continue
-            if not dry_run:
-                try:
-                    self.remove(row.session_id)
-                except SessionLocked:  # started between the check and the removal
-                    running.append(row.session_id)
-                    continue
-            removed.append(row)
-        return removed, running
+        return prune(self, older_than, now=now, dry_run=dry_run)
 
     # --- listing -----------------------------------------------------------------
 

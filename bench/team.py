@@ -63,7 +63,8 @@ from tests.world import ResearchWorld, plan_task  # noqa: E402
 
 LATENCY = 0.2
 TIMEOUT = 2.0
-"""DEEP_RESEARCH_WORKER_TIMEOUT_SECONDS of the workers here."""
+"""DEEP_RESEARCH_WORKER_TIMEOUT_SECONDS of the workers here (5 s in --smoke, which the test
+suite runs beside every other bench: a live worker's beats may lag 2 s on a loaded CI)."""
 
 NOTE = (
     "Independent nodes run in parallel, up to the run's limit, each as soon as its "
@@ -320,6 +321,8 @@ def main() -> None:
     nodes, runs = (6, 2) if args.smoke else (48, args.runs)
     numbers, details = asyncio.run(figures(nodes, runs))
     queued = 2 if args.smoke else 12
+    global TIMEOUT
+    TIMEOUT = 5.0 if args.smoke else TIMEOUT
     with tempfile.TemporaryDirectory() as work:
         for count in (1, 2, 4):
             rate, cpu = runs_per_minute(count, queued, Path(work))

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -188,8 +189,8 @@ def test_one_worker_researches_every_queued_run_once(
 
     before = event_types(database, session_ids[0])
     team.enqueue(database, session_ids[0])  # queued again: the same workflow, done already
-    time.sleep(1.5)  # three polls of the worker's queue (every 0.5 s at this timeout)
     assert len(workflows(database)) == 3
+    assert workflows(database)[session_ids[0]][0] == "SUCCESS", "not put on the queue again"
     assert event_types(database, session_ids[0]) == before, "not researched again"
     assert workers.stop(worker) == 0, workers.output()
     [(beat,)] = execute(database, "SELECT heartbeat_at::text FROM workers")
@@ -277,15 +278,21 @@ def test_a_dead_worker_is_handed_on_once_and_kept_while_handing_on_fails(databas
         ], "kept for the next reap"
 
         handed: list[str] = []
+        holding, other_done = threading.Event(), threading.Event()
 
-        def slowly(gone: str) -> None:
-            time.sleep(0.5)  # both reapers at it at once
+        def while_b_reaps(gone: str) -> None:
+            holding.set()  # a holds gone's row now: b reaps while it does
+            assert other_done.wait(30), "b's reap waited on a's row instead of skipping it"
             handed.append(gone)
 
-        with ThreadPoolExecutor(2) as pool:
-            reaped = list(pool.map(lambda beats: beats.reap(slowly), (a, b)))
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(a.reap, while_b_reaps)
+            assert holding.wait(30)
+            second = b.reap(handed.append)
+            other_done.set()
+            assert first.result(30) == ["gone"]
+        assert second == [], "skipped: another reaper holds it"
         assert handed == ["gone"], "handed on by one reaper, once"
-        assert sorted(reaped) == [[], ["gone"]]
         assert execute(database, "SELECT executor_id FROM workers ORDER BY 1") == [
             ("alive-a",),
             ("alive-b",),

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from deep_research.app.config import Settings
-from deep_research.app.saved import sessions
-from deep_research.core.errors import ConfigError, StorageError
+from deep_research.app.saved import database_url, sessions
+from deep_research.core.errors import StorageError
 from deep_research.persistence.port import team_extra
 from deep_research.persistence.records import SessionSummary
 
@@ -27,14 +27,11 @@ def prune_sessions(
 def upgrade_database(settings: Settings) -> tuple[str, list[int], int]:
     """Create or migrate the sessions schema in ``Settings.database_url``: (the database, as
     messages name it, the versions applied now, the version it is at)."""
-    if settings.database_url is None:
-        raise ConfigError(
-            "DEEP_RESEARCH_DATABASE_URL is not set: without it sessions are files, "
-            "and there is no database to upgrade"
-        )
+    url = database_url(
+        settings, "without it sessions are files, and there is no database to upgrade"
+    )
     with team_extra():
         from deep_research.persistence import schema  # psycopg: a team's only
-    url = settings.database_url.get_secret_value()
     return schema.redacted(url), schema.upgrade(url), schema.VERSION
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from deep_research.app.config import Settings
-from deep_research.core.errors import DeepResearchError, SessionError, UsageError
+from deep_research.core.errors import ConfigError, DeepResearchError, SessionError, UsageError
 from deep_research.core.events import TERMINAL
 from deep_research.core.models import EvidenceUnit, SessionState
 from deep_research.core.report import REPORT_VERSION, Report, assemble
@@ -36,6 +36,17 @@ def sessions(settings: Settings) -> Sessions:
     worker is declared dead (``app.team``), not later."""
     url = settings.database_url.get_secret_value() if settings.database_url else None
     return open_sessions(settings.sessions_dir, url, lease_seconds=settings.worker_timeout_seconds)
+
+
+TEAM_ONLY = "workers and queued runs keep their sessions and queue in a team's PostgreSQL database"
+
+
+def database_url(settings: Settings, why: str = TEAM_ONLY) -> str:
+    """``Settings.database_url``, or a one-line ``ConfigError`` saying ``why`` it is needed
+    (before anything of a team's, DBOS or psycopg, loads)."""
+    if settings.database_url is None:
+        raise ConfigError(f"DEEP_RESEARCH_DATABASE_URL is not set: {why}")
+    return settings.database_url.get_secret_value()
 
 
 def list_sessions(settings: Settings) -> list[SessionSummary]:

@@ -45,7 +45,7 @@ from sqlalchemy.engine import URL
 from deep_research.app import lifecycle, preparation, runs
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides, RunOptions
-from deep_research.app.saved import sessions
+from deep_research.app.saved import database_url, sessions
 from deep_research.core.errors import BudgetTooSmall, ConfigError, SessionLocked, StorageError
 from deep_research.persistence.workers import Heartbeats
 
@@ -63,16 +63,6 @@ WORKFLOW = "deep_research.run_session"
 
 _worker: dict[str, Settings] = {}
 """The settings of this process's worker, set by ``serve_worker`` before DBOS launches."""
-
-
-def database_url(settings: Settings) -> str:
-    """``Settings.database_url``, or a ``ConfigError`` saying team mode needs it."""
-    if settings.database_url is None:
-        raise ConfigError(
-            "DEEP_RESEARCH_DATABASE_URL is not set: workers and queued runs keep their "
-            "sessions and queue in a team's PostgreSQL database"
-        )
-    return settings.database_url.get_secret_value()
 
 
 def dbos_url(conninfo: str) -> str:

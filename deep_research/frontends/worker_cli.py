@@ -11,14 +11,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from deep_research.core.errors import ConfigError
 from deep_research.frontends.common import JsonOpt, print_json
 from deep_research.frontends.question import read_question
 from deep_research.frontends.run_cli import CostOpt, IterOpt, ParallelOpt, TimeOpt, TokensOpt, flag
 from deep_research.frontends.run_cli import _given as given_options
 
 if TYPE_CHECKING:
-    from deep_research.app.config import Settings
+    pass
 
 
 def worker(
@@ -40,11 +39,12 @@ def worker(
     where their last checkpoint left them, re-attaching research jobs already created."""
     import logging
 
+    from deep_research.app import saved
     from deep_research.app.loading import load_settings
     from deep_research.persistence.port import team_extra
 
     settings = load_settings().with_overrides(worker_concurrency=concurrency)
-    _needs_database(settings)
+    saved.database_url(settings)  # refused before DBOS loads
     with team_extra():
         from deep_research.app import team  # DBOS: a worker's only
 
@@ -76,6 +76,7 @@ def submit(
     """Save QUESTION as a new session and queue it for the team's workers (`deep-research
     worker`); print its id. Nothing is researched here: follow it with `deep-research
     sessions watch ID`."""
+    from deep_research.app import saved
     from deep_research.app.loading import load_settings
     from deep_research.app.options import RunOptions
     from deep_research.frontends import render
@@ -85,7 +86,7 @@ def submit(
     question = read_question(question, question_file)
     values, flags = given_options(ctx)
     options = RunOptions.parse(values, flags)
-    _needs_database(settings)
+    saved.database_url(settings)  # refused before DBOS loads
     with team_extra():
         from deep_research.app import team  # DBOS: a team's only
 
@@ -94,15 +95,6 @@ def submit(
         print_json({"session_id": session_id, "status": "queued"})
     else:
         render.out.print(session_id, highlight=False)
-
-
-def _needs_database(settings: Settings) -> None:
-    """Refuse before DBOS loads when there is no team database."""
-    if settings.database_url is None:
-        raise ConfigError(
-            "DEEP_RESEARCH_DATABASE_URL is not set: workers and queued runs keep their "
-            "sessions and queue in a team's PostgreSQL database"
-        )
 
 
 def _quiet(_message: object) -> None:

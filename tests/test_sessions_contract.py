@@ -258,6 +258,13 @@ def test_an_unfinished_run_nobody_holds_reads_as_interrupted(store: Sessions) ->
     assert store.shown_status(state) == "stopped"
 
 
+def test_a_queued_run_reads_as_queued_until_a_worker_holds_it(store: Sessions) -> None:
+    state = store.create("q", status="queued")
+    assert store.shown_status(state) == "queued", "not interrupted: a worker will take it"
+    with store.lock(state.session_id):
+        assert store.shown_status(state) == "running"
+
+
 # --- events ------------------------------------------------------------------------
 
 

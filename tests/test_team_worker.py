@@ -159,7 +159,9 @@ def test_one_worker_researches_every_queued_run_once(
     submitted = [run_json(env, "submit", q) for q in questions]
     session_ids = [s["session_id"] for s in submitted]
     assert {s["status"] for s in submitted} == {"queued"}
-    assert set(statuses(database, session_ids).values()) == {"running"}, "saved, not run"
+    assert set(statuses(database, session_ids).values()) == {"queued"}, "saved, not run"
+    listed = {row["session_id"]: row["status"] for row in run_json(env, "sessions", "list")}
+    assert {listed[sid] for sid in session_ids} == {"queued"}
     assert {s for s, _ in workflows(database).values()} == {"ENQUEUED"}
 
     workers = workers_for(env)
@@ -186,9 +188,12 @@ def test_one_worker_researches_every_queued_run_once(
     assert {s for s, _ in workflows(database).values()} == {"SUCCESS"}
 
     from deep_research.app import team
+    from deep_research.app.config import Settings
 
     before = event_types(database, session_ids[0])
-    team.enqueue(database, session_ids[0])  # queued again: the same workflow, done already
+    queue = team.RunQueue(Settings(database_url=database))
+    queue.put(session_ids[0])  # queued again: the same workflow, done already
+    queue.close()
     assert len(workflows(database)) == 3
     assert workflows(database)[session_ids[0]][0] == "SUCCESS", "not put on the queue again"
     assert event_types(database, session_ids[0]) == before, "not researched again"

@@ -26,6 +26,7 @@ inside its lock (never a stale snapshot) and replays its ``RunSpec``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -193,6 +194,26 @@ def interrupt_unstarted(run: Run) -> None:
     run.store.save(run.state)
     RunObserver(run.state, run.events.append).end(report_path=None)
     run.events.close()
+
+
+async def hand_over(run: Run) -> None:
+    """Save ``run`` as queued for a team's workers (``app.team``): it researches elsewhere,
+    and what was built here to check and save it is closed."""
+    await run.runtime.resources.aclose()
+    run.state.status = "queued"
+    run.store.save(run.state)
+
+
+def unqueue(settings: Settings, session_id: str) -> None:
+    """A session saved as queued whose run no worker will take (the queue refused it, or it
+    was taken off): saved as interrupted, so ``resume`` queues it again. Left alone while a
+    worker holds it: that worker saves it."""
+    store = sessions(settings)
+    with contextlib.suppress(SessionLocked), store.lock(session_id):
+        state = store.load(session_id)
+        if state.status == "queued":
+            state.status = "interrupted"
+            store.save(state)
 
 
 @dataclass(frozen=True)

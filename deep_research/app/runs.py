@@ -40,10 +40,11 @@ import contextlib
 import importlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deep_research.app import lifecycle, preparation, saved
 from deep_research.app.config import Settings
@@ -54,7 +55,10 @@ from deep_research.core.errors import BudgetTooSmall, DeepResearchError, UsageEr
 from deep_research.core.events import RunEvent
 from deep_research.core.models import SessionState
 from deep_research.persistence.daily import DIR, DailyLedger, Reservation, open_book
-from deep_research.persistence.port import Events
+from deep_research.persistence.port import Events, team_extra
+
+if TYPE_CHECKING:
+    from deep_research.app.team import RunQueue
 
 log = logging.getLogger(__name__)
 
@@ -70,17 +74,44 @@ class Caps:
 
 
 class RunManager:
-    def __init__(self, settings: Settings, caps: Caps | None = None) -> None:
+    def __init__(
+        self, settings: Settings, caps: Caps | None = None, *, local_worker: bool = True
+    ) -> None:
         self.settings = settings
         self.caps = caps or Caps(
             settings.server_max_runs, settings.server_max_cost_usd, settings.server_daily_budget_usd
         )
         self.ledger = daily_ledger(settings, self.caps.daily_budget)
+        self.team = settings.database_url is not None
+        """Runs go to the team's queue (``app.team``), researched by its workers."""
+        self.local_worker = local_worker and self.team
+        """This process is one of those workers too (``open``)."""
+        self._queue: RunQueue | None = None
+        self._opening = asyncio.Lock()
+        self._worker: threading.Thread | None = None
+        self._worker_stop = threading.Event()
         self._slots = asyncio.Semaphore(self.caps.max_runs)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._logs: dict[str, Events] = {}
         self._closing = False
         self._engine_said = ""
+
+    def open(self) -> None:
+        """As the server starts: in a team, with ``local_worker``, this process starts
+        researching the team's queued runs in a thread (``team.work``) until ``shutdown``."""
+        if not self.local_worker or self._worker is not None:
+            return
+        with team_extra():
+            from deep_research.app import team  # DBOS: a team's only
+
+        def work() -> None:
+            try:
+                team.work(self.settings, self._worker_stop.is_set)
+            except Exception:  # the server goes on: it queues runs for the other workers
+                log.exception("this server's worker stopped")
+
+        self._worker = threading.Thread(target=work, name="team-worker", daemon=True)
+        self._worker.start()
 
     def say_engine(self, prepared: preparation.Prepared) -> None:
         """Log how ``auto`` chose the web engine, and why, once per choice: a fallback to
@@ -117,6 +148,8 @@ class RunManager:
             stack.close()
             self._release(held.id, "not started")
             raise
+        if self.team:
+            return await self._hand_over(run, stack, held.id, again=False)
         return self._launch(run, stack, held.id)
 
     async def resume(self, session_id: str, request: ResumeRequest) -> str:
@@ -141,12 +174,42 @@ class RunManager:
                     on_info=_say_nothing,
                 )
             )
+            if self.team and run.state.status == "queued":
+                raise UsageError(f"session {state.session_id} is queued already")
             await asyncio.to_thread(self.ledger.attach, held.id, run.state.session_id)
         except BaseException:
             stack.close()
             self._release(held.id, state.session_id)
             raise
+        if self.team:
+            return await self._hand_over(run, stack, held.id, again=True)
         return self._launch(run, stack, held.id)
+
+    async def _hand_over(
+        self, run: lifecycle.Run, stack: ExitStack, reservation: str, *, again: bool
+    ) -> str:
+        """Queue ``run`` for the team's workers: saved as queued, let go of, then put on the
+        queue. Should the queue refuse it, its reservation is given back."""
+        session_id = run.state.session_id
+        with stack:
+            await lifecycle.hand_over(run)
+        try:
+            queue = await self._team_queue()
+            await asyncio.to_thread(queue.put, session_id, again=again)
+        except BaseException:
+            self._release(reservation, session_id)
+            raise
+        return session_id
+
+    async def _team_queue(self) -> RunQueue:
+        """The team's queue, opened at first use (off the loop: it may migrate its tables)."""
+        async with self._opening:
+            if (queue := self._queue) is None:
+                with team_extra():
+                    from deep_research.app import team  # DBOS: a team's only
+
+                queue = self._queue = await asyncio.to_thread(team.RunQueue, self.settings)
+        return queue
 
     async def _reserve(self, amount: float, **how: Any) -> Reservation:
         """``ledger.reserve`` off the loop. A caller cancelled meanwhile (a client going
@@ -229,9 +292,8 @@ class RunManager:
                 lifecycle.save_interrupted(run)
         # Saved above: what it spent is on disk before its reservation goes. Off the loop,
         # as the ledger's lock may be held by another process counting the day.
-        state = run.state
-        if state.status in ("complete", "stopped", "failed") and not _jobs_out(state):
-            await asyncio.to_thread(self._release, reservation, state.session_id)
+        if ended(run.state):
+            await asyncio.to_thread(self._release, reservation, run.state.session_id)
 
     def live_log(self, session_id: str) -> Events | None:
         """The event log of a run this process runs now (None: it runs no such run)."""
@@ -249,7 +311,24 @@ class RunManager:
     async def cancel(self, session_id: str) -> lifecycle.CancelResult:
         session_id = sessions(self.settings).resolve(session_id)
         await self._stop(session_id)
+        if self.team:
+            await self._stop_queued(session_id)
         return await lifecycle.cancel(self.settings, session_id)
+
+    async def _stop_queued(self, session_id: str) -> None:
+        """Take the session's run off the team's queue, or stop it on the worker that runs
+        it, and wait (at most ``worker_timeout_seconds``) until that worker has saved it and
+        let go: its jobs' cancels are then recorded here."""
+        queue = await self._team_queue()
+        if not await asyncio.to_thread(queue.cancel, session_id):
+            return
+        store = sessions(self.settings)
+        await asyncio.to_thread(lifecycle.unqueue, self.settings, session_id)
+        deadline = time.monotonic() + self.settings.worker_timeout_seconds
+        while await asyncio.to_thread(store.is_locked, session_id):
+            if time.monotonic() > deadline:
+                return  # that worker records the cancels when it next polls the jobs
+            await asyncio.sleep(0.2)
 
     async def shutdown(self) -> None:
         """Stop every run (each saved as interrupted; resume picks them up), and refuse new
@@ -257,6 +336,12 @@ class RunManager:
         self._closing = True
         while self._tasks:
             await asyncio.gather(*(self._stop(sid) for sid in list(self._tasks)))
+        if self._worker is not None:  # its runs saved as interrupted; another worker's next
+            self._worker_stop.set()
+            await asyncio.to_thread(self._worker.join)
+        if self._queue is not None:
+            self._queue.close()
+            self._queue = None
 
     async def _stop(self, session_id: str) -> None:
         """Cancel the run's task and wait until it has saved the run and let go of its lock
@@ -264,6 +349,12 @@ class RunManager:
         if (task := self._tasks.get(session_id)) is not None:
             task.cancel()
         await self.wait(session_id)
+
+
+def ended(state: SessionState) -> bool:
+    """The run has ended with nothing left running at the provider: its reservation of the
+    day's budget may go (what it spent is in its ledger)."""
+    return state.status in ("complete", "stopped", "failed") and not _jobs_out(state)
 
 
 def _jobs_out(state: SessionState) -> bool:

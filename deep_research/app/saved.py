@@ -77,15 +77,20 @@ async def watch(
     log, when this process runs it (events arrive as written, not by polling)."""
     store = sessions(settings)
     session_id = store.resolve(session_id)
+
+    def active() -> bool:
+        """A process runs the session, or a team's worker will: it is queued."""
+        return store.is_locked(session_id) or store.load(session_id).status == "queued"
+
     if after is None and live is not None:
         after = live.opened_after  # this run's, even before its start event (queued)
     if after is None:
         events = store.events(session_id).read()
         starts = [event.id for event in events if event.type == "start"]
         after = starts[-1] - 1 if starts else 0
-        if events and events[-1].type in TERMINAL and store.is_locked(session_id):
-            # That run has ended and a process holds the session: a resume, whose start
-            # event is not written yet. Its events, not the last run's again.
+        if events and events[-1].type in TERMINAL and active():
+            # That run has ended and a process holds the session (or it is queued): a
+            # resume, whose start event is not written yet. Its events, not the last run's.
             after = events[-1].id
     if live is not None:
         source = follow_live(live, after)
@@ -94,7 +99,7 @@ async def watch(
             session_id,
             after,
             poll_seconds=poll_seconds,
-            running=lambda: store.is_locked(session_id),
+            running=active,
         )
     async with contextlib.aclosing(source):  # a follower that stops lets go of the log now
         async for event in source:

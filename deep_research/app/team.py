@@ -46,7 +46,14 @@ from deep_research.app import lifecycle, preparation, runs
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides, RunOptions
 from deep_research.app.saved import database_url, sessions
-from deep_research.core.errors import BudgetTooSmall, ConfigError, SessionLocked, StorageError
+from deep_research.core.errors import (
+    BudgetTooSmall,
+    ConfigError,
+    DeepResearchError,
+    SessionLocked,
+    StorageError,
+)
+from deep_research.persistence.schema import first_line
 from deep_research.persistence.workers import Heartbeats
 
 if TYPE_CHECKING:
@@ -92,42 +99,94 @@ def dbos_url(conninfo: str) -> str:
     return url.render_as_string(hide_password=False)
 
 
-# --- submitting -------------------------------------------------------------------------
+# --- the queue -------------------------------------------------------------------------
 
 
 def submit(settings: Settings, question: str, options: RunOptions, on_info: Info) -> str:
     """Prepare and save a new session as ``lifecycle.start`` does, without running it, and
     queue its run (workflow id: the session id, so queueing it twice is once); its id."""
-    url = database_url(settings)
+    database_url(settings)  # refused before anything is prepared
     prepared = preparation.prepare(settings, question, options)
     if not prepared.extractive:
         prepared = asyncio.run(preparation.choose_engine(prepared, on_info))
     refused = preparation.refusal(prepared, preparation.estimate(prepared))
     if refused is not None:
         raise BudgetTooSmall(refused)
-    from deep_research.app import wiring  # LangChain, OpenAI, Chroma: after the checks
-
-    runtime = wiring.start_run(prepared, on_info)
-    asyncio.run(runtime.resources.aclose())  # built to save the session; the worker runs it
-    enqueue(url, runtime.state.session_id)
-    return runtime.state.session_id
-
-
-def enqueue(conninfo: str, session_id: str) -> None:
-    """Queue the run of the saved session ``session_id`` (again: nothing happens)."""
-    url = dbos_url(conninfo)
-    DBOS.migrate(url)  # the queue's tables, before any worker made them
-    client = DBOSClient(system_database_url=url, application_name=APP_NAME)
+    with lifecycle.start(prepared, on_info) as run:
+        asyncio.run(lifecycle.hand_over(run))  # saved as queued; built only to save it
+    queue = RunQueue(settings)
     try:
+        queue.put(run.state.session_id)
+    finally:
+        queue.close()
+    return run.state.session_id
+
+
+class RunQueue:
+    """The team's queue of runs, as its clients use it (``submit``, a server's
+    ``RunManager``): put a saved session's run on it, or take it off."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._conninfo = conninfo = database_url(settings)
+        url = dbos_url(conninfo)
+        with _storage_errors("could not reach the team's queue", conninfo):
+            DBOS.migrate(url)  # the queue's tables, before any worker made them
+            self._client = DBOSClient(system_database_url=url, application_name=APP_NAME)
+
+    def put(self, session_id: str, *, again: bool = False) -> str:
+        """Queue the run of ``session_id``, saved as queued (``lifecycle.hand_over``): its
+        first (workflow id: the session's, so putting it twice queues it once) or, ``again``,
+        a resume. Should the queue refuse it, the session is saved as interrupted (``resume``
+        queues it again) and the error raised. The workflow's id."""
+        workflow_id = f"{session_id}-{secrets.token_hex(4)}" if again else session_id
         options: EnqueueOptions = {
             "workflow_name": WORKFLOW,
             "queue_name": QUEUE,
-            "workflow_id": session_id,
+            "workflow_id": workflow_id,
             "app_version": APP_VERSION,
         }
-        client.enqueue(options, session_id)
-    finally:
-        client.destroy()
+        try:
+            with _storage_errors(f"could not queue session {session_id}", self._conninfo):
+                self._client.enqueue(options, session_id)
+        except BaseException:
+            lifecycle.unqueue(self._settings, session_id)
+            raise
+        return workflow_id
+
+    def cancel(self, session_id: str) -> bool:
+        """Take the session's run off the queue, or stop it where a worker runs it (its step
+        is preemptible: DBOS cancels it within a second; it saves the run as interrupted and
+        lets go of the session). Whether it had a run queued or running."""
+        with _storage_errors(f"could not cancel the run of {session_id}", self._conninfo):
+            active = self._client.list_workflows(
+                workflow_id_prefix=session_id,
+                status=["ENQUEUED", "PENDING"],
+                load_input=False,
+                load_output=False,
+            )
+            ids = [
+                flow.workflow_id
+                for flow in active
+                if flow.workflow_id.partition("-")[0] == session_id  # not a longer id's
+            ]
+            if ids:
+                self._client.cancel_workflows(ids)
+        return bool(ids)
+
+    def close(self) -> None:
+        self._client.destroy()
+
+
+@contextmanager
+def _storage_errors(doing: str, conninfo: str) -> Iterator[None]:
+    """DBOS's and SQLAlchemy's errors as one ``StorageError`` line, with no password."""
+    try:
+        yield
+    except DeepResearchError:
+        raise
+    except Exception as exc:
+        raise StorageError(f"{doing}: {first_line(exc, conninfo)}") from None
 
 
 # --- the workflow -----------------------------------------------------------------------
@@ -139,7 +198,7 @@ async def run_session(session_id: str) -> str:
     return await research(session_id)
 
 
-@DBOS.step(name="research")
+@DBOS.step(name="research", preemptible=True)
 async def research(session_id: str) -> str:
     settings = _worker["settings"]
     store = sessions(settings)
@@ -158,9 +217,20 @@ async def research(session_id: str) -> str:
         except Exception:
             log.exception("run %s failed", session_id)
             raise
+        finally:
+            if runs.ended(run.state):  # saved: its spend is in its ledger
+                await asyncio.to_thread(_release, settings, session_id)
         log.info("run %s: %s (%s)", session_id, run.state.status, run.state.stop_reason)
         return run.state.status
     raise AssertionError("unreachable")  # mypy: ExitStack may swallow exceptions
+
+
+def _release(settings: Settings, session_id: str) -> None:
+    """End the daily-budget reservation the server that queued the run made for it."""
+    try:
+        runs.daily_ledger(settings).release_session(session_id)
+    except (DeepResearchError, OSError):  # then held until its day ends: the safe side
+        log.exception("could not release the reservation of run %s", session_id)
 
 
 async def _reopened(settings: Settings, session_id: str, stack: ExitStack) -> lifecycle.Run:
@@ -207,9 +277,16 @@ def executor_id() -> str:
 
 
 def serve_worker(settings: Settings, executor: str | None = None) -> int:
-    """Research queued runs, ``worker_concurrency`` at once, until SIGTERM or Ctrl-C (a
-    second one ends the process at once); and resume a dead worker's runs. 0 when stopped;
-    1 when this worker was declared dead (its runs are another's now)."""
+    """``work`` until SIGTERM or Ctrl-C (a second one ends the process at once)."""
+    signalled = _Signalled()
+    with _signals(signalled):
+        return work(settings, lambda: signalled.yes, executor)
+
+
+def work(settings: Settings, stopped: Callable[[], bool], executor: str | None = None) -> int:
+    """Research queued runs, ``worker_concurrency`` at once, until ``stopped``; and resume
+    a dead worker's runs. 0 when stopped; 1 when this worker was declared dead (its runs
+    are another's now). One per process (DBOS is the process's)."""
     conninfo = database_url(settings)
     url = dbos_url(conninfo)
     executor = executor or executor_id()
@@ -226,8 +303,7 @@ def serve_worker(settings: Settings, executor: str | None = None) -> int:
     # What a run imports and builds (~3 s cold), before this worker takes one: a run it
     # takes over from a dead worker starts at once (recovery was 5.4-6.5 s, cold).
     runs.warm_up(settings, _say_engine)
-    signalled = _Signalled()
-    with Heartbeats(conninfo, executor, timeout) as beats, _signals(signalled):
+    with Heartbeats(conninfo, executor, timeout) as beats:
         health = _Health(timeout)  # its row was just written: a beat
         beating = threading.Thread(
             target=_beat, args=(beats, stop, dead, health), name="worker-heartbeat", daemon=True
@@ -242,10 +318,10 @@ def serve_worker(settings: Settings, executor: str | None = None) -> int:
                 polling_interval_sec=min(1.0, timeout / 4),  # a run waits at most that
             )
             log.info("worker %s: up (%d runs at once)", executor, settings.worker_concurrency)
-            while not (stop.is_set() or signalled.yes):
+            while not (stop.is_set() or stopped()):
                 if health.steady(timeout):
                     _reap(beats)
-                _sleep(timeout / 4, lambda: stop.is_set() or signalled.yes)
+                _sleep(timeout / 4, lambda: stop.is_set() or stopped())
         finally:
             DBOS.destroy()  # cancels the running steps: each saves its run, interrupted
             stop.set()  # beating until then: never reaped while it saves them

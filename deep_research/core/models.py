@@ -37,7 +37,8 @@ StopReason = Literal[
     "interrupted",
     "error",
 ]
-RunStatus = Literal["running", "complete", "stopped", "failed", "interrupted"]
+RunStatus = Literal["queued", "running", "complete", "stopped", "failed", "interrupted"]
+"""``queued``: saved for a team's workers (``app.team``), none of which has taken it yet."""
 ChatRole = Literal["planner", "synthesizer", "judge", "branch", "summarizer"]
 WebEngine = str
 """The web source a run researches the web with: ``openai``, ``search`` or a plugin's

@@ -263,7 +263,8 @@ def sessions_table(rows: list[SessionSummary]) -> None:
 def _session_cells(row: SessionSummary, question: str, *, short: bool) -> tuple[str, ...]:
     when = row.created_at.astimezone().strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M")
     status: str = row.status
-    if not short and row.stop_reason not in (None, row.status):
+    before = row.status in ("queued", "running")  # a stop reason there is a past run's
+    if not short and not before and row.stop_reason not in (None, row.status):
         status = f"{row.status} ({row.stop_reason})"
     nodes = f"{row.nodes_done}/{row.nodes_total}"
     return (row.session_id, when, status, nodes, f"${row.cost_usd:.4f}", question)
@@ -272,7 +273,10 @@ def _session_cells(row: SessionSummary, question: str, *, short: bool) -> tuple[
 def session_detail(state: SessionState, report_path: str | None) -> None:
     spend = totals(state.ledger)
     out.print(Text.assemble(("question: ", "bold"), state.question))
-    stop = f" ({state.stop_reason}: {state.stop_detail})" if state.stop_reason else ""
+    before = state.status in ("queued", "running")  # a stop reason there is a past run's
+    stop = (
+        f" ({state.stop_reason}: {state.stop_detail})" if state.stop_reason and not before else ""
+    )
     out.print(Text.assemble(("status:   ", "bold"), f"{state.status}{stop}"))
     if state.run_spec.preset:
         out.print(Text.assemble(("preset:   ", "bold"), state.run_spec.preset))

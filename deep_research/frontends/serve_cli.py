@@ -18,6 +18,15 @@ from deep_research.core.errors import EXIT_INTERRUPTED
 _STARTUP_FAILURE = 3
 """uvicorn's exit code for a server that could not start (a port in use, say)."""
 
+LocalWorkerOpt = Annotated[
+    bool,
+    typer.Option(
+        "--local-worker/--no-local-worker",
+        help="With DEEP_RESEARCH_DATABASE_URL (a team): also research the team's queued runs "
+        "in this process, as `deep-research worker` does; or only queue and read them.",
+    ),
+]
+
 
 def serve(
     host: Annotated[
@@ -25,6 +34,7 @@ def serve(
         typer.Option(help="Address to bind; off loopback DEEP_RESEARCH_API_TOKEN is required."),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
+    local_worker: LocalWorkerOpt = True,
 ) -> None:
     """Serve the HTTP API: start, follow (Server-Sent Events), resume and cancel runs; API
     docs at /docs. Ctrl-C saves every run as interrupted."""
@@ -36,7 +46,7 @@ def serve(
         from deep_research.frontends.http.app import create_app, log_to_stderr
 
         settings = load_settings()
-        api = create_app(settings, host=host, port=port)
+        api = create_app(settings, host=host, port=port, local_worker=local_worker)
         log_to_stderr()
         where = f"[{host}]" if ":" in host else host
         render.info(f"serving on http://{where}:{port} (API docs at /docs); Ctrl-C stops")
@@ -92,6 +102,7 @@ def mcp(
             help="Serve streamable HTTP on 127.0.0.1:PORT (at /mcp) instead of stdio.",
         ),
     ] = None,
+    local_worker: LocalWorkerOpt = True,
 ) -> None:
     """Serve the MCP server: research, the knowledge base and claim checks as tools for an
     MCP client (Claude Code, Claude Desktop, …); stdio unless --http. Every run is saved as
@@ -101,9 +112,9 @@ def mcp(
 
     settings = load_settings()
     if http is None:
-        mcp_server.serve_stdio(settings)
+        mcp_server.serve_stdio(settings, local_worker=local_worker)
         return
     from deep_research.frontends import render
 
     render.info(f"serving MCP on http://127.0.0.1:{http}/mcp; Ctrl-C stops")
-    mcp_server.serve_http(settings, http)
+    mcp_server.serve_http(settings, http, local_worker=local_worker)

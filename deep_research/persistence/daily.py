@@ -239,6 +239,15 @@ class DailyLedger:
 
         self._locked(end, write=True)
 
+    def release_session(self, session_id: str) -> None:
+        """The run of ``session_id`` has ended where its reservation's id is not known (a
+        team's worker, for the server that queued it): its reservations end."""
+
+        def end(book: _Book) -> None:
+            book.reservations = [r for r in book.reservations if r.session_id != session_id]
+
+        self._locked(end, write=True)
+
     def settle(self, reservation_id: str, cost_usd: float) -> None:
         """A call outside any session is done: book what it cost on today's account."""
         today = self._clock().date()

@@ -34,7 +34,10 @@ def shown_status(
     """The status to show: a run whose process is gone before it finished reads as
     interrupted (``resume`` finishes it), whether it was saved running (kill -9, a crash) or
     stopped with no report yet (killed while writing or checking the report, a full disk).
+    A queued run reads as running once a worker holds it (it says so as it starts).
     ``reported`` and ``locked`` are asked only when the answer depends on them."""
+    if state.status == "queued":
+        return "running" if locked() else "queued"
     unfinished = state.status == "running" or (
         state.status in ("complete", "stopped") and not reported()
     )

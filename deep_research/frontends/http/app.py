@@ -38,14 +38,20 @@ def log_to_stderr() -> None:
 
 
 def create_app(
-    settings: Settings, *, host: str = "127.0.0.1", port: int = 8000, runs: RunManager | None = None
+    settings: Settings,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    runs: RunManager | None = None,
+    local_worker: bool = True,
 ) -> FastAPI:
     check_bind(settings, host)
-    shared = ServerContext(settings, runs or RunManager(settings))
+    shared = ServerContext(settings, runs or RunManager(settings, local_worker=local_worker))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         shared.warm = start_warm_up(shared.runs)
+        shared.runs.open()  # in a team: one of its workers too, unless --no-local-worker
         yield
         await shared.runs.shutdown()  # every run saved as interrupted
 

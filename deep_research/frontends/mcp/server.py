@@ -107,16 +107,19 @@ def invalid_arguments(error: ValidationError) -> str:
     return "; ".join(problems)
 
 
-def create_server(settings: Settings, *, runs: RunManager | None = None) -> MCPServer[None]:
+def create_server(
+    settings: Settings, *, runs: RunManager | None = None, local_worker: bool = True
+) -> MCPServer[None]:
     """The server and its tools. Light: the engine (LangChain, Chroma, the page reader, the
     embedder) loads with the first tool call that needs it, so ``initialize`` and
     ``tools/list`` are answered at once."""
-    manager = runs or RunManager(settings)
+    manager = runs or RunManager(settings, local_worker=local_worker)
     reader = web_tools.LazyReader(settings)  # one per process, as runs share it
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[None]) -> AsyncIterator[None]:
         try:
+            manager.open()  # in a team: one of its workers too, unless --no-local-worker
             yield
         finally:
             with anyio.CancelScope(shield=True):  # the client is gone: save, then go
@@ -158,14 +161,14 @@ def log_warnings_only() -> None:
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
 
 
-def serve_stdio(settings: Settings) -> None:
+def serve_stdio(settings: Settings, *, local_worker: bool = True) -> None:
     """Serve over stdin/stdout until the client closes stdin (or SIGTERM, Ctrl-C)."""
     log_warnings_only()
-    asyncio.run(_serve_stdio(settings))
+    asyncio.run(_serve_stdio(settings, local_worker))
 
 
-async def _serve_stdio(settings: Settings) -> None:
-    manager = RunManager(settings)
+async def _serve_stdio(settings: Settings, local_worker: bool) -> None:
+    manager = RunManager(settings, local_worker=local_worker)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, lambda: loop.create_task(_save_and_exit(manager)))
@@ -215,12 +218,12 @@ def public_hosts(url: str) -> list[str]:
     return [name] + ([f"{name}:{parts.port}"] if parts.port else [])
 
 
-def serve_http(settings: Settings, port: int) -> None:
+def serve_http(settings: Settings, port: int, *, local_worker: bool = True) -> None:
     """Serve streamable HTTP on 127.0.0.1:``port`` until Ctrl-C or SIGTERM (runs saved)."""
     import uvicorn
 
     log_warnings_only()
-    app = http_app(settings, create_server(settings), port)
+    app = http_app(settings, create_server(settings, local_worker=local_worker), port)
     uvicorn.run(
         app,
         host="127.0.0.1",

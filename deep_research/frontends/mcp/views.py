@@ -58,7 +58,10 @@ class ResearchStatus(BaseModel):
 
     session_id: str
     question: str
-    status: RunStatus = Field(description="running, complete, stopped, failed or interrupted.")
+    status: RunStatus = Field(
+        description="queued (for a team's workers), running, complete, stopped, failed or "
+        "interrupted."
+    )
     stop_reason: StopReason | None
     created_at: datetime
     iteration: int = Field(description="The plan -> research -> judge round it is in.")

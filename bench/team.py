@@ -159,7 +159,7 @@ def worker_env(conninfo: str, fake: FakeOpenAI, home: Path) -> dict[str, str]:
 def submit(env: dict[str, str], runs: int) -> list[str]:
     """``runs`` new sessions saved and queued (in this process: as `submit` does), with the
     settings a worker reads from ``env``."""
-    from deep_research.app import team
+    from deep_research.app import queue
     from deep_research.app.config import Settings
     from deep_research.app.options import RunOptions
 
@@ -169,7 +169,7 @@ def submit(env: dict[str, str], runs: int) -> list[str]:
     try:
         settings = Settings(_env_file=None)  # type: ignore[call-arg]
         return [
-            team.submit(settings, f"What is known about topic {i}?", RunOptions(), _quiet)
+            queue.submit(settings, f"What is known about topic {i}?", RunOptions(), _quiet)
             for i in range(runs)
         ]
     finally:

@@ -713,3 +713,57 @@ def test_malformed_annotations_are_skipped_and_shared_ends_keep_order() -> None:
 def test_garbage_output_is_a_branch_error(output: Any) -> None:
     with pytest.raises(BranchError, match="no report text"):
         extract_report(response(output))
+
+
+class Slots:
+    """The team's research-job slots, as ``persistence.slots`` holds them: ``limit`` of
+    them; ``held`` counts the ones taken."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self.most = 0
+
+    def try_take(self) -> int | None:
+        if self.held == self.limit:
+            return None
+        self.held += 1
+        self.most = max(self.most, self.held)
+        return self.held - 1
+
+    def give_back(self, _slot: int) -> None:
+        self.held -= 1
+
+
+async def test_a_new_job_waits_for_a_team_slot_and_a_reattached_one_never_does(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    slots = Slots(1)
+    fake_openai.script_research([REPORT, REPORT])
+    saved = await client.responses.create(model=MODEL, input="earlier run", background=True)
+    ex, _ = executor(client, slots=slots)
+    events: list[JobEvent] = []
+    hook = Hook(fake_openai)
+    assert slots.try_take() == 0  # another worker's job holds the only slot
+
+    reattached = await ex.run(
+        replace(TASK, remote_jobs={JOB_NAME: saved.id}), RecordingMeter(), hook
+    )
+    assert reattached.notes, "read at once: it runs at the provider anyway"
+    assert slots.held == 1, "it took no slot (none was free), and gave none back"
+
+    said = asyncio.Event()
+
+    def event(job: JobEvent) -> None:
+        events.append(job)
+        said.set()
+
+    new = asyncio.create_task(ex.run(replace(TASK, on_event=event), RecordingMeter(), hook))
+    await asyncio.wait_for(said.wait(), 10)
+    assert [(e.status, e.job_id) for e in events] == [("waiting", "")]
+    assert "the team's 1 are in use" in events[0].note
+    assert fake_openai.count("/v1/responses", "POST") == 1, "created nothing while waiting"
+    slots.give_back(0)  # that other job has ended
+    assert (await new).notes
+    assert fake_openai.count("/v1/responses", "POST") == 2
+    assert (slots.held, slots.most) == (0, 1), "taken for the job, given back after it"

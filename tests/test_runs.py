@@ -14,7 +14,8 @@ import pytest
 from deep_research.app import lifecycle, preparation, saved
 from deep_research.app.config import Settings
 from deep_research.app.options import ResumeRequest, RunOptions
-from deep_research.app.runs import Caps, RunManager, warm_up
+from deep_research.app.runs import Caps, RunManager
+from deep_research.app.warm import warm_up
 from deep_research.core.errors import UsageError
 from deep_research.core.events import RunEvent
 from deep_research.core.models import LedgerEntry

@@ -4,6 +4,7 @@ PostgreSQL (``db upgrade`` first), and every command reads and writes them there
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -190,3 +191,37 @@ def test_a_damaged_ledger_in_the_database_refuses_admissions_and_says_where(
         ledger.reserve(1.0, exact=True)
     [[kept]] = execute(database, "SELECT book FROM daily_book")
     assert kept == "{torn", "a refused change writes nothing"
+
+
+def test_research_job_slots_are_shared_by_processes_and_freed_with_a_connection(
+    database: str,
+) -> None:
+    from deep_research.core.errors import StorageError
+    from deep_research.persistence.slots import JobSlots
+
+    first, second = JobSlots(database, 2), JobSlots(database, 2)
+    try:
+        assert (first.try_take(), second.try_take()) == (0, 1)
+        assert first.try_take() is None, "both slots held: one each"
+        second.close()  # a worker gone: its connection, and its slots, with it
+        others = (
+            "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        while execute(database, f"SELECT count(*) {others}") != [(1,)]:
+            time.sleep(0.01)  # until its backend has exited
+        assert first.try_take() == 1
+        first.give_back(0)
+        assert first.taken == {1}
+        others = (
+            "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        execute(database, f"SELECT pg_terminate_backend(pid) {others}")
+        while execute(database, f"SELECT count(*) {others}") != [(0,)]:
+            time.sleep(0.01)  # until its backend has exited
+        with pytest.raises(StorageError, match="could not take a research-job slot"):
+            first.try_take()
+        assert first.taken == set(), "its slots went with its connection"
+        assert first.try_take() == 0, "a new connection, the slots free again"
+    finally:
+        first.close()
+        second.close()

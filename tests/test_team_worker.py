@@ -131,11 +131,11 @@ def team_env(env: dict[str, str], database: str) -> dict[str, str]:
     ],
 )
 def test_an_address_dbos_would_misread_or_log_is_refused(address: str, refused: str) -> None:
-    from deep_research.app import team
+    from deep_research.app import queue
     from deep_research.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=refused) as caught:
-        team.dbos_url(address)
+        queue.dbos_url(address)
     assert "k3y-s3cret" not in str(caught.value)
 
 
@@ -187,11 +187,11 @@ def test_one_worker_researches_every_queued_run_once(
         assert "Extractive mode" in out
     assert {s for s, _ in workflows(database).values()} == {"SUCCESS"}
 
-    from deep_research.app import team
     from deep_research.app.config import Settings
+    from deep_research.app.queue import RunQueue
 
     before = event_types(database, session_ids[0])
-    queue = team.RunQueue(Settings(database_url=database))
+    queue = RunQueue(Settings(database_url=database))
     queue.put(session_ids[0])  # queued again: the same workflow, done already
     queue.close()
     assert len(workflows(database)) == 3
@@ -302,3 +302,35 @@ def test_a_dead_worker_is_handed_on_once_and_kept_while_handing_on_fails(databas
             ("alive-a",),
             ("alive-b",),
         ]
+
+
+def test_the_team_cap_holds_a_research_job_until_a_slot_is_free(
+    database: str,
+    env: dict[str, str],
+    fake_openai: FakeOpenAI,
+    workers_for: Callable[[dict[str, str]], Workers],
+) -> None:
+    plans = [[plan_task("t1", question=f"What is known about aspect {i}?")] for i in range(2)]
+    ResearchWorld(plans=plans).install(fake_openai)
+    fake_openai.hold_responses = True
+    env = team_env(env, database) | {"DEEP_RESEARCH_TEAM_MAX_RESEARCH_JOBS": "1"}
+    session_ids = [run_json(env, "submit", f"Question number {i}?")["session_id"] for i in range(2)]
+    workers = workers_for(env)
+    workers.start()  # two runs at once, one slot between them
+
+    def waiting() -> list[str]:
+        rows = execute(database, "SELECT session_id, event FROM session_events")
+        return [sid for sid, event in rows if json.loads(event)["data"].get("status") == "waiting"]
+
+    wait_until(lambda: len(waiting()) == 1, 45, workers, "one run waiting for the slot")
+    assert len(fake_openai.response_ids) == 1, "the other's job holds the only slot"
+    fake_openai.hold_responses = False
+    fake_openai.complete(fake_openai.response_ids[0])
+    wait_until(
+        lambda: set(statuses(database, session_ids).values()) == {"complete"},
+        45,
+        workers,
+        "both runs complete, one job after the other",
+    )
+    assert len(fake_openai.response_ids) == 2
+    assert sorted(fake_openai.research_inputs.values()) == [1, 1], "each job created once"

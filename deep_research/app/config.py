@@ -285,6 +285,8 @@ class Settings(BaseSettings):
     worker_timeout_seconds: float = Field(default=60.0, ge=1, le=3600)
     """A worker silent this long is dead: its runs resume on another (and session leases
     lapse after it)."""
+    team_max_research_jobs: int | None = Field(default=None, ge=1, le=1000)
+    """Research jobs in flight at once across a team's machines (unset: no team-wide cap)."""
     kb_name: KbName = "default"
     """The knowledge base runs and kb commands use (a run with no model reads 'sample' until
     this one exists)."""

@@ -24,7 +24,7 @@ Invariants:
 - ``cancel`` stops the local task (the run is saved as interrupted, its lock released),
   then cancels the session's research jobs at the provider and records the cancelled
   nodes, which ``resume`` leaves alone. ``shutdown`` saves every run as interrupted.
-- ``warm_up`` builds, as a server starts, what its first run would otherwise build while
+- ``warm.warm_up`` builds, as a server starts, what its first run would otherwise build while
   its client waits; it spends nothing and saves no session, and contacts nobody but, when
   the web engine is ``auto`` on a server other than OpenAI's, that server's models API (the
   question the first run would ask, its answer cached for a day).
@@ -36,12 +36,9 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import importlib
 import logging
 import threading
 import time
-from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -58,7 +55,7 @@ from deep_research.persistence.daily import DIR, DailyLedger, Reservation, open_
 from deep_research.persistence.port import Events, team_extra
 
 if TYPE_CHECKING:
-    from deep_research.app.team import RunQueue
+    from deep_research.app.queue import RunQueue
 
 log = logging.getLogger(__name__)
 
@@ -206,9 +203,9 @@ class RunManager:
         async with self._opening:
             if (queue := self._queue) is None:
                 with team_extra():
-                    from deep_research.app import team  # DBOS: a team's only
+                    from deep_research.app import queue as team_queue  # DBOS: a team's only
 
-                queue = self._queue = await asyncio.to_thread(team.RunQueue, self.settings)
+                queue = self._queue = await asyncio.to_thread(team_queue.RunQueue, self.settings)
         return queue
 
     async def _reserve(self, amount: float, **how: Any) -> Reservation:
@@ -368,73 +365,6 @@ def daily_ledger(settings: Settings, budget_usd: float | None = None) -> DailyLe
     budget = settings.server_daily_budget_usd if budget_usd is None else budget_usd
     url = settings.database_url.get_secret_value() if settings.database_url else None
     return DailyLedger(open_book(settings.home / DIR, url), sessions(settings), budget)
-
-
-# What a run imports as it starts (``lifecycle.execute``), beyond what ``preparation.prepare``
-# imports; each source's build imports its own (``Source.warm_modules``).
-# The prompts are read from a package; structured replies go through LangChain's fallbacks.
-RUN_MODULES = (
-    "deep_research.app.wiring",
-    "deep_research.core.orchestrator",
-    "deep_research.core.report",
-    "deep_research.persistence.claims",
-    "deep_research.persistence.evidence",
-    "deep_research.persistence.events",
-    "deep_research.prompts",
-    "langchain_core.runnables.fallbacks",
-)
-
-
-def warm_up(settings: Settings, say_engine: Callable[[preparation.Prepared], None]) -> None:
-    """Build what a run needs, as a first run would: the choice of ``auto`` (said once, see
-    ``RunManager.say_engine``), the engine's modules (~3 s of imports on an idle 2-core
-    machine, 12 s measured on a loaded one), the TLS context, the price data of the
-    configured models and, with a knowledge base and a local embedding model, that model. A
-    setting that stops it is the first run's to meet and report."""
-    # OpenAI, Chroma and LangChain load here, in the warm-up thread.
-    from langchain_core.language_models.fake_chat_models import FakeListChatModel
-
-    from deep_research.app import clients, run_kb
-
-    try:
-        prepared = preparation.prepare(settings, "What does a run need?", RunOptions())
-        prepared = asyncio.run(preparation.choose_engine(prepared))
-        say_engine(prepared)
-        preparation.estimate(prepared)
-        clients.tls_context()
-        clients.touch_apis(settings)
-        # LangChain loads its tracing and message-format modules on a model's first call:
-        # one call to an in-process model that sends nothing.
-        FakeListChatModel(responses=["warm"]).invoke("warm-up")
-        used = prepared.sources().used
-        for module in RUN_MODULES + tuple(m for s in used for m in s.warm_modules):
-            importlib.import_module(module)
-        if prepared.policy == "web_only":
-            return
-        kb = run_kb.open_default_kb(prepared.settings)  # the run's KB (``choose_kb``)
-        if kb is not None and settings.embedding_provider != "openai":  # no call, no cost
-            kb.embeddings.embed_query("What does a run need?")
-    except (DeepResearchError, OSError) as exc:
-        log.warning("warm-up stopped (the first run builds the rest): %s", exc)
-    except Exception:  # a bug: the first run meets it too, but the log says where
-        log.warning("warm-up failed (the first run builds the rest)", exc_info=True)
-
-
-def start_warm_up(runs: RunManager) -> asyncio.Event:
-    """``warm_up`` in a daemon thread: a server stopped meanwhile exits without waiting for
-    it. The event is set once it has ended, however it ended."""
-    loop = asyncio.get_running_loop()
-    ended = asyncio.Event()
-
-    def build() -> None:
-        try:
-            warm_up(runs.settings, runs.say_engine)
-        finally:
-            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
-                loop.call_soon_threadsafe(ended.set)
-
-    threading.Thread(target=build, name="warm-up", daemon=True).start()
-    return ended
 
 
 def _say_nothing(_message: object) -> None:

@@ -88,9 +88,9 @@ def submit(
     options = RunOptions.parse(values, flags)
     saved.database_url(settings)  # refused before DBOS loads
     with team_extra():
-        from deep_research.app import team  # DBOS: a team's only
+        from deep_research.app import queue  # DBOS: a team's only
 
-    session_id = team.submit(settings, question, options, _quiet if as_json else render.info)
+    session_id = queue.submit(settings, question, options, _quiet if as_json else render.info)
     if as_json:
         print_json({"session_id": session_id, "status": "queued"})
     else:

@@ -11,8 +11,10 @@ from deep_research.app.clients import openai_client
 from deep_research.app.config import Settings
 from deep_research.app.sources import Executor, Source, SourceRun, WorstCase, job_spec
 from deep_research.core.budget import web_job_worst_case
+from deep_research.persistence.slots import job_slots
 
 if TYPE_CHECKING:
+    from deep_research.adapters.branches.slots import JobSlots
     from deep_research.adapters.web.openai_jobs import JobSpec
 
 
@@ -34,8 +36,17 @@ def _build(run: SourceRun) -> Executor:
         compressor=LLMCompressor(run.chat("summarizer")),
         cache=run.cache,
         kb_tool=run.kb_tool,
+        slots=_team_slots(settings),
     )
     return Executor(executor, ResponsesJobs(client))
+
+
+def _team_slots(settings: Settings) -> JobSlots | None:
+    """The team's cap on research jobs in flight, when there is a team and a cap."""
+    limit = settings.team_max_research_jobs
+    if settings.database_url is None or limit is None:
+        return None
+    return job_slots(settings.database_url.get_secret_value(), limit)
 
 
 def _worst_case(

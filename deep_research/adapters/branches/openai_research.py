@@ -30,6 +30,7 @@ import openai
 from openai.types.responses import Response
 from pydantic import BaseModel, ValidationError
 
+from deep_research.adapters.branches.slots import JobSlots, slot_held
 from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.job_prompt import build_user_message, load_instructions
 from deep_research.adapters.web.openai_jobs import (
@@ -50,7 +51,12 @@ from deep_research.adapters.web.output import (
     usage_of,
 )
 from deep_research.core.budget import web_job_worst_case, web_job_worst_usage
-from deep_research.core.errors import BranchError, BudgetExhausted, JobCancelled, ProviderError
+from deep_research.core.errors import (
+    BranchError,
+    BudgetExhausted,
+    JobCancelled,
+    ProviderError,
+)
 from deep_research.core.models import Citation, Usage
 from deep_research.core.ports import (
     CREATE_INTENT,
@@ -102,6 +108,8 @@ class DeepResearchExecutor:
     max_backoff_seconds: float = 60.0
     kb_tool: KbTool | None = None
     """The user's KB offered to every job as an MCP tool (``DEEP_RESEARCH_KB_MCP_URL``)."""
+    slots: JobSlots | None = None
+    """The team's cap on jobs in flight (``DEEP_RESEARCH_TEAM_MAX_RESEARCH_JOBS``)."""
     summary_refused: bool = field(default=False, init=False)
     """Once refused, not asked again in this run."""
     jobs: ResponsesJobs = field(init=False)
@@ -146,7 +154,10 @@ class DeepResearchExecutor:
                     f"${meter.remaining_usd():.2f} left"
                 )
             try:
-                response = await _Job(self, task, on_remote_job).run(developer, user, meter)
+                create = JOB_NAME not in task.remote_jobs
+                model = self.spec.describe()
+                async with slot_held(self.slots, task, model, self.poll_seconds, create=create):
+                    response = await _Job(self, task, on_remote_job).run(developer, user, meter)
                 try:
                     report = self._finish(response, meter)
                 except BranchError:

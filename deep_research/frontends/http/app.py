@@ -10,7 +10,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from deep_research.app.config import Settings
-from deep_research.app.runs import RunManager, start_warm_up
+from deep_research.app.runs import RunManager
+from deep_research.app.warm import start_warm_up
 from deep_research.core.errors import ConfigError
 from deep_research.frontends.hosts import allowed_hosts, allowed_origins, is_loopback
 from deep_research.frontends.http import page, research

@@ -16,7 +16,7 @@ class ServerContext:
     settings: Settings
     runs: RunManager
     warm: asyncio.Event | None = field(default=None)
-    """Set when the start-up build has ended (``runs.start_warm_up``)."""
+    """Set when the start-up build has ended (``warm.start_warm_up``)."""
 
     async def warmed(self) -> None:
         """Until the start-up build has ended (at once without one: an app whose lifespan

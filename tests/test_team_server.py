@@ -5,12 +5,10 @@ holds, and research queued runs in their own process unless ``--no-local-worker`
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
+import itertools
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -24,10 +22,9 @@ from deep_research.core.errors import StorageError, UsageError
 from deep_research.core.events import RunEvent
 from tests.fake_openai import FakeOpenAI
 from tests.pg import execute, fresh_database
-from tests.serving import free_port
+from tests.serving import serve_process
 from tests.test_daily_budget import RUN, SMALL_JOBS
 from tests.test_team_worker import (
-    REPO,
     Workers,
     event_types,
     statuses,
@@ -173,38 +170,14 @@ async def test_a_run_the_queue_refuses_is_saved_interrupted_and_its_reservation_
 @pytest.fixture
 def serve(team: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., str]]:
     """`deep-research serve` child processes in the team; their URL. Stopped at the end."""
-    children: list[subprocess.Popen[bytes]] = []
+    with ExitStack() as stack:
+        numbers = itertools.count()
 
-    def start(*flags: str) -> str:
-        port = free_port()
-        log = (tmp_path / f"serve{len(children)}.log").open("wb")
-        child = subprocess.Popen(
-            [sys.executable, "-m", "deep_research", "serve", "--port", str(port), *flags],
-            env={**os.environ, **team, "PYTHONPATH": str(REPO)},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        children.append(child)
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(base + "/sessions", timeout=1)
-                return base
-            except httpx.TransportError:
-                assert child.poll() is None, log.name
-                assert time.monotonic() < deadline, log.name
-                time.sleep(0.05)
+        def start(*flags: str) -> str:
+            log = tmp_path / f"serve{next(numbers)}.log"
+            return stack.enter_context(serve_process(team, *flags, log=log))
 
-    yield start
-    for child in children:
-        child.send_signal(signal.SIGINT)
-    for child in children:
-        try:
-            assert child.wait(timeout=30) in (0, 130)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+        yield start
 
 
 def test_serve_researches_queued_runs_itself_unless_told_not_to(

@@ -270,6 +270,8 @@ class Settings(BaseSettings):
     public_hosts: HostList = ""
     """More ``host[:port]`` names the HTTP API answers to, comma-separated (a reverse proxy's
     name); a public bind already answers to the machine's own names and addresses."""
+    server_url: OptionalText = Field(default=None, pattern=r"^https?://\S+$")
+    """A running service (`deep-research serve`) that runs, resumes and sessions go to."""
     kb_mcp_url: OptionalText = Field(default=None, pattern=r"^https?://\S+$")
     """The public URL of this tool's MCP server (``deep-research mcp --http``): web research
     jobs then search the knowledge base through it too."""
@@ -283,16 +285,14 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(default=2, ge=1, le=64)
     """Runs one `deep-research worker` researches at once."""
     worker_timeout_seconds: float = Field(default=60.0, ge=1, le=3600)
-    """A worker silent this long is dead: its runs resume on another (and session leases
-    lapse after it)."""
+    """A worker silent this long is dead: another resumes its runs (its leases lapse too)."""
     team_max_research_jobs: int | None = Field(default=None, ge=1, le=1000)
     """Research jobs in flight at once across a team's machines (unset: no team-wide cap)."""
     kb_name: KbName = "default"
     """The knowledge base runs and kb commands use (a run with no model reads 'sample' until
     this one exists)."""
     kb_path: Path = Path("kb")
-    """The shipped sample docs: a run with no model and no KB of yours ingests them into KB
-    'sample'."""
+    """The shipped sample docs, ingested as KB 'sample' by a run with no model nor KB."""
     embedding_provider: EmbeddingProvider = "local"
     """local (shipped MiniLM, ONNX), local-fast (model2vec) or openai."""
     openai_embedding_model: ModelName = "text-embedding-3-small"

@@ -60,10 +60,16 @@ def settings_home(dotenv: Mapping[str, str] | None = None) -> Path:
 def settings_database_url(dotenv: Mapping[str, str] | None = None) -> str | None:
     """``Settings.database_url`` as ``settings_home`` finds the data directory (None: unset
     or blank, the sessions are files)."""
+    return setting(DATABASE_VARIABLE, dotenv)
+
+
+def setting(variable: str, dotenv: Mapping[str, str] | None = None) -> str | None:
+    """A setting's text as ``settings_home`` finds the data directory (the environment wins
+    over `.env`), unvalidated; None when unset or blank."""
     dotenv = read_dotenv() if dotenv is None else dotenv
     environ = {name.upper(): value for name, value in os.environ.items()}
-    url = environ.get(DATABASE_VARIABLE, dotenv.get(DATABASE_VARIABLE))
-    return url if url and url.strip() else None
+    value = environ.get(variable, dotenv.get(variable))
+    return value if value and value.strip() else None
 
 
 def data_home() -> Path:

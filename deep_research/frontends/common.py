@@ -29,6 +29,15 @@ if TYPE_CHECKING:
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print one JSON value on stdout, nothing else.")
 ]
+ServerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        metavar="URL",
+        help="Through a running service (`deep-research serve`), with DEEP_RESEARCH_API_TOKEN, "
+        "instead of here (DEEP_RESEARCH_SERVER_URL).",
+    ),
+]
 
 
 def run_summary(state: SessionState) -> dict[str, Any]:

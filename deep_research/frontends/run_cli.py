@@ -14,8 +14,14 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from deep_research.app.flags import FLAGS
-from deep_research.core.errors import EXIT_DECLINED, EXIT_INTERRUPTED, BudgetTooSmall
-from deep_research.frontends.common import JsonOpt, error_json, print_json, print_report
+from deep_research.core.errors import EXIT_DECLINED, EXIT_INTERRUPTED, BudgetTooSmall, UsageError
+from deep_research.frontends.common import (
+    JsonOpt,
+    ServerOpt,
+    error_json,
+    print_json,
+    print_report,
+)
 from deep_research.frontends.question import read_question
 
 if TYPE_CHECKING:
@@ -45,7 +51,7 @@ FullOpt = Annotated[
     ),
 ]
 CLI_ONLY = frozenset(
-    {"question", "question_file", "estimate_only", "yes", "as_json", "session_id", "full"}
+    {"question", "question_file", "estimate_only", "yes", "as_json", "session_id", "full", "server"}
 )
 """Parameters of ``run`` and ``resume`` that are no run option: every other is a field of
 ``options.RunOptions`` (``run``) or ``options.ResumeRequest`` (``resume``), by the same
@@ -98,6 +104,7 @@ def run(
         bool, typer.Option("--yes", "-y", help="Do not ask before an expensive run.")
     ] = False,
     full: FullOpt = False,
+    server: ServerOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Research QUESTION and write a cited report (the default command). On a terminal it
@@ -105,11 +112,17 @@ def run(
     from deep_research.app import lifecycle, preparation
     from deep_research.app.loading import load_settings
     from deep_research.app.options import RunOptions
-    from deep_research.frontends import render
+    from deep_research.frontends import remote, render
 
     question = read_question(question, question_file)
     values, flags = _given(ctx)
     options = RunOptions.parse(values, flags)
+    if (service := remote.connect(server)) is not None:
+        if estimate_only:
+            raise UsageError("--estimate works a run out here: leave out --server")
+        with service:  # its own caps and confirmation: the service admits the run or not
+            given = options.model_dump(mode="json", exclude_defaults=True)
+            remote.follow_run(service, service.start(question, given), as_json=as_json)
     # Every check a user can fail (question, flags, settings) runs before the engine loads.
     prepared = preparation.prepare(load_settings(), question, options, flags)
     if not prepared.extractive:
@@ -142,6 +155,7 @@ def resume(
     retry_cancelled: Annotated[bool, flag("retry_cancelled")] = False,
     resubmit_lost: Annotated[bool, flag("resubmit_lost")] = False,
     full: FullOpt = False,
+    server: ServerOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Continue a run where it stopped; optionally with a new budget or more iterations.
@@ -153,9 +167,14 @@ def resume(
     from deep_research.app import lifecycle
     from deep_research.app.loading import load_settings
     from deep_research.app.options import ResumeRequest, option_settings
+    from deep_research.frontends import remote
 
     values, flags = _given(ctx)
     request = ResumeRequest.parse(values, flags)  # before anything is read
+    if (service := remote.connect(server)) is not None:
+        with service:
+            given = request.model_dump(mode="json", exclude_defaults=True)
+            remote.follow_run(service, service.resume(session_id, given), as_json=as_json)
     sets = option_settings(ResumeRequest).items()
     settings = load_settings().with_flags(
         {setting: flags[option] for option, names in sets for setting in names},

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from deep_research.core.errors import EXIT_DECLINED, ProviderError, SessionError, UsageError
-from deep_research.frontends.common import JsonOpt, print_json, print_report, session_detail
+from deep_research.frontends.common import (
+    JsonOpt,
+    ServerOpt,
+    print_json,
+    print_report,
+    session_detail,
+)
 
 if TYPE_CHECKING:
     from deep_research.persistence.port import Sessions
@@ -27,11 +33,17 @@ sessions_app = typer.Typer(
 def sessions_list(
     as_json: JsonOpt = False,
     limit: Annotated[int, typer.Option("--limit", "-n", help="Show at most N sessions.")] = 50,
+    server: ServerOpt = None,
 ) -> None:
     """Past runs, newest first."""
-    from deep_research.frontends import render
+    from deep_research.frontends import remote, render
+    from deep_research.persistence.records import SessionSummary
 
-    rows = _store().list()[:limit]
+    if (service := remote.connect(server)) is not None:
+        with service:
+            rows = [SessionSummary.model_validate(row) for row in service.sessions(limit)]
+    else:
+        rows = _store().list()[:limit]
     if as_json:
         print_json([row.model_dump(mode="json") for row in rows])
     elif not rows:
@@ -50,6 +62,7 @@ def sessions_watch(
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON event a line (JSON Lines) on stdout.")
     ] = False,
+    server: ServerOpt = None,
 ) -> None:
     """Follow a run as it happens, from any terminal: its latest run's events until it
     ends (at once, if no process runs it)."""
@@ -57,16 +70,26 @@ def sessions_watch(
 
     from deep_research.app import saved
     from deep_research.app.loading import load_settings
-    from deep_research.frontends import render
+    from deep_research.core.events import RunEvent
+    from deep_research.frontends import remote, render
+
+    def show(event: RunEvent) -> None:
+        if as_json:
+            print_json(event.model_dump(mode="json"))
+        else:
+            at = event.at.astimezone().strftime("%H:%M:%S")
+            line = f"{event.id:>5} {at} {event.message}"
+            render.out.print(line, markup=False, highlight=False)
+
+    if (service := remote.connect(server)) is not None:
+        with service:
+            for event in service.events(session_id, after):
+                show(event)
+        return
 
     async def follow() -> None:
         async for event in saved.watch(load_settings(), session_id, after=after):
-            if as_json:
-                print_json(event.model_dump(mode="json"))
-            else:
-                at = event.at.astimezone().strftime("%H:%M:%S")
-                line = f"{event.id:>5} {at} {event.message}"
-                render.out.print(line, markup=False, highlight=False)
+            show(event)
 
     asyncio.run(follow())
 
@@ -75,10 +98,19 @@ def sessions_watch(
 def sessions_show(
     session_id: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
     as_json: JsonOpt = False,
+    server: ServerOpt = None,
 ) -> None:
     """One run: its tree, status, spend and report path."""
-    from deep_research.frontends import render
+    from deep_research.frontends import remote, render
 
+    if (service := remote.connect(server)) is not None:
+        with service:
+            detail = service.status(session_id)
+        if as_json:
+            print_json(detail)
+        else:
+            remote.show(detail)
+        return
     store = _store()
     state = store.load(session_id)
     state.status = store.shown_status(state)  # as saved.status and `list` say
@@ -96,11 +128,16 @@ def sessions_report(
         bool,
         typer.Option("--full", help="On a terminal, all of it, not only its answer and contents."),
     ] = False,
+    server: ServerOpt = None,
 ) -> None:
     """Print a session's report again: on a terminal its answer and contents (--full: all of
     it), piped its markdown as written."""
-    from deep_research.frontends import render
+    from deep_research.frontends import remote, render
 
+    if (service := remote.connect(server)) is not None:
+        with service:
+            render.report(service.report(session_id))
+        return
     store = _store()
     state = store.load(session_id)
     markdown = store.report(state.session_id)
@@ -122,6 +159,7 @@ def sessions_report(
 def sessions_cancel(
     session_id: Annotated[str, typer.Argument(help="Session id (or a unique prefix).")],
     as_json: JsonOpt = False,
+    server: ServerOpt = None,
 ) -> None:
     """Cancel a session's research jobs at the provider (also while another process runs it).
 
@@ -131,29 +169,39 @@ def sessions_cancel(
 
     from deep_research.app import lifecycle
     from deep_research.app.loading import load_settings
-    from deep_research.frontends import render
+    from deep_research.frontends import remote, render
 
-    result = asyncio.run(lifecycle.cancel(load_settings(), session_id))
-    rows = [
-        {"node": nid, "job_id": jid, "status": o.status, "detail": o.detail}
-        for nid, jid, o in result.jobs
-    ]
+    if (service := remote.connect(server)) is not None:
+        with service:  # the run stopped in the service too (its HTTP API's cancel)
+            done = service.cancel(session_id)
+        sid, recorded = done["session_id"], done["recorded"]
+        rows = [
+            {"node": job["node_id"], "job_id": job["job_id"], "status": job["status"], "detail": ""}
+            for job in done["jobs"]
+        ]
+    else:
+        result = asyncio.run(lifecycle.cancel(load_settings(), session_id))
+        sid, recorded = result.session_id, result.recorded
+        rows = [
+            {"node": nid, "job_id": jid, "status": o.status, "detail": o.detail}
+            for nid, jid, o in result.jobs
+        ]
     if as_json:
-        print_json({"session_id": result.session_id, "recorded": result.recorded, "jobs": rows})
+        print_json({"session_id": sid, "recorded": recorded, "jobs": rows})
     elif not rows:
-        render.info(f"session {result.session_id} has no research jobs in flight")
+        render.info(f"session {sid} has no research jobs in flight")
     else:
         for row in rows:
             detail = f" ({row['detail']})" if row["detail"] else ""
             status = str(row["status"]).replace("_", " ")
             line = f"{row['node']}  {row['job_id']}  {status}{detail}"
             render.out.print(line, markup=False, highlight=False)
-        if not result.recorded:
+        if not recorded:
             render.info(
                 "the session is being run by another process: it records the cancelled "
                 "nodes when it next polls their jobs"
             )
-    if any(o.status == "unreachable" for _, _, o in result.jobs):
+    if any(row["status"] == "unreachable" for row in rows):
         raise typer.Exit(ProviderError.exit_code)
 
 

@@ -1,0 +1,240 @@
+"""The CLI as a client of a running service: ``--server URL`` (or DEEP_RESEARCH_SERVER_URL)
+sends `run`, `resume` and `sessions …` through its HTTP API (``frontends.http``), with its
+token (DEEP_RESEARCH_API_TOKEN). The run researches in the service, warm already; the
+terminal follows its events and prints its report as a local run does.
+
+Invariants:
+- What the service refuses is refused here with its own one line and the exit code its
+  error code means (``common.ERROR_CODES``); a service that cannot be reached is a
+  ``ConfigError`` naming the URL (never the token).
+- Ctrl-C stops following, never the run: it goes on in the service, and the line printed
+  last says how to follow or cancel it.
+- Events are followed with their ids: a connection that drops is opened again after the
+  last event read (``Last-Event-ID``), so none is missed or shown twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+import httpx
+import typer
+
+from deep_research.app.home import read_dotenv, setting
+from deep_research.core.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_NO_FINDINGS,
+    ConfigError,
+    DeepResearchError,
+    SessionError,
+    UsageError,
+)
+from deep_research.core.events import TERMINAL, RunEvent
+from deep_research.core.ports import JobEvent
+from deep_research.frontends import render
+from deep_research.frontends.common import ERROR_CODES, error_json, print_json
+
+JOB_FIELDS = ("job_id", "model", "status", "polls", "elapsed_seconds", "note")
+"""What a ``job`` event carries of its ``JobEvent`` (``core.events.RunObserver``)."""
+
+RECONNECTS = 5
+"""Times a dropped event stream is opened again before the error is said."""
+
+
+class Remote:
+    """The service at ``url``: each method one request (``events``: a stream)."""
+
+    def __init__(self, url: str, token: str | None, *, timeout: float = 60.0) -> None:
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def __enter__(self) -> Remote:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._http.close()
+
+    def start(self, question: str, options: dict[str, Any]) -> str:
+        """A new run's session id: it researches in the service from now on."""
+        reply = self._call("POST", "/research", json={"question": question, **options})
+        return str(reply["session_id"])
+
+    def resume(self, session_id: str, request: dict[str, Any]) -> str:
+        return str(self._call("POST", f"/research/{session_id}/resume", json=request)["session_id"])
+
+    def status(self, session_id: str) -> dict[str, Any]:
+        """``sessions show --json``'s object."""
+        return dict(self._call("GET", f"/research/{session_id}"))
+
+    def report(self, session_id: str) -> str:
+        return str(self._request("GET", f"/research/{session_id}/report").text)
+
+    def sessions(self, limit: int = 1000) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/sessions", params={"limit": limit}))
+
+    def cancel(self, session_id: str) -> dict[str, Any]:
+        return dict(self._call("POST", f"/research/{session_id}/cancel", json={}))
+
+    def events(self, session_id: str, after: int | None = None) -> Iterator[RunEvent]:
+        """The run's events as the service sends them, until its run ends (``end``) or the
+        service ends the stream (no run of it is going on)."""
+        drops = 0
+        while True:
+            headers = {} if after is None else {"Last-Event-ID": str(after)}
+            try:
+                with self._http.stream(
+                    "GET", f"/research/{session_id}/events", headers=headers, timeout=None
+                ) as reply:
+                    if reply.status_code != 200:
+                        reply.read()
+                        raise _refused(reply)
+                    for event in _server_sent(reply.iter_lines()):
+                        after, drops = event.id, 0
+                        yield event
+                        if event.type in TERMINAL:
+                            return
+                return  # ended by the service: nothing is running
+            except httpx.TransportError as exc:
+                drops += 1
+                if drops > RECONNECTS:
+                    raise self._unreachable(exc) from None
+                time.sleep(min(2.0, 0.2 * 2**drops))
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._request(method, path, **kwargs).json()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            reply = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from None
+        if reply.status_code >= 400:
+            raise _refused(reply)
+        return reply
+
+    def _unreachable(self, exc: httpx.TransportError) -> ConfigError:
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        return ConfigError(f"cannot reach the service at {self.url} (--server): {why}")
+
+
+def _refused(reply: httpx.Response) -> DeepResearchError:
+    """The service's error as ours: its message, and the class its code stands for."""
+    try:
+        error = reply.json()["error"]
+        code, message = str(error["code"]), " ".join(str(error["message"]).split())
+    except (ValueError, KeyError, TypeError):
+        code, message = "", f"HTTP {reply.status_code} {reply.reason_phrase}"
+    if reply.status_code == 401:
+        return ConfigError(f"the service refused the token (DEEP_RESEARCH_API_TOKEN): {message}")
+    kind = next((k for k, c, _ in ERROR_CODES if c == code), DeepResearchError)
+    if kind is SessionError and reply.status_code == 404 and not code:
+        return SessionError(message)
+    return kind(message)
+
+
+def _server_sent(lines: Iterator[str]) -> Iterator[RunEvent]:
+    """Server-Sent Events (the fields this service sends: ``id``, ``event``, ``data``; a
+    comment line is its keep-alive ping) as the run's events."""
+    data: list[str] = []
+    for line in lines:
+        if line == "":
+            if data:
+                yield RunEvent.model_validate(json.loads("\n".join(data)))
+            data = []
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+
+
+# --- the CLI's commands through a service ------------------------------------------------
+
+
+def connect(server: str | None) -> Remote | None:
+    """The service to send a command to: ``--server``, else DEEP_RESEARCH_SERVER_URL; None
+    when neither is given (the command runs here). Read as ``sessions list`` reads the data
+    directory: no other setting, so it starts as fast."""
+    dotenv = read_dotenv()
+    url = server or setting("DEEP_RESEARCH_SERVER_URL", dotenv)
+    if url is None:
+        return None
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"--server must be an http:// or https:// URL, not {url!r}")
+    return Remote(url, setting("DEEP_RESEARCH_API_TOKEN", dotenv))
+
+
+def follow_run(remote: Remote, session_id: str, *, as_json: bool) -> NoReturn:
+    """Follow a run in the service until it ends, then print its report and spend as a
+    local run does (``run_cli._drive``); the exit code a local run would have."""
+    where = f"--server {remote.url}"
+    if not as_json:
+        render.info(f"session {session_id} runs at {remote.url}; Ctrl-C stops following it")
+    progress = render.Progress()
+    try:
+        for event in remote.events(session_id):
+            if not as_json:
+                say(event, progress)
+    except KeyboardInterrupt:
+        message = (
+            f"stopped following; the run goes on at the service: `deep-research sessions "
+            f"watch {session_id} {where}` follows it, `deep-research sessions cancel "
+            f"{session_id} {where}` stops it."
+        )
+        render.info(message)
+        if as_json:
+            print_json(error_json("interrupted", message, EXIT_INTERRUPTED))
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    status = remote.status(session_id)
+    found = any(node["status"] == "done" for node in status["nodes"])
+    code = 0 if found else EXIT_NO_FINDINGS
+    if status["status"] == "interrupted":
+        code = EXIT_INTERRUPTED
+    if as_json:
+        summary = {key: status[key] for key in ("session_id", "status", "stop_reason", "usage")}
+        print_json(summary | {"report_path": status["report_path"], "exit_code": code})
+        raise typer.Exit(code)
+    if status["report_path"] is not None:
+        render.report(remote.report(session_id))
+        render.info(f"report: {status['report_path']} (at {remote.url})")
+    usage = status["usage"]
+    render.info(
+        f"session {session_id}: {status['status']} ({status['stop_reason']}) · "
+        f"${usage['cost_usd']:.4f} · {usage['total_tokens']:,} tokens"
+    )
+    if code == EXIT_INTERRUPTED:
+        render.info(
+            f"interrupted at the service. Resume with: deep-research resume {session_id} {where}"
+        )
+    raise typer.Exit(code)
+
+
+def say(event: RunEvent, progress: render.Progress) -> None:
+    """One of the run's events as a line on stderr, as a local run's progress says it: a
+    research job's status only when it changes; spend only at the end."""
+    if event.type == "spend":
+        return
+    if event.type == "job":
+        fields = {name: event.data[name] for name in JOB_FIELDS if name in event.data}
+        progress(JobEvent(node_id=event.node_id or "", **fields))
+        return
+    progress(event.message)
+
+
+def show(detail: dict[str, Any]) -> None:
+    """``sessions show`` of a run in the service, from its HTTP status object."""
+    usage = detail["usage"]
+    stop = f" ({detail['stop_reason']})" if detail["stop_reason"] else ""
+    for label, value in (
+        ("question", detail["question"]),
+        ("status", f"{detail['status']}{stop}"),
+        ("spend", f"${usage['cost_usd']:.4f} · {usage['total_tokens']:,} tokens"),
+        ("report", detail["report_path"] or "(not written yet)"),
+        ("resume", detail["resume"]),
+    ):
+        if value:
+            render.out.print(f"{label + ':':<10}{value}", markup=False, highlight=False)
+    for node in detail["nodes"]:
+        line = f"  {node['id']} [{node['status']}] {node['question']}"
+        render.out.print(line, markup=False, highlight=False)

@@ -19,6 +19,12 @@ loopback uvicorn. Figures (targets):
                                 process and back, p95 of 300 calls                    <= 20
 - mcp_initialize_ms             spawning `deep-research mcp` to its reply to `initialize` (the
                                 engine loads on the first tool call), median of 5
+- kb_run_here_s, kb_run_through_service_s
+                                `deep-research QUESTION --kb-only` (a KB of two notes, three
+                                sub-questions) run in its own process, and the same through
+                                a `deep-research serve` already warm (``--server URL``): the
+                                command's wall time, from spawning it to its exit, medians
+                                of ``--repeats`` runs, interleaved
 Timings come from this shared, noisy machine: medians and percentiles of one process.
 --smoke computes every figure once at toy sizes (the test suite runs it): its values are
 not the targets'.
@@ -31,6 +37,7 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,8 +57,9 @@ from deep_research.app.options import RunOptions
 from deep_research.app.runs import Caps, RunManager
 from deep_research.core.events import RunEvent
 from deep_research.frontends.http.app import create_app
+from tests.conftest import NOTES
 from tests.fake_openai import FakeOpenAI
-from tests.serving import free_port, serving
+from tests.serving import free_port, serve_process, serving
 from tests.world import ResearchWorld, plan_task, verdict
 
 NODES_PER_RUN = 3
@@ -183,6 +191,51 @@ async def mcp_initialize(home: str) -> float:
     return elapsed
 
 
+def command_runs(latency: float, repeats: int) -> tuple[list[float], list[float]]:
+    """Seconds of `deep-research QUESTION --kb-only` run here, and through a warm `serve`
+    (``--server``), in turns: what a user at the terminal waits for either way."""
+    with FakeOpenAI() as fake, tempfile.TemporaryDirectory() as tmp:
+        fake.latency = latency
+        plans = [
+            [plan_task(f"k{r}n{i}", source="internal") for i in range(NODES_PER_RUN)]
+            for r in range(2 * repeats)
+        ]
+        ResearchWorld(plans=plans, verdicts=[verdict(True)] * 2 * repeats).install(fake)
+        kb = Path(tmp) / "kb"
+        kb.mkdir()
+        for name, text in NOTES.items():
+            (kb / name).write_text(text)
+        env = {
+            **os.environ,
+            "DEEP_RESEARCH_HOME": str(Path(tmp) / "home"),
+            "OPENAI_BASE_URL": fake.base_url,
+            "OPENAI_API_KEY": "sk-bench",
+            "DEEP_RESEARCH_MAX_ITERATIONS": "1",
+            "DEEP_RESEARCH_CHECK_MODELS": "false",
+        }
+        cli = [sys.executable, "-m", "deep_research"]
+        subprocess.run(
+            [*cli, "kb", "ingest", "kb"], env=env, cwd=tmp, check=True, capture_output=True
+        )
+        here, there = [], []
+        with serve_process(env, log=Path(tmp) / "serve.log") as base:
+            httpx.get(f"{base}/limits", timeout=120)  # answered once its warm-up has ended
+            for r in range(repeats):
+                for times, extra in ((here, []), (there, ["--server", base])):
+                    started = time.perf_counter()
+                    done = subprocess.run(
+                        [*cli, question(r), "--kb-only", "--yes", *extra],
+                        env=env,
+                        cwd=tmp,
+                        capture_output=True,
+                        text=True,
+                    )
+                    times.append(time.perf_counter() - started)
+                    if done.returncode != 0:
+                        raise SystemExit(f"a run failed ({done.returncode}): {done.stderr[-800:]}")
+        return here, there
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
@@ -221,7 +274,15 @@ def main() -> None:
         starts = [asyncio.run(mcp_initialize(home)) for _ in range(1 if args.smoke else 5)]
     print(f"mcp: spawn to the initialize reply, median {statistics.median(starts):.0f} ms")
 
+    here, there = command_runs(args.latency, args.repeats)
+    print(
+        f"a kb run from the terminal: {statistics.median(here):.2f} s here, "
+        f"{statistics.median(there):.2f} s through a warm service"
+    )
+
     figures: dict[str, Any] = {
+        "kb_run_here_s": round(statistics.median(here), 3),
+        "kb_run_through_service_s": round(statistics.median(there), 3),
         "sse_event_lag_ms_p50": round(lag_p50, 2),
         "sse_event_lag_ms_p95": round(lag_p95, 2),
         "sse_events": len(lags),

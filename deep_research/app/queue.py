@@ -117,22 +117,28 @@ class RunQueue:
             raise
         return workflow_id
 
+    def active(self, session_id: str) -> bool:
+        """A worker runs the session's run or will: it is on the queue, or taken (a dead
+        worker's too, until the next reap hands it on)."""
+        with _storage_errors(f"could not read the queue for {session_id}", self._conninfo):
+            return bool(self._active(session_id))
+
+    def _active(self, session_id: str) -> list[str]:
+        flows = self._client.list_workflows(
+            workflow_id_prefix=session_id,
+            status=["ENQUEUED", "PENDING"],
+            load_input=False,
+            load_output=False,
+        )
+        # Not a longer id's: a session's workflows are its id, or its id and "-<random>".
+        return [f.workflow_id for f in flows if f.workflow_id.partition("-")[0] == session_id]
+
     def cancel(self, session_id: str) -> bool:
         """Take the session's run off the queue, or stop it where a worker runs it (its step
         is preemptible: DBOS cancels it within a second; it saves the run as interrupted and
         lets go of the session). Whether it had a run queued or running."""
         with _storage_errors(f"could not cancel the run of {session_id}", self._conninfo):
-            active = self._client.list_workflows(
-                workflow_id_prefix=session_id,
-                status=["ENQUEUED", "PENDING"],
-                load_input=False,
-                load_output=False,
-            )
-            ids = [
-                flow.workflow_id
-                for flow in active
-                if flow.workflow_id.partition("-")[0] == session_id  # not a longer id's
-            ]
+            ids = self._active(session_id)
             if ids:
                 self._client.cancel_workflows(ids)
         return bool(ids)

@@ -36,9 +36,12 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import threading
 import time
+from collections.abc import AsyncGenerator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -295,6 +298,22 @@ class RunManager:
     def live_log(self, session_id: str) -> Events | None:
         """The event log of a run this process runs now (None: it runs no such run)."""
         return self._logs.get(sessions(self.settings).resolve(session_id))
+
+    async def watch(
+        self, session_id: str, *, after: int | None = None
+    ) -> AsyncGenerator[RunEvent, None]:
+        """The run's events (``saved.watch``): pushed as they happen from a run of this
+        process; in a team, followed while a worker runs it or will (a dead worker's run
+        too, until another resumes it: its ids go on)."""
+        session_id = sessions(self.settings).resolve(session_id)
+        pending = None
+        if self.team:
+            pending = functools.partial((await self._team_queue()).active, session_id)
+        live = self._logs.get(session_id)
+        watching = saved.watch(self.settings, session_id, after=after, live=live, pending=pending)
+        async with contextlib.aclosing(watching):
+            async for event in watching:
+                yield event
 
     def running(self) -> list[str]:
         return [sid for sid, task in self._tasks.items() if not task.done()]

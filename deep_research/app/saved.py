@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -69,18 +69,23 @@ async def watch(
     after: int | None = None,
     poll_seconds: float = 0.05,
     live: Events | None = None,
+    pending: Callable[[], bool] | None = None,
 ) -> AsyncGenerator[RunEvent, None]:
     """A session's events as they happen, from any process: those after event id ``after``
     (None: from the start of its latest run, or of the next one when that has ended and a
     process holds the session), until that run ends — or at once, when no
     process runs the session and everything written has been read. ``live``: the run's
-    log, when this process runs it (events arrive as written, not by polling)."""
+    log, when this process runs it (events arrive as written, not by polling). ``pending``:
+    whether a team's worker will run the session (its run is queued, or a dead worker's
+    waits for another): followed meanwhile too."""
     store = sessions(settings)
     session_id = store.resolve(session_id)
 
     def active() -> bool:
-        """A process runs the session, or a team's worker will: it is queued."""
-        return store.is_locked(session_id) or store.load(session_id).status == "queued"
+        """A process runs the session, or a team's worker will."""
+        if store.is_locked(session_id) or store.load(session_id).status == "queued":
+            return True
+        return pending is not None and pending()
 
     if after is None and live is not None:
         after = live.opened_after  # this run's, even before its start event (queued)

@@ -67,11 +67,14 @@ def sessions_watch(
     """Follow a run as it happens, from any terminal: its latest run's events until it
     ends (at once, if no process runs it)."""
     import asyncio
+    import contextlib
+    import functools
 
     from deep_research.app import saved
     from deep_research.app.loading import load_settings
     from deep_research.core.events import RunEvent
     from deep_research.frontends import remote, render
+    from deep_research.persistence.port import team_extra
 
     def show(event: RunEvent) -> None:
         if as_json:
@@ -87,11 +90,22 @@ def sessions_watch(
                 show(event)
         return
 
-    async def follow() -> None:
-        async for event in saved.watch(load_settings(), session_id, after=after):
-            show(event)
+    settings = load_settings()
+    with contextlib.ExitStack() as stack:
+        pending = None
+        if settings.database_url is not None:  # followed while a worker runs it or will
+            with team_extra():
+                from deep_research.app.queue import RunQueue  # DBOS: a team's only
 
-    asyncio.run(follow())
+            queue = RunQueue(settings)
+            stack.callback(queue.close)
+            pending = functools.partial(queue.active, saved.sessions(settings).resolve(session_id))
+
+        async def follow() -> None:
+            async for event in saved.watch(settings, session_id, after=after, pending=pending):
+                show(event)
+
+        asyncio.run(follow())
 
 
 @sessions_app.command("show")

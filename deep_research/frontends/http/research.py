@@ -142,13 +142,10 @@ async def events(
 ) -> EventSourceResponse:
     """Server-Sent Events of the run: node started/done/failed/blocked, spend, stop,
     report ready, end. Each has an id; reconnect with ``Last-Event-ID`` to miss none."""
-    settings = server.settings
-    saved.status(settings, session_id)  # an unknown id is a 404, not an empty stream
-    live = server.runs.live_log(session_id)  # a run of this server: pushed, not polled
+    saved.status(server.settings, session_id)  # an unknown id is a 404, not an empty stream
 
     async def stream() -> AsyncIterator[dict[str, str]]:
-        events = saved.watch(settings, session_id, after=last_event_id, live=live)
-        async for event in events:
+        async for event in server.runs.watch(session_id, after=last_event_id):
             yield {"id": str(event.id), "event": event.type, "data": event.model_dump_json()}
 
     return EventSourceResponse(stream(), ping=15)

@@ -78,9 +78,8 @@ def register(server: MCPServer[None], context: ToolContext) -> None:
         progress token. Returns its status when it ends or after max_wait_seconds."""
         with one_line_errors():
             session_id = saved.status(settings, session_id).session_id
-            live = manager.live_log(session_id)
             seen, last, ended = 0, "", False
-            events = saved.watch(settings, session_id, live=live)
+            events = manager.watch(session_id)
             with anyio.move_on_after(max_wait_seconds):
                 async with contextlib.aclosing(events):
                     async for event in events:

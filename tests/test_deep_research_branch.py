@@ -767,3 +767,28 @@ async def test_a_new_job_waits_for_a_team_slot_and_a_reattached_one_never_does(
     assert (await new).notes
     assert fake_openai.count("/v1/responses", "POST") == 2
     assert (slots.held, slots.most) == (0, 1), "taken for the job, given back after it"
+
+
+async def test_a_reattached_job_found_gone_waits_for_a_slot_before_its_new_create(
+    fake_openai: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    slots = Slots(1)
+    fake_openai.script_research([REPORT])
+    ex, _ = executor(client, slots=slots)
+    assert slots.try_take() == 0  # another worker's job holds the only slot
+    said = asyncio.Event()
+    events: list[JobEvent] = []
+
+    def event(job: JobEvent) -> None:
+        events.append(job)
+        said.set()
+
+    gone = replace(TASK, remote_jobs={JOB_NAME: "resp_unknown"}, on_event=event)
+    run = asyncio.create_task(ex.run(gone, RecordingMeter(), Hook(fake_openai)))
+    await asyncio.wait_for(said.wait(), 10)
+    assert events[0].status == "waiting"
+    assert fake_openai.count("/v1/responses", "POST") == 0, "no new create without a slot"
+    slots.give_back(0)
+    assert (await run).notes
+    assert fake_openai.count("/v1/responses", "POST") == 1
+    assert (slots.held, slots.most) == (0, 1)

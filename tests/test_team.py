@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -204,20 +204,20 @@ def test_research_job_slots_are_shared_by_processes_and_freed_with_a_connection(
         assert (first.try_take(), second.try_take()) == (0, 1)
         assert first.try_take() is None, "both slots held: one each"
         second.close()  # a worker gone: its connection, and its slots, with it
-        others = (
-            "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        backends = (
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
-        while execute(database, f"SELECT count(*) {others}") != [(1,)]:
-            time.sleep(0.01)  # until its backend has exited
+        until(lambda: execute(database, backends) == [(1,)], "its backend has exited")
         assert first.try_take() == 1
         first.give_back(0)
         assert first.taken == {1}
-        others = (
-            "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        execute(
+            database,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()",
         )
-        execute(database, f"SELECT pg_terminate_backend(pid) {others}")
-        while execute(database, f"SELECT count(*) {others}") != [(0,)]:
-            time.sleep(0.01)  # until its backend has exited
+        until(lambda: execute(database, backends) == [(0,)], "the backend has exited")
         with pytest.raises(StorageError, match="could not take a research-job slot"):
             first.try_take()
         assert first.taken == set(), "its slots went with its connection"
@@ -225,3 +225,10 @@ def test_research_job_slots_are_shared_by_processes_and_freed_with_a_connection(
     finally:
         first.close()
         second.close()
+
+
+def until(check: Callable[[], bool], what: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not after {seconds} s"
+        time.sleep(0.01)

@@ -140,6 +140,19 @@ async def test_a_server_queues_runs_and_cancels_and_resumes_one_a_worker_holds(
         assert [i for i, _ in events] == list(range(1, len(events) + 1)), "ids contiguous"
         assert [t for _, t in events].count("start") == 2
         assert len(fake_openai.response_ids) == 3, "the cancelled job created once more"
+
+        # A finished run, its report written, resumed: researched again, not skipped.
+        await runs.resume(kept, ResumeRequest(max_iterations=3))
+        wait_until(
+            lambda: (
+                [t for _, t in event_types(database, kept)].count("end") == 2
+                and statuses(database, [kept])[kept] == "complete"
+            ),
+            45,
+            workers,
+            "the finished run resumed to its end",
+        )
+        wait_until(lambda: reserved_for(kept) == 0, 10, workers, "its new reservation released")
     finally:
         await runs.shutdown()
 
@@ -163,6 +176,32 @@ async def test_a_run_the_queue_refuses_is_saved_interrupted_and_its_reservation_
         assert str(caught.value).endswith("the queue is down"), "one line"
         [row] = saved.list_sessions(runs.settings)
         assert (row.status, reserved_for(row.session_id)) == ("interrupted", 0)
+    finally:
+        await runs.shutdown()
+
+
+async def test_a_queued_run_cancelled_before_any_worker_took_it_spends_nothing(
+    team: dict[str, str], database: str, fake_openai: FakeOpenAI
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    runs = RunManager(settings(), local_worker=False)  # and no worker anywhere
+    try:
+        session_id = await runs.start("What is HNSW?", RunOptions(max_cost_usd=RUN))
+        assert reserved_for(session_id) == RUN
+        result = await runs.cancel(session_id)
+        assert (result.jobs, result.recorded) == ([], True)
+        assert saved.status(runs.settings, session_id).status == "interrupted"
+        assert workflows(database)[session_id][0] == "CANCELLED", "off the queue"
+        assert reserved_for(session_id) == 0, "given back: nothing was spent"
+        assert fake_openai.count("/v1/chat/completions") == 0
+
+        await runs.resume(session_id, ResumeRequest())  # queued again, as a new workflow
+        assert saved.status(runs.settings, session_id).status == "queued"
+        [again] = [w for w in workflows(database) if w != session_id]
+        assert (again.startswith(f"{session_id}-"), workflows(database)[again][0]) == (
+            True,
+            "ENQUEUED",
+        )
     finally:
         await runs.shutdown()
 

@@ -335,8 +335,12 @@ def test_the_team_cap_holds_a_research_job_until_a_slot_is_free(
         rows = execute(database, "SELECT session_id, event FROM session_events")
         return [sid for sid, event in rows if json.loads(event)["data"].get("status") == "waiting"]
 
-    wait_until(lambda: len(waiting()) == 1, 45, workers, "one run waiting for the slot")
-    assert len(fake_openai.response_ids) == 1, "the other's job holds the only slot"
+    wait_until(
+        lambda: len(waiting()) == 1 and len(fake_openai.response_ids) == 1,
+        45,
+        workers,
+        "one run's job in flight, the other's waiting for the only slot",
+    )
     fake_openai.hold_responses = False
     fake_openai.complete(fake_openai.response_ids[0])
     wait_until(

@@ -204,16 +204,18 @@ async def hand_over(run: Run) -> None:
     run.store.save(run.state)
 
 
-def unqueue(settings: Settings, session_id: str) -> None:
+def unqueue(settings: Settings, session_id: str) -> bool:
     """A session saved as queued whose run no worker will take (the queue refused it, or it
-    was taken off): saved as interrupted, so ``resume`` queues it again. Left alone while a
-    worker holds it: that worker saves it."""
+    was taken off): saved as interrupted, so ``resume`` queues it again; whether it was.
+    Left alone while a worker holds it: that worker saves it."""
     store = sessions(settings)
     with contextlib.suppress(SessionLocked), store.lock(session_id):
         state = store.load(session_id)
         if state.status == "queued":
             state.status = "interrupted"
             store.save(state)
+            return True
+    return False
 
 
 @dataclass(frozen=True)

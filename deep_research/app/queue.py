@@ -12,7 +12,9 @@ before its run is put on the queue, and ``interrupted`` again should the queue r
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -24,12 +26,14 @@ from sqlalchemy.engine import URL
 from deep_research.app import lifecycle, preparation
 from deep_research.app.config import Settings
 from deep_research.app.options import RunOptions
-from deep_research.app.saved import database_url
+from deep_research.app.saved import database_url, sessions
 from deep_research.core.errors import BudgetTooSmall, ConfigError, DeepResearchError, StorageError
 from deep_research.persistence.schema import first_line
 
 if TYPE_CHECKING:
     from deep_research.app.preparation import Info
+
+log = logging.getLogger(__name__)
 
 APP_NAME = "deep-research"
 APP_VERSION = "team-1"
@@ -75,10 +79,10 @@ def submit(settings: Settings, question: str, options: RunOptions, on_info: Info
     refused = preparation.refusal(prepared, preparation.estimate(prepared))
     if refused is not None:
         raise BudgetTooSmall(refused)
-    with lifecycle.start(prepared, on_info) as run:
-        asyncio.run(lifecycle.hand_over(run))  # saved as queued; built only to save it
-    queue = RunQueue(settings)
+    queue = RunQueue(settings)  # out of reach: nothing saved
     try:
+        with lifecycle.start(prepared, on_info) as run:
+            asyncio.run(lifecycle.hand_over(run))  # saved as queued; built only to save it
         queue.put(run.state.session_id)
     finally:
         queue.close()
@@ -132,6 +136,29 @@ class RunQueue:
         )
         # Not a longer id's: a session's workflows are its id, or its id and "-<random>".
         return [f.workflow_id for f in flows if f.workflow_id.partition("-")[0] == session_id]
+
+    def stop(self, session_id: str) -> bool:
+        """Take the session's run off the queue, or stop it on the worker that holds it and
+        wait (at most ``worker_timeout_seconds``) until that worker has let go: its jobs'
+        cancels can then be recorded. Whether it was queued and never begun (saved as
+        interrupted now). A queue out of reach is logged: the caller cancels the jobs."""
+        try:
+            cancelled = self.cancel(session_id)
+        except StorageError as exc:
+            log.warning("run %s: %s; cancelling its research jobs only", session_id, exc)
+            cancelled = False
+        never_begun = lifecycle.unqueue(self._settings, session_id)
+        if cancelled:
+            store = sessions(self._settings)
+            # A worker that took the run as it was cancelled takes its lease a moment later
+            # (it then sees the cancel and lets go, nothing spent): waited for too.
+            settled = time.monotonic() + 2.0
+            deadline = time.monotonic() + self._settings.worker_timeout_seconds
+            while time.monotonic() < settled or store.is_locked(session_id):
+                if time.monotonic() > deadline:
+                    break  # that worker records the cancels when it next polls the jobs
+                time.sleep(0.2)
+        return never_begun
 
     def cancel(self, session_id: str) -> bool:
         """Take the session's run off the queue, or stop it where a worker runs it (its step

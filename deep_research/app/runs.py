@@ -24,10 +24,10 @@ Invariants:
 - ``cancel`` stops the local task (the run is saved as interrupted, its lock released),
   then cancels the session's research jobs at the provider and records the cancelled
   nodes, which ``resume`` leaves alone. ``shutdown`` saves every run as interrupted.
-- ``warm.warm_up`` builds, as a server starts, what its first run would otherwise build while
-  its client waits; it spends nothing and saves no session, and contacts nobody but, when
-  the web engine is ``auto`` on a server other than OpenAI's, that server's models API (the
-  question the first run would ask, its answer cached for a day).
+- In a team (``settings.database_url``), ``start`` and ``resume`` save the run as queued
+  and put it on the team's queue (``app.queue``) instead; its workers research it (this
+  process too, unless not ``local_worker``: ``open``); ``cancel`` takes it off the queue or
+  stops it on the worker that holds it.
 - How ``auto`` chose the web engine is logged once (``say_engine``): at start by the HTTP
   server's warm-up, at the first run by the MCP server (which starts without the engine);
   a run records it in its event log and run spec as a CLI run does.
@@ -40,7 +40,6 @@ import contextlib
 import functools
 import logging
 import threading
-import time
 from collections.abc import AsyncGenerator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -99,19 +98,11 @@ class RunManager:
     def open(self) -> None:
         """As the server starts: in a team, with ``local_worker``, this process starts
         researching the team's queued runs in a thread (``team.work``) until ``shutdown``."""
-        if not self.local_worker or self._worker is not None:
-            return
-        with team_extra():
-            from deep_research.app import team  # DBOS: a team's only
+        if self.local_worker and self._worker is None:
+            with team_extra():
+                from deep_research.app import team  # DBOS: a team's only
 
-        def work() -> None:
-            try:
-                team.work(self.settings, self._worker_stop.is_set)
-            except Exception:  # the server goes on: it queues runs for the other workers
-                log.exception("this server's worker stopped")
-
-        self._worker = threading.Thread(target=work, name="team-worker", daemon=True)
-        self._worker.start()
+            self._worker = team.in_thread(self.settings, self._worker_stop)
 
     def say_engine(self, prepared: preparation.Prepared) -> None:
         """Log how ``auto`` chose the web engine, and why, once per choice: a fallback to
@@ -128,6 +119,7 @@ class RunManager:
         gives it back."""
         asked = options.max_cost_usd
         self._admit({"max_cost_usd": asked})
+        queue = await self._team_queue() if self.team else None  # out of reach: refused now
         wanted = asked or min(self.settings.max_cost_usd, self.caps.max_cost_per_run)
         held = await self._reserve(wanted, exact=asked is not None)
         stack = ExitStack()
@@ -148,12 +140,13 @@ class RunManager:
             stack.close()
             self._release(held.id, "not started")
             raise
-        if self.team:
-            return await self._hand_over(run, stack, held.id, again=False)
+        if queue is not None:
+            return await self._hand_over(run, stack, queue, held.id, again=False)
         return self._launch(run, stack, held.id)
 
     async def resume(self, session_id: str, request: ResumeRequest) -> str:
         self._admit(request.given())
+        queue = await self._team_queue() if self.team else None
         # What it may spend now: the per-run cap and today's budget bound the new spend.
         state = saved.status(self.settings, session_id)
         spent = totals(state.ledger).cost_usd
@@ -174,28 +167,44 @@ class RunManager:
                     on_info=_say_nothing,
                 )
             )
-            if self.team and run.state.status == "queued":
+            queued = run.state.status == "queued"  # no worker to take it: queued again
+            if queue and queued and await asyncio.to_thread(queue.active, state.session_id):
                 raise UsageError(f"session {state.session_id} is queued already")
             await asyncio.to_thread(self.ledger.attach, held.id, run.state.session_id)
         except BaseException:
             stack.close()
             self._release(held.id, state.session_id)
             raise
-        if self.team:
-            return await self._hand_over(run, stack, held.id, again=True)
+        if queue is not None:  # (queued, and no worker to take it: queued again)
+            return await self._hand_over(run, stack, queue, held.id, again=True)
         return self._launch(run, stack, held.id)
 
     async def _hand_over(
-        self, run: lifecycle.Run, stack: ExitStack, reservation: str, *, again: bool
+        self,
+        run: lifecycle.Run,
+        stack: ExitStack,
+        queue: RunQueue,
+        reservation: str,
+        *,
+        again: bool,
     ) -> str:
-        """Queue ``run`` for the team's workers: saved as queued, let go of, then put on the
-        queue. Should the queue refuse it, its reservation is given back."""
+        """Queue ``run`` for the team's workers: saved as queued, let go of, then put on
+        ``queue``. Should the queue refuse it, its reservation is given back; a caller that
+        goes away meanwhile does not stop the put."""
         session_id = run.state.session_id
         with stack:
             await lifecycle.hand_over(run)
+        put = asyncio.ensure_future(asyncio.to_thread(queue.put, session_id, again=again))
+
+        def refused(done: asyncio.Future[str]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                self._release(reservation, session_id)
+
         try:
-            queue = await self._team_queue()
-            await asyncio.to_thread(queue.put, session_id, again=again)
+            await asyncio.shield(put)
+        except asyncio.CancelledError:
+            put.add_done_callback(refused)
+            raise
         except BaseException:
             self._release(reservation, session_id)
             raise
@@ -264,9 +273,13 @@ class RunManager:
         task.add_done_callback(finished)
         return session_id
 
-    def _release(self, reservation: str, session_id: str) -> None:
+    def _release(self, reservation: str | None, session_id: str) -> None:
+        """End ``reservation`` (None: every reservation of ``session_id``)."""
         try:
-            self.ledger.release(reservation)
+            if reservation is None:
+                self.ledger.release_session(session_id)
+            else:
+                self.ledger.release(reservation)
         except (DeepResearchError, OSError):  # then held until its day ends: the safe side
             log.exception("could not release the reservation of run %s", session_id)
 
@@ -327,24 +340,11 @@ class RunManager:
     async def cancel(self, session_id: str) -> lifecycle.CancelResult:
         session_id = sessions(self.settings).resolve(session_id)
         await self._stop(session_id)
-        if self.team:
-            await self._stop_queued(session_id)
+        # In a team: off the queue, or stopped on the worker that holds it.
+        queue = await self._team_queue() if self.team else None
+        if queue is not None and await asyncio.to_thread(queue.stop, session_id):
+            await asyncio.to_thread(self._release, None, session_id)  # never begun
         return await lifecycle.cancel(self.settings, session_id)
-
-    async def _stop_queued(self, session_id: str) -> None:
-        """Take the session's run off the team's queue, or stop it on the worker that runs
-        it, and wait (at most ``worker_timeout_seconds``) until that worker has saved it and
-        let go: its jobs' cancels are then recorded here."""
-        queue = await self._team_queue()
-        if not await asyncio.to_thread(queue.cancel, session_id):
-            return
-        store = sessions(self.settings)
-        await asyncio.to_thread(lifecycle.unqueue, self.settings, session_id)
-        deadline = time.monotonic() + self.settings.worker_timeout_seconds
-        while await asyncio.to_thread(store.is_locked, session_id):
-            if time.monotonic() > deadline:
-                return  # that worker records the cancels when it next polls the jobs
-            await asyncio.sleep(0.2)
 
     async def shutdown(self) -> None:
         """Stop every run (each saved as interrupted; resume picks them up), and refuse new

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING
 
 from dbos import DBOS, DBOSConfig
 
-from deep_research.app import lifecycle, preparation, runs, warm
+from deep_research.app import lifecycle, preparation, runs
+from deep_research.app import warm as _warm
 from deep_research.app.config import Settings
 from deep_research.app.options import BudgetOverrides
 from deep_research.app.queue import APP_NAME, APP_VERSION, QUEUE, WORKFLOW, dbos_url
@@ -49,7 +50,9 @@ from deep_research.core.errors import DeepResearchError, SessionLocked, StorageE
 from deep_research.persistence.workers import Heartbeats
 
 if TYPE_CHECKING:
+    from deep_research.core.models import SessionState
     from deep_research.core.ports import JobEvent
+    from deep_research.persistence.port import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +72,29 @@ async def run_session(session_id: str) -> str:
 @DBOS.step(name="research", preemptible=True)
 async def research(session_id: str) -> str:
     settings = _worker["settings"]
+    try:
+        return await _research(settings, session_id)
+    except BaseException:
+        # Stopped or failed before its research began (a setting, a KB, the lease): it
+        # reads "interrupted", never "queued" with nothing to take it up; resume queues it.
+        await asyncio.to_thread(lifecycle.unqueue, settings, session_id)
+        raise
+
+
+async def _research(settings: Settings, session_id: str) -> str:
     store = sessions(settings)
     state = store.load(session_id)
-    if state.status != "running" and store.report_location(session_id) is not None:
+    if _finished(state, store):
         log.info("run %s: finished already (%s)", session_id, state.status)
         return state.status
     with ExitStack() as stack:
         run = await _reopened(settings, session_id, stack)
-        if run.state.status != "running" and store.report_location(session_id) is not None:
+        if _finished(run.state, store):
             log.info("run %s: finished meanwhile (%s)", session_id, run.state.status)
             return run.state.status  # by a worker wrongly thought dead, as it waited
+        if await _cancelled():  # as it waited for the lease: never begun, nothing spent
+            log.info("run %s: cancelled before it began", session_id)
+            return run.state.status
         run.resumed = bool(run.events.opened_after)  # a first run's log starts empty
         try:
             await lifecycle.execute(run, _log_event(session_id))
@@ -91,6 +107,22 @@ async def research(session_id: str) -> str:
         log.info("run %s: %s (%s)", session_id, run.state.status, run.state.stop_reason)
         return run.state.status
     raise AssertionError("unreachable")  # mypy: ExitStack may swallow exceptions
+
+
+def _finished(state: SessionState, store: Sessions) -> bool:
+    """Its run has ended and written its report: a step started again has nothing to do
+    (a queued resume has, whatever its last run wrote)."""
+    if state.status in ("running", "queued"):
+        return False
+    return store.report_location(state.session_id) is not None
+
+
+async def _cancelled() -> bool:
+    """This step's workflow was cancelled (``RunQueue.cancel``) before DBOS's own check
+    (once a second) stopped it."""
+    workflow = DBOS.workflow_id
+    status = await DBOS.get_workflow_status_async(workflow) if workflow else None
+    return status is not None and status.status == "CANCELLED"
 
 
 def _release(settings: Settings, session_id: str) -> None:
@@ -151,7 +183,13 @@ def serve_worker(settings: Settings, executor: str | None = None) -> int:
         return work(settings, lambda: signalled.yes, executor)
 
 
-def work(settings: Settings, stopped: Callable[[], bool], executor: str | None = None) -> int:
+def work(
+    settings: Settings,
+    stopped: Callable[[], bool],
+    executor: str | None = None,
+    *,
+    warm: bool = True,
+) -> int:
     """Research queued runs, ``worker_concurrency`` at once, until ``stopped``; and resume
     a dead worker's runs. 0 when stopped; 1 when this worker was declared dead (its runs
     are another's now). One per process (DBOS is the process's)."""
@@ -168,9 +206,9 @@ def work(settings: Settings, stopped: Callable[[], bool], executor: str | None =
         "executor_id": executor,
         "application_version": APP_VERSION,
     }
-    # What a run imports and builds (~3 s cold), before this worker takes one: a run it
-    # takes over from a dead worker starts at once (recovery was 5.4-6.5 s, cold).
-    warm.warm_up(settings, _say_engine)
+    if warm:  # what a run imports and builds (~3 s cold), before this worker takes one: a
+        # run it takes over from a dead worker starts at once (recovery was 5.4-6.5 s, cold)
+        _warm.warm_up(settings, _say_engine)
     with Heartbeats(conninfo, executor, timeout) as beats:
         health = _Health(timeout)  # its row was just written: a beat
         beating = threading.Thread(
@@ -200,6 +238,21 @@ def work(settings: Settings, stopped: Callable[[], bool], executor: str | None =
             beats.leave()  # its unfinished runs go on elsewhere at the next reap
     log.info("worker %s: stopped", executor)
     return 1 if dead.is_set() else 0
+
+
+def in_thread(settings: Settings, stop: threading.Event) -> threading.Thread:
+    """``work`` in a thread of a server (``RunManager.open``) until ``stop`` is set; its
+    warm-up is the server's own (``warm.start_warm_up``)."""
+
+    def run() -> None:
+        try:
+            work(settings, stop.is_set, warm=False)
+        except Exception:  # the server goes on: it queues runs for the other workers
+            log.exception("this server's worker stopped")
+
+    thread = threading.Thread(target=run, name="team-worker", daemon=True)
+    thread.start()
+    return thread
 
 
 class _Health:

@@ -1,6 +1,8 @@
 """What a server builds as it starts, so its first run does not wait for it: the engine's
 modules, the TLS context, the price data, the local embedding model (``warm_up``), in a
-thread of its own (``start_warm_up``)."""
+thread of its own (``start_warm_up``). It spends nothing and saves no session, and contacts
+nobody but, when the web engine is ``auto`` on a server other than OpenAI's, that server's
+models API (the question the first run would ask, its answer cached for a day)."""
 
 from __future__ import annotations
 

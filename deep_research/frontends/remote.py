@@ -42,6 +42,7 @@ JOB_FIELDS = ("job_id", "model", "status", "polls", "elapsed_seconds", "note")
 
 RECONNECTS = 5
 """Times a dropped event stream is opened again before the error is said."""
+CANCEL_TIMEOUT_SECONDS = 300.0
 
 
 class Remote:
@@ -77,7 +78,9 @@ class Remote:
         return list(self._call("GET", "/sessions", params={"limit": limit}))
 
     def cancel(self, session_id: str) -> dict[str, Any]:
-        return dict(self._call("POST", f"/research/{session_id}/cancel", json={}))
+        # A team's cancel waits for the worker that holds the run to let go of it.
+        path = f"/research/{session_id}/cancel"
+        return dict(self._call("POST", path, json={}, timeout=CANCEL_TIMEOUT_SECONDS))
 
     def events(self, session_id: str, after: int | None = None) -> Iterator[RunEvent]:
         """The run's events as the service sends them, until its run ends (``end``) or the
@@ -105,16 +108,29 @@ class Remote:
                 time.sleep(min(2.0, 0.2 * 2**drops))
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        return self._request(method, path, **kwargs).json()
+        reply = self._request(method, path, **kwargs)
+        try:
+            return reply.json()
+        except ValueError:
+            raise self._not_ours(reply) from None
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             reply = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
+        if reply.is_redirect:  # a proxy's http -> https, say: followed, a POST is lost
+            where = reply.headers.get("location", "elsewhere")
+            raise ConfigError(f"the service at {self.url} (--server) moves to {where}: use that")
         if reply.status_code >= 400:
             raise _refused(reply)
         return reply
+
+    def _not_ours(self, reply: httpx.Response) -> ConfigError:
+        return ConfigError(
+            f"{self.url} (--server) is not a deep-research service: {reply.request.method} "
+            f"{reply.request.url.path} answered {reply.status_code} with no JSON"
+        )
 
     def _unreachable(self, exc: httpx.TransportError) -> ConfigError:
         why = " ".join(str(exc).split()) or type(exc).__name__

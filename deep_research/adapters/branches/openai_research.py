@@ -30,7 +30,7 @@ import openai
 from openai.types.responses import Response
 from pydantic import BaseModel, ValidationError
 
-from deep_research.adapters.branches.slots import JobSlots, slot_held
+from deep_research.adapters.branches.slots import JobSlots, SlotHold, slot_held
 from deep_research.adapters.prices import PriceTable
 from deep_research.adapters.web.job_prompt import build_user_message, load_instructions
 from deep_research.adapters.web.openai_jobs import (
@@ -156,8 +156,11 @@ class DeepResearchExecutor:
             try:
                 create = JOB_NAME not in task.remote_jobs
                 model = self.spec.describe()
-                async with slot_held(self.slots, task, model, self.poll_seconds, create=create):
-                    response = await _Job(self, task, on_remote_job).run(developer, user, meter)
+                async with slot_held(
+                    self.slots, task, model, self.poll_seconds, create=create
+                ) as hold:
+                    job = _Job(self, task, on_remote_job, hold)
+                    response = await job.run(developer, user, meter)
                 try:
                     report = self._finish(response, meter)
                 except BranchError:
@@ -241,9 +244,14 @@ class _Job:
     """One node's remote job: submit or re-attach, then poll to a terminal status."""
 
     def __init__(
-        self, executor: DeepResearchExecutor, task: BranchTask, on_remote_job: RemoteJobHook
+        self,
+        executor: DeepResearchExecutor,
+        task: BranchTask,
+        on_remote_job: RemoteJobHook,
+        hold: SlotHold,
     ) -> None:
         self._ex = executor
+        self._hold = hold
         self._jobs = executor.jobs
         self._task = task
         self._save = on_remote_job
@@ -317,6 +325,7 @@ class _Job:
         body = ex.spec.body(
             developer, user, with_summary=not ex.summary_refused, kb_tool=ex.kb_tool
         )
+        await self._hold.take(wait=True)  # a re-attached job found gone held none
         create = asyncio.ensure_future(self._create_and_save(body, where))
         try:
             return await asyncio.shield(create)

@@ -160,9 +160,7 @@ async def test_a_queued_run_that_is_cancelled_is_saved_interrupted_and_its_log_e
         fake_openai.wait_for, lambda: any(n for n in fake_openai.retrieves.values()), 30
     )
     queued = await runs.start("How do they compact?", RunOptions())
-    follower = asyncio.ensure_future(
-        _collect(saved.watch(settings, queued, live=runs.live_log(queued)))
-    )
+    follower = asyncio.ensure_future(_collect(runs.watch(queued)))
     # Waiting is not researching: a waiter that gives up leaves the run alone.
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(runs.wait(queued), 0.2)

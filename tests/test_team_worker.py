@@ -236,13 +236,23 @@ def test_a_killed_workers_runs_finish_on_another_and_no_job_is_created_twice(
     assert len(orphans) == 3
     watched = sorted(orphans)[0]
     follower = subprocess.Popen(  # a terminal following one of them through the kill
-        [sys.executable, "-m", "deep_research", "sessions", "watch", watched, "--json"],
+        [
+            sys.executable,
+            "-m",
+            "deep_research",
+            "sessions",
+            "watch",
+            watched,
+            "--after=0",
+            "--json",
+        ],
         env=workers.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_until(lambda: bool(event_types(database, watched)), 30, workers, "its events kept")
+    assert follower.stdout is not None
+    first_line = follower.stdout.readline()  # it follows the run before the kill
 
     first.send_signal(signal.SIGKILL)
     first.wait()
@@ -274,7 +284,7 @@ def test_a_killed_workers_runs_finish_on_another_and_no_job_is_created_twice(
             assert after[session_id][1] != killed_executor, "finished by the live worker"
     followed, err = follower.communicate(timeout=60)
     assert follower.returncode == 0, err
-    ids = [json.loads(line)["id"] for line in followed.splitlines()]
+    ids = [json.loads(line)["id"] for line in [first_line, *followed.splitlines()]]
     assert ids == list(range(1, len(event_types(database, watched)) + 1)), "none missed"
     assert workers.stop(second) == 0, workers.output()
 

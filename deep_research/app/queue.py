@@ -141,13 +141,13 @@ class RunQueue:
         """Take the session's run off the queue, or stop it on the worker that holds it and
         wait (at most ``worker_timeout_seconds``) until that worker has let go: its jobs'
         cancels can then be recorded. Whether it was queued and never begun (saved as
-        interrupted now). A queue out of reach is logged: the caller cancels the jobs."""
+        interrupted now). A queue out of reach is logged and nothing unqueued (its run may
+        still be taken): the caller cancels the jobs all the same."""
         try:
             cancelled = self.cancel(session_id)
         except StorageError as exc:
             log.warning("run %s: %s; cancelling its research jobs only", session_id, exc)
-            cancelled = False
-        never_begun = lifecycle.unqueue(self._settings, session_id)
+            return False
         if cancelled:
             store = sessions(self._settings)
             # A worker that took the run as it was cancelled takes its lease a moment later
@@ -158,7 +158,7 @@ class RunQueue:
                 if time.monotonic() > deadline:
                     break  # that worker records the cancels when it next polls the jobs
                 time.sleep(0.2)
-        return never_begun
+        return lifecycle.unqueue(self._settings, session_id)
 
     def cancel(self, session_id: str) -> bool:
         """Take the session's run off the queue, or stop it where a worker runs it (its step

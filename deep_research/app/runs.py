@@ -50,7 +50,7 @@ from deep_research.app.config import Settings
 from deep_research.app.options import ResumeRequest, RunOptions
 from deep_research.app.saved import sessions
 from deep_research.core.budget import totals
-from deep_research.core.errors import BudgetTooSmall, DeepResearchError, UsageError
+from deep_research.core.errors import BudgetTooSmall, DeepResearchError, StorageError, UsageError
 from deep_research.core.events import RunEvent
 from deep_research.core.models import SessionState
 from deep_research.persistence.daily import DIR, DailyLedger, Reservation, open_book
@@ -81,10 +81,8 @@ class RunManager:
             settings.server_max_runs, settings.server_max_cost_usd, settings.server_daily_budget_usd
         )
         self.ledger = daily_ledger(settings, self.caps.daily_budget)
-        self.team = settings.database_url is not None
-        """Runs go to the team's queue (``app.team``), researched by its workers."""
-        self.local_worker = local_worker and self.team
-        """This process is one of those workers too (``open``)."""
+        self.team = settings.database_url is not None  # runs go to the team's queue
+        self.local_worker = local_worker and self.team  # this process is a worker too
         self._queue: RunQueue | None = None
         self._opening = asyncio.Lock()
         self._worker: threading.Thread | None = None
@@ -141,7 +139,7 @@ class RunManager:
             self._release(held.id, "not started")
             raise
         if queue is not None:
-            return await self._hand_over(run, stack, queue, held.id, again=False)
+            return await self._hand_over(run, stack, queue, held.id)
         return self._launch(run, stack, held.id)
 
     async def resume(self, session_id: str, request: ResumeRequest) -> str:
@@ -176,25 +174,23 @@ class RunManager:
             self._release(held.id, state.session_id)
             raise
         if queue is not None:  # (queued, and no worker to take it: queued again)
-            return await self._hand_over(run, stack, queue, held.id, again=True)
+            return await self._hand_over(run, stack, queue, held.id)
         return self._launch(run, stack, held.id)
 
     async def _hand_over(
-        self,
-        run: lifecycle.Run,
-        stack: ExitStack,
-        queue: RunQueue,
-        reservation: str,
-        *,
-        again: bool,
+        self, run: lifecycle.Run, stack: ExitStack, queue: RunQueue, reservation: str
     ) -> str:
         """Queue ``run`` for the team's workers: saved as queued, let go of, then put on
         ``queue``. Should the queue refuse it, its reservation is given back; a caller that
         goes away meanwhile does not stop the put."""
         session_id = run.state.session_id
-        with stack:
-            await lifecycle.hand_over(run)
-        put = asyncio.ensure_future(asyncio.to_thread(queue.put, session_id, again=again))
+        try:
+            with stack:
+                await lifecycle.hand_over(run)
+        except BaseException:  # not saved as queued: nothing will run it
+            self._release(reservation, session_id)
+            raise
+        put = asyncio.ensure_future(asyncio.to_thread(queue.put, session_id, again=run.resumed))
 
         def refused(done: asyncio.Future[str]) -> None:
             if done.cancelled() or done.exception() is not None:
@@ -340,11 +336,20 @@ class RunManager:
     async def cancel(self, session_id: str) -> lifecycle.CancelResult:
         session_id = sessions(self.settings).resolve(session_id)
         await self._stop(session_id)
-        # In a team: off the queue, or stopped on the worker that holds it.
-        queue = await self._team_queue() if self.team else None
-        if queue is not None and await asyncio.to_thread(queue.stop, session_id):
-            await asyncio.to_thread(self._release, None, session_id)  # never begun
-        return await lifecycle.cancel(self.settings, session_id)
+        never_begun = await self._stop_queued(session_id) if self.team else False
+        result = await lifecycle.cancel(self.settings, session_id)
+        if never_begun and not _jobs_out(saved.status(self.settings, session_id)):
+            await asyncio.to_thread(self._release, None, session_id)  # nothing spent
+        return result
+
+    async def _stop_queued(self, session_id: str) -> bool:
+        """Off the team's queue, or stopped on the worker that holds it (``RunQueue.stop``):
+        whether it had never begun. Its jobs are cancelled whatever the queue answers."""
+        try:
+            return await asyncio.to_thread((await self._team_queue()).stop, session_id)
+        except StorageError as exc:
+            log.warning("run %s: %s; cancelling its research jobs only", session_id, exc)
+            return False
 
     async def shutdown(self) -> None:
         """Stop every run (each saved as interrupted; resume picks them up), and refuse new

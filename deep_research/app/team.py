@@ -74,10 +74,13 @@ async def research(session_id: str) -> str:
     settings = _worker["settings"]
     try:
         return await _research(settings, session_id)
-    except BaseException:
-        # Stopped or failed before its research began (a setting, a KB, the lease): it
-        # reads "interrupted", never "queued" with nothing to take it up; resume queues it.
-        await asyncio.to_thread(lifecycle.unqueue, settings, session_id)
+    except Exception:
+        # Failed before its research began (a setting, a KB, the lease): it reads
+        # "interrupted", never "queued" with nothing to take it up (resume queues it), and
+        # what its server reserved for it goes. (Stopped, it stays queued: its workflow
+        # goes on elsewhere, or its cancel unqueues it.)
+        if await asyncio.to_thread(lifecycle.unqueue, settings, session_id):
+            await asyncio.to_thread(_release, settings, session_id)
         raise
 
 
@@ -110,9 +113,9 @@ async def _research(settings: Settings, session_id: str) -> str:
 
 
 def _finished(state: SessionState, store: Sessions) -> bool:
-    """Its run has ended and written its report: a step started again has nothing to do
-    (a queued resume has, whatever its last run wrote)."""
-    if state.status in ("running", "queued"):
+    """Its run has ended and written its report: a step started again has nothing to do.
+    (A queued resume has, whatever its last run wrote; so has an interrupted one.)"""
+    if state.status not in ("complete", "stopped", "failed"):
         return False
     return store.report_location(state.session_id) is not None
 

@@ -42,7 +42,6 @@ JOB_FIELDS = ("job_id", "model", "status", "polls", "elapsed_seconds", "note")
 
 RECONNECTS = 5
 """Times a dropped event stream is opened again before the error is said."""
-CANCEL_TIMEOUT_SECONDS = 300.0
 
 
 class Remote:
@@ -61,11 +60,12 @@ class Remote:
 
     def start(self, question: str, options: dict[str, Any]) -> str:
         """A new run's session id: it researches in the service from now on."""
-        reply = self._call("POST", "/research", json={"question": question, **options})
-        return str(reply["session_id"])
+        return self._session_id(
+            self._call("POST", "/research", json={"question": question, **options})
+        )
 
     def resume(self, session_id: str, request: dict[str, Any]) -> str:
-        return str(self._call("POST", f"/research/{session_id}/resume", json=request)["session_id"])
+        return self._session_id(self._call("POST", f"/research/{session_id}/resume", json=request))
 
     def status(self, session_id: str) -> dict[str, Any]:
         """``sessions show --json``'s object."""
@@ -78,9 +78,9 @@ class Remote:
         return list(self._call("GET", "/sessions", params={"limit": limit}))
 
     def cancel(self, session_id: str) -> dict[str, Any]:
-        # A team's cancel waits for the worker that holds the run to let go of it.
-        path = f"/research/{session_id}/cancel"
-        return dict(self._call("POST", path, json={}, timeout=CANCEL_TIMEOUT_SECONDS))
+        # A team's cancel waits for the worker that holds the run to let go of it (the
+        # service bounds that wait: DEEP_RESEARCH_WORKER_TIMEOUT_SECONDS).
+        return dict(self._call("POST", f"/research/{session_id}/cancel", json={}, timeout=None))
 
     def events(self, session_id: str, after: int | None = None) -> Iterator[RunEvent]:
         """The run's events as the service sends them, until its run ends (``end``) or the
@@ -94,7 +94,7 @@ class Remote:
                 ) as reply:
                     if reply.status_code != 200:
                         reply.read()
-                        raise _refused(reply)
+                        self._check(reply)
                     for event in _server_sent(reply.iter_lines()):
                         after, drops = event.id, 0
                         yield event
@@ -119,12 +119,22 @@ class Remote:
             reply = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
+        return self._check(reply)
+
+    def _check(self, reply: httpx.Response) -> httpx.Response:
+        """``reply``, unless it is a refusal (raised as ours) or a redirect."""
         if reply.is_redirect:  # a proxy's http -> https, say: followed, a POST is lost
             where = reply.headers.get("location", "elsewhere")
             raise ConfigError(f"the service at {self.url} (--server) moves to {where}: use that")
         if reply.status_code >= 400:
             raise _refused(reply)
         return reply
+
+    def _session_id(self, reply: Any) -> str:
+        session_id = reply.get("session_id") if isinstance(reply, dict) else None
+        if not isinstance(session_id, str):
+            raise ConfigError(f"{self.url} (--server) is not a deep-research service")
+        return session_id
 
     def _not_ours(self, reply: httpx.Response) -> ConfigError:
         return ConfigError(

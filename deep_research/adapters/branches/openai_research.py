@@ -262,9 +262,13 @@ class _Job:
     async def run(self, developer: str, user: str, meter: Meter) -> Response:
         ex = self._ex
         try:
-            async with asyncio.timeout(ex.max_wait_seconds):
+            async with asyncio.timeout(ex.max_wait_seconds) as limit:
                 response = await self._reattach() if self.job_id else None
                 if response is None:
+                    # A re-attached job found gone holds no slot yet: one is waited for
+                    # before its new create, and that wait is not the job's.
+                    waited = await self._hold.take(wait=True)
+                    limit.reschedule((limit.when() or 0.0) + waited)
                     response = await self._submit(developer, user)
                 return await self._poll(response)
         except TimeoutError:
@@ -325,7 +329,6 @@ class _Job:
         body = ex.spec.body(
             developer, user, with_summary=not ex.summary_refused, kb_tool=ex.kb_tool
         )
-        await self._hold.take(wait=True)  # a re-attached job found gone held none
         create = asyncio.ensure_future(self._create_and_save(body, where))
         try:
             return await asyncio.shield(create)

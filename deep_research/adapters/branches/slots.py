@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import threading
+import time
 from collections.abc import AsyncIterator
 from typing import Protocol
 
@@ -35,12 +37,13 @@ class SlotHold:
         self.poll_seconds = max(0.2, min(poll_seconds, 2.0))
         self.slot: int | None = None
 
-    async def take(self, *, wait: bool) -> None:
+    async def take(self, *, wait: bool) -> float:
         """A slot, unless one is held already: waited for (``wait``: before a create, said
-        in the run's events), else taken only if one is free."""
+        in the run's events), else taken only if one is free. The seconds it waited."""
         slots = self.slots
         if slots is None or self.slot is not None:
-            return
+            return 0.0
+        began = time.monotonic()
         waited = False
         while (slot := await self._try_take(slots)) is None and wait:
             if not waited and self.task.on_event is not None:
@@ -59,6 +62,7 @@ class SlotHold:
             waited = True
             await asyncio.sleep(self.poll_seconds)
         self.slot = slot
+        return time.monotonic() - began
 
     async def give_back(self) -> None:
         if self.slots is not None and (slot := self.slot) is not None:
@@ -80,7 +84,8 @@ class SlotHold:
 
 def _give_back(slots: JobSlots, taken: asyncio.Future[int | None]) -> None:
     if not taken.cancelled() and taken.exception() is None and (slot := taken.result()) is not None:
-        slots.give_back(slot)  # on the loop: one short statement, on a rare path
+        # Not on the loop: ``give_back`` may wait for a ``try_take`` that is reconnecting.
+        threading.Thread(target=slots.give_back, args=(slot,), daemon=True).start()
 
 
 @contextlib.asynccontextmanager

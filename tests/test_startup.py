@@ -121,6 +121,7 @@ def test_sessions_list_loads_neither_pydantic_settings_nor_asyncio(
     loaded = loaded_by([session_id if a == "SESSION" else a for a in args], home)
     assert "deep_research" in loaded
     assert {"pydantic_settings", "asyncio", "dotenv"} & loaded == set()
+    assert "httpx" not in loaded, "the --server client loads only with a service to call"
 
 
 def test_sessions_list_finds_a_data_directory_given_only_in_dotenv(home: Path) -> None:

@@ -24,6 +24,7 @@ from deep_research.core.errors import (
 if TYPE_CHECKING:
     from deep_research.core.models import SessionState
     from deep_research.core.report import Report
+    from deep_research.frontends.remote import Remote
     from deep_research.kb.search import Hit
 
 JsonOpt = Annotated[
@@ -119,6 +120,21 @@ ERROR_CODES: tuple[tuple[type[DeepResearchError], str, int], ...] = (
 """Each error's stable code (most specific first), one set for the CLI's ``--json`` and the
 HTTP API, and its HTTP status there. Beyond these: ``interrupted`` (Ctrl-C) and
 ``internal`` (a bug)."""
+
+
+def service(server: str | None) -> Remote | None:
+    """The running service a command goes to: ``--server``, else DEEP_RESEARCH_SERVER_URL
+    (read as ``sessions list`` reads the data directory, no other setting); None: the
+    command runs here. Its HTTP client loads only then."""
+    from deep_research.app.home import read_dotenv, setting
+
+    dotenv = read_dotenv()
+    url = server or setting("DEEP_RESEARCH_SERVER_URL", dotenv)
+    if url is None:
+        return None
+    from deep_research.frontends.remote import connect
+
+    return connect(url, setting("DEEP_RESEARCH_API_TOKEN", dotenv))
 
 
 def error_code(exc: DeepResearchError) -> str:

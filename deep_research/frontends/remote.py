@@ -23,7 +23,6 @@ from typing import Any, NoReturn
 import httpx
 import typer
 
-from deep_research.app.home import read_dotenv, setting
 from deep_research.core.errors import (
     EXIT_INTERRUPTED,
     EXIT_NO_FINDINGS,
@@ -178,17 +177,11 @@ def _server_sent(lines: Iterator[str]) -> Iterator[RunEvent]:
 # --- the CLI's commands through a service ------------------------------------------------
 
 
-def connect(server: str | None) -> Remote | None:
-    """The service to send a command to: ``--server``, else DEEP_RESEARCH_SERVER_URL; None
-    when neither is given (the command runs here). Read as ``sessions list`` reads the data
-    directory: no other setting, so it starts as fast."""
-    dotenv = read_dotenv()
-    url = server or setting("DEEP_RESEARCH_SERVER_URL", dotenv)
-    if url is None:
-        return None
+def connect(url: str, token: str | None) -> Remote:
+    """The service at ``url`` (``common.service`` finds it)."""
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"--server must be an http:// or https:// URL, not {url!r}")
-    return Remote(url, setting("DEEP_RESEARCH_API_TOKEN", dotenv))
+    return Remote(url, token)
 
 
 def follow_run(remote: Remote, session_id: str, *, as_json: bool) -> NoReturn:

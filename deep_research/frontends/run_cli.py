@@ -21,6 +21,7 @@ from deep_research.frontends.common import (
     error_json,
     print_json,
     print_report,
+    service,
 )
 from deep_research.frontends.question import read_question
 
@@ -112,17 +113,19 @@ def run(
     from deep_research.app import lifecycle, preparation
     from deep_research.app.loading import load_settings
     from deep_research.app.options import RunOptions
-    from deep_research.frontends import remote, render
+    from deep_research.frontends import render
 
     question = read_question(question, question_file)
     values, flags = _given(ctx)
     options = RunOptions.parse(values, flags)
-    if (service := remote.connect(server)) is not None:
-        if estimate_only:
-            raise UsageError("--estimate works a run out here: leave out --server")
-        with service:  # its own caps and confirmation: the service admits the run or not
+    if (there := service(server)) is not None:
+        from deep_research.frontends import remote
+
+        with there:  # its own caps and confirmation: the service admits the run or not
+            if estimate_only:
+                raise UsageError("--estimate works a run out here: leave out --server")
             given = options.model_dump(mode="json", exclude_defaults=True)
-            remote.follow_run(service, service.start(question, given), as_json=as_json)
+            remote.follow_run(there, there.start(question, given), as_json=as_json)
     # Every check a user can fail (question, flags, settings) runs before the engine loads.
     prepared = preparation.prepare(load_settings(), question, options, flags)
     if not prepared.extractive:
@@ -167,14 +170,15 @@ def resume(
     from deep_research.app import lifecycle
     from deep_research.app.loading import load_settings
     from deep_research.app.options import ResumeRequest, option_settings
-    from deep_research.frontends import remote
 
     values, flags = _given(ctx)
     request = ResumeRequest.parse(values, flags)  # before anything is read
-    if (service := remote.connect(server)) is not None:
-        with service:
+    if (there := service(server)) is not None:
+        from deep_research.frontends import remote
+
+        with there:
             given = request.model_dump(mode="json", exclude_defaults=True)
-            remote.follow_run(service, service.resume(session_id, given), as_json=as_json)
+            remote.follow_run(there, there.resume(session_id, given), as_json=as_json)
     sets = option_settings(ResumeRequest).items()
     settings = load_settings().with_flags(
         {setting: flags[option] for option, names in sets for setting in names},

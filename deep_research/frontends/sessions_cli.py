@@ -16,6 +16,7 @@ from deep_research.frontends.common import (
     ServerOpt,
     print_json,
     print_report,
+    service,
     session_detail,
 )
 
@@ -36,12 +37,12 @@ def sessions_list(
     server: ServerOpt = None,
 ) -> None:
     """Past runs, newest first."""
-    from deep_research.frontends import remote, render
+    from deep_research.frontends import render
     from deep_research.persistence.records import SessionSummary
 
-    if (service := remote.connect(server)) is not None:
-        with service:
-            rows = [SessionSummary.model_validate(row) for row in service.sessions(limit)]
+    if (there := service(server)) is not None:
+        with there:
+            rows = [SessionSummary.model_validate(row) for row in there.sessions(limit)]
     else:
         rows = _store().list()[:limit]
     if as_json:
@@ -73,7 +74,7 @@ def sessions_watch(
     from deep_research.app import saved
     from deep_research.app.loading import load_settings
     from deep_research.core.events import RunEvent
-    from deep_research.frontends import remote, render
+    from deep_research.frontends import render
     from deep_research.persistence.port import team_extra
 
     def show(event: RunEvent) -> None:
@@ -84,9 +85,9 @@ def sessions_watch(
             line = f"{event.id:>5} {at} {event.message}"
             render.out.print(line, markup=False, highlight=False)
 
-    if (service := remote.connect(server)) is not None:
-        with service:
-            for event in service.events(session_id, after):
+    if (there := service(server)) is not None:
+        with there:
+            for event in there.events(session_id, after):
                 show(event)
         return
 
@@ -115,11 +116,13 @@ def sessions_show(
     server: ServerOpt = None,
 ) -> None:
     """One run: its tree, status, spend and report path."""
-    from deep_research.frontends import remote, render
+    from deep_research.frontends import render
 
-    if (service := remote.connect(server)) is not None:
-        with service:
-            detail = service.status(session_id)
+    if (there := service(server)) is not None:
+        from deep_research.frontends import remote
+
+        with there:
+            detail = there.status(session_id)
         if as_json:
             print_json(detail)
         else:
@@ -146,11 +149,11 @@ def sessions_report(
 ) -> None:
     """Print a session's report again: on a terminal its answer and contents (--full: all of
     it), piped its markdown as written."""
-    from deep_research.frontends import remote, render
+    from deep_research.frontends import render
 
-    if (service := remote.connect(server)) is not None:
-        with service:
-            render.report(service.report(session_id))
+    if (there := service(server)) is not None:
+        with there:
+            render.report(there.report(session_id))
         return
     store = _store()
     state = store.load(session_id)
@@ -183,11 +186,11 @@ def sessions_cancel(
 
     from deep_research.app import lifecycle
     from deep_research.app.loading import load_settings
-    from deep_research.frontends import remote, render
+    from deep_research.frontends import render
 
-    if (service := remote.connect(server)) is not None:
-        with service:  # the run stopped in the service too (its HTTP API's cancel)
-            done = service.cancel(session_id)
+    if (there := service(server)) is not None:
+        with there:  # the run stopped in the service too (its HTTP API's cancel)
+            done = there.cancel(session_id)
         sid, recorded = done["session_id"], done["recorded"]
         rows = [
             {"node": job["node_id"], "job_id": job["job_id"], "status": job["status"], "detail": ""}

@@ -152,3 +152,59 @@ def test_ctrl_c_stops_following_and_leaves_the_run_going_on_in_the_service(
         assert code == 0, err
         assert "report" in out.splitlines()[-2], "followed to its end"
         assert httpx.get(f"{base}/research/{session_id}").json()["status"] == "complete"
+
+
+def test_the_live_view_of_a_run_in_the_service_is_rebuilt_from_its_events() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from deep_research.core.budget import totals
+    from deep_research.core.events import EventType, RunEvent
+    from deep_research.core.ports import JobEvent
+    from deep_research.frontends.remote import Replica
+
+    at = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+
+    def event(
+        type_: EventType, message: str, node: str | None = None, s: int = 0, **data: object
+    ) -> RunEvent:
+        at_s = at + timedelta(seconds=s)
+        return RunEvent(type=type_, message=message, node_id=node, at=at_s, data=data)
+
+    replica = Replica("abcdef012345")
+    node = {"question": "What is HNSW?", "source_hint": "web", "depends_on": [], "iteration": 2}
+    said = [
+        replica.apply(event("start", "session abcdef012345 started")),
+        replica.apply(event("node", "t1 pending", "t1", 1, status="pending", **node)),
+        replica.apply(event("node", "t1 running", "t1", 2, status="running", **node)),
+        replica.apply(
+            event(
+                "job",
+                "t1: queued",
+                "t1",
+                3,
+                job_id="resp_1",
+                model="m",
+                status="queued",
+                polls=0,
+                elapsed_seconds=0.1,
+                note="",
+            )
+        ),
+        replica.apply(event("spend", "$0.0100 · 300 tokens", None, 4, cost_usd=0.01, tokens=300)),
+        replica.apply(event("node", "t1 done", "t1", 9, status="done", cost_usd=0.01, **node)),
+        replica.apply(event("end", "session abcdef012345: complete", None, 10, status="complete")),
+    ]
+    assert said[0] == "session abcdef012345 started"
+    assert said[1:3] == [None, None], "the table shows a node's changes"
+    assert isinstance(said[3], JobEvent)
+    assert (said[3].job_id, said[3].status) == ("resp_1", "queued")
+    assert said[4:6] == [None, None]
+    state = replica.state
+    [t1] = state.nodes.values()
+    assert (t1.status, t1.question, t1.cost_usd, t1.iteration) == ("done", "What is HNSW?", 0.01, 2)
+    assert t1.started_at is not None
+    assert t1.finished_at is not None
+    assert (t1.finished_at - t1.started_at).total_seconds() == 7
+    spend = totals(state.ledger)
+    assert (spend.cost_usd, spend.usage.total_tokens) == (0.01, 300)
+    assert (state.iteration, state.status) == (2, "complete")

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from tests.clirun import cli, run_json
 from tests.fake_openai import FakeOpenAI
 from tests.pg import execute, fresh_database
+from tests.serving import serve_process
 from tests.test_cli_kb_runs import kb_env, no_model  # noqa: F401 - the fixture
 from tests.world import ResearchWorld, plan_task
 
@@ -82,6 +84,13 @@ def workers_for(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], Workers]]
     yield make
     for workers in made:
         workers.close()
+
+
+@pytest.fixture
+def exits() -> Iterator[ExitStack]:
+    """What a test starts and stops at its end, however it ends."""
+    with ExitStack() as stack:
+        yield stack
 
 
 def statuses(database: str, session_ids: list[str]) -> dict[str, str]:
@@ -207,6 +216,7 @@ def test_a_killed_workers_runs_finish_on_another_and_no_job_is_created_twice(
     env: dict[str, str],
     fake_openai: FakeOpenAI,
     workers_for: Callable[[dict[str, str]], Workers],
+    exits: ExitStack,
 ) -> None:
     runs = 6
     plans = [[plan_task("t1", question=f"What is known about aspect {i}?")] for i in range(runs)]
@@ -235,17 +245,13 @@ def test_a_killed_workers_runs_finish_on_another_and_no_job_is_created_twice(
     orphans = {wid for wid, (_, e) in running.items() if e == killed_executor}
     assert len(orphans) == 3
     watched = sorted(orphans)[0]
-    follower = subprocess.Popen(  # a terminal following one of them through the kill
-        [
-            sys.executable,
-            "-m",
-            "deep_research",
-            "sessions",
-            "watch",
-            watched,
-            "--after=0",
-            "--json",
-        ],
+    # A terminal following one of them through the kill: over SSE, from a server that
+    # researches nothing itself.
+    server = serve_process(env, "--no-local-worker", log=workers.logs / "serve.log")
+    base = exits.enter_context(server)
+    watch = ["sessions", "watch", watched, "--after=0", "--json", "--server", base]
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "deep_research", *watch],
         env=workers.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

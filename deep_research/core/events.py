@@ -88,6 +88,7 @@ class RunObserver:
                 depends_on=list(node.depends_on),
                 error=node.error,
                 cost_usd=round(node.cost_usd, 6),
+                iteration=node.iteration,
             )
         spend = self._spent()
         if spend != self._spend:

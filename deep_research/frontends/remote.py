@@ -32,6 +32,7 @@ from deep_research.core.errors import (
     UsageError,
 )
 from deep_research.core.events import TERMINAL, RunEvent
+from deep_research.core.models import LedgerEntry, ResearchNode, SessionState, Usage
 from deep_research.core.ports import JobEvent
 from deep_research.frontends import render
 from deep_research.frontends.common import ERROR_CODES, error_json, print_json
@@ -190,11 +191,17 @@ def follow_run(remote: Remote, session_id: str, *, as_json: bool) -> NoReturn:
     where = f"--server {remote.url}"
     if not as_json:
         render.info(f"session {session_id} runs at {remote.url}; Ctrl-C stops following it")
-    progress = render.Progress()
+    replica = Replica(session_id)
+    show_live = not as_json and render.err.is_terminal
     try:
-        for event in remote.events(session_id):
-            if not as_json:
-                say(event, progress)
+        with render.live_view(replica.state, enabled=show_live) as view:
+            progress = view.event if show_live else render.Progress()
+            for event in remote.events(session_id):
+                said = replica.apply(event)
+                if said is not None and not as_json:
+                    progress(said)
+                elif show_live:
+                    view.refresh()
     except KeyboardInterrupt:
         message = (
             f"stopped following; the run goes on at the service: `deep-research sessions "
@@ -229,16 +236,43 @@ def follow_run(remote: Remote, session_id: str, *, as_json: bool) -> NoReturn:
     raise typer.Exit(code)
 
 
-def say(event: RunEvent, progress: render.Progress) -> None:
-    """One of the run's events as a line on stderr, as a local run's progress says it: a
-    research job's status only when it changes; spend only at the end."""
-    if event.type == "spend":
-        return
-    if event.type == "job":
-        fields = {name: event.data[name] for name in JOB_FIELDS if name in event.data}
-        progress(JobEvent(node_id=event.node_id or "", **fields))
-        return
-    progress(event.message)
+class Replica:
+    """A run in the service as its events tell it: as much of its session as the live view
+    draws (its nodes, their times, the spend), for the same view as a local run's."""
+
+    def __init__(self, session_id: str) -> None:
+        self.state = SessionState(session_id=session_id, question="")
+
+    def apply(self, event: RunEvent) -> str | JobEvent | None:
+        """The session as ``event`` leaves it; what the view says of it (None: its table
+        and totals show it). Spend is said at the end, a job's status when it changes."""
+        state, data = self.state, event.data
+        if event.type == "node" and event.node_id:
+            node = state.nodes.get(event.node_id) or ResearchNode(
+                id=event.node_id, question=str(data.get("question", "")), created_at=event.at
+            )
+            node.status = data.get("status", node.status)
+            node.source_hint = data.get("source_hint", node.source_hint)
+            node.error, node.cost_usd = data.get("error"), float(data.get("cost_usd", 0.0))
+            node.iteration = int(data.get("iteration", node.iteration))
+            if node.status == "running":
+                node.started_at, node.finished_at = node.started_at or event.at, None
+            elif node.started_at is not None:
+                node.finished_at = node.finished_at or event.at
+            state.nodes[node.id] = node
+            state.iteration = max(state.iteration, node.iteration)
+            return None
+        if event.type == "spend":
+            usage = Usage(output_tokens=int(data.get("tokens", 0)))
+            cost = float(data.get("cost_usd", 0.0))
+            state.ledger = [LedgerEntry(role="planner", model="", cost_usd=cost, usage=usage)]
+            return None
+        if event.type == "job":
+            fields = {name: data[name] for name in JOB_FIELDS if name in data}
+            return JobEvent(node_id=event.node_id or "", **fields)
+        if event.type == "end":
+            state.status = data.get("status", state.status)
+        return event.message
 
 
 def show(detail: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import openai
 import pytest
+from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 from langchain_openai import ChatOpenAI
 
@@ -20,10 +21,15 @@ pytest_plugins = ["pytester"]
 
 # --- generated inputs (hypothesis) -----------------------------------------------------------
 # Every run draws the same examples (a failure seen once is seen again, in CI too), with no
-# per-example deadline (these machines are shared: a slow example is not a failure), and
-# writes no example database into the working tree.
+# per-example deadline and no check of how fast examples are drawn (these machines are
+# shared: slow is not a failure), and writes no example database into the working tree.
 hypothesis_settings.register_profile(
-    "deep-research", derandomize=True, deadline=None, database=None, print_blob=True
+    "deep-research",
+    derandomize=True,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 hypothesis_settings.load_profile("deep-research")
 

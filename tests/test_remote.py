@@ -208,3 +208,24 @@ def test_the_live_view_of_a_run_in_the_service_is_rebuilt_from_its_events() -> N
     spend = totals(state.ledger)
     assert (spend.cost_usd, spend.usage.total_tokens) == (0.01, 300)
     assert (state.iteration, state.status) == (2, "complete")
+
+
+def test_a_resumed_run_in_the_service_shows_what_it_had_done_before_its_events() -> None:
+    from deep_research.core.budget import totals
+    from deep_research.frontends.remote import Replica
+
+    node = {"question": "q", "status": "done", "source_hint": "web", "depends_on": []}
+    detail = {
+        "session_id": "abcdef012345",
+        "question": "What is HNSW?",
+        "iteration": 2,
+        "usage": {"cost_usd": 0.25, "total_tokens": 1200},
+        "nodes": [{"id": f"t{i}", **node, "cost_usd": 0.1} for i in (3, 1, 2)],
+    }
+    state = Replica.of(detail).state
+    assert (state.question, state.iteration) == ("What is HNSW?", 2)
+    ordered = sorted(state.nodes.values(), key=lambda n: n.created_at)
+    assert [n.id for n in ordered] == ["t3", "t1", "t2"], "the table keeps the run's order"
+    assert {n.status for n in ordered} == {"done"}
+    spend = totals(state.ledger)
+    assert (spend.cost_usd, spend.usage.total_tokens) == (0.25, 1200)

@@ -239,3 +239,29 @@ def test_serve_researches_queued_runs_itself_unless_told_not_to(
     with httpx.stream("GET", f"{reader}/research/{queued}/events", timeout=30) as stream:
         types = [line.removeprefix("event: ") for line in stream.iter_lines() if "event:" in line]
     assert (types[0], types[-1]) == ("start", "end"), "followed from the other server"
+
+
+async def test_a_cancel_the_queue_cannot_answer_says_so_and_leaves_the_run_queued(
+    team: dict[str, str], database: str, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dbos import DBOSClient
+
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    runs = RunManager(settings(), local_worker=False)
+    try:
+        session_id = await runs.start("What is HNSW?", RunOptions(max_cost_usd=RUN))
+
+        def down(*_args: object, **_kwargs: object) -> None:
+            raise RuntimeError("the queue is down\nDETAIL: x")
+
+        monkeypatch.setattr(DBOSClient, "list_workflows", down)
+        with pytest.raises(StorageError) as caught:
+            await runs.cancel(session_id)
+        assert str(caught.value) == (
+            f"could not cancel the run of {session_id}: the queue is down: its research "
+            "jobs were cancelled; the run may go on"
+        )
+        assert saved.status(runs.settings, session_id).status == "queued", "not unqueued"
+        assert reserved_for(session_id) == RUN, "kept: a worker may still take it"
+    finally:
+        await runs.shutdown()

@@ -93,6 +93,18 @@ def exits() -> Iterator[ExitStack]:
         yield stack
 
 
+def followed_ids(follower: subprocess.Popen[str], first_line: str) -> list[dict[str, object]]:
+    """The events a `sessions watch --json` child printed: ``first_line`` (read already),
+    then the rest until it exits (at most a minute), read from the same buffered stream."""
+    assert follower.stdout is not None
+    rest: list[str] = []
+    reader = threading.Thread(target=lambda: rest.append(follower.stdout.read()), daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    assert follower.wait(timeout=10) == 0, follower.stderr.read() if follower.stderr else ""
+    return [json.loads(line) for line in [first_line, *"".join(rest).splitlines()]]
+
+
 def statuses(database: str, session_ids: list[str]) -> dict[str, str]:
     rows = execute(database, "SELECT session_id, state FROM sessions")
     return {sid: json.loads(state)["status"] for sid, state in rows if sid in session_ids}
@@ -288,9 +300,7 @@ def test_a_killed_workers_runs_finish_on_another_and_no_job_is_created_twice(
         assert starts == (2 if session_id in orphans else 1), (session_id, events)
         if session_id in orphans:
             assert after[session_id][1] != killed_executor, "finished by the live worker"
-    followed, err = follower.communicate(timeout=60)
-    assert follower.returncode == 0, err
-    ids = [json.loads(line)["id"] for line in [first_line, *followed.splitlines()]]
+    ids = [event["id"] for event in followed_ids(follower, first_line)]
     assert ids == list(range(1, len(event_types(database, watched)) + 1)), "none missed"
     assert workers.stop(second) == 0, workers.output()
 
@@ -367,3 +377,41 @@ def test_the_team_cap_holds_a_research_job_until_a_slot_is_free(
     )
     assert len(fake_openai.response_ids) == 2
     assert sorted(fake_openai.research_inputs.values()) == [1, 1], "each job created once"
+
+
+def test_a_follower_goes_on_through_a_worker_stopped_on_purpose(
+    database: str,
+    env: dict[str, str],
+    fake_openai: FakeOpenAI,
+    workers_for: Callable[[dict[str, str]], Workers],
+    exits: ExitStack,
+) -> None:
+    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
+    fake_openai.hold_responses = True
+    env = team_env(env, database)
+    [session_id] = [run_json(env, "submit", "What is HNSW?")["session_id"]]
+    workers = workers_for(env)
+    first = workers.start()
+    wait_until(lambda: bool(fake_openai.response_ids), 45, workers, "its job created")
+    base = exits.enter_context(
+        serve_process(env, "--no-local-worker", log=workers.logs / "serve.log")
+    )
+    watch = ["sessions", "watch", session_id, "--after=0", "--json", f"--server={base}"]
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "deep_research", *watch],
+        env=workers.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert follower.stdout is not None
+    first_line = follower.stdout.readline()  # following before the stop
+    assert workers.stop(first) == 0, workers.output()  # its run saved interrupted: an `end`
+    workers.start()  # takes the run up where the first left it
+    fake_openai.hold_responses = False
+    fake_openai.complete(fake_openai.response_ids[0])
+    events = followed_ids(follower, first_line)
+    assert [e["id"] for e in events] == list(range(1, len(events) + 1)), "none missed"
+    ends = [e["data"]["status"] for e in events if e["type"] == "end"]
+    assert ends == ["interrupted", "complete"], "followed on to the run's real end"
+    assert len(fake_openai.response_ids) == 1, "its job re-attached, not created again"

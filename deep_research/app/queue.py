@@ -12,7 +12,6 @@ before its run is put on the queue, and ``interrupted`` again should the queue r
 from __future__ import annotations
 
 import asyncio
-import logging
 import secrets
 import time
 from collections.abc import Iterator
@@ -33,7 +32,6 @@ from deep_research.persistence.schema import first_line
 if TYPE_CHECKING:
     from deep_research.app.preparation import Info
 
-log = logging.getLogger(__name__)
 
 APP_NAME = "deep-research"
 APP_VERSION = "team-1"
@@ -141,14 +139,9 @@ class RunQueue:
         """Take the session's run off the queue, or stop it on the worker that holds it and
         wait (at most ``worker_timeout_seconds``) until that worker has let go: its jobs'
         cancels can then be recorded. Whether it was queued and never begun (saved as
-        interrupted now). A queue out of reach is logged and nothing unqueued (its run may
-        still be taken): the caller cancels the jobs all the same."""
-        try:
-            cancelled = self.cancel(session_id)
-        except StorageError as exc:
-            log.warning("run %s: %s; cancelling its research jobs only", session_id, exc)
-            return False
-        if cancelled:
+        interrupted now). A queue out of reach raises ``StorageError``, nothing unqueued: its
+        run may still be taken."""
+        if self.cancel(session_id):
             store = sessions(self._settings)
             # A worker that took the run as it was cancelled takes its lease a moment later
             # (it then sees the cancel and lets go, nothing spent): waited for too.

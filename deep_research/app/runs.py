@@ -26,7 +26,7 @@ Invariants:
   nodes, which ``resume`` leaves alone. ``shutdown`` saves every run as interrupted.
 - In a team (``settings.database_url``), ``start`` and ``resume`` save the run as queued
   and put it on the team's queue (``app.queue``) instead; its workers research it (this
-  process too, unless not ``local_worker``: ``open``); ``cancel`` takes it off the queue or
+  process too, with ``local_worker``: ``open``); ``cancel`` takes it off the queue or
   stops it on the worker that holds it.
 - How ``auto`` chose the web engine is logged once (``say_engine``): at start by the HTTP
   server's warm-up, at the first run by the MCP server (which starts without the engine);
@@ -263,7 +263,7 @@ class RunManager:
             with stack:
                 if not began.is_set():  # stopped while queued: nothing researched or spent
                     lifecycle.interrupt_unstarted(run)
-            if not began.is_set() and not _jobs_out(run.state):  # (a resume's may be out)
+            if not began.is_set() and not jobs_out(run.state):  # (a resume's may be out)
                 self._release(reservation, session_id)
 
         task.add_done_callback(finished)
@@ -336,20 +336,21 @@ class RunManager:
     async def cancel(self, session_id: str) -> lifecycle.CancelResult:
         session_id = sessions(self.settings).resolve(session_id)
         await self._stop(session_id)
-        never_begun = await self._stop_queued(session_id) if self.team else False
+        never_begun, failure = (await self._stop_queued(session_id)) if self.team else (False, None)
         result = await lifecycle.cancel(self.settings, session_id)
-        if never_begun and not _jobs_out(saved.status(self.settings, session_id)):
+        if never_begun and not jobs_out(saved.status(self.settings, session_id)):
             await asyncio.to_thread(self._release, None, session_id)  # nothing spent
+        if failure is not None:  # said after the jobs' cancels, which went ahead
+            raise StorageError(f"{failure}: its research jobs were cancelled; the run may go on")
         return result
 
-    async def _stop_queued(self, session_id: str) -> bool:
+    async def _stop_queued(self, session_id: str) -> tuple[bool, StorageError | None]:
         """Off the team's queue, or stopped on the worker that holds it (``RunQueue.stop``):
-        whether it had never begun. Its jobs are cancelled whatever the queue answers."""
+        whether it had never begun, or why the queue could not be asked."""
         try:
-            return await asyncio.to_thread((await self._team_queue()).stop, session_id)
+            return await asyncio.to_thread((await self._team_queue()).stop, session_id), None
         except StorageError as exc:
-            log.warning("run %s: %s; cancelling its research jobs only", session_id, exc)
-            return False
+            return False, exc
 
     async def shutdown(self) -> None:
         """Stop every run (each saved as interrupted; resume picks them up), and refuse new
@@ -375,10 +376,10 @@ class RunManager:
 def ended(state: SessionState) -> bool:
     """The run has ended with nothing left running at the provider: its reservation of the
     day's budget may go (what it spent is in its ledger)."""
-    return state.status in ("complete", "stopped", "failed") and not _jobs_out(state)
+    return state.status in ("complete", "stopped", "failed") and not jobs_out(state)
 
 
-def _jobs_out(state: SessionState) -> bool:
+def jobs_out(state: SessionState) -> bool:
     """Research jobs of the session may still be running (and billing) at the provider."""
     return any(node.remote_jobs for node in state.nodes.values())
 

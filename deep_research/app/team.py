@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _worker: dict[str, Settings] = {}
-"""The settings of this process's worker, set by ``serve_worker`` before DBOS launches."""
+"""The settings of this process's worker, set by ``work`` before DBOS launches."""
 
 
 # --- the workflow -----------------------------------------------------------------------
@@ -79,7 +79,8 @@ async def research(session_id: str) -> str:
         # "interrupted", never "queued" with nothing to take it up (resume queues it), and
         # what its server reserved for it goes. (Stopped, it stays queued: its workflow
         # goes on elsewhere, or its cancel unqueues it.)
-        if await asyncio.to_thread(lifecycle.unqueue, settings, session_id):
+        unqueued = await asyncio.to_thread(lifecycle.unqueue, settings, session_id)
+        if unqueued and not runs.jobs_out(sessions(settings).load(session_id)):  # a resume's
             await asyncio.to_thread(_release, settings, session_id)
         raise
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any, NoReturn
 
 import httpx
@@ -42,6 +43,11 @@ JOB_FIELDS = ("job_id", "model", "status", "polls", "elapsed_seconds", "note")
 
 RECONNECTS = 5
 """Times a dropped event stream is opened again before the error is said."""
+STREAM = httpx.Timeout(60.0)
+"""An event stream is pinged every 15 s (``frontends.http``): a minute of silence is a drop."""
+CANCEL = httpx.Timeout(60.0, read=3700.0)
+"""A team's cancel waits, at most DEEP_RESEARCH_WORKER_TIMEOUT_SECONDS (up to an hour), for
+the worker that holds the run to let go of it."""
 
 
 class Remote:
@@ -78,29 +84,32 @@ class Remote:
         return list(self._call("GET", "/sessions", params={"limit": limit}))
 
     def cancel(self, session_id: str) -> dict[str, Any]:
-        # A team's cancel waits for the worker that holds the run to let go of it (the
-        # service bounds that wait: DEEP_RESEARCH_WORKER_TIMEOUT_SECONDS).
-        return dict(self._call("POST", f"/research/{session_id}/cancel", json={}, timeout=None))
+        return dict(self._call("POST", f"/research/{session_id}/cancel", json={}, timeout=CANCEL))
 
     def events(self, session_id: str, after: int | None = None) -> Iterator[RunEvent]:
         """The run's events as the service sends them, until its run ends (``end``) or the
-        service ends the stream (no run of it is going on)."""
+        service ends the stream (no run of it is going on). A run that ends interrupted is
+        followed on while the service says one will take it up (a team's worker stopped:
+        the next resumes it, its ids going on)."""
         drops = 0
         while True:
             headers = {} if after is None else {"Last-Event-ID": str(after)}
             try:
                 with self._http.stream(
-                    "GET", f"/research/{session_id}/events", headers=headers, timeout=None
+                    "GET", f"/research/{session_id}/events", headers=headers, timeout=STREAM
                 ) as reply:
                     if reply.status_code != 200:
                         reply.read()
                         self._check(reply)
+                    interrupted = False
                     for event in _server_sent(reply.iter_lines()):
                         after, drops = event.id, 0
                         yield event
                         if event.type in TERMINAL:
-                            return
-                return  # ended by the service: nothing is running
+                            interrupted = event.data.get("status") == "interrupted"
+                            break
+                    if not interrupted:
+                        return  # it ended, or the service ended the stream: nothing runs it
             except httpx.TransportError as exc:
                 drops += 1
                 if drops > RECONNECTS:
@@ -191,7 +200,7 @@ def follow_run(remote: Remote, session_id: str, *, as_json: bool) -> NoReturn:
     where = f"--server {remote.url}"
     if not as_json:
         render.info(f"session {session_id} runs at {remote.url}; Ctrl-C stops following it")
-    replica = Replica(session_id)
+    replica = Replica.of(remote.status(session_id))  # what it has done already, resumed
     show_live = not as_json and render.err.is_terminal
     try:
         with render.live_view(replica.state, enabled=show_live) as view:
@@ -242,6 +251,23 @@ class Replica:
 
     def __init__(self, session_id: str) -> None:
         self.state = SessionState(session_id=session_id, question="")
+
+    @classmethod
+    def of(cls, detail: dict[str, Any]) -> Replica:
+        """Seeded from the run's status object (``sessions show --json``): a resumed run's
+        nodes and spend are there before its events say anything of them."""
+        replica = cls(detail["session_id"])
+        state = replica.state
+        state.question, state.iteration = detail["question"], detail["iteration"]
+        start = state.created_at
+        for n, node in enumerate(detail["nodes"]):  # in their order
+            seeded = ResearchNode.model_validate(node)
+            seeded.created_at = start + timedelta(microseconds=n)
+            state.nodes[seeded.id] = seeded
+        usage = Usage(output_tokens=int(detail["usage"]["total_tokens"]))
+        cost = float(detail["usage"]["cost_usd"])
+        state.ledger = [LedgerEntry(role="planner", model="", cost_usd=cost, usage=usage)]
+        return replica
 
     def apply(self, event: RunEvent) -> str | JobEvent | None:
         """The session as ``event`` leaves it; what the view says of it (None: its table

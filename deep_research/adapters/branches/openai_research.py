@@ -267,8 +267,10 @@ class _Job:
                 if response is None:
                     # A re-attached job found gone holds no slot yet: one is waited for
                     # before its new create, and that wait is not the job's.
+                    deadline = limit.when()
+                    limit.reschedule(None)
                     waited = await self._hold.take(wait=True)
-                    limit.reschedule((limit.when() or 0.0) + waited)
+                    limit.reschedule(None if deadline is None else deadline + waited)
                     response = await self._submit(developer, user)
                 return await self._poll(response)
         except TimeoutError:

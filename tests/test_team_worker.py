@@ -93,7 +93,27 @@ def exits() -> Iterator[ExitStack]:
         yield stack
 
 
-def followed_ids(follower: subprocess.Popen[str], first_line: str) -> list[dict[str, object]]:
+def follow_over_sse(
+    session_id: str, workers: Workers, exits: ExitStack
+) -> tuple[subprocess.Popen[str], str]:
+    """`sessions watch ID --json --server URL` of a `serve --no-local-worker` (which
+    researches nothing itself), from the first event; the child and its first line, read
+    once it follows the run."""
+    log = workers.logs / "serve.log"
+    base = exits.enter_context(serve_process(workers.env, "--no-local-worker", log=log))
+    watch = ["sessions", "watch", session_id, "--after=0", "--json", f"--server={base}"]
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "deep_research", *watch],
+        env=workers.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert follower.stdout is not None
+    return follower, follower.stdout.readline()
+
+
+def followed_events(follower: subprocess.Popen[str], first_line: str) -> list[dict[str, object]]:
     """The events a `sessions watch --json` child printed: ``first_line`` (read already),
     then the rest until it exits (at most a minute), read from the same buffered stream."""
     assert follower.stdout is not None
@@ -259,18 +279,7 @@ def test_a_killed_workers_runs_finish_on_another_and_no_job_is_created_twice(
     watched = sorted(orphans)[0]
     # A terminal following one of them through the kill: over SSE, from a server that
     # researches nothing itself.
-    server = serve_process(env, "--no-local-worker", log=workers.logs / "serve.log")
-    base = exits.enter_context(server)
-    watch = ["sessions", "watch", watched, "--after=0", "--json", "--server", base]
-    follower = subprocess.Popen(
-        [sys.executable, "-m", "deep_research", *watch],
-        env=workers.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert follower.stdout is not None
-    first_line = follower.stdout.readline()  # it follows the run before the kill
+    follower, first_line = follow_over_sse(watched, workers, exits)
 
     first.send_signal(signal.SIGKILL)
     first.wait()
@@ -300,7 +309,7 @@ def test_a_killed_workers_runs_finish_on_another_and_no_job_is_created_twice(
         assert starts == (2 if session_id in orphans else 1), (session_id, events)
         if session_id in orphans:
             assert after[session_id][1] != killed_executor, "finished by the live worker"
-    ids = [event["id"] for event in followed_ids(follower, first_line)]
+    ids = [event["id"] for event in followed_events(follower, first_line)]
     assert ids == list(range(1, len(event_types(database, watched)) + 1)), "none missed"
     assert workers.stop(second) == 0, workers.output()
 
@@ -393,24 +402,12 @@ def test_a_follower_goes_on_through_a_worker_stopped_on_purpose(
     workers = workers_for(env)
     first = workers.start()
     wait_until(lambda: bool(fake_openai.response_ids), 45, workers, "its job created")
-    base = exits.enter_context(
-        serve_process(env, "--no-local-worker", log=workers.logs / "serve.log")
-    )
-    watch = ["sessions", "watch", session_id, "--after=0", "--json", f"--server={base}"]
-    follower = subprocess.Popen(
-        [sys.executable, "-m", "deep_research", *watch],
-        env=workers.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert follower.stdout is not None
-    first_line = follower.stdout.readline()  # following before the stop
+    follower, first_line = follow_over_sse(session_id, workers, exits)
     assert workers.stop(first) == 0, workers.output()  # its run saved interrupted: an `end`
     workers.start()  # takes the run up where the first left it
     fake_openai.hold_responses = False
     fake_openai.complete(fake_openai.response_ids[0])
-    events = followed_ids(follower, first_line)
+    events = followed_events(follower, first_line)
     assert [e["id"] for e in events] == list(range(1, len(events) + 1)), "none missed"
     ends = [e["data"]["status"] for e in events if e["type"] == "end"]
     assert ends == ["interrupted", "complete"], "followed on to the run's real end"

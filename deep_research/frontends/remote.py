@@ -29,6 +29,7 @@ from deep_research.core.errors import (
     EXIT_NO_FINDINGS,
     ConfigError,
     DeepResearchError,
+    ProviderError,
     SessionError,
     UsageError,
 )
@@ -224,8 +225,8 @@ def follow_run(remote: Remote, session_id: str, *, as_json: bool) -> NoReturn:
     status = remote.status(session_id)
     found = any(node["status"] == "done" for node in status["nodes"])
     code = 0 if found else EXIT_NO_FINDINGS
-    if status["status"] == "interrupted":
-        code = EXIT_INTERRUPTED
+    if status["status"] in ("interrupted", "failed"):  # as a local run's Ctrl-C, or error
+        code = EXIT_INTERRUPTED if status["status"] == "interrupted" else ProviderError.exit_code
     if as_json:
         summary = {key: status[key] for key in ("session_id", "status", "stop_reason", "usage")}
         print_json(summary | {"report_path": status["report_path"], "exit_code": code})

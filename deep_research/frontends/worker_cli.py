@@ -7,7 +7,7 @@ only, never by the other commands.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -15,9 +15,6 @@ from deep_research.frontends.common import JsonOpt, print_json
 from deep_research.frontends.question import read_question
 from deep_research.frontends.run_cli import CostOpt, IterOpt, ParallelOpt, TimeOpt, TokensOpt, flag
 from deep_research.frontends.run_cli import _given as given_options
-
-if TYPE_CHECKING:
-    pass
 
 
 def worker(

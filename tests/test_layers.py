@@ -89,6 +89,7 @@ HEAVY = {
     "langchain",
     "langchain_core",
     "langchain_openai",
+    "numpy",  # ~0.1 s: `sessions list` and `--help` never load it
     "onnxruntime",
     "openai",
     "psycopg",

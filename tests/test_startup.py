@@ -78,6 +78,21 @@ def test_the_probe_sees_heavy_libraries_when_a_command_loads_them(home: Path) ->
     assert "chromadb" in loaded_by(["kb", "list"], home), "the check is not vacuous"
 
 
+def test_kb_search_loads_chromadb_but_not_langchain(home: Path) -> None:
+    """A search reads Chroma directly: LangChain (~0.2 s of a search's start) loads only
+    with langchain-chroma, for an ingest's writes."""
+    notes = home.parent / "notes"
+    notes.mkdir()
+    (notes / "cost.md").write_text("# Cost\n\nEvery web job reserves its worst-case cost.\n")
+    ingest = probed(PROBE, ["kb", "ingest", str(notes)], home)
+    assert "langchain_core" in ingest.stderr.rsplit("LOADED ", 1)[1], ingest.stderr
+    done = probed(PROBE, ["kb", "search", "worst-case cost", "--json"], home)
+    assert "cost.md" in done.stdout, done.stderr
+    loaded = set(json.loads(done.stderr.rsplit("LOADED ", 1)[1]))
+    assert "chromadb" in loaded
+    assert sorted(m for m in loaded if m.startswith(("langchain", "openai"))) == []
+
+
 EXIT_PROBE = PROBE.replace(
     "except SystemExit:\n    pass",
     "except SystemExit as exit:\n    sys.stderr.write(f'\\nEXIT {exit.code}\\n')",

@@ -36,9 +36,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
-
-from langchain_core.embeddings import Embeddings
+from typing import TYPE_CHECKING, Literal
 
 from deep_research.adapters.branches.protocols import Page, Reader
 from deep_research.adapters.claim_repair import adopt, afforded, due, refs_in, rewrite
@@ -67,6 +65,9 @@ from deep_research.core.models import Citation, EvidenceUnit
 from deep_research.core.ports import CheckJob, Meter
 from deep_research.core.report import Report
 from deep_research.core.scope import WebScope
+
+if TYPE_CHECKING:
+    from deep_research.kb.embeddings import Embedder
 
 CLAIMS_AT_ONCE = 8
 """Sources checked at once (the verifier's threads, the page reads under ``fetch_workers``)."""
@@ -105,7 +106,7 @@ class ClaimChecker:
     verifier decides alone)."""
     judge_worst_usd: Callable[[Sequence[ToJudge]], float] = lambda _claims: 0.0
     """The most one judge call about these claims can cost."""
-    embedder: Embeddings | None = None
+    embedder: Embedder | None = None
     """The verifier's embedder (None: the shipped MiniLM it was fitted with)."""
     source_key: Callable[[Citation], str] = source_key
     """The independent source a citation is (a registrable domain, a KB root)."""

@@ -50,7 +50,7 @@ from deep_research.core.words import CLAIM_FUNCTION_WORDS
 from deep_research.kb.words import english_stemmer
 
 if TYPE_CHECKING:
-    from langchain_core.embeddings import Embeddings
+    from deep_research.kb.embeddings import Embedder
 
 Support = Literal["supported", "partial", "unsupported", "contradicted", "unverifiable"]
 TEXT_VERIFIER = "text"
@@ -197,7 +197,7 @@ def _windows(
     return out
 
 
-def read(claim: str, source: str, question: str, embedder: Embeddings) -> _Read:
+def read(claim: str, source: str, question: str, embedder: Embedder) -> _Read:
     """The classifier's features of (claim, source, question), and the details the passage
     that states the claim contradicts."""
     words = _Words()
@@ -353,7 +353,7 @@ def specifics_unstated(claim: str, text: str) -> list[str]:
 
 
 def verify(
-    claim: str, source: str, question: str = "", *, embedder: Embeddings | None = None
+    claim: str, source: str, question: str = "", *, embedder: Embedder | None = None
 ) -> SupportVerdict:
     """Does ``source`` support ``claim``? (``question``: what the claim answers, if known.)
     Pure but for the embedder, which is the shipped MiniLM unless a test gives another."""

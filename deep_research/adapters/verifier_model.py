@@ -12,7 +12,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from langchain_core.embeddings import Embeddings
+    from deep_research.kb.embeddings import Embedder
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ _EMBEDDER_LOCK = threading.Lock()
 
 
 @functools.cache
-def _shipped_embedder() -> Embeddings:
+def _shipped_embedder() -> Embedder:
     from deep_research.kb.embeddings import MemoEmbeddings
     from deep_research.kb.onnx_embeddings import OnnxEmbeddings  # lazy: onnxruntime
 
@@ -79,7 +79,7 @@ def _shipped_embedder() -> Embeddings:
     return MemoEmbeddings(OnnxEmbeddings(workers=1), max_items=4_096)
 
 
-def shipped_embedder() -> Embeddings:
+def shipped_embedder() -> Embedder:
     """The embedder the classifier was fitted with (one per process), each distinct text
     embedded once: the question of every claim, the windows of a source many claims cite."""
     with _EMBEDDER_LOCK:

@@ -22,7 +22,7 @@ from chromadb.config import Settings as ChromaSettings
 from chromadb.errors import ChromaError, NotFoundError
 
 from deep_research.core.errors import KBMissing, KnowledgeBaseError, UsageError
-from deep_research.kb.embeddings import NamedEmbeddings, make_embeddings
+from deep_research.kb.embeddings import NamedEmbeddings, for_langchain, make_embeddings
 from deep_research.kb.manifest import load_manifest
 from deep_research.kb.settings import KBSettings
 from deep_research.kb.store import (
@@ -138,7 +138,7 @@ def open_kb(
         with store_errors("opening the knowledge base"):
             return Chroma(
                 collection_name=cname,
-                embedding_function=embeddings,
+                embedding_function=for_langchain(embeddings),
                 client=client,
                 collection_metadata={META_MODEL: model_id, META_NAME: name},
                 collection_configuration={"hnsw": {"space": "cosine"}},

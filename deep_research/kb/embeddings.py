@@ -19,28 +19,29 @@ sized to fit it. Four kinds, a module each:
 This module holds what they share: the base classes `NamedEmbeddings` and (for the shipped
 models) `ShippedEmbeddings`, the reading of the shipped models' artifacts (their tokenizers
 and windows), `MemoEmbeddings` (each distinct text embedded once) and `make_embeddings`,
-which builds the kind the settings ask for.
+which builds the kind the settings ask for. None is LangChain's `Embeddings`, whose import
+costs a search ~0.2 s: langchain-chroma, which writes chunks, is given `for_langchain`'s.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from langchain_core.embeddings import Embeddings
 
 from deep_research.core.errors import ConfigError, KnowledgeBaseError
 from deep_research.kb.chunking import estimate_token_counts
 
 if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
     from tokenizers import Tokenizer
 
     from deep_research.kb.settings import KBSettings
@@ -52,8 +53,22 @@ Done = Callable[[int], None]
 """Told how many of the texts given are embedded so far."""
 
 
-class NamedEmbeddings(Embeddings):
-    """LangChain `Embeddings` plus an identity to record with a collection."""
+class Embedder(Protocol):
+    """What embeds texts: documents (passages) and queries, each text a vector."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]: ...
+
+    def embed_query(self, text: str) -> list[float]: ...
+
+
+class NamedEmbeddings(ABC):
+    """An ``Embedder`` with an identity to record with a collection."""
+
+    @abstractmethod
+    def embed_documents(self, texts: list[str]) -> list[list[float]]: ...
+
+    @abstractmethod
+    def embed_query(self, text: str) -> list[float]: ...
 
     @property
     @abstractmethod
@@ -136,12 +151,12 @@ def max_length(model_dir: Path, default: int | None) -> int | None:
 # --- memo and factory -----------------------------------------------------------------
 
 
-class MemoEmbeddings(Embeddings):
+class MemoEmbeddings:
     """An embedder that embeds each distinct text once: the web branches of a run rank the
     same passages again (a second round of searching, one page found by two branches).
     Thread-safe (ranking runs in worker threads); keeps the ``max_items`` latest texts."""
 
-    def __init__(self, inner: Embeddings, max_items: int = 20_000) -> None:
+    def __init__(self, inner: Embedder, max_items: int = 20_000) -> None:
         self.inner = inner
         self.max_items = max_items
         self._vectors: OrderedDict[str, list[float]] = OrderedDict()
@@ -165,6 +180,21 @@ class MemoEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self.inner.embed_query(text)
+
+
+def for_langchain(embedder: Embedder) -> Embeddings:
+    """``embedder`` as LangChain's ``Embeddings``, for langchain-chroma's writes (imported
+    with it, on the first write)."""
+    from langchain_core.embeddings import Embeddings
+
+    class LangChainEmbeddings(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return embedder.embed_documents(texts)
+
+        def embed_query(self, text: str) -> list[float]:
+            return embedder.embed_query(text)
+
+    return LangChainEmbeddings()
 
 
 def make_embeddings(settings: KBSettings) -> NamedEmbeddings:

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import threading
-
-from langchain_core.embeddings import Embeddings
+from typing import TYPE_CHECKING
 
 from deep_research.kb.embeddings import NamedEmbeddings
 from deep_research.kb.settings import OpenAIClientSettings
+
+if TYPE_CHECKING:
+    from langchain_openai import OpenAIEmbeddings
 
 
 class OpenAIEmbeddingsNamed(NamedEmbeddings):
@@ -17,14 +19,14 @@ class OpenAIEmbeddingsNamed(NamedEmbeddings):
     def __init__(self, model: str, client: OpenAIClientSettings) -> None:
         self.model = model
         self._settings = client
-        self._inner: Embeddings | None = None
+        self._inner: OpenAIEmbeddings | None = None
         self._lock = threading.Lock()
 
     @property
     def model_id(self) -> str:
         return f"openai:{self.model}"
 
-    def _client(self) -> Embeddings:
+    def _client(self) -> OpenAIEmbeddings:
         with self._lock:
             if self._inner is None:
                 from langchain_openai import OpenAIEmbeddings
@@ -46,9 +48,3 @@ class OpenAIEmbeddingsNamed(NamedEmbeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self._client().embed_query(text)
-
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        return await self._client().aembed_documents(texts)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        return await self._client().aembed_query(text)

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from langchain_core.embeddings import Embeddings
 
+from deep_research.kb.embeddings import Embedder
 from deep_research.kb.lexical import LexicalDoc, LexicalIndex
 from deep_research.kb.search import BM25_WEIGHT, DENSE_WEIGHT, fuse
 
 
-class KnownVectors(Embeddings):
+class KnownVectors:
     """Vectors made before, and the query's: ranking with it embeds nothing. A text with no
     vector gets a zero one (cosine 0: it is ranked by its words alone)."""
 
@@ -30,7 +30,7 @@ class KnownVectors(Embeddings):
         return self.query
 
 
-def cosine_similarities(query: str, passages: Sequence[str], embedder: Embeddings) -> list[float]:
+def cosine_similarities(query: str, passages: Sequence[str], embedder: Embedder) -> list[float]:
     """The cosine similarity of each passage to ``query`` under ``embedder`` (passages
     embedded as documents, the query as a query); a zero vector's similarity is 0."""
     if not passages:
@@ -42,7 +42,7 @@ def cosine_similarities(query: str, passages: Sequence[str], embedder: Embedding
     return [float(score) for score in cosine]
 
 
-def rank(query: str, passages: Sequence[str], embedder: Embeddings) -> list[tuple[int, float]]:
+def rank(query: str, passages: Sequence[str], embedder: Embedder) -> list[tuple[int, float]]:
     """(index into ``passages``, fused score) for every passage, best first."""
     if not passages:
         return []

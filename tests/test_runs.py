@@ -19,6 +19,7 @@ from deep_research.app.warm import warm_up
 from deep_research.core.errors import UsageError
 from deep_research.core.events import RunEvent
 from deep_research.core.models import LedgerEntry
+from deep_research.kb import onnx_embeddings
 from deep_research.persistence.events import read_events
 from deep_research.persistence.sessions import SessionStore
 from tests.fake_openai import FakeOpenAI
@@ -237,6 +238,17 @@ async def test_a_start_cancelled_while_reserving_gives_its_reservation_back(
     assert await asyncio.to_thread(released.wait, 30), "what was reserved meanwhile is given back"
     assert runs.ledger.committed().reserved == 0
     assert saved.list_sessions(offline) == []
+
+
+def test_the_warm_up_loads_the_claim_checks_embedding_model(
+    settings: Settings, fake_openai: FakeOpenAI
+) -> None:
+    """Every run's claim check embeds with the shipped model: a server (or a team's worker)
+    loads it as it starts, a web-only one too, not in its first run (~0.5 s of CPU)."""
+    onnx_embeddings._load_onnx.cache_clear()
+    runs = RunManager(settings.model_copy(update={"web_engine": "openai"}))
+    warm_up(runs.settings, runs.say_engine)
+    assert onnx_embeddings._load_onnx.cache_info().currsize == 1
 
 
 @pytest.mark.parametrize("serves", [True, False], ids=["serves", "does-not-serve"])

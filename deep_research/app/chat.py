@@ -12,7 +12,7 @@ from deep_research.adapters.llm.llm import ChatModel
 from deep_research.adapters.llm.params import model_params
 from deep_research.adapters.llm.probe import read_limits
 from deep_research.adapters.llm.server import ChatServer
-from deep_research.app.clients import api_key, client_settings
+from deep_research.app.clients import api_key, client_settings, sync_http_client
 from deep_research.app.config import Settings
 from deep_research.core.models import ChatRole
 from deep_research.persistence.cache import ResultCache
@@ -68,6 +68,7 @@ def chat_model(
         # Our own pool: langchain-openai's default one is cached per process and bound to
         # the first event loop that used it.
         http_async_client=http,
+        http_client=sync_http_client(),  # never called: every call is async
     )
     return ChatModel(
         chat,

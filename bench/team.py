@@ -17,13 +17,14 @@ Figures (targets from the team-service issue), medians of --runs:
 - job_line_pg_ms           the same into PostgreSQL (a row, fenced)
 - runs_per_minute_1 / _2 / _4  12 queued runs of one shape (a plan of 2 web sub-questions,
                            their research jobs, the judge, the report; every model call
-                           200 ms at the loopback fake OpenAI server of the tests) through 1,
-                           2 and 4 `deep-research worker` processes, one run at a time each,
-                           queued once every worker is up (warm, beating), as a team's
-                           workers are when its runs come: runs over the minutes from the
-                           first run's start event to the last one's end event
+                           200 ms at the loopback fake OpenAI server of the tests, or
+                           --latency) through 1, 2 and 4 `deep-research worker` processes,
+                           one run at a time each, queued once every worker is up (warm,
+                           beating), as a team's workers are when its runs come: runs over
+                           the minutes from the first run's start event to the last one's
+                           end event
 - worker_cpu_seconds_1 / _2 / _4  the CPU the workers used for those runs, their start-up
-                           and warm-up (~2.5 s each) included: what 2 cores cap
+                           and warm-up (~3 s each) included: what 2 cores cap
 - speedup_4_workers        runs_per_minute_4 / runs_per_minute_1                       >= 3.5
 - recovery_seconds         a worker killed (kill -9) with a run in flight, the worker
                            timeout 2 s: from the kill to that run's start on the other
@@ -253,17 +254,19 @@ def wait_for(check: Callable[[], bool], seconds: float, what: str, logs: Path) -
         time.sleep(0.2)
 
 
-def world(fake: FakeOpenAI, runs: int) -> None:
+def world(fake: FakeOpenAI, runs: int, latency: float = LATENCY) -> None:
     plans = [[plan_task("t1"), plan_task("t2")] for _ in range(runs)]
     ResearchWorld(plans=plans, verdicts=[]).install(fake)
-    fake.latency = LATENCY
+    fake.latency = latency
 
 
-def runs_per_minute(count: int, runs: int, work: Path) -> tuple[float, float]:
+def runs_per_minute(
+    count: int, runs: int, work: Path, latency: float = LATENCY
+) -> tuple[float, float]:
     """Queued runs per minute through ``count`` workers (see the module docstring), and the
     CPU seconds the workers used, start-up included."""
     with FakeOpenAI(polls_to_complete=1) as fake, fresh_database() as conninfo:
-        world(fake, runs)
+        world(fake, runs, latency)
         env = worker_env(conninfo, fake, work / f"home{count}")
         logs = work / f"logs{count}"
         logs.mkdir()
@@ -337,6 +340,13 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="toy sizes, once: does it run?")
     parser.add_argument("--runs", type=int, default=30, help="timed saves per figure")
     parser.add_argument("--database", help=f"a PostgreSQL server's URL (else ${URL_VARIABLE})")
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=LATENCY,
+        help=f"seconds a model call takes (default {LATENCY}): longer runs, a smaller share "
+        "of each for the queue's poll",
+    )
     args = parser.parse_args()
     url = args.database or os.environ.get(URL_VARIABLE)
     if not url:
@@ -349,7 +359,7 @@ def main() -> None:
     TIMEOUT = 5.0 if args.smoke else TIMEOUT
     with tempfile.TemporaryDirectory() as work:
         for count in (1, 2, 4):
-            rate, cpu = runs_per_minute(count, queued, Path(work))
+            rate, cpu = runs_per_minute(count, queued, Path(work), args.latency)
             numbers[f"runs_per_minute_{count}"] = rate
             numbers[f"worker_cpu_seconds_{count}"] = cpu
         numbers["speedup_4_workers"] = numbers["runs_per_minute_4"] / numbers["runs_per_minute_1"]

@@ -62,6 +62,12 @@ async def test_the_chat_models_clients_carry_the_chat_policy(tmp_path: Path) -> 
         assert chat.root_client is not None
         assert policy_of(chat.root_client) == (0, 45.0, "sk-test", SERVER)
         assert (model.server.rate_limit_retries, model.server.timeout_seconds) == (3, 45.0)
+        # The sync pool LangChain wants beside it is the process's one, whatever the role or
+        # timeout: not a new one (and a CA bundle read) per base URL and timeout.
+        other = settings_of(tmp_path, request_timeout_seconds=5.0)
+        judge = chat_model(other, "judge", http).chat
+        assert judge.root_client._client is chat.root_client._client
+        assert chat.root_client._client is clients.sync_http_client()
 
 
 def test_the_embeddings_clients_carry_the_embed_policy(tmp_path: Path) -> None:

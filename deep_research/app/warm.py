@@ -62,9 +62,8 @@ def warm_up(settings: Settings, say_engine: Callable[[preparation.Prepared], Non
         preparation.estimate(prepared)
         clients.tls_context()
         clients.touch_apis(settings)
-        site(
-            "https://example.com/"
-        )  # the claim check's first source loads the public suffix list (~0.2 s)
+        # The claim check's first source loads the public suffix list (~0.2 s).
+        site("https://example.com/")
         # LangChain loads its tracing and message-format modules on a model's first call:
         # one call to an in-process model that sends nothing.
         FakeListChatModel(responses=["warm"]).invoke("warm-up")

@@ -48,8 +48,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from langchain_core.embeddings import Embeddings
-
 from deep_research.adapters.branches.search_read import SearchLimits, SearchReadExecutor
 from deep_research.adapters.extractive.roles import (
     ExtractiveAuthor,
@@ -66,6 +64,7 @@ from deep_research.core.guard import BudgetGuard
 from deep_research.core.models import Limits, Plan, SessionState
 from deep_research.core.orchestrator import ResearchOrchestrator
 from deep_research.core.writing import SectionedWriter
+from deep_research.kb.embeddings import Embedder
 from deep_research.kb.rank import rank
 from deep_research.kb.static_embeddings import StaticEmbeddings
 from deep_research.persistence.cache import normalize_query as normalize
@@ -151,7 +150,7 @@ async def drive(
     webs: list[FakeWeb],
     search: FakeSearch,
     parallel: int,
-    embedder: Embeddings,
+    embedder: Embedder,
     home: Path,
     scale: Scale,
 ) -> tuple[float, float]:
@@ -209,7 +208,7 @@ async def drive(
     return wall, cpu
 
 
-def run_once(parallel: int, embedder: Embeddings, scale: Scale) -> Run:
+def run_once(parallel: int, embedder: Embedder, scale: Scale) -> Run:
     with loopback(scale) as (webs, search), tempfile.TemporaryDirectory() as tmp:
         wall, cpu = asyncio.run(drive(webs, search, parallel, embedder, Path(tmp), scale))
         for web in webs:
@@ -226,7 +225,7 @@ def run_once(parallel: int, embedder: Embeddings, scale: Scale) -> Run:
         )
 
 
-def bench_branches(runs: int, embedder: Embeddings, scale: Scale) -> dict[str, float]:
+def bench_branches(runs: int, embedder: Embedder, scale: Scale) -> dict[str, float]:
     serial: list[Run] = []
     parallel: list[Run] = []
     for _ in range(runs):  # interleaved: the machine's noise falls on both alike
@@ -308,7 +307,7 @@ def bench_extraction() -> dict[str, float]:
 # --- main -------------------------------------------------------------------------------------
 
 
-def load_embedder() -> tuple[Embeddings, str]:
+def load_embedder() -> tuple[Embedder, str]:
     """The shipped local-fast model, loaded before any timing; the toy one if it cannot load."""
     try:
         static = StaticEmbeddings()

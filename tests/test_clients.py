@@ -75,7 +75,7 @@ def test_the_embeddings_clients_carry_the_embed_policy(tmp_path: Path) -> None:
     embedder = make_embeddings(settings.kb)
     assert isinstance(embedder, OpenAIEmbeddingsNamed)
     inner = embedder._client()
-    for made in (inner.client._client, inner.async_client._client):  # type: ignore[attr-defined]
+    for made in (inner.client._client, inner.async_client._client):
         assert policy_of(made) == (5, 90.0, "sk-test", SERVER)
 
 

@@ -4,9 +4,10 @@ Every OpenAI client of a process takes its key, server, retries and timeout from
 the SDK clients (``openai_client``), the chat models (``chat.chat_model``, from
 ``client_settings(..., "chat")``) and the knowledge base's embeddings (from
 ``client_settings(..., "embed")``, handed to ``kb/`` in its settings). Every SDK client
-shares one TLS context (making one reads the CA bundle); each gets a fresh connection pool,
-because pools are bound to the event loop that opened them. ``openai`` is imported on the
-first client, not with this module: the settings read the policies.
+shares one TLS context (making one reads the CA bundle); each gets a fresh async connection
+pool, because pools are bound to the event loop that opened them (the one sync pool, which
+LangChain's chat models want and never call, is the process's). ``openai`` is imported on
+the first client, not with this module: the settings read the policies.
 """
 
 from __future__ import annotations
@@ -173,17 +174,21 @@ _SAMPLE_COMPLETION: dict[str, Any] = {
 
 def touch_apis(settings: Settings) -> None:
     """A server's warm-up: the SDK builds each API's client (and imports its module) on
-    first use, and each reply type's validator on its first reply (~0.4 s of CPU for a
-    research job's): build the ones a run uses, from samples, on a client that sends
-    nothing."""
+    first use, so build the ones a run uses, on a client that sends nothing."""
     import openai
-    from openai.types.chat import ChatCompletion
-    from openai.types.responses import Response
 
     with openai.OpenAI(api_key="warm-up", base_url=settings.openai_base_url) as client:
         _apis = (client.models, client.chat.completions, client.responses)
-    Response.construct(**_SAMPLE_RESPONSE)
-    ChatCompletion.construct(**_SAMPLE_COMPLETION)
+
+
+def build_reply_types() -> None:
+    """A server's warm-up: the SDK builds each reply type's validator on its first reply
+    (~0.4 s of CPU for a research job's): build the ones a run reads, from samples."""
+    from openai.types.chat import ChatCompletion
+    from openai.types.responses import Response
+
+    Response.model_construct(**_SAMPLE_RESPONSE)
+    ChatCompletion.model_construct(**_SAMPLE_COMPLETION)
 
 
 def reader_settings(settings: Settings) -> ReaderSettings:

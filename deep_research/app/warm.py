@@ -62,8 +62,6 @@ def warm_up(settings: Settings, say_engine: Callable[[preparation.Prepared], Non
         preparation.estimate(prepared)
         clients.tls_context()
         clients.touch_apis(settings)
-        # The claim check's first source loads the public suffix list (~0.2 s).
-        site("https://example.com/")
         # LangChain loads its tracing and message-format modules on a model's first call:
         # one call to an in-process model that sends nothing.
         FakeListChatModel(responses=["warm"]).invoke("warm-up")
@@ -71,11 +69,14 @@ def warm_up(settings: Settings, say_engine: Callable[[preparation.Prepared], Non
         for module in RUN_MODULES + tuple(m for s in used for m in s.warm_modules):
             importlib.import_module(module)
         shipped_embedder().embed_query("What does a run need?")
-        if prepared.policy == "web_only":
-            return
-        kb = run_kb.open_default_kb(prepared.settings)  # the run's KB (``choose_kb``)
-        if kb is not None and settings.embedding_provider != "openai":  # no call, no cost
-            kb.embeddings.embed_query("What does a run need?")
+        if prepared.policy != "web_only":
+            kb = run_kb.open_default_kb(prepared.settings)  # the run's KB (``choose_kb``)
+            if kb is not None and settings.embedding_provider != "openai":  # no call, no cost
+                kb.embeddings.embed_query("What does a run need?")
+        # Last, what saves a first run least (a fraction of a second each): the SDK's reply
+        # types, and the public suffix list the claim check's first source loads.
+        clients.build_reply_types()
+        site("https://example.com/")
     except (DeepResearchError, OSError) as exc:
         log.warning("warm-up stopped (the first run builds the rest): %s", exc)
     except Exception:  # a bug: the first run meets it too, but the log says where

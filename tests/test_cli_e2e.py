@@ -467,7 +467,7 @@ def test_defaults_are_current_models_with_the_parameters_they_take(
 def test_a_shut_down_model_stops_the_run_before_anything_is_spent(
     env: dict[str, str], fake_openai: FakeOpenAI
 ) -> None:
-    code, out, err = cli(env, QUESTION, "--deep-research-model", "o4-mini-deep-research")
+    code, out, err = cli(env, QUESTION, "--web-model", "o4-mini-deep-research")
     assert code == 3, err
     assert out == ""
     assert "o4-mini-deep-research" in err
@@ -476,20 +476,6 @@ def test_a_shut_down_model_stops_the_run_before_anything_is_spent(
     assert fake_openai.count("/v1/responses") == 0
     assert fake_openai.count("/v1/chat") == 0
     assert not (Path(env["DEEP_RESEARCH_HOME"]) / "sessions").exists()
-
-
-def test_the_old_setting_names_still_work(env: dict[str, str], fake_openai: FakeOpenAI) -> None:
-    ResearchWorld(plans=[[plan_task("t1")]]).install(fake_openai)
-    run_json(
-        {
-            **env,
-            "DEEP_RESEARCH_DEEP_RESEARCH_MODEL": "gpt-5.5-pro",
-            "DEEP_RESEARCH_DEEP_RESEARCH_MAX_TOOL_CALLS": "7",
-        },
-        QUESTION,
-    )
-    [create] = [r.body for r in fake_openai.requests if r.path == "/v1/responses"]
-    assert (create["model"], create["max_tool_calls"]) == ("gpt-5.5-pro", 7)
 
 
 def test_estimate_prints_the_worst_case_and_spends_nothing(

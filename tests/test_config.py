@@ -11,7 +11,6 @@ import pytest
 from deep_research.app.home import settings_home
 from deep_research.app.loading import load_settings
 from deep_research.core.errors import ConfigError
-from deep_research.core.models import RunSpec
 from deep_research.persistence.sessions import SessionStore
 from tests.clirun import cli
 
@@ -35,26 +34,6 @@ def test_web_research_defaults() -> None:
         "off",
     )
     assert (s.web_max_tool_calls, s.web_max_output_tokens, s.max_cost_usd) == (16, 32_000, 20.0)
-
-
-def test_old_setting_names_are_aliases(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DEEP_RESEARCH_DEEP_RESEARCH_MODEL", "gpt-5.5-pro")
-    monkeypatch.setenv("DEEP_RESEARCH_DEEP_RESEARCH_MAX_TOOL_CALLS", "9")
-    monkeypatch.setenv("DEEP_RESEARCH_DEEP_RESEARCH_MAX_WAIT_SECONDS", "60")
-    monkeypatch.setenv("DEEP_RESEARCH_DEEP_RESEARCH_POLL_SECONDS", "2")
-    monkeypatch.setenv("DEEP_RESEARCH_WEB_REASONING_EFFORT", "low")
-    monkeypatch.setenv("DEEP_RESEARCH_WEB_DOMAINS", "Example.com")
-    monkeypatch.setenv("DEEP_RESEARCH_WEB_SINCE", "2025-01-01")
-    s = load_settings()
-    assert (s.web_model, s.web_max_tool_calls) == ("gpt-5.5-pro", 9)
-    assert (s.web_max_wait_seconds, s.web_poll_seconds) == (60, 2)
-    assert (s.web_effort, s.domains, s.since) == ("low", "example.com", "2025-01-01")
-    # A session saved before the rename resumes with its effort.
-    assert RunSpec.model_validate({"web_reasoning_effort": "low"}).web_effort == "low"
-    # The new name wins when both are set, and per-run overrides still validate.
-    monkeypatch.setenv("DEEP_RESEARCH_WEB_MODEL", "gpt-6-sol")
-    assert load_settings().web_model == "gpt-6-sol"
-    assert load_settings(web_model="gpt-5.5").web_model == "gpt-5.5"
 
 
 def test_prices_come_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -214,8 +193,6 @@ def test_a_resume_with_an_absurd_budget_leaves_the_session_as_it_was(tmp_path: P
     [
         ("DEEP_RESEARCH_MAX_COST_USD", "-5"),
         ("DEEP_RESEARCH_MAX_PARALLEL", "0"),
-        ("DEEP_RESEARCH_MAX_PARALLEL_BRANCHES", "0"),  # its old name, named as given
-        ("DEEP_RESEARCH_DEEP_RESEARCH_MAX_TOOL_CALLS", "0"),  # an old name, named as given
         ("DEEP_RESEARCH_PRICES", "{not json"),  # was exit 70, "a bug"
         ("DEEP_RESEARCH_PLANNER_MODEL", ""),
         ("DEEP_RESEARCH_KB_NAME", "../notes"),

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from deep_research.app.config import Settings
-from deep_research.app.loading import variables
+from deep_research.app.loading import variable as variable_of
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,7 +61,7 @@ def test_the_settings_page_lists_every_settings_variable(site: Path) -> None:
     page = (site / "settings" / "index.html").read_text()
     rows = re.findall(r"<tr>(.*?)</tr>", page, re.S)
     for field in Settings.model_fields:
-        variable = variables(field)[0]
+        variable = variable_of(field)
         row = next((row for row in rows if f"<code>{variable}</code>" in row), None)
         assert row is not None, f"{variable} is not on the settings page"
         said = docstrings().get(field, "")
@@ -98,7 +98,7 @@ def test_the_presets_table_shows_each_presets_value_of_each_setting_it_sets(site
     ]
     assert rows[0] == ["setting", *presets.CHANGES]
     for knob in presets.knobs():
-        row = next((row for row in rows if row[0] == variables(knob)[0]), None)
+        row = next((row for row in rows if row[0] == variable_of(knob)), None)
         assert row is not None, f"{knob} is not in the presets' table"
         assert row[-3:] == [str(presets.values(name)[knob]) for name in presets.CHANGES], knob
 

@@ -648,19 +648,6 @@ def test_a_journal_that_cannot_be_read_is_one_corrupt_session(store: SessionStor
     assert [row.status for row in store.list()] == ["corrupt"]
 
 
-def test_a_session_of_schema_4_is_read_and_saved_as_5(store: SessionStore) -> None:
-    state = store.create("q")
-    file = store.path(state.session_id) / "state.json"
-    data = json.loads(file.read_text())
-    assert data["schema_version"] == SCHEMA_VERSION == 5
-    data["schema_version"] = 4  # the version before the job journal
-    del data["jobs_journaled"]
-    file.write_text(json.dumps(data))
-    loaded = store.load(state.session_id)
-    store.save(loaded)
-    assert json.loads(file.read_text())["schema_version"] == 5
-
-
 def test_a_line_torn_by_a_crash_is_skipped_and_ended(store: SessionStore) -> None:
     state = store.create("q")
     state.nodes["a"] = ResearchNode(id="a", question="qa", status="running")
@@ -725,7 +712,7 @@ def test_a_run_stopped_before_its_report_was_written_reads_as_interrupted(
     assert store.list()[0].status == saved_as
 
 
-@pytest.mark.parametrize("saved", [3, SCHEMA_VERSION + 1, None])
+@pytest.mark.parametrize("saved", [4, SCHEMA_VERSION + 1, None])
 def test_a_session_of_another_schema_is_refused_by_show_and_resume(
     store: SessionStore, env: dict[str, str], saved: int | None
 ) -> None:
@@ -750,7 +737,7 @@ def test_a_session_of_another_schema_is_refused_by_show_and_resume(
     shown = "none" if saved is None else saved
     expected = (
         f"session {state.session_id} was saved by another version of deep-research "
-        f"(schema {shown}, this one reads 4 and {SCHEMA_VERSION})"
+        f"(schema {shown}, this one reads {SCHEMA_VERSION})"
     )
     for command in (("sessions", "show"), ("resume",)):
         code, _, err = cli(env, *command, state.session_id)

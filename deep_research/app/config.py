@@ -10,13 +10,13 @@ faster without pydantic-settings and the asyncio it imports.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import fields
 from datetime import date
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, AliasChoices, AliasGenerator, Field, SecretStr, ValidationError
+from pydantic import AfterValidator, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from deep_research.app.clients import client_settings
@@ -53,26 +53,6 @@ ModelName = Annotated[str, AfterValidator(model_name)]
 KbName = Annotated[str, AfterValidator(kb_name)]
 
 
-RENAMED = {
-    "max_parallel": "MAX_PARALLEL_BRANCHES",
-    "web_model": "DEEP_RESEARCH_MODEL",
-    "web_effort": "WEB_REASONING_EFFORT",
-    "web_max_tool_calls": "DEEP_RESEARCH_MAX_TOOL_CALLS",
-    "web_max_wait_seconds": "DEEP_RESEARCH_MAX_WAIT_SECONDS",
-    "web_poll_seconds": "DEEP_RESEARCH_POLL_SECONDS",
-    **{name: f"WEB_{name.upper()}" for name in ("domains", "exclude_domains", "since", "location")},
-}
-"""A renamed setting -> its old variable (after ``DEEP_RESEARCH_``), still read."""
-
-
-def _renamed(field: str) -> AliasChoices | None:
-    """A renamed setting's variables: its own, then its old one's. Upper case only:
-    pydantic-settings matches names in any case, so a "web_model" choice would let a bare
-    WEB_MODEL set it."""
-    old = RENAMED.get(field)
-    return AliasChoices(ENV_PREFIX + field.upper(), ENV_PREFIX + old) if old else None
-
-
 class Settings(BaseSettings):
     """Every setting. ``Settings(_env_file=None, **values)``: without `.env` (tests);
     ``loading.load_settings`` also names a bad value's variable."""
@@ -84,8 +64,6 @@ class Settings(BaseSettings):
         extra="ignore",
         validate_assignment=True,
         populate_by_name=True,
-        # None keeps a field's own variable (pydantic allows it; its annotation does not say so)
-        alias_generator=AliasGenerator(validation_alias=cast(Callable[[str], str], _renamed)),
     )
 
     # --- the server; the models per role (checked 2026-11-23 against the pinned openai SDK's

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 from deep_research.adapters.llm.lifecycle import lookup_models
 from deep_research.app import chat, clients, preflight, preparation, presets, reserves, sources
 from deep_research.app.config import SECRETS, Settings
-from deep_research.app.loading import variables
+from deep_research.app.loading import variable
 from deep_research.app.options import RunOptions
 from deep_research.app.saved import sessions
 from deep_research.app.urls import mask_url
@@ -241,19 +241,19 @@ def _masked(settings: Settings) -> dict[str, Any]:
 
 def env_lines(shown: dict[str, Any]) -> list[str]:
     """The settings of ``doctor --settings`` (``_masked``: the JSON's, by field name) as one
-    writes them in `.env`: ``VARIABLE=value`` under each one's preferred variable
+    writes them in `.env`: ``VARIABLE=value`` under its variable
     (``DEEP_RESEARCH_…``, ``OPENAI_API_KEY``…), sorted; a list or a mapping as JSON, a
     secret as ``# VARIABLE is set`` (never its value)."""
     lines = []
     for name, value in shown.items():
-        variable = variables(name)[0]
+        var = variable(name)
         if name in SECRETS:
-            lines.append(f"# {variable} is {value}")
+            lines.append(f"# {var} is {value}")
         elif value is None:
-            lines.append(f"# {variable} is not set")
+            lines.append(f"# {var} is not set")
         else:
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            lines.append(f"{variable}={text}")
+            lines.append(f"{var}={text}")
     return sorted(lines, key=lambda line: line.lstrip("# "))
 
 

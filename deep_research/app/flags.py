@@ -14,8 +14,6 @@ class Flag:
     flag: str
     """The CLI's flag (its first name)."""
     help: str
-    aliases: tuple[str, ...] = ()
-    """Other names the CLI takes for it."""
 
 
 _DEFAULT = "(default: as configured)"
@@ -47,7 +45,6 @@ FLAGS: dict[str, Flag] = {
         "--web-model",
         "Reasoning model that runs web research jobs (default: DEEP_RESEARCH_WEB_MODEL, "
         "else gpt-5.5).",
-        aliases=("--deep-research-model",),
     ),
     "web_effort": Flag(
         "--web-effort",

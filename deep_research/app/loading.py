@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, ValidationError
+from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from deep_research.app.config import ENV_PREFIX, SECRETS, Settings
@@ -35,26 +35,23 @@ def load_settings(**overrides: Any) -> Settings:
 
 
 def _field_named(name: str) -> str:
-    """The setting ``name`` is, or is an alias of (an error's location may be either)."""
+    """The setting ``name`` is, or whose variable it is (an error's location may be either)."""
     if name in Settings.model_fields:
         return name
-    return next((f for f in Settings.model_fields if name.upper() in variables(f)), name)
+    return next((f for f in Settings.model_fields if name.upper() == variable(f)), name)
 
 
 def _origin(field: str) -> str | None:
     """Where pydantic-settings read ``field``, looked for once it has refused the value:
     "VARIABLE", "VARIABLE in /path/.env", or None (from neither). Its order: the environment
-    over `.env`, a field's preferred name over an old one, names in any case."""
+    over `.env`, names in any case."""
     if field not in Settings.model_fields:
         return None
-    environ = {variable.upper() for variable in os.environ}
-    dotenv = read_dotenv()
-    for variable in variables(field):
-        if variable in environ:
-            return variable
-    for variable in variables(field):
-        if variable in dotenv:
-            return f"{variable} in {Path(ENV_FILE).resolve()}"
+    name = variable(field)
+    if name in {v.upper() for v in os.environ}:
+        return name
+    if name in read_dotenv():
+        return f"{name} in {Path(ENV_FILE).resolve()}"
     return None
 
 
@@ -72,9 +69,7 @@ def _unparsable(exc: SettingsError) -> ConfigError:
     return ConfigError(f"invalid {where}: {cause or exc}")
 
 
-def variables(field: str) -> tuple[str, ...]:
-    """The environment variables that set ``field``, the preferred first."""
+def variable(field: str) -> str:
+    """The environment variable that sets ``field``."""
     alias = Settings.model_fields[field].validation_alias
-    if isinstance(alias, AliasChoices):
-        return tuple(c for c in alias.choices if isinstance(c, str))
-    return (alias if isinstance(alias, str) else ENV_PREFIX + field.upper(),)
+    return alias if isinstance(alias, str) else ENV_PREFIX + field.upper()

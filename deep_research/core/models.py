@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from deep_research.core.bounds import CostUSD, Iterations, RuntimeSeconds, TokenBudget, UnitInterval
 from deep_research.core.claim_totals import ClaimTotals
@@ -251,8 +251,8 @@ class RunSpec(BaseModel):
     """
 
     web_model: str = ""
-    web_effort: str = Field("", validation_alias=AliasChoices("web_effort", "web_reasoning_effort"))
-    """The web model's effort (saved as ``web_reasoning_effort`` until 2026-11-27)."""
+    web_effort: str = ""
+    """The web model's effort."""
     web_max_tool_calls: int = 0
     web_max_output_tokens: int = 0
     web_tier: str = ""

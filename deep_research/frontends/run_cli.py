@@ -36,7 +36,7 @@ def flag(name: str) -> Any:
     """Run option ``name`` as a typer option: its flag and help (``app/flags.py``, the words
     its HTTP and MCP descriptions use too)."""
     found = FLAGS[name]
-    return typer.Option(found.flag, *found.aliases, help=found.help)
+    return typer.Option(found.flag, help=found.help)
 
 
 ParallelOpt = Annotated[int | None, flag("max_parallel")]

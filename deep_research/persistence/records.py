@@ -17,8 +17,6 @@ from deep_research.core.errors import SessionError, SessionLocked
 from deep_research.core.models import RunStatus, SessionState, StopReason
 
 SCHEMA_VERSION: int = SessionState.model_fields["schema_version"].default
-READS = (4, SCHEMA_VERSION)
-"""The versions this one reads: 4 had no job journal, and is otherwise the same."""
 
 SESSION_ID = re.compile(r"^[0-9a-f]{4,32}$")
 
@@ -88,7 +86,7 @@ def decode(session_id: str, raw: bytes, where: str) -> SessionState:
         state = SessionState.model_validate_json(raw)
         if (
             "schema_version" in state.model_fields_set  # not the default: we always write it
-            and state.schema_version in READS
+            and state.schema_version == SCHEMA_VERSION
             and state.session_id == session_id
         ):
             return state
@@ -105,11 +103,11 @@ def decode(session_id: str, raw: bytes, where: str) -> SessionState:
     if not isinstance(data, dict):
         raise SessionError(f"session {session_id} is corrupt: {where} is not a JSON object")
     version = data.get("schema_version")
-    if type(version) is not int or version not in READS:
+    if type(version) is not int or version != SCHEMA_VERSION:
         saved = "none" if version is None else repr(version)
         raise SessionError(
             f"session {session_id} was saved by another version of deep-research "
-            f"(schema {saved}, this one reads {' and '.join(map(str, READS))}): {where}"
+            f"(schema {saved}, this one reads {SCHEMA_VERSION}): {where}"
         )
     try:
         state = SessionState.model_validate(data)

@@ -18,7 +18,7 @@ Invariants:
 - A corrupt or unreadable (nested past the parsers' depth, too) ``state.json`` is
   reported as a ``SessionError`` naming the file and is never overwritten by this module;
   ``list()`` shows such a session as ``corrupt`` instead of skipping it, and lists the
-  others. One saved with a ``schema_version`` not in ``READS`` (or none) is refused the
+  others. One saved with a ``schema_version`` other than ``SCHEMA_VERSION`` (or none) is refused the
   same way, in one line naming both versions: no other format is read.
 - A paid job's intent and id are a line of ``jobs.jsonl`` first (``persistence.jobs``);
   loading replays the lines ``state.json`` does not hold yet.

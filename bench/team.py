@@ -152,7 +152,7 @@ def worker_env(conninfo: str, fake: FakeOpenAI, home: Path) -> dict[str, str]:
         "OPENAI_BASE_URL": fake.base_url,
         "OPENAI_API_KEY": "sk-bench",
         "DEEP_RESEARCH_WEB_ENGINE": "openai",
-        "DEEP_RESEARCH_DEEP_RESEARCH_POLL_SECONDS": "0.05",
+        "DEEP_RESEARCH_WEB_POLL_SECONDS": "0.05",
         "DEEP_RESEARCH_CHECK_FETCH": "off",
     }
 

@@ -135,7 +135,7 @@ def env(tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
         "DEEP_RESEARCH_HOME": str(tmp_path / "home"),
         "OPENAI_BASE_URL": fake_openai.base_url,
         "OPENAI_API_KEY": "sk-test-secret-value",
-        "DEEP_RESEARCH_DEEP_RESEARCH_POLL_SECONDS": "0.01",
+        "DEEP_RESEARCH_WEB_POLL_SECONDS": "0.01",
         "DEEP_RESEARCH_MAX_RETRIES": "1",
         "DEEP_RESEARCH_WEB_ENGINE": "openai",
         "DEEP_RESEARCH_CHECK_FETCH": "off",

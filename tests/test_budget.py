@@ -67,12 +67,6 @@ def test_unknown_models_have_no_price(model: str) -> None:
     assert not BOOK.knows(model)
 
 
-def test_unpriced_lists_each_unknown_model_once() -> None:
-    book = PriceTable({"my-model": Price(1.0, 0.1, 4.0)})
-    models = ["gpt-5.5", "llama3.1:8b", "my-model", "llama3.1:8b", "gpt-6.2-sol"]
-    assert book.unpriced(models) == ["llama3.1:8b", "gpt-6.2-sol"]
-
-
 def test_cost_bills_cached_input_at_cached_rate() -> None:
     usage = Usage(input_tokens=200_000, cached_input_tokens=80_000, output_tokens=10_000)
     # 120k * $5 + 80k * $0.50 + 10k * $30 (per 1M)

@@ -94,22 +94,6 @@ def test_kb_ingest_and_a_run_refuse_a_kb_of_another_version_and_keep_it(
     assert manifest.read_bytes() == before, "never rewritten"
 
 
-def test_a_run_makes_the_sample_kb_of_another_version_again(
-    kb_home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("DEEP_RESEARCH_KB_NAME", "sample")
-    monkeypatch.setenv("DEEP_RESEARCH_KB_PATH", str(kb_home / "docs"))
-    env = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}
-    assert cli(env, "Turn the valve twice?")[0] == 0
-    saved_as(kb_home, MANIFEST_VERSION - 1, "sample")
-    code, out, err = cli(env, "Turn the valve twice?")
-    assert code == 0, err
-    assert "saved by another version of deep-research: remaking it" in err
-    assert "guide.md" in out, "answered from the sample KB made again"
-    manifest = json.loads((kb_home / "home" / "kb" / "sample" / "manifest.json").read_text())
-    assert manifest["schema_version"] == MANIFEST_VERSION
-
-
 def test_kb_list_lists_every_kb_and_says_which_cannot_be_read(kb_home: Path) -> None:
     docs = str(kb_home / "docs")
     assert kb("ingest", docs)[0] == 0

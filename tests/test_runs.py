@@ -189,7 +189,7 @@ async def test_following_a_queued_resume_shows_only_the_new_run(offline: Setting
     await runs.wait(session_id)
     blocker = await runs.start("How are costs capped?", RunOptions())
     resumed = await runs.resume(session_id, ResumeRequest(max_iterations=2))
-    log = runs.live_log(resumed)
+    log = runs._logs.get(resumed)
     assert log is not None
     seen = await _collect(saved.watch(offline, resumed, live=log))
     assert seen[0].id == log.opened_after + 1  # nothing of the finished run is replayed

@@ -433,7 +433,6 @@ async def test_each_provider_sends_its_request_and_reads_its_recorded_answer(
 
     assert outcome.hits == row.hits
     assert not outcome.cached
-    assert outcome.fee_usd == row.price
     (request,) = sent(double)
     assert {k: request.get(k) for k in row.sent} == row.sent
     assert not [k for k in row.scoped if k not in row.sent and k in request]
@@ -493,7 +492,6 @@ async def test_a_brave_answer_without_web_results_is_no_hits(rig: Rig) -> None:
     outcome = await rig.provider(brave, answering(brave, "nothing_found")).search("zzqxv", 5)
 
     assert outcome.hits == []
-    assert outcome.fee_usd == brave.price  # Brave bills the request anyway
 
 
 async def test_brave_leaves_the_operators_out_when_they_would_not_fit_its_query(
@@ -600,8 +598,7 @@ async def test_a_repeated_query_is_served_from_the_cache_normalised_and_free(
     fewer = await provider.search("ASYNCIO RATE LIMITING", 2)
 
     assert len(sent(wire)) == 1
-    assert (first.cached, first.fee_usd) == (False, 0.008)
-    assert (again.cached, again.fee_usd) == (True, 0.0)
+    assert (first.cached, again.cached) == (False, True)
     assert again.hits == first.hits
     assert fewer.cached
     assert fewer.hits == first.hits[:2]
@@ -808,7 +805,6 @@ async def test_a_429_with_retry_after_is_waited_out_once_and_billed_once(rig: Ri
     assert (first.status, second.status) == (429, 200)
     assert second.at - first.at >= 0.3
     assert outcome.hits == tavily.hits
-    assert outcome.fee_usd == 0.008  # the refused request is not billed
 
 
 async def test_the_wait_pauses_every_search_of_that_provider(rig: Rig) -> None:

@@ -63,7 +63,7 @@ async def test_a_plugin_provider_is_chosen_keyed_and_asked_like_a_built_in(
     await search.aclose()
     await client.aclose()
     assert [h.url for h in outcome.hits] == ["https://pypi.org/project/x/"]
-    assert outcome.fee_usd == pytest.approx(0.001), "its list price"
+    assert search.price_usd == pytest.approx(0.001), "its list price"
     [request] = asked
     assert request.url.host == "echo-search.example"
     assert request.headers["X-Key"] == "k-echo-1234"

@@ -24,6 +24,7 @@ from deep_research.core.ledger import ClaimLedger
 from deep_research.core.models import EvidenceUnit, ResearchNode, SessionState
 from deep_research.core.report import Report
 from deep_research.persistence import sessions as file_sessions
+from deep_research.persistence.records import prune
 from deep_research.persistence.sessions import SessionStore
 from tests.pg import execute, fresh_database
 
@@ -380,14 +381,14 @@ def test_remove_and_prune(backend: Backend) -> None:
         store.load(gone.session_id)
     later = datetime.now(UTC) + timedelta(days=2)
     with runner.lock(running.session_id):
-        assert store.prune(timedelta(days=3), now=later) == ([], []), "none is that old"
-        removed, skipped = store.prune(timedelta(days=1), now=later, dry_run=True)
+        assert prune(store, timedelta(days=3), now=later) == ([], []), "none is that old"
+        removed, skipped = prune(store, timedelta(days=1), now=later, dry_run=True)
         assert ([row.session_id for row in removed], skipped) == (
             [old.session_id],
             [running.session_id],
         )
         assert len(store.list()) == 2, "a dry run removes nothing"
-        removed, skipped = store.prune(timedelta(days=1), now=later)
+        removed, skipped = prune(store, timedelta(days=1), now=later)
     assert ([row.session_id for row in removed], skipped) == (
         [old.session_id],
         [running.session_id],

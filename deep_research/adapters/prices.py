@@ -24,14 +24,14 @@ Invariants:
 - A model we have no price for costs only its web-search fees here (a local Ollama/vLLM
   model), but its tokens still count against the token limit: callers meter tokens
   separately, and decide whether an unpriced model on OpenAI's own API is an error
-  (``PriceTable.unpriced``).
+  (``PriceTable.knows``).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -173,10 +173,6 @@ class PriceTable:
             return model.removeprefix(SEARCH_PREFIX) in self.search_fees
         name = base_name(model)
         return name in self.overrides or _record(name) is not None
-
-    def unpriced(self, models: Iterable[str]) -> list[str]:
-        """The models among ``models`` this book cannot price, each once, in order."""
-        return [m for m in dict.fromkeys(models) if not self.knows(m)]
 
     def cost(self, model: str, usage: Usage, *, tier: str = DEFAULT_TIER) -> float:
         """USD for one call (or a sum of calls) of ``model`` with ``usage``, served on the

@@ -21,7 +21,9 @@ def prune_sessions(
     settings: Settings, older_than: timedelta, *, dry_run: bool = False
 ) -> tuple[list[SessionSummary], list[str]]:
     """Delete the sessions unchanged for longer than ``older_than``; (removed, running)."""
-    return sessions(settings).prune(older_than, dry_run=dry_run)
+    from deep_research.persistence.records import prune
+
+    return prune(sessions(settings), older_than, dry_run=dry_run)
 
 
 def upgrade_database(settings: Settings) -> tuple[str, list[int], int]:

@@ -18,8 +18,7 @@ from deep_research.adapters.branches.protocols import Evidence
 from deep_research.app.config import Settings
 from deep_research.core.errors import ConfigError, KBMissing, KnowledgeBaseError
 from deep_research.core.models import SourcePolicy
-from deep_research.kb.catalog import list_kbs, missing_kb, open_kb, remove_kb
-from deep_research.kb.manifest import KBOutdated
+from deep_research.kb.catalog import list_kbs, missing_kb, open_kb
 from deep_research.kb.search import search
 from deep_research.kb.store import KBStore
 
@@ -91,18 +90,10 @@ def knowledge_base(
 ) -> KBStore | None:
     """The KB for this run (``choose_kb``'s); None when there is none. ``sample``, the one KB a
     run may create, is ingested from ``settings.kb_path`` first when missing, and the run
-    says it answers from it. A KB saved by another version is refused before any spending,
-    but for ``sample``, made again from its folder."""
+    says it answers from it. A KB saved by another version is refused before any spending."""
     if policy == "web_only":
         return None
-    try:
-        kb = open_default_kb(settings)
-    except KBOutdated as old:
-        if old.name != SAMPLE_KB or not settings.kb_path.is_dir():
-            raise
-        on_info(f"KB {SAMPLE_KB!r} was saved by another version of deep-research: remaking it")
-        remove_kb(settings.kb, SAMPLE_KB)
-        kb = None
+    kb = open_default_kb(settings)
     if settings.kb_name != SAMPLE_KB:
         return kb
     if kb is None:

@@ -304,10 +304,6 @@ class RunManager:
         if ended(run.state):
             await asyncio.to_thread(self._release, reservation, run.state.session_id)
 
-    def live_log(self, session_id: str) -> Events | None:
-        """The event log of a run this process runs now (None: it runs no such run)."""
-        return self._logs.get(sessions(self.settings).resolve(session_id))
-
     async def watch(
         self, session_id: str, *, after: int | None = None
     ) -> AsyncGenerator[RunEvent, None]:

@@ -89,11 +89,10 @@ async def follow(
     after: int = 0,
     *,
     poll_seconds: float = 0.05,
-    until_end: bool = True,
     running: Callable[[], bool] | None = None,
 ) -> AsyncGenerator[RunEvent, None]:
-    """Events with an id above ``after`` as they are written; stops after an ``end`` event
-    (with ``until_end``), or when ``running`` says no process runs the session any more and
+    """Events with an id above ``after`` as they are written; stops after an ``end`` event,
+    or when ``running`` says no process runs the session any more and
     everything written has been read."""
     offset = 0
     while True:
@@ -101,7 +100,7 @@ async def follow(
         for event in events:
             after = event.id
             yield event
-            if until_end and event.type in TERMINAL:
+            if event.type in TERMINAL:
                 return
         if not events and running is not None and not running():
             events, offset = _read_from(path, offset, after)  # written just before it ended

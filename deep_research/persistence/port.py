@@ -24,7 +24,7 @@ import builtins
 import contextlib
 import functools
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -103,10 +103,6 @@ class Sessions(Protocol):
         """Ids of the sessions saved at or after ``when``."""
 
     def remove(self, session_id_or_prefix: str) -> str: ...
-
-    def prune(
-        self, older_than: timedelta, *, now: datetime | None = None, dry_run: bool = False
-    ) -> tuple[builtins.list[SessionSummary], builtins.list[str]]: ...
 
     # --- who runs it ---
     def lock(self, session_id: str) -> contextlib.AbstractContextManager[None]:

@@ -28,7 +28,7 @@ import asyncio
 import builtins
 import contextlib
 from collections.abc import AsyncGenerator, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from deep_research.core.errors import SessionError
@@ -49,10 +49,11 @@ from deep_research.persistence.records import (
     UNPRINTABLE,
     SessionSummary,
     check_id,
+    corrupt,
     decode,
     new_session_id,
-    prune,
     shown_status,
+    summary,
 )
 
 if TYPE_CHECKING:
@@ -206,26 +207,8 @@ class PgSessions:
         try:
             state = decode(session_id, payload.encode("utf-8"), f"its state in {self.where}")
         except SessionError as exc:  # dated by its last write, as a file by its mtime
-            return SessionSummary(
-                session_id=session_id,
-                question="",
-                status="corrupt",
-                created_at=updated_at,
-                updated_at=updated_at,
-                error=str(exc),
-            )
-        return SessionSummary(
-            session_id=session_id,
-            question=state.question,
-            status=shown_status(state, reported=lambda: reported, locked=lambda: locked),
-            stop_reason=state.stop_reason,
-            created_at=state.created_at,
-            updated_at=state.updated_at,
-            cost_usd=sum(entry.cost_usd for entry in state.ledger),
-            nodes_done=sum(1 for node in state.nodes.values() if node.status == "done"),
-            nodes_total=len(state.nodes),
-            report_path=state.report_path,
-        )
+            return corrupt(session_id, updated_at, exc)
+        return summary(state, shown_status(state, reported=lambda: reported, locked=lambda: locked))
 
     # --- who runs it -------------------------------------------------------------
 
@@ -254,11 +237,6 @@ class PgSessions:
         session_id = self.resolve(session_id_or_prefix)
         self._db.run(lambda cur: delete_unleased(cur, session_id))
         return session_id
-
-    def prune(
-        self, older_than: timedelta, *, now: datetime | None = None, dry_run: bool = False
-    ) -> tuple[builtins.list[SessionSummary], builtins.list[str]]:
-        return prune(self, older_than, now=now, dry_run=dry_run)
 
     # --- its parts ---------------------------------------------------------------
 

@@ -42,6 +42,34 @@ def shown_status(
     return "interrupted" if unfinished and not locked() else state.status
 
 
+def summary(state: SessionState, status: RunStatus) -> SessionSummary:
+    """A readable session's row in a listing, under the status to show."""
+    return SessionSummary(
+        session_id=state.session_id,
+        question=state.question,
+        status=status,
+        stop_reason=state.stop_reason,
+        created_at=state.created_at,
+        updated_at=state.updated_at,
+        cost_usd=sum(entry.cost_usd for entry in state.ledger),
+        nodes_done=sum(1 for node in state.nodes.values() if node.status == "done"),
+        nodes_total=len(state.nodes),
+        report_path=state.report_path,
+    )
+
+
+def corrupt(session_id: str, when: datetime, exc: SessionError) -> SessionSummary:
+    """An unreadable session's row, dated ``when`` (its last write)."""
+    return SessionSummary(
+        session_id=session_id,
+        question="",
+        status="corrupt",
+        created_at=when,
+        updated_at=when,
+        error=str(exc),
+    )
+
+
 def new_session_id() -> str:
     """12 lowercase hex characters: 48 random bits, short enough to type."""
     return uuid.uuid4().hex[:12]

@@ -35,7 +35,7 @@ import contextlib
 import os
 import shutil
 from collections.abc import AsyncGenerator, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,10 +49,11 @@ from deep_research.persistence.records import (
     UNPRINTABLE,
     SessionSummary,
     check_id,
+    corrupt,
     decode,
     new_session_id,
-    prune,
     shown_status,
+    summary,
 )
 
 if TYPE_CHECKING:
@@ -291,11 +292,6 @@ class SessionStore:
         shutil.rmtree(doomed, ignore_errors=True)
         return session_id
 
-    def prune(
-        self, older_than: timedelta, *, now: datetime | None = None, dry_run: bool = False
-    ) -> tuple[builtins.list[SessionSummary], builtins.list[str]]:
-        return prune(self, older_than, now=now, dry_run=dry_run)
-
     # --- listing -----------------------------------------------------------------
 
     def list(self) -> builtins.list[SessionSummary]:
@@ -309,24 +305,5 @@ class SessionStore:
         except SessionError as exc:
             # No trustworthy timestamps inside: date it by the directory.
             when = datetime.fromtimestamp(self.path(session_id).stat().st_mtime, UTC)
-            return SessionSummary(
-                session_id=session_id,
-                question="",
-                status="corrupt",
-                created_at=when,
-                updated_at=when,
-                error=str(exc),
-            )
-        status = self.shown_status(state)
-        return SessionSummary(
-            session_id=state.session_id,
-            question=state.question,
-            status=status,
-            stop_reason=state.stop_reason,
-            created_at=state.created_at,
-            updated_at=state.updated_at,
-            cost_usd=sum(entry.cost_usd for entry in state.ledger),
-            nodes_done=sum(1 for node in state.nodes.values() if node.status == "done"),
-            nodes_total=len(state.nodes),
-            report_path=state.report_path,
-        )
+            return corrupt(session_id, when, exc)
+        return summary(state, self.shown_status(state))

@@ -2,7 +2,7 @@
 rate limits, and `WebSearch`, which puts cache, limit and Retry-After around a provider's API.
 
 Invariants:
-- A search either returns a `SearchOutcome` or raises `SearchFailed`; no httpx, ddgs or
+- A search either returns `SearchResults` or raises `SearchFailed`; no httpx, ddgs or
   JSON exception reaches a caller. ``str(SearchFailed)`` is one line: ``"<provider>: why"``.
 - One token bucket per provider name in a `RateLimits`, built once per process (per event
   loop) and shared by every search of that provider. No bursts: requests leave at least
@@ -29,7 +29,6 @@ import asyncio
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import date
 from typing import Literal, Protocol
 
@@ -68,12 +67,6 @@ class RetryAfter(Exception):
     def __init__(self, seconds: float | None) -> None:
         super().__init__(f"rate limited, retry after {seconds}")
         self.seconds = seconds
-
-
-@dataclass(frozen=True)
-class SearchOutcome(SearchResults):
-    fee_usd: float = 0.0
-    """What this search cost at the provider (0 for a cache hit): put it on the ledger."""
 
 
 class SearchApi(Protocol):
@@ -194,8 +187,8 @@ class RateLimits:
 class WebSearch:
     """A provider API behind the result cache, its rate limit and Retry-After handling.
 
-    Implements ``branches.protocols.Searcher``: ``search`` returns a `SearchOutcome` (hits,
-    ``cached``, ``fee_usd``) or raises `SearchFailed`.
+    Implements ``branches.protocols.Searcher``: ``search`` returns `SearchResults` (hits,
+    ``cached``) or raises `SearchFailed`.
     """
 
     def __init__(
@@ -225,7 +218,7 @@ class WebSearch:
     async def aclose(self) -> None:
         await self.api.aclose()
 
-    async def search(self, query: str, max_results: int) -> SearchOutcome:
+    async def search(self, query: str, max_results: int) -> SearchResults:
         if max_results < 1:
             raise ValueError(f"max_results must be >= 1, got {max_results}")
         query = " ".join(query.split())
@@ -234,12 +227,12 @@ class WebSearch:
         max_results = min(max_results, self.api.max_per_request)
         cached = await self._cached(query, max_results)
         if cached is not None:
-            return SearchOutcome(hits=cached, cached=True, fee_usd=0.0)
+            return SearchResults(hits=cached, cached=True)
         found = await self._fetch(query, max_results)
         hits = [h for h in _dedupe(found) if self.scope.allows(h.url)][:max_results]
         if hits and self.cache is not None:
             await self.cache.set(*self._key(query), _dump(hits, max_results))
-        return SearchOutcome(hits=hits, cached=False, fee_usd=self.price_usd)
+        return SearchResults(hits=hits, cached=False)
 
     async def _fetch(self, query: str, max_results: int) -> list[SearchHit]:
         waited: float | None = None

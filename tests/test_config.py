@@ -1,4 +1,4 @@
-"""Settings: new names, the old names they replace, and prices from the environment."""
+"""Settings: their names and defaults, and prices from the environment."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A knowledge base written by another version of deep-research is never read as this one:
 every command refuses it in one line that says how to make it again, and leaves it as it
-was; a run makes the sample KB, the tool's own, again from its folder."""
+was."""
 
 from __future__ import annotations
 
@@ -48,11 +48,11 @@ def saved_as(kb_home: Path, version: int, kb_name: str = "default") -> Path:
     return manifest
 
 
-def refusal(version: int) -> str:
+def refusal(version: int, name: str = "default") -> str:
     return (
-        f"knowledge base 'default' was saved by another version of deep-research "
+        f"knowledge base '{name}' was saved by another version of deep-research "
         f"(manifest {version}, this one reads {MANIFEST_VERSION}): remove it with "
-        "`deep-research kb rm default` and ingest its folders again"
+        f"`deep-research kb rm {name}` and ingest its folders again"
     )
 
 
@@ -91,6 +91,22 @@ def test_kb_ingest_and_a_run_refuse_a_kb_of_another_version_and_keep_it(
     code, _, err = cli(env, "Turn the valve twice?")
     assert code == 7, err
     assert refusal(version) in err
+    assert manifest.read_bytes() == before, "never rewritten"
+
+
+def test_a_run_refuses_the_sample_kb_of_another_version_too(
+    kb_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sample KB, the tool's own, is a KB like any other: refused, never remade."""
+    monkeypatch.setenv("DEEP_RESEARCH_KB_PATH", str(kb_home / "docs"))
+    env = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}
+    code, _, err = cli(env, "Turn the valve twice?", "--kb", "sample")
+    assert code == 0, err  # the first run ingests it
+    manifest = saved_as(kb_home, MANIFEST_VERSION - 1, "sample")
+    before = manifest.read_bytes()
+    code, _, err = cli(env, "Turn the valve twice?", "--kb", "sample")
+    assert code == 7, err
+    assert refusal(MANIFEST_VERSION - 1, "sample") in err
     assert manifest.read_bytes() == before, "never rewritten"
 
 

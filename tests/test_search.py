@@ -429,8 +429,10 @@ async def test_each_provider_sends_its_request_and_reads_its_recorded_answer(
 ) -> None:
     double = answering(row)
 
-    outcome = await rig.provider(row, double).search(f"  {QUERY} ", 5)
+    search = rig.provider(row, double)
+    outcome = await search.search(f"  {QUERY} ", 5)
 
+    assert search.price_usd == row.price  # its documented list price
     assert outcome.hits == row.hits
     assert not outcome.cached
     (request,) = sent(double)

@@ -9,7 +9,7 @@ from deep_research.app.config import Settings
 from deep_research.app.saved import database_url, sessions
 from deep_research.core.errors import StorageError
 from deep_research.persistence.port import team_extra
-from deep_research.persistence.records import SessionSummary
+from deep_research.persistence.records import SessionSummary, prune
 
 
 def remove_session(settings: Settings, session_id: str) -> str:
@@ -21,8 +21,6 @@ def prune_sessions(
     settings: Settings, older_than: timedelta, *, dry_run: bool = False
 ) -> tuple[list[SessionSummary], list[str]]:
     """Delete the sessions unchanged for longer than ``older_than``; (removed, running)."""
-    from deep_research.persistence.records import prune
-
     return prune(sessions(settings), older_than, dry_run=dry_run)
 
 

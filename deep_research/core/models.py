@@ -358,8 +358,7 @@ class SessionState(BaseModel):
     schema_version: int = 5
     """The format of ``state.json``: written on every save; a session saved with another
     is refused on load (``persistence.sessions``), never read as this one. 5: job ids may
-    be in ``jobs.jsonl`` first (a binary reading 4 would not see them and pay again); a 4
-    is read as a 5 with no journal."""
+    be in ``jobs.jsonl`` first."""
     session_id: str
     question: str
     created_at: datetime = Field(default_factory=utcnow)

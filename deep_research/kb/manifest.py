@@ -10,8 +10,7 @@ changes before and after every write to the chunks, so anything derived from the
 BM25 index) can tell whether it is current.
 
 The manifest's ``schema_version`` is the KB's format: a KB written with another one is
-never read as this one (``KBOutdated``, one line that says how to make it again; a run
-ingests the sample KB, the tool's own, again).
+never read as this one (``KBOutdated``, one line that says how to make it again).
 
 A root is a folder and everything that resolves inside it: a file is read (and its chunks
 served) only while its path under the root, symlinks followed, stays inside the root's

@@ -3,7 +3,7 @@
     limits = default_rate_limits()                # once per process, in the composition root
     search = make_provider("tavily", limits=limits, cache=result_cache, api_key=key)
     outcome = await search.search("chroma vs qdrant", max_results=5)
-    outcome.hits, outcome.cached, outcome.fee_usd  # or SearchFailed("tavily: …")
+    outcome.hits, outcome.cached   # or SearchFailed("tavily: …"); search.price_usd a request
 
 A provider is a ``Provider`` value in a module of its own, found the way a source is
 (``app/sources.py``): the built-ins, ``duckduckgo`` (the default; no key, through ``ddgs``),

@@ -1,5 +1,5 @@
-"""What every provider shares: the typed failure, the outcome with its fee, the per-process
-rate limits, and `WebSearch`, which puts cache, limit and Retry-After around a provider's API.
+"""What every provider shares: the typed failure, the per-process rate limits, and
+`WebSearch`, which puts cache, limit and Retry-After around a provider's API.
 
 Invariants:
 - A search either returns `SearchResults` or raises `SearchFailed`; no httpx, ddgs or
@@ -13,8 +13,9 @@ Invariants:
 - Cache keys are (provider, normalised query); values hold hits only (url, title, snippet),
   never a key, a header or a base URL. Empty results are not cached: an empty answer from
   DuckDuckGo may be its rate limiting in disguise.
-- A network search reports its provider's per-request fee; a cache hit and a failure cost 0
-  (the paid APIs bill successful requests only).
+- A search's fee is ``price_usd`` a request: its caller books it for each result that is
+  not ``cached``; a cache hit and a failure cost 0 (the paid APIs bill successful requests
+  only).
 - The run's web scope (``core.scope.WebScope``) is asked of each provider in its own terms
   (``site:`` filters, domain lists, date parameters: each provider's module) where
   it takes them, to spend no request on pages the run may not read; every hit is then kept

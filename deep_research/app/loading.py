@@ -35,7 +35,8 @@ def load_settings(**overrides: Any) -> Settings:
 
 
 def _field_named(name: str) -> str:
-    """The setting ``name`` is, or whose variable it is (an error's location may be either)."""
+    """The setting named ``name``, or set by the variable ``name`` (an error's location may
+    be either)."""
     if name in Settings.model_fields:
         return name
     return next((f for f in Settings.model_fields if name.upper() == variable(f)), name)

@@ -92,8 +92,8 @@ async def follow(
     running: Callable[[], bool] | None = None,
 ) -> AsyncGenerator[RunEvent, None]:
     """Events with an id above ``after`` as they are written; stops after an ``end`` event,
-    or when ``running`` says no process runs the session any more and
-    everything written has been read."""
+    or when ``running`` says no process runs the session any more and everything written
+    has been read."""
     offset = 0
     while True:
         events, offset = _read_from(path, offset, after)
